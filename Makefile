@@ -1,0 +1,50 @@
+# lakeshard — the two commands of README.md, and what they stand on.
+#   make demo   run the main job end to end on the embedded lakehouse (a fresh temporary lakehouse)
+#   make test   lint, type-check, and run every test (unit, integration, notebooks through nbval)
+# Both create or reuse .venv, install what is missing (Java 17+ via apt when root), then run.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.lakeshard-installed
+DEMO_ARGS ?=
+
+.PHONY: demo test lint typecheck unit notebooks bench env java clean help
+
+help:
+	@echo "make demo   - run the main job end to end on a fresh embedded lakehouse"
+	@echo "make test   - ruff, mypy, pytest (including notebooks via nbval)"
+	@echo "make bench  - run the benchmarks in bench/ (results in bench/results/)"
+
+demo: env
+	$(BIN)/lakeshard demo $(DEMO_ARGS)
+
+test: env lint typecheck unit
+
+lint: env
+	$(BIN)/ruff check lib tests bench
+
+typecheck: env
+	$(BIN)/mypy
+
+unit: env
+	$(BIN)/pytest tests notebooks --nbval-lax -p no:cacheprovider
+
+bench: env
+	$(BIN)/python bench/bench_synth.py
+
+env: java $(STAMP)
+
+# Reinstall only when the project's dependency list changes: a second run starts within seconds.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { \
+	  echo "error: '$(PYTHON) -m venv' failed; install python3-venv (e.g. apt-get install python3-venv)"; exit 1; }
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+java:
+	@bash scripts/ensure-java.sh
+
+clean:
+	rm -rf $(VENV) lakehouse landing .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,175 @@
+"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``demo``.
+
+Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
+where it reads input, ``--landing PATH`` (default ``./landing`` or ``$LAKESHARD_LANDING``).
+Errors lakeshard expects (bad input, missing Java, a conflicting commit) print one clear line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.errors import LakeshardError
+
+__all__ = ["main"]
+
+
+def _config(args: argparse.Namespace, **extra: Any) -> LakeshardConfig:
+    overrides: dict[str, Any] = dict(extra)
+    if getattr(args, "lakehouse", None):
+        overrides["lakehouse"] = args.lakehouse
+    if getattr(args, "landing", None):
+        overrides["landing"] = args.landing
+    return load_config(args.config, overrides=overrides)
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check Java, Spark start, the adapter in use and the versions; prove a Delta round trip works."""
+    from lakeshard.runtime import detect_runtime, find_java
+
+    cfg = _config(args)
+    rows: list[tuple[str, str]] = [("python", platform.python_version())]
+    for dist in ("lakeshard", "pyspark", "delta-spark", "deltalake", "pyarrow", "pandas", "mmh3", "databricks-connect"):
+        rows.append((dist, _version(dist)))
+    kind = detect_runtime(cfg)
+    rows.append(("runtime", kind.value))
+    ok = True
+    try:
+        java, major = find_java()
+        rows.append(("java", f"{major} ({java})"))
+    except LakeshardError as exc:
+        rows.append(("java", f"PROBLEM: {exc}"))
+        ok = False
+    if ok:
+        from lakeshard.lake import adapter_name, open_store
+        from lakeshard.runtime import get_spark
+
+        start = time.perf_counter()
+        spark = get_spark(cfg)
+        rows.append(("spark", f"{spark.version} started in {time.perf_counter() - start:.1f}s ({cfg.spark.master})"))
+        rows.append(("adapter", adapter_name(spark, cfg)))
+        with tempfile.TemporaryDirectory(prefix="lakeshard-doctor-") as tmp:
+            store = open_store(spark, cfg)
+            uri = f"{tmp}/roundtrip"
+            store.create(uri, spark.range(1).schema)
+            store.append(uri, spark.range(5))
+            n = store.read(uri).count()
+            rows.append(("delta round trip", "ok" if n == 5 else f"PROBLEM: wrote 5 rows, read {n}"))
+            ok = ok and n == 5
+    rows.append(("lakehouse", cfg.lakehouse))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key.ljust(width)}  {value}")
+    print("all good" if ok else "problems found (see above)")
+    return 0 if ok else 1
+
+
+def _spec(args: argparse.Namespace) -> Any:
+    from lakeshard.synth import SynthSpec
+
+    return SynthSpec(events=args.events, tenants=args.tenants, seed=args.seed, hours=args.hours)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Write a synthetic landing zone with its ground truth."""
+    from lakeshard.synth import generate_landing
+
+    cfg = _config(args)
+    manifest = generate_landing(cfg.landing, _spec(args), progress=not args.quiet, overwrite=args.overwrite)
+    print(f"wrote {manifest.records:,} records in {manifest.files} files to {cfg.landing}: "
+          f"{manifest.unique_events:,} unique events, {manifest.duplicate_records:,} duplicates, "
+          f"{manifest.bad_records:,} bad records; ground truth in {cfg.landing}/_truth/")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the longest end-to-end path on a fresh (or given) lakehouse and print the report."""
+    from lakeshard.demo import run_demo
+    from lakeshard.lake import open_store
+    from lakeshard.runtime import get_spark
+
+    base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="lakeshard-demo-"))
+    base.mkdir(parents=True, exist_ok=True)
+    lakehouse = args.lakehouse or str(base / "lakehouse")
+    landing = args.landing or str(base / "landing")
+    cfg = load_config(args.config, overrides={"lakehouse": os.path.abspath(lakehouse),
+                                              "landing": os.path.abspath(landing)})
+    print(f"lakeshard demo: {args.events:,} events from {args.tenants} tenants into {cfg.lakehouse}")
+    print("[0/4] starting Spark ...")
+    spark = get_spark(cfg)
+    report = run_demo(spark, open_store(spark, cfg), cfg, _spec(args), out=base / "report", progress=not args.quiet)
+    print()
+    print(report.render())
+    return 0 if report.ok else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lakeshard", description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--config", help="TOML configuration file (default $LAKESHARD_CONFIG or ./lakeshard.toml)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(p: argparse.ArgumentParser, landing: bool) -> None:
+        p.add_argument("--lakehouse", help="lakehouse directory or URI (default ./lakehouse or $LAKESHARD_LAKEHOUSE)")
+        if landing:
+            p.add_argument("--landing", help="landing zone directory (default ./landing or $LAKESHARD_LANDING)")
+
+    def traffic(p: argparse.ArgumentParser, events: int) -> None:
+        p.add_argument("--events", type=int, default=events, help=f"unique events to generate (default {events:,})")
+        p.add_argument("--tenants", type=int, default=200, help="tenants (default 200)")
+        p.add_argument("--hours", type=float, default=2.0, help="hours of arrival time (default 2)")
+        p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+        p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    p = sub.add_parser("doctor", help="check Java, Spark, the Delta adapter and versions",
+                       description=cmd_doctor.__doc__)
+    common(p, landing=False)
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("generate", help="write a synthetic landing zone with ground truth",
+                       description=cmd_generate.__doc__)
+    common(p, landing=True)
+    traffic(p, 100_000)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing landing zone")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("demo", help="run the pipeline end to end on a fresh lakehouse and report",
+                       description=cmd_demo.__doc__)
+    common(p, landing=True)
+    traffic(p, 200_000)
+    p.add_argument("--out", help="directory for landing, lakehouse and report (default: a new temporary one)")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``lakeshard`` command line and return its exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except LakeshardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""The one typed configuration object of lakeshard: defaults, then a TOML file, then environment variables.
+
+Sources, later ones winning:
+
+1. the defaults below;
+2. a TOML file: ``$LAKESHARD_CONFIG`` if set, else ``./lakeshard.toml`` if present. Sections match the
+   nested dataclasses (``[spark]``, ``[landing]``) and top-level keys match :class:`LakeshardConfig`;
+3. environment variables ``LAKESHARD_<KEY>`` for top-level keys and ``LAKESHARD_<SECTION>_<KEY>`` for
+   section keys, e.g. ``LAKESHARD_LAKEHOUSE=/data/lh`` or ``LAKESHARD_SPARK_DRIVER_MEMORY=8g``.
+
+Example::
+
+    cfg = load_config()                       # defaults + file + env
+    cfg = load_config(overrides={"lakehouse": "/tmp/lh", "spark": {"master": "local[1]"}})
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from lakeshard.errors import ConfigError
+
+__all__ = ["LakeshardConfig", "LandingConfig", "RoutingConfig", "SparkConfig", "load_config"]
+
+Adapter = Literal["auto", "embedded", "native"]
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """How the Spark session is obtained and tuned when lakeshard starts it locally."""
+
+    master: str = "local[*]"
+    app_name: str = "lakeshard"
+    driver_memory: str = "4g"
+    shuffle_partitions: int = 4
+    # "auto" uses Delta's JVM classes when the session has them, otherwise delta-rs commits.
+    adapter: Adapter = "auto"
+    # Use databricks-connect when it is installed and this is true (or DATABRICKS_* is configured).
+    databricks_connect: bool = False
+    log_level: str = "ERROR"
+
+
+@dataclass(frozen=True)
+class LandingConfig:
+    """The landing record format's limits (DESIGN.md §2)."""
+
+    max_record_bytes: int = 256 * 1024
+    max_tenant_id_chars: int = 128
+    max_event_id_chars: int = 256
+    # Timestamps outside [earliest, now + max_future] are "absurd" and quarantined.
+    earliest_ts: str = "2000-01-01T00:00:00Z"
+    max_future_seconds: int = 24 * 3600
+
+
+@dataclass(frozen=True)
+class RoutingConfig:
+    """Shard routing (Husky): the shard ring, placement windows, and defaults for new tenants."""
+
+    total_shards: int = 16
+    window_seconds: int = 300
+    default_shard_count: int = 1
+    # Allocators racing for the same placements retry this often before giving up with an error.
+    allocation_retries: int = 25
+
+
+@dataclass(frozen=True)
+class LakeshardConfig:
+    """Everything lakeshard reads from its environment, in one place."""
+
+    lakehouse: str = "./lakehouse"
+    landing: str = "./landing"
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    landing_format: LandingConfig = field(default_factory=LandingConfig)
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
+
+    def table_uri(self, table: str) -> str:
+        """Return the location of ``table`` inside the lakehouse (``<lakehouse>/<table>``)."""
+        return f"{self.lakehouse.rstrip('/')}/{table}"
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        allowed = typing.get_args(hint)
+        if value not in allowed:
+            raise ConfigError(f"{where}: expected one of {list(allowed)}, found {value!r}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        return value
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in {"1", "true", "yes", "on"}:
+            return True
+        if text in {"0", "false", "no", "off"}:
+            return False
+        raise ConfigError(f"{where}: expected a boolean (true/false), found {value!r}")
+    if hint is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer, found {value!r}")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected an integer, found {value!r}") from None
+    if hint is float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected a number, found {value!r}") from None
+    if hint is str:
+        if not isinstance(value, (str, int, float)):
+            raise ConfigError(f"{where}: expected a string, found {value!r}")
+        return str(value)
+    return value
+
+
+def _build(cls: type[Any], values: Mapping[str, Any], env: Mapping[str, str], prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - known
+    if unknown:
+        raise ConfigError(
+            f"unknown configuration key(s) {sorted(unknown)} in section "
+            f"'{prefix.rstrip('_').lower() or 'top level'}'; known: {sorted(known)}"
+        )
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        env_name = f"LAKESHARD_{prefix}{f.name.upper()}"
+        if dataclasses.is_dataclass(hint):
+            section = values.get(f.name, {})
+            if not isinstance(section, Mapping):
+                raise ConfigError(f"configuration section '{f.name}' must be a table, found {section!r}")
+            kwargs[f.name] = _build(hint, section, env, f"{prefix}{f.name.upper()}_")  # type: ignore[arg-type]
+            continue
+        if env_name in env:
+            kwargs[f.name] = _coerce(env[env_name], hint, env_name)
+        elif f.name in values:
+            kwargs[f.name] = _coerce(values[f.name], hint, f"{prefix.lower()}{f.name}")
+    return cls(**kwargs)
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> LakeshardConfig:
+    """Return the configuration from defaults, the TOML file, the environment and ``overrides``.
+
+    Args:
+        path: a TOML file to read; default ``$LAKESHARD_CONFIG`` or ``./lakeshard.toml`` when present.
+        overrides: values that win over everything else (what a CLI flag or a notebook parameter sets).
+        env: the environment to read (default ``os.environ``).
+
+    Raises:
+        ConfigError: the file is unreadable or a value is unknown or ill-typed (the message names it).
+    """
+    environ = os.environ if env is None else env
+    file_values: dict[str, Any] = {}
+    candidate = path or environ.get("LAKESHARD_CONFIG")
+    if candidate is None and Path("lakeshard.toml").is_file():
+        candidate = "lakeshard.toml"
+    if candidate is not None:
+        try:
+            file_values = tomllib.loads(Path(candidate).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read configuration file {candidate}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"configuration file {candidate} is not valid TOML: {exc}") from None
+    values = _merge(file_values, {})
+    cfg: LakeshardConfig = _build(LakeshardConfig, values, environ, "")
+    if overrides:
+        # Overrides beat the environment: rebuild with them merged and the env ignored for those keys.
+        merged = _merge(dataclasses.asdict(cfg), overrides)
+        cfg = _build(LakeshardConfig, merged, {}, "")
+    return cfg

@@ -1,0 +1,689 @@
+"""The embedded adapter: Spark writes Parquet into the table's directory, delta-rs commits it.
+
+How a write works (DESIGN.md §1):
+
+1. Spark writes the rows as Parquet under a fresh, never-reused directory of the table,
+   ``<table>/w-<utc time>-<random>/<partition dirs>/part-*.parquet``. Until step 3 nothing
+   references these files, so no reader can see them.
+2. The driver reads each new file's footer (row count, min/max/null counts) and builds Delta add
+   actions; partition values come from the directory names Spark wrote.
+3. One delta-rs commit carries the adds (and, for a swap, the removes), the app transactions and
+   the commit metadata. Delta's put-if-absent of the next log entry makes it all-or-nothing; a
+   conflicting concurrent commit surfaces as :class:`~lakeshard.errors.CommitConflict` and the
+   files of the failed attempt are deleted again.
+
+A process that dies between 1 and 3 leaves orphan files that :meth:`EmbeddedTableStore.vacuum` removes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake import Schema as DeltaSchema
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import AddAction, RemoveAction
+
+from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError
+from lakeshard.lake.store import (
+    AppTransaction,
+    CommitInfo,
+    CommitResult,
+    FileInfo,
+    TableStore,
+    VacuumReport,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+__all__ = ["EmbeddedTableStore"]
+
+# Deletion vectors and column mapping would make a plain Parquet read of the live files wrong.
+_DEFAULT_PROPERTIES = {"delta.enableDeletionVectors": "false"}
+_PARTITION_TYPES = {"string", "integer", "long", "short", "byte", "date", "boolean"}
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_WRITE_PREFIX = "w-"
+# Delta truncates string statistics; longer values get no min/max (readers then treat them as unknown).
+_MAX_STAT_STRING = 32
+# Every commit carries a random id so the writer can find the version it landed at afterwards.
+_COMMIT_ID = "lakeshard.commitId"
+_HISTORY_KEYS = {_COMMIT_ID, "timestamp", "operation", "operationParameters", "operationMetrics", "version",
+                 "engineInfo", "clientVersion", "readVersion", "isBlindAppend"}
+
+
+def _normalise_uri(table: str) -> str:
+    """Return a local table location as a plain absolute path, and a remote one as its URI."""
+    if table.startswith("file:"):
+        # file:/x, file:///x and delta-rs' percent-encoded file:///odd%20names all mean a local path.
+        return os.path.abspath(unquote(urlparse(table).path))
+    if "://" in table:
+        return table.rstrip("/")
+    return os.path.abspath(table)
+
+
+def _spark_path(uri: str) -> str:
+    # Local tables are plain paths (see _normalise_uri) and go to Spark as such: Hadoop takes the text of
+    # a "file://" string literally, so a space in it would become a directory named "odd%20names".
+    return uri
+
+
+# Characters java.net.URI quotes in a path; Spark's ``_metadata.file_path`` is a Hadoop Path's URI string.
+_URI_QUOTED = frozenset(' "#%<>?[\\]^`{|}')
+
+
+def _spark_file_uri(uri: str) -> str:
+    """Return the string Spark's ``_metadata.file_path`` shows for the file at ``uri`` (an on-disk path)."""
+    if "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        authority, _, path = rest.partition("/")
+        prefix, path = ("file:" if scheme == "file" and not authority else f"{scheme}://{authority}"), "/" + path
+    else:
+        prefix, path = "file:", uri
+    quoted = "".join(f"%{ord(c):02X}" if c in _URI_QUOTED or ord(c) < 0x20 or ord(c) == 0x7F else c for c in path)
+    return prefix + quoted
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    if "://" in uri:
+        fs, path = pafs.FileSystem.from_uri(uri)
+        return fs, path
+    return pafs.LocalFileSystem(), uri
+
+
+def _is_hidden(relative: str) -> bool:
+    return any(part.startswith(("_", ".")) for part in relative.split("/"))
+
+
+def _stat_value(value: Any) -> Any:
+    """Render one footer statistic as Delta's JSON stats expect, or None to leave it out."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Decimal):
+        return None
+    if isinstance(value, datetime):
+        return value  # handled by the caller, which knows whether it is a min or a max
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, str):
+        return value if len(value) <= _MAX_STAT_STRING else None
+    return None
+
+
+def _ts_stat(value: datetime, *, upper: bool) -> str:
+    value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    value = value.astimezone(UTC)
+    # Delta keeps timestamp statistics at millisecond precision: round the max up so it stays an upper bound.
+    millis = value.replace(microsecond=(value.microsecond // 1000) * 1000)
+    if upper and millis != value:
+        millis += timedelta(milliseconds=1)
+    return millis.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis.microsecond // 1000:03d}Z"
+
+
+def _footer_stats(fs: pafs.FileSystem, path: str) -> tuple[int, dict[str, Any]]:
+    """Return the row count of a Parquet file and its Delta stats (numRecords, min/max, nullCount)."""
+    with fs.open_input_file(path) as handle:
+        meta = pq.ParquetFile(handle).metadata
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    top_level = {meta.schema.column(i).path for i in range(meta.num_columns) if "." not in meta.schema.column(i).path}
+    for col in range(meta.num_columns):
+        name = meta.schema.column(col).path
+        if name not in top_level:
+            continue
+        lo: Any = None
+        hi: Any = None
+        null_count: int | None = 0
+        for rg in range(meta.num_row_groups):
+            stats = meta.row_group(rg).column(col).statistics
+            if stats is None:
+                null_count, lo, hi = None, None, None
+                break
+            if null_count is not None:
+                null_count = null_count + stats.null_count if stats.has_null_count else None
+            if stats.has_min_max:
+                lo = stats.min if lo is None else min(lo, stats.min)
+                hi = stats.max if hi is None else max(hi, stats.max)
+        if null_count is not None:
+            nulls[name] = null_count
+        if lo is not None and hi is not None:
+            lo_v, hi_v = _stat_value(lo), _stat_value(hi)
+            if isinstance(lo_v, datetime) and isinstance(hi_v, datetime):
+                mins[name], maxs[name] = _ts_stat(lo_v, upper=False), _ts_stat(hi_v, upper=True)
+            elif lo_v is not None and hi_v is not None:
+                mins[name], maxs[name] = lo_v, hi_v
+    stats_json = {"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+    return meta.num_rows, stats_json
+
+
+def _partition_values_from_path(relative: str, partition_by: Sequence[str]) -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for part in relative.split("/")[:-1]:
+        if "=" in part:
+            key, raw = part.split("=", 1)
+            key = unquote(key)
+            if key in partition_by:
+                value = unquote(raw)
+                found[key] = None if value == _HIVE_NULL else value
+    missing = [c for c in partition_by if c not in found]
+    if missing:
+        raise TableStoreError(f"written file {relative} lacks partition directories for {missing}")
+    return found
+
+
+class EmbeddedTableStore(TableStore):
+    """A :class:`TableStore` whose commits go through delta-rs and whose data files Spark writes.
+
+    Args:
+        spark: the session that writes and reads the Parquet files.
+        storage_options: passed to delta-rs for object stores (credentials, endpoints).
+        max_commit_retries: delta-rs' retries on a conflicting concurrent commit that can be
+            resolved (two blind appends); real conflicts still raise :class:`CommitConflict`.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        max_commit_retries: int | None = None,
+    ) -> None:
+        self.spark = spark
+        self._storage = dict(storage_options) if storage_options else None
+        self._retries = max_commit_retries
+
+    # ----------------------------------------------------------------------------------- lookup
+    def _table(self, table: str, version: int | None = None) -> DeltaTable:
+        uri = _normalise_uri(table)
+        try:
+            return DeltaTable(uri, version=version, storage_options=self._storage)
+        except TableNotFoundError:
+            raise TableNotFound(f"no Delta table at {uri}") from None
+        except DeltaError as exc:
+            if version is not None:
+                raise TableStoreError(f"cannot load {uri} at version {version}: {exc}") from None
+            raise TableStoreError(f"cannot load the Delta table at {uri}: {exc}") from None
+
+    def exists(self, table: str) -> bool:
+        """Return whether a Delta table exists at ``table``."""
+        return DeltaTable.is_deltatable(_normalise_uri(table), storage_options=self._storage)
+
+    def schema(self, table: str) -> StructType:
+        """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
+        return _to_spark_schema(self._table(table).schema())
+
+    def partition_columns(self, table: str) -> list[str]:
+        """Return the table's partition columns in order."""
+        return list(self._table(table).metadata().partition_columns)
+
+    def version(self, table: str) -> int:
+        """Return the table's latest version."""
+        return int(self._table(table).version())
+
+    # ----------------------------------------------------------------------------------- create
+    def create(
+        self,
+        table: str,
+        schema: StructType,
+        *,
+        partition_by: Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
+        description: str | None = None,
+        exist_ok: bool = True,
+    ) -> int:
+        """Create the table, or check that an existing one has this schema; return its version.
+
+        Raises:
+            TableExists: the table exists and ``exist_ok`` is False.
+            TableStoreError: an existing table's schema or partitioning differs (both are shown), or a
+                partition column has a type that cannot be a partition.
+        """
+        uri = _normalise_uri(table)
+        fields = {f.name: f for f in schema.fields}
+        for col in partition_by:
+            if col not in fields:
+                raise TableStoreError(f"{uri}: partition column {col!r} is not in the schema {list(fields)}")
+            type_name = fields[col].dataType.typeName()
+            if type_name not in _PARTITION_TYPES:
+                raise TableStoreError(
+                    f"{uri}: partition column {col!r} has type {type_name}; use one of {sorted(_PARTITION_TYPES)}"
+                )
+        if self.exists(uri):
+            if not exist_ok:
+                raise TableExists(f"a Delta table already exists at {uri}")
+            self._check_same_shape(uri, schema, partition_by)
+            return self.version(uri)
+        config = {**_DEFAULT_PROPERTIES, **(properties or {})}
+        try:
+            dt = DeltaTable.create(
+                uri,
+                DeltaSchema.from_json(schema.json()),
+                mode="error",
+                partition_by=list(partition_by) or None,
+                description=description,
+                configuration=config,
+                storage_options=self._storage,
+            )
+        except DeltaError as exc:
+            # Two creators raced: the loser sees the winner's table, which is fine if it is the same shape.
+            if exist_ok and self.exists(uri):
+                self._check_same_shape(uri, schema, partition_by)
+                return self.version(uri)
+            raise TableStoreError(f"cannot create the Delta table at {uri}: {exc}") from None
+        return int(dt.version())
+
+    def _check_same_shape(self, uri: str, schema: StructType, partition_by: Sequence[str]) -> None:
+        found = self.schema(uri)
+        found_parts = self.partition_columns(uri)
+        expected = [(f.name, f.dataType.simpleString()) for f in schema.fields]
+        actual = [(f.name, f.dataType.simpleString()) for f in found.fields]
+        if expected != actual or list(partition_by) != found_parts:
+            raise TableStoreError(
+                f"{uri} exists with a different shape: expected columns {expected} partitioned by "
+                f"{list(partition_by)}, found {actual} partitioned by {found_parts}"
+            )
+
+    # ------------------------------------------------------------------------------------- read
+    def read(
+        self, table: str, *, version: int | None = None, timestamp: datetime | str | None = None
+    ) -> DataFrame:
+        """Return a snapshot of the table (latest, at ``version`` or as of ``timestamp``) as a DataFrame.
+
+        Partition columns are restored from the add actions with the table's types; data columns are
+        read with the table's schema (a column a file lacks reads as null). An empty table reads as an
+        empty DataFrame with the schema.
+
+        Example::
+
+            store.read(uri, version=3).count()
+            store.read(uri, timestamp="2026-01-01T00:00:00Z")
+        """
+        if version is not None and timestamp is not None:
+            raise TableStoreError("read: give a version or a timestamp, not both")
+        dt = self._table(table, version)
+        if timestamp is not None:
+            try:
+                dt.load_as_version(timestamp)
+            except DeltaError as exc:
+                raise TableStoreError(f"{dt.table_uri}: no version as of {timestamp}: {exc}") from None
+        return self._read_snapshot(dt)
+
+    def _read_snapshot(self, dt: DeltaTable) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        schema = _to_spark_schema(dt.schema())
+        parts = list(dt.metadata().partition_columns)
+        files = _live_files(dt)
+        if not files:
+            return self.spark.createDataFrame([], schema)
+        root = _normalise_uri(dt.table_uri)
+        data_schema = StructType([f for f in schema.fields if f.name not in parts])
+        paths = [_spark_path(f"{root}/{unquote(f.path)}") for f in files]
+        df = self.spark.read.schema(data_schema).parquet(*paths)
+        if not parts:
+            return df.select(*[F.col(f"`{f.name}`") for f in schema.fields])
+        # Spark reports each row's file as a URI string (``_metadata.file_path``); compute the same string
+        # for every live file and join its partition values in. Spark's file names repeat across the
+        # partition directories of one write, so the whole path is the key, not the name.
+        mapping_schema = StructType(
+            [StructField("__file", StringType(), False), StructField("__known", StringType(), False)]
+            + [StructField(f"__p_{i}", StringType(), True) for i in range(len(parts))]
+        )
+        rows = [(_spark_file_uri(f"{root}/{unquote(f.path)}"), "y", *[f.partition_values.get(p) for p in parts])
+                for f in files]
+        mapping = self.spark.createDataFrame(rows, mapping_schema)
+        types = {f.name: f.dataType for f in schema.fields}
+        joined = df.withColumn("__file", F.col("_metadata.file_path")).join(F.broadcast(mapping), "__file", "left")
+        # A row whose file found no add action would get wrong partition values: fail the query instead.
+        guard = F.assert_true(F.col("__known").isNotNull(), F.concat(
+            F.lit(f"{root}: cannot match data file "), F.col("__file"), F.lit(" to its add action")))
+        out = []
+        for f in schema.fields:
+            if f.name in parts:
+                value = F.col(f"__p_{parts.index(f.name)}")
+                if f.name == parts[0]:
+                    value = F.when(guard.isNull(), value)
+                out.append(value.cast(types[f.name]).alias(f.name))
+            else:
+                out.append(F.col(f"`{f.name}`"))
+        return joined.select(*out)
+
+    def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
+        """Return the live data files of the table (latest or at ``version``) with their stats."""
+        return _live_files(self._table(table, version))
+
+    # ------------------------------------------------------------------------------------ write
+    def append(
+        self,
+        table: str,
+        df: DataFrame,
+        *,
+        app_transactions: Sequence[AppTransaction] = (),
+        metadata: Mapping[str, Any] | None = None,
+        read_version: int | None = None,
+    ) -> CommitResult:
+        """Append ``df``'s rows in one commit carrying ``app_transactions`` and ``metadata``.
+
+        With ``read_version``, the commit is prepared against that version: any commit made since that
+        conflicts with it (e.g. one carrying the same app transaction) makes this one fail, as if it had
+        been attempted right after the caller read the table.
+
+        If every app transaction is already committed at or past its version the write is skipped
+        (nothing is written; ``CommitResult.skipped`` says so): a retried or replayed batch is a no-op.
+
+        Raises:
+            CommitConflict: a concurrent commit conflicts (e.g. it committed one of the same app
+                transactions); nothing of this append is visible and its files are deleted.
+        """
+        return self._commit(table, df, remove=(), data_change=True, app_transactions=app_transactions,
+                            metadata=metadata, operation="append", read_version=read_version)
+
+    def replace_files(
+        self,
+        table: str,
+        remove: Sequence[str],
+        df: DataFrame | None,
+        *,
+        data_change: bool = False,
+        app_transactions: Sequence[AppTransaction] = (),
+        metadata: Mapping[str, Any] | None = None,
+        read_version: int | None = None,
+    ) -> CommitResult:
+        """Remove the live files ``remove`` (paths as :meth:`files` gives them) and add ``df``'s rows, atomically.
+
+        ``data_change=False`` marks a rearrangement of the same rows (compaction), as Delta's
+        ``dataChange`` flag does, so streaming readers do not see them twice.
+
+        Raises:
+            CommitConflict: a file in ``remove`` is no longer live, or a concurrent commit removed it.
+        """
+        return self._commit(table, df, remove=remove, data_change=data_change, app_transactions=app_transactions,
+                            metadata=metadata, operation="replace", read_version=read_version)
+
+    def _commit(
+        self,
+        table: str,
+        df: DataFrame | None,
+        *,
+        remove: Sequence[str],
+        data_change: bool,
+        app_transactions: Sequence[AppTransaction],
+        metadata: Mapping[str, Any] | None,
+        operation: str,
+        read_version: int | None = None,
+    ) -> CommitResult:
+        uri = _normalise_uri(table)
+        dt = self._table(uri, read_version)
+        read_version = int(dt.version())
+        if app_transactions and self._already_committed(dt, app_transactions):
+            return CommitResult(uri, read_version, skipped=True,
+                                reason=f"app transactions {_txn_text(app_transactions)} already committed")
+        removes: list[RemoveAction] = []
+        if remove:
+            live = {f.path: f for f in _live_files(dt)}
+            gone = [p for p in remove if p not in live]
+            if gone:
+                raise CommitConflict(uri, read_version, tuple(t.app_id for t in app_transactions),
+                                     f"files to remove are not live at version {read_version}: {gone[:5]}")
+            now_ms = _now_ms()
+            removes = [
+                RemoveAction(path=p, data_change=data_change, deletion_timestamp=now_ms,
+                             size=live[p].size_bytes, partition_values=dict(live[p].partition_values))
+                for p in remove
+            ]
+        adds, rows, write_dir = ([], 0, None) if df is None else self._write_files(dt, df, data_change)
+        commit_id = uuid.uuid4().hex
+        props = CommitProperties(
+            custom_metadata={**_metadata_strings(metadata), _COMMIT_ID: commit_id},
+            app_transactions=[Transaction(t.app_id, t.version) for t in app_transactions] or None,
+            max_commit_retries=self._retries,
+        )
+        try:
+            dt.create_write_transaction(
+                [*adds, *removes], mode="append", schema=dt.schema(),
+                partition_by=list(dt.metadata().partition_columns) or None, commit_properties=props,
+            )
+        except CommitFailedError as exc:
+            # Only a known-failed commit deletes its files; any other error leaves them for vacuum, since
+            # an unknown outcome might be a commit that references them.
+            if write_dir is not None:
+                self._delete_tree(write_dir)
+            latest = self._table(uri)
+            if app_transactions and self._already_committed(latest, app_transactions):
+                return CommitResult(uri, int(latest.version()), skipped=True,
+                                    reason=f"app transactions {_txn_text(app_transactions)} committed concurrently")
+            raise CommitConflict(uri, read_version, tuple(t.app_id for t in app_transactions), str(exc)) from None
+        return CommitResult(
+            uri, self._version_of_commit(dt, read_version, commit_id),
+            files_added=len(adds), files_removed=len(removes), rows_added=rows,
+            bytes_added=sum(a.size for a in adds), reason=operation,
+        )
+
+    def _version_of_commit(self, dt: DeltaTable, read_version: int, commit_id: str) -> int:
+        """Return the version our commit landed at: delta-rs may have retried it past other commits.
+
+        The commit files after ``read_version`` are read directly: delta-rs' ``history()`` numbers
+        entries wrongly when it races a concurrent commit (seen with deltalake 1.6.6).
+        """
+        fs, base = _filesystem(_normalise_uri(dt.table_uri))
+        version = read_version + 1
+        while True:
+            path = f"{base}/_delta_log/{version:020d}.json"
+            try:
+                with fs.open_input_stream(path) as stream:
+                    lines = stream.read().decode("utf-8").splitlines()
+                if any(json.loads(line).get("commitInfo", {}).get(_COMMIT_ID) == commit_id for line in lines if line):
+                    return version
+            except FileNotFoundError:
+                raise TableStoreError(
+                    f"{dt.table_uri}: commit {commit_id} succeeded but no commit after version {read_version} "
+                    "carries it"
+                ) from None
+            version += 1
+
+    def _already_committed(self, dt: DeltaTable, txns: Sequence[AppTransaction]) -> bool:
+        done = [(t, dt.transaction_version(t.app_id)) for t in txns]
+        committed = [t for t, v in done if v is not None and v >= t.version]
+        if committed and len(committed) != len(txns):
+            raise TableStoreError(
+                f"{dt.table_uri}: some app transactions of this commit are already committed "
+                f"({_txn_text(committed)}) and some are not "
+                f"({_txn_text([t for t in txns if t not in committed])}); a commit must be all new or all replayed"
+            )
+        return bool(committed)
+
+    def _write_files(self, dt: DeltaTable, df: DataFrame, data_change: bool) -> tuple[list[AddAction], int, str]:
+        uri = _normalise_uri(dt.table_uri)
+        schema = _to_spark_schema(dt.schema())
+        parts = list(dt.metadata().partition_columns)
+        conformed = _conform(df, schema, uri)
+        write_id = f"{_WRITE_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
+        target = f"{uri}/{write_id}"
+        writer = conformed.write.mode("errorifexists")
+        if parts:
+            writer = writer.partitionBy(*parts)
+        writer.parquet(_spark_path(target))
+        fs, base = _filesystem(target)
+        adds: list[AddAction] = []
+        rows = 0
+        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        for info in fs.get_file_info(selector):
+            if info.type != pafs.FileType.File:
+                continue
+            relative = info.path[len(base):].lstrip("/")
+            if _is_hidden(relative) or not relative.endswith(".parquet"):
+                continue
+            n, stats = _footer_stats(fs, info.path)
+            if n == 0:
+                fs.delete_file(info.path)
+                continue
+            rows += n
+            adds.append(AddAction(
+                # delta-rs URI-encodes the path itself when it writes the log: give it the path as on disk.
+                path=f"{write_id}/{relative}",
+                size=int(info.size or 0),
+                partition_values=_partition_values_from_path(relative, parts),
+                modification_time=int(info.mtime_ns // 1_000_000) if info.mtime_ns else _now_ms(),
+                data_change=data_change,
+                stats=json.dumps(stats, separators=(",", ":")),
+            ))
+        return adds, rows, target
+
+    def _delete_tree(self, target: str) -> None:
+        fs, base = _filesystem(target)
+        try:
+            fs.delete_dir(base)
+        except (FileNotFoundError, OSError):
+            pass
+
+    # --------------------------------------------------------------------------------- metadata
+    def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:
+        """Return the table's commits, newest first, with custom commit metadata separated out."""
+        out = []
+        for entry in self._table(table).history(limit):
+            custom = {k: v for k, v in entry.items() if k not in _HISTORY_KEYS}
+            out.append(CommitInfo(
+                version=int(entry["version"]),
+                timestamp=datetime.fromtimestamp(entry["timestamp"] / 1000, tz=UTC),
+                operation=str(entry.get("operation", "")),
+                parameters=entry.get("operationParameters") or {},
+                metrics=entry.get("operationMetrics") or {},
+                custom_metadata=custom,
+            ))
+        return out
+
+    def transaction_version(self, table: str, app_id: str) -> int | None:
+        """Return the latest committed version of app transaction ``app_id``, or None if never committed."""
+        version = self._table(table).transaction_version(app_id)
+        return None if version is None else int(version)
+
+    def vacuum(self, table: str, *, retention_hours: float = 168.0, dry_run: bool = False) -> VacuumReport:
+        """Delete data files no version within ``retention_hours`` references, orphans included.
+
+        Orphans are files of writes that never committed (a crashed or conflicting writer). Keep the
+        retention longer than the longest write: a write still in progress has not committed yet, and
+        its files look exactly like orphans.
+        """
+        uri = _normalise_uri(table)
+        dt = self._table(uri)
+        hours = max(0, math.ceil(retention_hours))
+        removed = dt.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False, full=True)
+        staging = self._stale_write_dirs(uri, timedelta(hours=retention_hours), dry_run)
+        return VacuumReport(uri, dry_run, tuple(sorted(removed)), tuple(sorted(staging)))
+
+    def _stale_write_dirs(self, uri: str, retention: timedelta, dry_run: bool) -> list[str]:
+        """Remove Spark's leftovers (``_temporary``) and emptied write directories older than ``retention``."""
+        fs, base = _filesystem(uri)
+        cutoff = datetime.now(UTC) - retention
+        removed: list[str] = []
+        for info in fs.get_file_info(pafs.FileSelector(base, recursive=False)):
+            name = info.base_name
+            if info.type != pafs.FileType.Directory or not name.startswith(_WRITE_PREFIX):
+                continue
+            inside = fs.get_file_info(pafs.FileSelector(info.path, recursive=True))
+            newest = max((i.mtime for i in inside if i.mtime is not None), default=info.mtime)
+            if newest is not None and newest.replace(tzinfo=newest.tzinfo or UTC) > cutoff:
+                continue
+            data_left = [i for i in inside if i.type == pafs.FileType.File
+                         and not _is_hidden(i.path[len(info.path):].lstrip("/"))]
+            if data_left:
+                continue  # still holds live (or younger) files; only the log may decide about them
+            removed.append(name)
+            if not dry_run:
+                fs.delete_dir(info.path)
+        return removed
+
+
+def _live_files(dt: DeltaTable) -> list[FileInfo]:
+    import pyarrow as pa
+
+    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    parts = list(dt.metadata().partition_columns)
+    out = []
+    for a in actions:
+        mins = {k[4:]: v for k, v in a.items() if k.startswith("min.") and v is not None}
+        maxs = {k[4:]: v for k, v in a.items() if k.startswith("max.") and v is not None}
+        nulls = {k[11:]: int(v) for k, v in a.items() if k.startswith("null_count.") and v is not None}
+        pvals = {p: (None if a.get(f"partition.{p}") is None else _partition_text(a[f"partition.{p}"]))
+                 for p in parts}
+        out.append(FileInfo(
+            path=str(a["path"]),
+            size_bytes=int(a["size_bytes"]),
+            num_records=None if a.get("num_records") is None else int(a["num_records"]),
+            partition_values=pvals,
+            modification_time=datetime.fromtimestamp(int(a["modification_time"]) / 1000, tz=UTC),
+            min_values=mins, max_values=maxs, null_counts=nulls,
+        ))
+    return out
+
+
+def _partition_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
+def _conform(df: DataFrame, schema: StructType, uri: str) -> DataFrame:
+    """Return ``df`` with the table's columns in order, cast to the table's types."""
+    from pyspark.sql import functions as F
+
+    have = {f.name: f.dataType for f in df.schema.fields}
+    extra = [c for c in have if c not in {f.name for f in schema.fields}]
+    missing = [f.name for f in schema.fields if f.name not in have and not f.nullable]
+    if extra or missing:
+        raise TableStoreError(
+            f"{uri}: the DataFrame does not fit the table schema: unexpected columns {extra}, "
+            f"missing non-nullable columns {missing}; table columns are {[f.name for f in schema.fields]}"
+        )
+    cols = []
+    for f in schema.fields:
+        if f.name not in have:
+            cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+        elif _same_type(have[f.name], f.dataType):
+            cols.append(F.col(f"`{f.name}`"))
+        else:
+            cols.append(F.col(f"`{f.name}`").cast(f.dataType).alias(f.name))
+    return df.select(*cols)
+
+
+def _same_type(a: DataType, b: DataType) -> bool:
+    return bool(a.simpleString() == b.simpleString())
+
+
+def _to_spark_schema(schema: DeltaSchema) -> StructType:
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(schema.to_json()))
+
+
+def _metadata_strings(metadata: Mapping[str, Any] | None) -> dict[str, str]:
+    if not metadata:
+        return {}
+    return {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in metadata.items()}
+
+
+def _txn_text(txns: Iterable[AppTransaction]) -> str:
+    return ", ".join(f"{t.app_id}@{t.version}" for t in txns)
+
+
+def _now_ms() -> int:
+    return int(datetime.now(UTC).timestamp() * 1000)

@@ -1,0 +1,175 @@
+"""The ``TableStore`` port: every table read and write in lakeshard goes through it (DESIGN.md §1)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["AppTransaction", "CommitInfo", "CommitResult", "FileInfo", "TableStore", "VacuumReport"]
+
+
+@dataclass(frozen=True)
+class AppTransaction:
+    """An idempotency marker committed with the data: ``app_id`` has consumed up to ``version``.
+
+    Kafka-delta-ingest stores partition offsets this way; lakeshard's writers store
+    ``writer/<shard>`` → the last consumed ``routed`` version.
+    """
+
+    app_id: str
+    version: int
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One live data file of a table version, as its add action describes it."""
+
+    path: str  # relative to the table root, as written in the Delta log (URI-encoded)
+    size_bytes: int
+    num_records: int | None
+    partition_values: Mapping[str, str | None]
+    modification_time: datetime
+    min_values: Mapping[str, Any] = field(default_factory=dict)
+    max_values: Mapping[str, Any] = field(default_factory=dict)
+    null_counts: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a write did: the version it created, or that it was skipped as already committed."""
+
+    table: str
+    version: int  # the new version, or the table's current version when skipped
+    skipped: bool = False  # True when every app transaction was already at or past its version
+    files_added: int = 0
+    files_removed: int = 0
+    rows_added: int = 0
+    bytes_added: int = 0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """One entry of a table's history."""
+
+    version: int
+    timestamp: datetime
+    operation: str
+    parameters: Mapping[str, Any]
+    metrics: Mapping[str, Any]
+    custom_metadata: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class VacuumReport:
+    """What a vacuum removed (or would remove, for a dry run)."""
+
+    table: str
+    dry_run: bool
+    removed_files: tuple[str, ...]
+    removed_staging: tuple[str, ...]
+
+
+class TableStore(ABC):
+    """All table I/O of lakeshard: create, read, append, swap files, time travel, history, vacuum.
+
+    Tables are addressed by URI (``/abs/path``, ``file:///...``, ``s3://...``). Implementations:
+    :class:`~lakeshard.lake.embedded.EmbeddedTableStore` (Spark writes Parquet, delta-rs commits).
+
+    Example::
+
+        store = open_store(spark)
+        store.create(uri, schema, partition_by=["tenant_id"])
+        result = store.append(uri, df, app_transactions=[AppTransaction("writer/3", 17)])
+        df_v1 = store.read(uri, version=1)
+    """
+
+    spark: SparkSession
+
+    @abstractmethod
+    def exists(self, table: str) -> bool:
+        """Return whether a Delta table exists at ``table``."""
+
+    @abstractmethod
+    def create(
+        self,
+        table: str,
+        schema: StructType,
+        *,
+        partition_by: Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
+        description: str | None = None,
+        exist_ok: bool = True,
+    ) -> int:
+        """Create the table (or check an existing one's schema) and return its current version."""
+
+    @abstractmethod
+    def schema(self, table: str) -> StructType:
+        """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
+
+    @abstractmethod
+    def partition_columns(self, table: str) -> list[str]:
+        """Return the table's partition columns in order."""
+
+    @abstractmethod
+    def version(self, table: str) -> int:
+        """Return the table's latest version."""
+
+    @abstractmethod
+    def read(
+        self, table: str, *, version: int | None = None, timestamp: datetime | str | None = None
+    ) -> DataFrame:
+        """Return a snapshot of the table (latest, at ``version`` or as of ``timestamp``) as a DataFrame."""
+
+    @abstractmethod
+    def append(
+        self,
+        table: str,
+        df: DataFrame,
+        *,
+        app_transactions: Sequence[AppTransaction] = (),
+        metadata: Mapping[str, Any] | None = None,
+        read_version: int | None = None,
+    ) -> CommitResult:
+        """Append ``df``'s rows in one commit that also carries ``app_transactions`` and ``metadata``.
+
+        ``read_version`` is the version the caller based its decision on (what it read); commits since
+        then are checked for conflicts as if this commit had been prepared right after reading it.
+        """
+
+    @abstractmethod
+    def replace_files(
+        self,
+        table: str,
+        remove: Sequence[str],
+        df: DataFrame | None,
+        *,
+        data_change: bool = False,
+        app_transactions: Sequence[AppTransaction] = (),
+        metadata: Mapping[str, Any] | None = None,
+        read_version: int | None = None,
+    ) -> CommitResult:
+        """Remove the live files ``remove`` and add ``df``'s rows in one atomic commit."""
+
+    @abstractmethod
+    def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
+        """Return the live data files of the table (latest or at ``version``)."""
+
+    @abstractmethod
+    def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:
+        """Return the table's commits, newest first."""
+
+    @abstractmethod
+    def transaction_version(self, table: str, app_id: str) -> int | None:
+        """Return the latest committed version of app transaction ``app_id``, or None."""
+
+    @abstractmethod
+    def vacuum(self, table: str, *, retention_hours: float = 168.0, dry_run: bool = False) -> VacuumReport:
+        """Delete files no version within ``retention_hours`` needs, and stale uncommitted writes."""

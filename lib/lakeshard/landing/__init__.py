@@ -1,0 +1,75 @@
+"""The landing zone: newline-delimited JSON files any producer can write (DESIGN.md §2).
+
+``parse_record`` decides what a valid record is (pure Python); ``read_landing`` reads a landing zone
+with Spark into valid ``events`` and a ``quarantine`` of the rest, with the reason for each.
+
+Names are loaded on first use, so ``import lakeshard.landing.reasons`` (which the synthetic generator
+needs) does not import PySpark or PyArrow.
+
+Example::
+
+    from lakeshard.landing import read_landing
+
+    with read_landing(spark, "/data/landing", limits=cfg.landing_format) as batch:
+        print(batch.events.count(), batch.quarantine.count())
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lakeshard.landing.parse import ParsedEvent, RecordParser, Rejection, is_blank, parse_record
+    from lakeshard.landing.reader import (
+        LandingBatch,
+        LandingFile,
+        LandingReadError,
+        list_landing_files,
+        read_landing,
+    )
+    from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+
+__all__ = [
+    "EVENT_SCHEMA",
+    "QUARANTINE_SCHEMA",
+    "LandingBatch",
+    "LandingFile",
+    "LandingReadError",
+    "ParsedEvent",
+    "RecordParser",
+    "Rejection",
+    "is_blank",
+    "list_landing_files",
+    "parse_record",
+    "read_landing",
+]
+
+_HOME: dict[str, str] = {
+    "EVENT_SCHEMA": "schema",
+    "QUARANTINE_SCHEMA": "schema",
+    "LandingBatch": "reader",
+    "LandingFile": "reader",
+    "LandingReadError": "reader",
+    "list_landing_files": "reader",
+    "read_landing": "reader",
+    "ParsedEvent": "parse",
+    "RecordParser": "parse",
+    "Rejection": "parse",
+    "is_blank": "parse",
+    "parse_record": "parse",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Return the public name ``name`` from the submodule that defines it (imported on first use)."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'lakeshard.landing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"lakeshard.landing.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,49 @@
+"""Why a landing record was quarantined: the categories every part of lakeshard agrees on.
+
+A quarantine reason is ``"<category>: <detail>"`` (for example ``"missing_field: tenant_id"``); the
+category is one of the constants below, so counts can be compared with a generator's ground truth and
+the detail tells a person exactly what was wrong.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ABSURD_TIMESTAMP",
+    "BAD_TIMESTAMP",
+    "BAD_TYPE",
+    "CATEGORIES",
+    "EMPTY_FIELD",
+    "INVALID_JSON",
+    "MISSING_FIELD",
+    "NOT_AN_OBJECT",
+    "OVERSIZE",
+    "TOO_LONG",
+    "category_of",
+]
+
+INVALID_JSON = "invalid_json"  # the line is not JSON (truncated, garbage, bad UTF-8)
+NOT_AN_OBJECT = "not_an_object"  # valid JSON, but not an object (a list, a number, null)
+MISSING_FIELD = "missing_field"  # tenant_id, event_id or ts absent (or null)
+BAD_TYPE = "bad_type"  # a field has the wrong JSON type (event_id: 42, attributes: [..])
+EMPTY_FIELD = "empty_field"  # tenant_id or event_id is the empty string
+TOO_LONG = "too_long"  # tenant_id > 128 chars or event_id > 256 chars
+BAD_TIMESTAMP = "bad_timestamp"  # ts is a string that is not RFC 3339
+ABSURD_TIMESTAMP = "absurd_timestamp"  # ts parses but lies before 2000 or too far in the future
+OVERSIZE = "oversize"  # the raw record is larger than the configured maximum (default 256 KiB)
+
+CATEGORIES: tuple[str, ...] = (
+    INVALID_JSON,
+    NOT_AN_OBJECT,
+    MISSING_FIELD,
+    BAD_TYPE,
+    EMPTY_FIELD,
+    TOO_LONG,
+    BAD_TIMESTAMP,
+    ABSURD_TIMESTAMP,
+    OVERSIZE,
+)
+
+
+def category_of(reason: str) -> str:
+    """Return the category part of a quarantine reason (the text before the first colon)."""
+    return reason.split(":", 1)[0].strip()

@@ -1,0 +1,98 @@
+"""What routing did, as numbers and a figure: load per shard and where the top tenants were placed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lakeshard.config import LakeshardConfig
+from lakeshard.lake import TableStore
+from lakeshard.routing.router import ROUTING_METRICS
+from lakeshard.routing.tables import PLACEMENTS, RoutingTables, from_micros
+
+__all__ = ["ShardLoad", "shard_load", "shard_load_plot"]
+
+
+@dataclass(frozen=True)
+class ShardLoad:
+    """Bytes and events per shard from the routing metrics, and the top tenants' placements over time."""
+
+    total_shards: int
+    bytes_by_shard: dict[int, int]
+    events_by_shard: dict[int, int]
+    placements: int
+    multi_shard_tenants: int
+    # tenant -> [(window start, shards)] for the tenants with the most bytes
+    top_tenant_placements: dict[str, list[tuple[datetime, tuple[int, ...]]]] = field(default_factory=dict)
+
+    @property
+    def shards_used(self) -> int:
+        """Return how many shards received any bytes."""
+        return sum(1 for b in self.bytes_by_shard.values() if b > 0)
+
+    @property
+    def max_over_mean(self) -> float:
+        """Return the hottest shard's bytes over the mean over all shards (1.0 is perfectly even)."""
+        loads = [self.bytes_by_shard.get(s, 0) for s in range(self.total_shards)]
+        mean = sum(loads) / len(loads) if loads else 0.0
+        return max(loads) / mean if mean else 0.0
+
+
+def shard_load(store: TableStore, cfg: LakeshardConfig, *, top_tenants: int = 4) -> ShardLoad:
+    """Return the per-shard load and the top tenants' placements of a routed lakehouse."""
+    from pyspark.sql import functions as F
+
+    metrics = store.read(cfg.table_uri(ROUTING_METRICS))
+    per_shard = metrics.groupBy("shard").agg(F.sum("bytes").alias("b"), F.sum("events").alias("e")).collect()
+    top = [r["tenant_id"] for r in
+           metrics.groupBy("tenant_id").agg(F.sum("bytes").alias("b")).orderBy(F.desc("b")).limit(top_tenants).collect()]
+    placements = store.read(cfg.table_uri(PLACEMENTS))
+    rows = (placements.where(F.col("tenant_id").isin(top))
+            .selectExpr("tenant_id", "unix_micros(window_start) AS w", "shards").orderBy("w").collect())
+    by_tenant: dict[str, list[tuple[datetime, tuple[int, ...]]]] = {t: [] for t in top}
+    for r in rows:
+        by_tenant[r["tenant_id"]].append((from_micros(int(r["w"])), tuple(r["shards"])))
+    counts = placements.agg(F.count(F.lit(1)).alias("n"),
+                            F.count_distinct(F.when(F.size("shards") > 1, F.col("tenant_id"))).alias("multi")).first()
+    return ShardLoad(
+        total_shards=RoutingTables(store, cfg).topology().total_shards,
+        bytes_by_shard={int(r["shard"]): int(r["b"]) for r in per_shard},
+        events_by_shard={int(r["shard"]): int(r["e"]) for r in per_shard},
+        placements=int(counts["n"]) if counts else 0,
+        multi_shard_tenants=int(counts["multi"]) if counts else 0,
+        top_tenant_placements=by_tenant,
+    )
+
+
+def shard_load_plot(load: ShardLoad, path: str | Path) -> Path:
+    """Return the PNG path of two panels: bytes per shard, and the top tenants' shards window by window."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.5))
+    ax: Any = axes[0]
+    shards = list(range(load.total_shards))
+    ax.bar(shards, [load.bytes_by_shard.get(s, 0) / 1e6 for s in shards])
+    mean = sum(load.bytes_by_shard.values()) / max(1, load.total_shards) / 1e6
+    ax.axhline(mean, color="black", linestyle="--", linewidth=1, label=f"mean ({mean:.1f} MB)")
+    ax.set(title=f"bytes per shard (max/mean {load.max_over_mean:.2f})", xlabel="shard", ylabel="MB")
+    ax.legend()
+    ax = axes[1]
+    for i, (tenant, placements) in enumerate(load.top_tenant_placements.items()):
+        xs = [w for w, shards_ in placements for _ in shards_]
+        ys = [s + (i - len(load.top_tenant_placements) / 2) * 0.12 for _, shards_ in placements for s in shards_]
+        ax.scatter(xs, ys, s=8, label=tenant)
+    ax.set(title="placements of the top tenants (one dot per window and shard)", xlabel="window start (UTC)",
+           ylabel="shard")
+    ax.legend(fontsize=8)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

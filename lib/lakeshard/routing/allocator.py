@@ -1,0 +1,194 @@
+"""The sharding allocator: always the same placement for a ``(tenant, time)``, created atomically if new.
+
+Husky's allocator checks for a placement and creates it in one FoundationDB transaction. Here the
+Delta log is the consensus: every allocation commit carries the app transaction ``allocator`` with
+version = (the placements-table version it read) + 1, prepared against that version. Two allocators
+that read the same version and both try to add placements carry the same app id, so Delta lets exactly
+one commit; the loser re-reads (now seeing the winner's placements) and tries again for whatever is
+still missing. Placements are immutable, so every process may cache them forever.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from lakeshard.config import LakeshardConfig
+from lakeshard.errors import CommitConflict
+from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.routing.placement import Placement, RoutingError, first_shard, placement_shards, window_of
+from lakeshard.routing.tables import (
+    PLACEMENT_COLUMNS_AS_MICROS,
+    PLACEMENT_SCHEMA,
+    RoutingTables,
+    ShardTopology,
+    TenantSetting,
+    micros,
+    placement_from_row,
+)
+
+__all__ = ["ALLOCATOR_APP_ID", "AllocatorStats", "ShardAllocator", "plan_placements"]
+
+ALLOCATOR_APP_ID = "allocator"
+Key = tuple[str, int]  # (tenant_id, window start in epoch microseconds)
+
+
+@dataclass
+class AllocatorStats:
+    """Counters of one allocator's work (what a metrics table or a report shows)."""
+
+    cache_hits: int = 0
+    table_reads: int = 0
+    placements_created: int = 0
+    commits: int = 0
+    lost_races: int = 0
+
+
+def plan_placements(
+    missing: Iterable[tuple[str, datetime]],
+    settings: Mapping[str, TenantSetting],
+    topology: ShardTopology,
+    *,
+    default_shard_count: int,
+    window_seconds: int,
+    now: datetime,
+) -> list[Placement]:
+    """Return new placements for ``(tenant, window start)`` pairs that have none (pure; no I/O).
+
+    A tenant without settings gets ``default_shard_count`` shards and salt 0. A shard count larger than
+    the shards left after exclusions is capped to what is available, so an exclusion never makes a
+    tenant unroutable.
+    """
+    available = topology.total_shards - len(set(topology.excluded))
+    out = []
+    for tenant, start in sorted(set(missing)):
+        setting = settings.get(tenant, TenantSetting(tenant, default_shard_count, 0))
+        count = max(1, min(setting.shard_count, available))
+        first = first_shard(tenant, setting.salt, topology.total_shards)
+        shards = placement_shards(first, count, topology.total_shards, topology.excluded)
+        out.append(Placement(
+            tenant_id=tenant, window_start=start, window_end=start + timedelta(seconds=window_seconds),
+            shards=shards, salt=setting.salt, total_shards=topology.total_shards,
+            excluded=tuple(sorted(set(topology.excluded))), created_at=now,
+        ))
+    return out
+
+
+class ShardAllocator:
+    """Returns the placement of any ``(tenant, timestamp)``, the same one in every process, forever.
+
+    Example::
+
+        allocator = ShardAllocator(store, cfg)
+        p = allocator.get_placement("acme", datetime(2026, 1, 1, 10, 7, tzinfo=UTC))
+        p.shards, p.shard_for("event-123")
+        placements = allocator.resolve([("acme", window_start), ("zeta", window_start)])  # one read, ≤1 commit
+    """
+
+    def __init__(
+        self,
+        store: TableStore,
+        cfg: LakeshardConfig,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.tables = RoutingTables(store, cfg)
+        self.window_seconds = cfg.routing.window_seconds
+        self.stats = AllocatorStats()
+        self._clock = clock
+        self._cache: dict[Key, Placement] = {}
+
+    def window_start(self, ts: datetime) -> datetime:
+        """Return the start of the placement window holding ``ts``."""
+        return window_of(ts, self.window_seconds)[0]
+
+    def get_placement(self, tenant_id: str, ts: datetime) -> Placement:
+        """Return the placement of ``tenant_id`` for the window holding ``ts``, creating it if needed."""
+        start = self.window_start(ts)
+        return self.resolve([(tenant_id, start)])[(tenant_id, start)]
+
+    def resolve(self, pairs: Iterable[tuple[str, datetime]]) -> dict[tuple[str, datetime], Placement]:
+        """Return the placements of ``(tenant, window start)`` pairs, creating the missing ones atomically.
+
+        Cached pairs cost nothing; the rest cost one read of the placements table and, if some are
+        new, one commit (more only when racing another allocator).
+
+        Raises:
+            RoutingError: a window start is not on the window grid, or allocation kept losing races.
+        """
+        wanted: dict[Key, tuple[str, datetime]] = {}
+        for tenant, start in pairs:
+            aligned = self.window_start(start)
+            if aligned != (start if start.tzinfo else start.replace(tzinfo=UTC)):
+                raise RoutingError(f"window start {start} for tenant {tenant!r} is not on the "
+                                   f"{self.window_seconds}s window grid (expected {aligned})")
+            wanted[(tenant, micros(start))] = (tenant, aligned)
+        todo = [k for k in wanted if k not in self._cache]
+        self.stats.cache_hits += len(wanted) - len(todo)
+        if todo:
+            self._allocate(todo, wanted)
+        return {wanted[k]: self._cache[k] for k in wanted}
+
+    def _allocate(self, todo: Sequence[Key], wanted: Mapping[Key, tuple[str, datetime]]) -> None:
+        self.tables.ensure()
+        uri = self.tables.placements_uri
+        for attempt in range(self.cfg.routing.allocation_retries):
+            version = self.store.version(uri)
+            self._load(uri, version, todo)
+            missing = [k for k in todo if k not in self._cache]
+            if not missing:
+                return
+            tenants = {wanted[k][0] for k in missing}
+            new = plan_placements(
+                [wanted[k] for k in missing], self.tables.tenant_settings(tenants), self.tables.topology(),
+                default_shard_count=self.cfg.routing.default_shard_count,
+                window_seconds=self.window_seconds, now=self._clock(),
+            )
+            rows = [(p.tenant_id, p.window_start, p.window_end, list(p.shards), p.salt, p.total_shards,
+                     list(p.excluded), p.created_at, version) for p in new]
+            df = self.store.spark.createDataFrame(rows, PLACEMENT_SCHEMA)
+            try:
+                result = self.store.append(
+                    uri, df.coalesce(1), app_transactions=[AppTransaction(ALLOCATOR_APP_ID, version + 1)],
+                    metadata={"placements": len(rows)}, read_version=version,
+                )
+            except CommitConflict:
+                result = None
+            if result is not None and not result.skipped:
+                self.stats.commits += 1
+                self.stats.placements_created += len(new)
+                for p in new:
+                    self._cache[(p.tenant_id, micros(p.window_start))] = p
+                return
+            # Another allocator committed first: back off a little, then read what it allocated.
+            self.stats.lost_races += 1
+            time.sleep(random.uniform(0, 0.05 * (attempt + 1)))
+        raise RoutingError(
+            f"could not allocate {len(todo)} placements in {uri} after "
+            f"{self.cfg.routing.allocation_retries} attempts: other allocators kept committing first"
+        )
+
+    def _load(self, uri: str, version: int, keys: Sequence[Key]) -> None:
+        from pyspark.sql import functions as F
+
+        self.stats.table_reads += 1
+        starts = sorted({k[1] for k in keys})
+        tenants = sorted({k[0] for k in keys})
+        df = (self.store.read(uri, version=version)
+              .where(F.unix_micros("window_start").isin(starts) & F.col("tenant_id").isin(tenants))
+              .selectExpr(*PLACEMENT_COLUMNS_AS_MICROS))
+        found: dict[Key, Placement] = {}
+        for row in df.collect():
+            p = placement_from_row(row)
+            key = (p.tenant_id, micros(p.window_start))
+            # Exactly one placement per key is committed (the allocator's consensus). Were there ever two,
+            # every reader would still pick the same one: the oldest, then the smallest shard list.
+            if key not in found or (p.created_at, p.shards) < (found[key].created_at, found[key].shards):
+                found[key] = p
+        for key, p in found.items():
+            self._cache.setdefault(key, p)

@@ -1,0 +1,245 @@
+"""The shard router (Husky): landing records → ``routed`` (by shard) + ``quarantine`` + metrics, exactly once.
+
+Each event gets its tenant's placement for the event's time window and
+``shard = placement.shards[event_hash(event_id) % len(placement.shards)]``, so an event — and every
+re-sent copy of it — always lands on the same shard.
+
+How a run is made exactly once without a transaction spanning tables: the router first commits a
+**batch plan** (which landing files batch *n* consists of) to ``landing_batches`` with the app
+transaction ``router`` → *n*; that plan is the write-ahead log. Then it appends the batch's routed
+events, its quarantined records and its metrics, each commit carrying ``router`` → *n* as well. A
+router that starts (or restarts after a crash) finds the newest plan; every table whose ``router``
+version is behind it gets that batch replayed from the plan's files, and tables already at it skip
+the commit (the app transaction makes a replay a no-op). Landing files must not change after they
+are written (true of bus captures and uploads), which makes a replay produce the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
+
+from lakeshard.config import LakeshardConfig
+from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.landing.reader import LandingFile, list_landing_files, read_landing
+from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+from lakeshard.routing.allocator import ShardAllocator
+from lakeshard.routing.hashing import event_hash_column
+from lakeshard.routing.tables import from_micros, micros
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "LANDING_BATCHES",
+    "QUARANTINE",
+    "ROUTED",
+    "ROUTED_SCHEMA",
+    "ROUTER_APP_ID",
+    "ROUTING_METRICS",
+    "RouteReport",
+    "Router",
+    "route",
+]
+
+ROUTED = "routed"
+QUARANTINE = "quarantine"
+LANDING_BATCHES = "landing_batches"
+ROUTING_METRICS = "routing_metrics"
+ROUTER_APP_ID = "router"
+
+ROUTED_SCHEMA = StructType([
+    *EVENT_SCHEMA.fields,
+    StructField("window_start", TimestampType(), False),  # the placement window the event was routed by
+    StructField("shard", IntegerType(), False),
+])
+LANDING_BATCHES_SCHEMA = StructType([
+    StructField("batch", LongType(), False),
+    StructField("path", StringType(), False),
+    StructField("size_bytes", LongType(), False),
+    StructField("mtime", TimestampType(), False),
+    StructField("planned_at", TimestampType(), False),
+])
+METRICS_SCHEMA = StructType([
+    StructField("window_start", TimestampType(), False),
+    StructField("tenant_id", StringType(), False),
+    StructField("shard", IntegerType(), False),
+    StructField("events", LongType(), False),
+    StructField("bytes", LongType(), False),
+    StructField("batch", LongType(), False),
+    StructField("routed_at", TimestampType(), False),
+])
+
+
+def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
+    """Return ``events`` (landing event rows) with ``window_start`` and ``shard`` from their placements.
+
+    Resolves every ``(tenant, window)`` of the frame with one allocator call (one read of the
+    placements table, at most one commit), then joins the placements in by broadcast.
+    """
+    from pyspark.sql import functions as F
+
+    spark = events.sparkSession
+    size = allocator.window_seconds * 1_000_000
+    us = F.unix_micros("ts")
+    windowed = events.withColumn("_window_us", us - F.pmod(us, F.lit(size)))
+    pairs = [(r[0], from_micros(int(r[1]))) for r in windowed.select("tenant_id", "_window_us").distinct().collect()]
+    placements = allocator.resolve(pairs)
+    rows = [(t, micros(start), list(p.shards)) for (t, start), p in placements.items()]
+    lookup = spark.createDataFrame(rows, "tenant_id string, _window_us long, _shards array<int>")
+    joined = windowed.join(F.broadcast(lookup), ["tenant_id", "_window_us"], "inner")
+    shard = F.element_at("_shards", (F.pmod(event_hash_column(F.col("event_id")), F.size("_shards")) + 1).cast("int"))
+    return joined.select(
+        *[F.col(f.name) for f in EVENT_SCHEMA.fields],
+        F.timestamp_micros("_window_us").alias("window_start"),
+        shard.cast("int").alias("shard"),
+    )
+
+
+@dataclass(frozen=True)
+class RouteReport:
+    """What one routed batch did. ``records = routed + quarantined`` always holds for a batch."""
+
+    batch: int
+    files: int
+    records: int
+    routed: int
+    quarantined: int
+    quarantine_by_category: dict[str, int]
+    replayed: bool  # True when this run finished a batch a previous (crashed) run had planned
+    versions: dict[str, int] = field(default_factory=dict)
+
+
+class Router:
+    """Routes new landing files in batches; safe to crash, restart, or run twice at once.
+
+    Example::
+
+        router = Router(spark, store, cfg)
+        for report in router.run():          # every new landing file, in batches
+            print(report.batch, report.routed, report.quarantined)
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        store: TableStore,
+        cfg: LakeshardConfig,
+        *,
+        allocator: ShardAllocator | None = None,
+        max_batch_files: int = 200,
+        max_batch_bytes: int = 2 << 30,
+        before_commit: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.store = store
+        self.cfg = cfg
+        self.allocator = allocator or ShardAllocator(store, cfg)
+        self.max_batch_files = max_batch_files
+        self.max_batch_bytes = max_batch_bytes
+        # A hook called before each commit with (table, batch): the crash tests kill the process there.
+        self._before_commit = before_commit or (lambda table, batch: None)
+        self.uris = {name: cfg.table_uri(name) for name in (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS)}
+        self._ready = False
+
+    def ensure_tables(self) -> None:
+        """Create the router's tables if missing."""
+        if self._ready:
+            return
+        self.store.create(self.uris[ROUTED], ROUTED_SCHEMA, partition_by=["shard"],
+                          description="landing events with their placement window and shard")
+        self.store.create(self.uris[QUARANTINE], QUARANTINE_SCHEMA,
+                          description="landing records that broke the format, with the reason")
+        self.store.create(self.uris[LANDING_BATCHES], LANDING_BATCHES_SCHEMA,
+                          description="the router's batch plans: which landing files each batch holds")
+        self.store.create(self.uris[ROUTING_METRICS], METRICS_SCHEMA,
+                          description="events and bytes per window, tenant and shard (autosharder input)")
+        self._ready = True
+
+    def run(self, landing: str | None = None, *, on_batch: Callable[[RouteReport], None] | None = None
+            ) -> list[RouteReport]:
+        """Return the reports of routing every landing file not routed yet (finishing a crashed batch first)."""
+        reports = []
+        while (report := self.route_once(landing)) is not None:
+            reports.append(report)
+            if on_batch is not None:
+                on_batch(report)
+        return reports
+
+    def route_once(self, landing: str | None = None) -> RouteReport | None:
+        """Return the report of the next batch (a replay of an unfinished one first), or None when idle."""
+        self.ensure_tables()
+        planned = self.store.transaction_version(self.uris[LANDING_BATCHES], ROUTER_APP_ID) or 0
+        behind = [t for t in (ROUTED, QUARANTINE, ROUTING_METRICS)
+                  if (self.store.transaction_version(self.uris[t], ROUTER_APP_ID) or 0) < planned]
+        if planned and behind:
+            return self._execute(planned, self._planned_files(planned), replayed=True)
+        batch = planned + 1
+        files = self._next_files(landing or self.cfg.landing)
+        if not files:
+            return None
+        plan = self.spark.createDataFrame(
+            [(batch, f.path, f.size_bytes, f.mtime, datetime.now(UTC)) for f in files], LANDING_BATCHES_SCHEMA)
+        self._before_commit(LANDING_BATCHES, batch)
+        result = self.store.append(self.uris[LANDING_BATCHES], plan.coalesce(1),
+                                   app_transactions=[AppTransaction(ROUTER_APP_ID, batch)],
+                                   metadata={"batch": batch, "files": len(files)})
+        if result.skipped:  # another router planned this batch first: finish its plan instead
+            return self._execute(batch, self._planned_files(batch), replayed=True)
+        return self._execute(batch, files, replayed=False)
+
+    def _planned_files(self, batch: int) -> list[LandingFile]:
+        from pyspark.sql import functions as F
+
+        rows = (self.store.read(self.uris[LANDING_BATCHES]).where(F.col("batch") == batch)
+                .selectExpr("path", "size_bytes", "unix_micros(mtime) AS mtime_us").collect())
+        return sorted((LandingFile(r["path"], int(r["size_bytes"]), from_micros(int(r["mtime_us"]))) for r in rows),
+                      key=lambda f: f.path)
+
+    def _next_files(self, landing: str) -> list[LandingFile]:
+        consumed = {r["path"] for r in self.store.read(self.uris[LANDING_BATCHES]).select("path").collect()}
+        out: list[LandingFile] = []
+        total = 0
+        for f in list_landing_files(landing):
+            if f.path in consumed:
+                continue
+            if out and (len(out) >= self.max_batch_files or total + f.size_bytes > self.max_batch_bytes):
+                break
+            out.append(f)
+            total += f.size_bytes
+        return out
+
+    def _execute(self, batch: int, files: Sequence[LandingFile], *, replayed: bool) -> RouteReport:
+        from pyspark.sql import functions as F
+
+        txn = [AppTransaction(ROUTER_APP_ID, batch)]
+        meta = {"batch": batch, "files": len(files)}
+        versions: dict[str, int] = {}
+        with read_landing(self.spark, list(files), limits=self.cfg.landing_format) as landed:
+            routed = route(landed.events, self.allocator)
+            self._before_commit(ROUTED, batch)
+            r = self.store.append(self.uris[ROUTED], routed, app_transactions=txn, metadata=meta)
+            versions[ROUTED] = r.version
+            self._before_commit(QUARANTINE, batch)
+            q = self.store.append(self.uris[QUARANTINE], landed.quarantine, app_transactions=txn, metadata=meta)
+            versions[QUARANTINE] = q.version
+            routed_at = datetime.now(UTC)
+            metrics = (routed.groupBy("window_start", "tenant_id", "shard")
+                       .agg(F.count(F.lit(1)).alias("events"), F.sum("size_bytes").cast("long").alias("bytes"))
+                       .withColumn("batch", F.lit(batch).cast("long"))
+                       .withColumn("routed_at", F.lit(routed_at)))
+            self._before_commit(ROUTING_METRICS, batch)
+            m = self.store.append(self.uris[ROUTING_METRICS], metrics.coalesce(1), app_transactions=txn, metadata=meta)
+            versions[ROUTING_METRICS] = m.version
+            # Counts come from the parse itself (cached), so they hold even when a commit was a replayed no-op.
+            n_events = landed.events.count()
+            by_cat = {str(row["category"]): int(row["n"]) for row in
+                      landed.quarantine.groupBy("category").agg(F.count(F.lit(1)).alias("n")).collect()}
+        n_quarantined = sum(by_cat.values())
+        return RouteReport(batch=batch, files=len(files), records=n_events + n_quarantined, routed=n_events,
+                           quarantined=n_quarantined, quarantine_by_category=by_cat, replayed=replayed,
+                           versions=versions)

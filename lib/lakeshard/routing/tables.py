@@ -1,0 +1,209 @@
+"""The routing state kept in the lakehouse: placements, per-tenant settings, and the shard topology.
+
+All three are append-only Delta tables; for settings and topology the newest row wins, so their
+history is the audit log of every change the autosharder, the balancer or an operator made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from pyspark.sql.types import (
+    ArrayType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from lakeshard.config import LakeshardConfig
+from lakeshard.lake import TableStore
+from lakeshard.routing.placement import Placement, RoutingError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row
+
+__all__ = [
+    "PLACEMENTS",
+    "PLACEMENT_COLUMNS_AS_MICROS",
+    "PLACEMENT_SCHEMA",
+    "SHARD_TOPOLOGY",
+    "SHARD_TOPOLOGY_SCHEMA",
+    "TENANT_SETTINGS",
+    "TENANT_SETTINGS_SCHEMA",
+    "RoutingTables",
+    "ShardTopology",
+    "TenantSetting",
+    "from_micros",
+    "micros",
+    "placement_from_row",
+]
+
+PLACEMENTS = "placements"
+TENANT_SETTINGS = "tenant_settings"
+SHARD_TOPOLOGY = "shard_topology"
+
+PLACEMENT_SCHEMA = StructType([
+    StructField("tenant_id", StringType(), False),
+    StructField("window_start", TimestampType(), False),
+    StructField("window_end", TimestampType(), False),
+    StructField("shards", ArrayType(IntegerType(), False), False),
+    StructField("salt", IntegerType(), False),
+    StructField("total_shards", IntegerType(), False),
+    StructField("excluded", ArrayType(IntegerType(), False), False),
+    StructField("created_at", TimestampType(), False),
+    StructField("allocation", LongType(), False),  # the placements-table version the allocator read
+])
+TENANT_SETTINGS_SCHEMA = StructType([
+    StructField("tenant_id", StringType(), False),
+    StructField("shard_count", IntegerType(), False),
+    StructField("salt", IntegerType(), False),
+    StructField("updated_at", TimestampType(), False),
+    StructField("reason", StringType(), True),
+])
+SHARD_TOPOLOGY_SCHEMA = StructType([
+    StructField("effective_at", TimestampType(), False),
+    StructField("total_shards", IntegerType(), False),
+    StructField("excluded", ArrayType(IntegerType(), False), False),
+    StructField("reason", StringType(), True),
+])
+
+
+@dataclass(frozen=True)
+class TenantSetting:
+    """How many shards a tenant's future placements get, and the salt that shifts its first shard."""
+
+    tenant_id: str
+    shard_count: int
+    salt: int = 0
+
+
+@dataclass(frozen=True)
+class ShardTopology:
+    """The shard ring new placements are made on: its size and the shards to skip."""
+
+    total_shards: int
+    excluded: tuple[int, ...] = ()
+
+
+def micros(ts: datetime) -> int:
+    """Return ``ts`` as microseconds since the Unix epoch (naive datetimes are taken as UTC)."""
+    ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+    delta = ts - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(value: int) -> datetime:
+    return datetime.fromtimestamp(value // 1_000_000, tz=UTC).replace(microsecond=value % 1_000_000)
+
+
+# Timestamps leave Spark as epoch microseconds: collect() would turn them into naive local datetimes.
+PLACEMENT_COLUMNS_AS_MICROS = (
+    "tenant_id", "unix_micros(window_start) AS window_start_us", "unix_micros(window_end) AS window_end_us",
+    "shards", "salt", "total_shards", "excluded", "unix_micros(created_at) AS created_at_us",
+)
+
+
+def placement_from_row(row: Row) -> Placement:
+    """Return the Placement of a placements row selected with :data:`PLACEMENT_COLUMNS_AS_MICROS`."""
+    return Placement(
+        tenant_id=row["tenant_id"],
+        window_start=from_micros(row["window_start_us"]),
+        window_end=from_micros(row["window_end_us"]),
+        shards=tuple(row["shards"]),
+        salt=int(row["salt"]),
+        total_shards=int(row["total_shards"]),
+        excluded=tuple(row["excluded"]),
+        created_at=from_micros(row["created_at_us"]),
+    )
+
+
+class RoutingTables:
+    """Reads and writes the routing state tables of one lakehouse through a TableStore.
+
+    Example::
+
+        tables = RoutingTables(store, cfg)
+        tables.set_topology(ShardTopology(32, excluded=(5,)), reason="shard 5 lags")
+        tables.set_tenant_settings([TenantSetting("acme", shard_count=4, salt=1)], reason="balancer")
+    """
+
+    def __init__(self, store: TableStore, cfg: LakeshardConfig) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.placements_uri = cfg.table_uri(PLACEMENTS)
+        self.settings_uri = cfg.table_uri(TENANT_SETTINGS)
+        self.topology_uri = cfg.table_uri(SHARD_TOPOLOGY)
+        self._ready = False
+
+    def ensure(self) -> None:
+        """Create the three tables if they do not exist yet (idempotent, safe to race)."""
+        if self._ready:
+            return
+        self.store.create(self.placements_uri, PLACEMENT_SCHEMA,
+                          description="immutable time-bounded shard placements per tenant")
+        self.store.create(self.settings_uri, TENANT_SETTINGS_SCHEMA,
+                          description="per-tenant shard count and salt; the newest row per tenant wins")
+        self.store.create(self.topology_uri, SHARD_TOPOLOGY_SCHEMA,
+                          description="total shards and excluded shards; the newest row wins")
+        self._ready = True
+
+    def topology(self) -> ShardTopology:
+        """Return the current shard topology: the newest row, or the configured default."""
+        from pyspark.sql import functions as F
+
+        self.ensure()
+        row = self.store.read(self.topology_uri).orderBy(F.col("effective_at").desc()).first()
+        if row is None:
+            return ShardTopology(self.cfg.routing.total_shards, ())
+        return ShardTopology(int(row["total_shards"]), tuple(sorted(row["excluded"])))
+
+    def set_topology(self, topology: ShardTopology, *, reason: str) -> int:
+        """Record a new topology for placements allocated from now on; return the commit version."""
+        if topology.total_shards < 1:
+            raise RoutingError(f"total_shards must be at least 1, got {topology.total_shards}")
+        bad = [s for s in topology.excluded if not 0 <= s < topology.total_shards]
+        if bad:
+            raise RoutingError(f"excluded shards {bad} are outside [0, {topology.total_shards})")
+        if len(set(topology.excluded)) >= topology.total_shards:
+            raise RoutingError(f"cannot exclude every one of the {topology.total_shards} shards")
+        self.ensure()
+        spark = self.store.spark
+        df = spark.createDataFrame(
+            [(datetime.now(UTC), topology.total_shards, sorted(set(topology.excluded)), reason)], SHARD_TOPOLOGY_SCHEMA
+        )
+        return self.store.append(self.topology_uri, df, metadata={"reason": reason}).version
+
+    def tenant_settings(self, tenants: Iterable[str] | None = None) -> dict[str, TenantSetting]:
+        """Return the newest setting of each tenant (of ``tenants`` only, when given)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        self.ensure()
+        df = self.store.read(self.settings_uri)
+        if tenants is not None:
+            wanted = sorted(set(tenants))
+            if not wanted:
+                return {}
+            df = df.where(F.col("tenant_id").isin(wanted))
+        newest = Window.partitionBy("tenant_id").orderBy(F.col("updated_at").desc())
+        rows = df.withColumn("_rank", F.row_number().over(newest)).where("_rank = 1").collect()
+        return {r["tenant_id"]: TenantSetting(r["tenant_id"], int(r["shard_count"]), int(r["salt"])) for r in rows}
+
+    def set_tenant_settings(self, settings: Sequence[TenantSetting], *, reason: str) -> int | None:
+        """Record new settings (effective from each tenant's next placement); return the commit version."""
+        if not settings:
+            return None
+        bad = [s for s in settings if s.shard_count < 1]
+        if bad:
+            raise RoutingError(f"shard_count must be at least 1: {bad[:5]}")
+        self.ensure()
+        now = datetime.now(UTC)
+        rows = [(s.tenant_id, s.shard_count, s.salt, now, reason) for s in settings]
+        df = self.store.spark.createDataFrame(rows, TENANT_SETTINGS_SCHEMA)
+        return self.store.append(self.settings_uri, df, metadata={"reason": reason, "tenants": len(rows)}).version

@@ -1,0 +1,13 @@
+"""Where lakeshard runs: the Spark session factory and the checks behind ``lakeshard doctor``."""
+
+from __future__ import annotations
+
+from lakeshard.runtime.session import (
+    RuntimeKind,
+    detect_runtime,
+    find_java,
+    get_spark,
+    has_delta_jvm,
+)
+
+__all__ = ["RuntimeKind", "detect_runtime", "find_java", "get_spark", "has_delta_jvm"]

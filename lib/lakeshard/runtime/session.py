@@ -1,0 +1,153 @@
+"""Return the right Spark session for where the code runs: Databricks, databricks-connect, or local JVM."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["RuntimeKind", "detect_runtime", "find_java", "get_spark", "has_delta_jvm"]
+
+MIN_JAVA = 17
+
+
+class RuntimeKind(StrEnum):
+    """Where the Spark session comes from."""
+
+    DATABRICKS = "databricks"  # code runs on a Databricks cluster: use its active session
+    DATABRICKS_CONNECT = "databricks-connect"  # a laptop driving a remote cluster
+    LOCAL = "local"  # a local JVM started by PySpark
+
+
+def detect_runtime(cfg: LakeshardConfig | None = None) -> RuntimeKind:
+    """Return which kind of session :func:`get_spark` would give under ``cfg`` and the environment."""
+    cfg = cfg or load_config()
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        return RuntimeKind.DATABRICKS
+    if cfg.spark.databricks_connect:
+        return RuntimeKind.DATABRICKS_CONNECT
+    return RuntimeKind.LOCAL
+
+
+def find_java() -> tuple[str, int]:
+    """Return the ``java`` executable PySpark will use and its major version.
+
+    Raises:
+        EnvironmentProblem: no Java, or one older than 17, with what to do about it.
+    """
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise EnvironmentProblem(
+            f"Java {MIN_JAVA}+ is needed to run Spark locally and none was found "
+            f"(JAVA_HOME={java_home or 'unset'}, no 'java' on PATH). Install it, e.g. "
+            "'sudo apt-get install -y openjdk-17-jre-headless', or run 'make demo' as root to have it installed."
+        )
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"cannot run {java} -version: {exc}") from None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        raise EnvironmentProblem(f"cannot tell the version of {java}: {out.stderr.strip()[:200]}")
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8" style
+        major = int(match.group(2))
+    if major < MIN_JAVA:
+        raise EnvironmentProblem(
+            f"Spark 4 needs Java {MIN_JAVA}+, found Java {major} at {java}; install openjdk-17 and set JAVA_HOME"
+        )
+    return java, major
+
+
+def _local_session(cfg: LakeshardConfig) -> SparkSession:
+    find_java()
+    from pyspark.sql import SparkSession
+
+    # Executors' Python workers must be the interpreter that has lakeshard installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    sc = cfg.spark
+    builder = (
+        SparkSession.builder.master(sc.master)
+        .appName(sc.app_name)
+        .config("spark.driver.memory", sc.driver_memory)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(sc.shuffle_partitions))
+        .config("spark.default.parallelism", str(max(2, sc.shuffle_partitions)))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        .config("spark.sql.parquet.datetimeRebaseModeInWrite", "CORRECTED")
+        .config("spark.sql.parquet.int96RebaseModeInWrite", "CORRECTED")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.adaptive.enabled", "true")
+        # Data files are committed by the Delta log, not by marker files or checksums beside them.
+        .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+        .config("spark.hadoop.parquet.enable.summary-metadata", "false")
+        .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
+        .config("spark.hadoop.fs.file.impl.disable.cache", "true")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(sc.log_level)
+    return spark
+
+
+def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
+    """Return the Spark session for this environment, starting one only when there is none to reuse.
+
+    On a Databricks cluster this is the cluster's active session; with ``spark.databricks_connect``
+    set it is a databricks-connect session (``databricks-connect`` must be installed in place of
+    ``pyspark``); otherwise a local JVM session tuned for a small machine: UI off, few shuffle
+    partitions, UTC session time zone, microsecond Parquet timestamps, driver memory from the config.
+
+    Example::
+
+        spark = get_spark(load_config(overrides={"spark": {"master": "local[2]"}}))
+
+    Raises:
+        EnvironmentProblem: Java or databricks-connect is missing, with how to fix it.
+    """
+    cfg = cfg or load_config()
+    kind = detect_runtime(cfg)
+    if kind is RuntimeKind.DATABRICKS:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        return active if active is not None else SparkSession.builder.getOrCreate()
+    if kind is RuntimeKind.DATABRICKS_CONNECT:
+        try:
+            from databricks.connect import DatabricksSession
+        except ImportError:
+            raise EnvironmentProblem(
+                "spark.databricks_connect is set but databricks-connect is not installed; install it in "
+                "its own environment: 'pip install -e .[databricks]' (see README, 'Running on Databricks')"
+            ) from None
+        return DatabricksSession.builder.getOrCreate()  # type: ignore[no-any-return]
+    return _local_session(cfg)
+
+
+def has_delta_jvm(spark: SparkSession) -> bool:
+    """Return whether the session can load Delta's JVM classes (Databricks, delta-spark jars)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")  # type: ignore[union-attr]
+        return True
+    except Exception:
+        # Spark Connect sessions have no py4j gateway; ClassNotFound surfaces as a Py4JJavaError.
+        return False
