@@ -1,4 +1,4 @@
-"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``demo``.
+"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``demo``.
 
 Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
 where it reads input, ``--landing PATH`` (default ``./landing`` or ``$LAKESHARD_LANDING``).
@@ -81,6 +81,30 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def cmd_route(args: argparse.Namespace) -> int:
+    """Route new landing files: validate, quarantine bad records, place and shard events, commit exactly once."""
+    from lakeshard.lake import open_store
+    from lakeshard.routing.router import Router, RouteReport
+    from lakeshard.runtime import get_spark
+
+    cfg = _config(args)
+    spark = get_spark(cfg)
+    router = Router(spark, open_store(spark, cfg), cfg, max_batch_files=args.batch_files)
+
+    def show(r: RouteReport) -> None:
+        again = " (finished a batch an earlier run had planned)" if r.replayed else ""
+        print(f"batch {r.batch}: {r.files} files, {r.records:,} records = {r.routed:,} routed + "
+              f"{r.quarantined:,} quarantined{again}", flush=True)
+
+    reports = router.run(on_batch=show)
+    if not reports:
+        print(f"nothing new to route in {cfg.landing}")
+    else:
+        print(f"routed {sum(r.routed for r in reports):,} events, quarantined "
+              f"{sum(r.quarantined for r in reports):,} records, into {cfg.lakehouse}")
+    return 0
+
+
 def _spec(args: argparse.Namespace) -> Any:
     from lakeshard.synth import SynthSpec
 
@@ -148,6 +172,12 @@ def _parser() -> argparse.ArgumentParser:
     traffic(p, 100_000)
     p.add_argument("--overwrite", action="store_true", help="replace an existing landing zone")
     p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("route", help="route new landing files into the lakehouse (exactly once)",
+                       description=cmd_route.__doc__)
+    common(p, landing=True)
+    p.add_argument("--batch-files", type=int, default=200, help="landing files per batch (default 200)")
+    p.set_defaults(func=cmd_route)
 
     p = sub.add_parser("demo", help="run the pipeline end to end on a fresh lakehouse and report",
                        description=cmd_demo.__doc__)

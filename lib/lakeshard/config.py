@@ -123,29 +123,29 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     return value
 
 
-def _build(cls: type[Any], values: Mapping[str, Any], env: Mapping[str, str], prefix: str) -> Any:
+def _build(cls: type[Any], values: Mapping[str, Any], env: Mapping[str, str], prefix: str, section: str = "") -> Any:
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = set(values) - known
     if unknown:
         raise ConfigError(
             f"unknown configuration key(s) {sorted(unknown)} in section "
-            f"'{prefix.rstrip('_').lower() or 'top level'}'; known: {sorted(known)}"
+            f"'{section.rstrip('.') or 'top level'}'; known: {sorted(known)}"
         )
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
         env_name = f"LAKESHARD_{prefix}{f.name.upper()}"
         if dataclasses.is_dataclass(hint):
-            section = values.get(f.name, {})
-            if not isinstance(section, Mapping):
-                raise ConfigError(f"configuration section '{f.name}' must be a table, found {section!r}")
-            kwargs[f.name] = _build(hint, section, env, f"{prefix}{f.name.upper()}_")  # type: ignore[arg-type]
+            sub = values.get(f.name, {})
+            if not isinstance(sub, Mapping):
+                raise ConfigError(f"configuration section '{f.name}' must be a table, found {sub!r}")
+            kwargs[f.name] = _build(hint, sub, env, f"{prefix}{f.name.upper()}_", f"{section}{f.name}.")  # type: ignore[arg-type]
             continue
         if env_name in env:
             kwargs[f.name] = _coerce(env[env_name], hint, env_name)
         elif f.name in values:
-            kwargs[f.name] = _coerce(values[f.name], hint, f"{prefix.lower()}{f.name}")
+            kwargs[f.name] = _coerce(values[f.name], hint, f"{section}{f.name}")
     return cls(**kwargs)
 
 

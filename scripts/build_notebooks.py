@@ -1,0 +1,108 @@
+"""Writes the notebooks in notebooks/ from their cells here (run: .venv/bin/python scripts/build_notebooks.py)."""
+import nbformat as nbf
+nb = nbf.v4.new_notebook()
+nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+cells = [
+nbf.v4.new_markdown_cell("""# 01 — Generate synthetic traffic
+
+Writes a landing zone of newline-delimited JSON files that looks like multi-tenant observability
+traffic (Zipf-skewed tenants, bursts, producer retries, redelivered files, late events, malformed
+records) together with its ground truth, then shows what it wrote.
+
+**Parameters** (next cell; widgets on Databricks):
+
+| name | meaning |
+| --- | --- |
+| `landing` | where to write the landing zone (default: a new temporary directory) |
+| `events` | unique valid events to generate |
+| `tenants` | number of tenants |
+| `seed` | random seed: the same seed writes the same bytes |
+"""),
+nbf.v4.new_code_cell("""# Parameters (Databricks widgets when run there)
+import tempfile
+
+from lakeshard.runtime.params import notebook_params
+
+p = notebook_params({"landing": tempfile.mkdtemp(prefix="lakeshard-landing-"), "events": 20_000, "tenants": 50, "seed": 7})
+landing, events, tenants, seed = p["landing"], p["events"], p["tenants"], p["seed"]"""),
+nbf.v4.new_code_cell("""from lakeshard.synth import SynthSpec, generate_landing
+
+manifest = generate_landing(landing, SynthSpec(events=events, tenants=tenants, seed=seed), overwrite=True)
+assert manifest.records == manifest.unique_events + manifest.duplicate_records + manifest.bad_records
+print(f"{manifest.records:,} records in {manifest.files} files: {manifest.unique_events:,} events, "
+      f"{manifest.duplicate_records:,} duplicates, {manifest.bad_records} bad, {manifest.late_events} late")"""),
+nbf.v4.new_code_cell("""from lakeshard.report import format_table
+
+top = sorted(manifest.events_by_tenant.items(), key=lambda kv: -kv[1])[:5]
+print(format_table(["tenant", "events", "bytes"], [[t, n, manifest.bytes_by_tenant[t]] for t, n in top]))
+print()
+print(format_table(["bad record category", "records"], [[c, n] for c, n in manifest.bad_by_category.items() if n]))"""),
+nbf.v4.new_code_cell("""from pathlib import Path
+
+from IPython.display import Image
+
+from lakeshard.report.landing import landing_overview_plot
+
+png = landing_overview_plot(landing, manifest, manifest.bad_by_category, Path(landing) / "_report" / "overview.png")
+Image(filename=str(png))"""),
+]
+nb.cells = cells
+nbf.write(nb, "notebooks/01_generate_traffic.ipynb")
+
+nb2 = nbf.v4.new_notebook()
+nb2.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+nb2.cells = [
+nbf.v4.new_markdown_cell("""# 02 — Route traffic to shards
+
+Routes a landing zone into the lakehouse the way Husky's shard router does: every valid record gets its
+tenant's time-bounded placement (a list of shards chosen by consistent hashing) and one shard of it by
+the hash of its event ID; bad records go to `quarantine` with a reason; per-shard bytes go to
+`routing_metrics`. Each batch of landing files is routed exactly once, even across crashes.
+
+**Parameters** (next cell; widgets on Databricks):
+
+| name | meaning |
+| --- | --- |
+| `lakehouse` | lakehouse root (default: a new temporary directory) |
+| `landing` | landing zone to route; generated here when `generate` is true |
+| `generate` | write a synthetic landing zone first |
+| `events`, `tenants` | size of the generated traffic |
+| `total_shards` | shards on the ring |
+"""),
+nbf.v4.new_code_cell("""# Parameters (Databricks widgets when run there)
+import tempfile
+
+from lakeshard.runtime.params import notebook_params
+
+base = tempfile.mkdtemp(prefix="lakeshard-route-")
+p = notebook_params({"lakehouse": f"{base}/lakehouse", "landing": f"{base}/landing", "generate": True,
+                     "events": 20_000, "tenants": 40, "total_shards": 16})"""),
+nbf.v4.new_code_cell("""from lakeshard.config import load_config
+from lakeshard.lake import open_store
+from lakeshard.runtime import get_spark
+
+cfg = load_config(overrides={"lakehouse": p["lakehouse"], "landing": p["landing"],
+                             "routing": {"total_shards": p["total_shards"]}})
+spark = get_spark(cfg)
+store = open_store(spark, cfg)
+if p["generate"]:
+    from lakeshard.synth import SynthSpec, generate_landing
+
+    generate_landing(cfg.landing, SynthSpec(events=p["events"], tenants=p["tenants"]), overwrite=True)"""),
+nbf.v4.new_code_cell("""from lakeshard.report import format_table
+from lakeshard.routing.router import Router
+
+reports = Router(spark, store, cfg).run()
+print(format_table(["batch", "files", "records", "routed", "quarantined"],
+                   [[r.batch, r.files, r.records, r.routed, r.quarantined] for r in reports]))
+assert all(r.records == r.routed + r.quarantined for r in reports)"""),
+nbf.v4.new_code_cell("""from pathlib import Path
+
+from IPython.display import Image
+
+from lakeshard.report.routing import shard_load, shard_load_plot
+
+load = shard_load(store, cfg)
+Image(filename=str(shard_load_plot(load, Path(base) / "shard-load.png")))"""),
+]
+nbf.write(nb2, "notebooks/02_route_traffic.ipynb")

@@ -1,0 +1,43 @@
+"""The command line as a user runs it: help everywhere, clean errors, generate + route."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lakeshard.cli import main
+
+LAKESHARD = [sys.executable, "-m", "lakeshard.cli"]
+
+
+@pytest.mark.parametrize("command", [[], ["doctor"], ["generate"], ["route"], ["demo"]])
+def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: lakeshard" in out
+    if command and command[0] != "doctor":
+        assert "--lakehouse" in out and "--landing" in out
+
+
+def test_a_bad_config_value_is_one_clear_line(tmp_path: Path) -> None:
+    bad = tmp_path / "lakeshard.toml"
+    bad.write_text("[spark]\nshuffle_partitions = 'many'\n")
+    run = subprocess.run([*LAKESHARD, "--config", str(bad), "generate", "--landing", str(tmp_path / "l")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.strip() == "error: spark.shuffle_partitions: expected an integer, found 'many'"
+
+
+def test_generate_refuses_a_non_empty_landing_without_overwrite(tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "keep.jsonl").write_text("{}\n")
+    run = subprocess.run([*LAKESHARD, "generate", "--landing", str(landing), "--events", "100", "--quiet"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.startswith("error: ") and "Traceback" not in run.stderr
+    assert (landing / "keep.jsonl").read_text() == "{}\n"
