@@ -32,6 +32,7 @@ unit: env
 
 bench: env
 	$(BIN)/python bench/bench_synth.py
+	$(BIN)/python bench/bench_routing.py
 
 env: java $(STAMP)
 

@@ -214,27 +214,32 @@ class Router:
         return out
 
     def _execute(self, batch: int, files: Sequence[LandingFile], *, replayed: bool) -> RouteReport:
+        from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         txn = [AppTransaction(ROUTER_APP_ID, batch)]
         meta = {"batch": batch, "files": len(files)}
         versions: dict[str, int] = {}
         with read_landing(self.spark, list(files), limits=self.cfg.landing_format) as landed:
-            routed = route(landed.events, self.allocator)
-            self._before_commit(ROUTED, batch)
-            r = self.store.append(self.uris[ROUTED], routed, app_transactions=txn, metadata=meta)
-            versions[ROUTED] = r.version
-            self._before_commit(QUARANTINE, batch)
-            q = self.store.append(self.uris[QUARANTINE], landed.quarantine, app_transactions=txn, metadata=meta)
-            versions[QUARANTINE] = q.version
-            routed_at = datetime.now(UTC)
-            metrics = (routed.groupBy("window_start", "tenant_id", "shard")
-                       .agg(F.count(F.lit(1)).alias("events"), F.sum("size_bytes").cast("long").alias("bytes"))
-                       .withColumn("batch", F.lit(batch).cast("long"))
-                       .withColumn("routed_at", F.lit(routed_at)))
-            self._before_commit(ROUTING_METRICS, batch)
-            m = self.store.append(self.uris[ROUTING_METRICS], metrics.coalesce(1), app_transactions=txn, metadata=meta)
-            versions[ROUTING_METRICS] = m.version
+            # Written once and aggregated once: keep the routed rows rather than hash every event twice.
+            routed = route(landed.events, self.allocator).persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                self._before_commit(ROUTED, batch)
+                r = self.store.append(self.uris[ROUTED], routed, app_transactions=txn, metadata=meta)
+                versions[ROUTED] = r.version
+                self._before_commit(QUARANTINE, batch)
+                q = self.store.append(self.uris[QUARANTINE], landed.quarantine, app_transactions=txn, metadata=meta)
+                versions[QUARANTINE] = q.version
+                metrics = (routed.groupBy("window_start", "tenant_id", "shard")
+                           .agg(F.count(F.lit(1)).alias("events"), F.sum("size_bytes").cast("long").alias("bytes"))
+                           .withColumn("batch", F.lit(batch).cast("long"))
+                           .withColumn("routed_at", F.lit(datetime.now(UTC))))
+                self._before_commit(ROUTING_METRICS, batch)
+                m = self.store.append(self.uris[ROUTING_METRICS], metrics.coalesce(1), app_transactions=txn,
+                                      metadata=meta)
+                versions[ROUTING_METRICS] = m.version
+            finally:
+                routed.unpersist()
             # Counts come from the parse itself (cached), so they hold even when a commit was a replayed no-op.
             n_events = landed.events.count()
             by_cat = {str(row["category"]): int(row["n"]) for row in

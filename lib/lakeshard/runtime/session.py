@@ -78,6 +78,10 @@ def _local_session(cfg: LakeshardConfig) -> SparkSession:
     # Executors' Python workers must be the interpreter that has lakeshard installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # A local session talks to itself only: bind to loopback (and skip the hostname lookup warning).
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log4j = Path(__file__).with_name("log4j2.properties")
+    java_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={log4j.as_uri()}"
     sc = cfg.spark
     builder = (
         SparkSession.builder.master(sc.master)
@@ -90,7 +94,7 @@ def _local_session(cfg: LakeshardConfig) -> SparkSession:
         .config("spark.sql.shuffle.partitions", str(sc.shuffle_partitions))
         .config("spark.default.parallelism", str(max(2, sc.shuffle_partitions)))
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.driver.extraJavaOptions", java_options)
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.sql.parquet.datetimeRebaseModeInWrite", "CORRECTED")

@@ -1,0 +1,128 @@
+"""Routing vs a plain write of the same events, in one run (issue: shard routing).
+
+Generates a landing zone (default 1M events), parses it once (cached: both sides start from the same
+parsed events), then times, on a fresh lakehouse each:
+
+* ``plain``  — ``events.repartition(N).write.parquet(...)``: the floor, no routing at all;
+* ``route``  — placement lookup/allocation for every (tenant, window) + event-ID hash + a Parquet write
+  partitioned by shard (the same write the router's Delta append does);
+* ``route+commit`` — the router's real path: the same, committed to Delta through the TableStore.
+
+Also measures placement stability over 10,000 tenants: the share whose first shard moves when the ring
+grows 8 → 10 and 255 → 256 shards, against the ideal 1 - k/k'.
+
+Writes ``bench/results/routing.json`` and ``bench/results/routing.md``.
+
+    .venv/bin/python bench/bench_routing.py [--events 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lakeshard.config import load_config
+from lakeshard.lake import open_store
+from lakeshard.landing.reader import read_landing
+from lakeshard.routing.allocator import ShardAllocator
+from lakeshard.routing.placement import first_shard
+from lakeshard.routing.router import ROUTED, ROUTED_SCHEMA, route
+from lakeshard.runtime import get_spark
+from lakeshard.synth import SynthSpec, generate_landing
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def stability(tenants: int = 10_000) -> dict[str, float]:
+    """Return the share of tenants whose first shard moves when the ring grows, with the ideal share."""
+    names = [f"tenant-{i:05d}" for i in range(tenants)]
+    out = {}
+    for old, new in [(8, 10), (255, 256)]:
+        moved = sum(first_shard(t, 0, old) != first_shard(t, 0, new) for t in names) / tenants
+        out[f"moved_{old}_to_{new}"] = round(moved, 4)
+        out[f"ideal_{old}_to_{new}"] = round(1 - old / new, 4)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--tenants", type=int, default=1000)
+    parser.add_argument("--shards", type=int, default=64)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="lakeshard-bench-routing-"))
+    try:
+        print(f"generating {args.events:,} events ...", flush=True)
+        generate_landing(work / "landing", SynthSpec(events=args.events, tenants=args.tenants, bad_rate=0.0))
+        cfg = load_config(overrides={"lakehouse": str(work / "lh"), "routing": {"total_shards": args.shards,
+                                     "default_shard_count": 2}, "spark": {"driver_memory": "8g"}})
+        spark = get_spark(cfg)
+        store = open_store(spark, cfg)
+        batch = read_landing(spark, str(work / "landing"), limits=cfg.landing_format)
+        started = time.perf_counter()
+        n = batch.events.count()
+        parse_s = time.perf_counter() - started
+        print(f"parsed {n:,} events in {parse_s:.1f}s (shared by every case below)", flush=True)
+
+        timings: dict[str, float] = {}
+
+        def timed(name: str, fn: Any) -> None:
+            start = time.perf_counter()
+            fn()
+            timings[name] = round(time.perf_counter() - start, 2)
+            print(f"{name}: {timings[name]:.2f}s", flush=True)
+
+        partitions = spark.conf.get("spark.sql.shuffle.partitions")
+        timed("plain", lambda: batch.events.repartition(int(partitions or 4)).write.parquet(str(work / "plain")))
+        timed("route", lambda: route(batch.events, ShardAllocator(store, cfg)).write.partitionBy("shard")
+              .parquet(str(work / "routed-parquet")))
+        cfg2 = load_config(overrides={"lakehouse": str(work / "lh2"), "routing": {"total_shards": args.shards,
+                                      "default_shard_count": 2}})
+        store.create(cfg2.table_uri(ROUTED), ROUTED_SCHEMA, partition_by=["shard"])
+        timed("route+commit", lambda: store.append(cfg2.table_uri(ROUTED),
+                                                   route(batch.events, ShardAllocator(store, cfg2))))
+        batch.release()
+        result = {
+            "benchmark": "routing vs plain write",
+            "machine": platform.node() or "unknown", "cpus": os.cpu_count(),
+            "events": n, "tenants": args.tenants, "total_shards": args.shards, "parse_seconds": round(parse_s, 2),
+            "seconds": timings,
+            "ratio_route_over_plain": round(timings["route"] / timings["plain"], 2),
+            "ratio_route_commit_over_plain": round(timings["route+commit"] / timings["plain"], 2),
+            "goal_ratio": 1.3,
+            "stability": stability(),
+            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "routing.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    s, st = result["seconds"], result["stability"]
+    (RESULTS / "routing.md").write_text(
+        "# Routing vs plain write (same parsed events, same run)\n\n"
+        "| events | shards | plain write s | route + write s | route + Delta commit s | route / plain | "
+        "route+commit / plain | goal |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        f"| {n:,} | {args.shards} | {s['plain']} | {s['route']} | {s['route+commit']} | "
+        f"{result['ratio_route_over_plain']} | {result['ratio_route_commit_over_plain']} | ≤ 1.3 |\n\n"
+        "Placement stability over 10,000 tenants (share whose first shard moved):\n\n"
+        "| ring change | moved | ideal (1 - k/k') |\n| --- | ---: | ---: |\n"
+        f"| 8 → 10 | {st['moved_8_to_10']} | {st['ideal_8_to_10']} |\n"
+        f"| 255 → 256 | {st['moved_255_to_256']} | {st['ideal_255_to_256']} |\n\n"
+        f"Parsing the landing zone (shared, not in the ratios): {result['parse_seconds']} s. "
+        f"Machine: {result['machine']}, {result['cpus']} cpus, {result['date']}.\n",
+        encoding="utf-8",
+    )
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
