@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from lakeshard.errors import ConfigError
 
-__all__ = ["LakeshardConfig", "LandingConfig", "RoutingConfig", "SparkConfig", "load_config"]
+__all__ = ["BalancingConfig", "LakeshardConfig", "LandingConfig", "RoutingConfig", "SparkConfig", "load_config"]
 
 Adapter = Literal["auto", "embedded", "native"]
 
@@ -72,6 +72,31 @@ class RoutingConfig:
 
 
 @dataclass(frozen=True)
+class BalancingConfig:
+    """Load management (Husky): the autosharder's shard counts and the sharding balancer's salt moves."""
+
+    # The bytes/s one shard should take from one tenant. Keep it a fraction (about a quarter) of what a
+    # shard's writer sustains: then no tenant fills a shard alone and the balancer has pieces to pack.
+    target_bytes_per_second: float = 1024.0 * 1024.0
+    min_shards: int = 1
+    max_shards: int = 64
+    # Scale down only when the peak rate stayed below this share of the current capacity (count x target)
+    # for ``scale_down_windows`` windows in a row, and the last count change is ``cooldown_seconds`` old.
+    scale_down_below: float = 0.5
+    scale_down_windows: int = 6
+    cooldown_seconds: int = 1800
+    # Metrics whose newest window ended longer ago than this are stale: the autosharder changes nothing.
+    metrics_max_age_seconds: int = 900
+    # The balancer acts while the per-shard load's variance over its squared mean (sigma^2 / mu^2) is above this.
+    variance_threshold: float = 0.0025
+    max_moves: int = 50
+    # Salts 0 .. candidate_salts-1 are the positions a tenant may be moved to (docs/balancing.md).
+    candidate_salts: int = 32
+    # The balancer balances each tenant's mean bytes over this many recent windows.
+    lookback_windows: int = 3
+
+
+@dataclass(frozen=True)
 class LakeshardConfig:
     """Everything lakeshard reads from its environment, in one place."""
 
@@ -80,6 +105,7 @@ class LakeshardConfig:
     spark: SparkConfig = field(default_factory=SparkConfig)
     landing_format: LandingConfig = field(default_factory=LandingConfig)
     routing: RoutingConfig = field(default_factory=RoutingConfig)
+    balancing: BalancingConfig = field(default_factory=BalancingConfig)
 
     def table_uri(self, table: str) -> str:
         """Return the location of ``table`` inside the lakehouse (``<lakehouse>/<table>``)."""

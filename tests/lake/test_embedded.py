@@ -174,7 +174,7 @@ def test_recommitting_an_app_transaction_is_a_noop(store: TableStore, spark: Spa
     assert store.transaction_version(uri, "writer/9") is None
     nxt = store.append(uri, _rows(spark, "acme", 1, 1, start=100), app_transactions=[AppTransaction("writer/3", 6)])
     assert not nxt.skipped and store.transaction_version(uri, "writer/3") == 6
-    with pytest.raises(TableStoreError, match="all new or all replayed"):
+    with pytest.raises(CommitConflict, match="all new or all replayed"):
         store.append(uri, _rows(spark, "acme", 1, 1),
                      app_transactions=[AppTransaction("writer/3", 6), AppTransaction("writer/4", 1)])
 

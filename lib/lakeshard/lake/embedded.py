@@ -324,13 +324,20 @@ class EmbeddedTableStore(TableStore):
                 raise TableStoreError(f"{dt.table_uri}: no version as of {timestamp}: {exc}") from None
         return self._read_snapshot(dt)
 
-    def _read_snapshot(self, dt: DeltaTable) -> DataFrame:
+    def read_files(self, table: str, files: Sequence[FileInfo]) -> DataFrame:
+        """Return the rows of exactly these data files (as :meth:`files` lists them), partition values included.
+
+        This is how a consumer reads what certain commits added, or a planner reads one bucket's files.
+        """
+        return self._read_snapshot(self._table(table), files)
+
+    def _read_snapshot(self, dt: DeltaTable, only: Sequence[FileInfo] | None = None) -> DataFrame:
         from pyspark.sql import functions as F
         from pyspark.sql.types import StringType, StructField, StructType
 
         schema = _to_spark_schema(dt.schema())
         parts = list(dt.metadata().partition_columns)
-        files = _live_files(dt)
+        files = _live_files(dt) if only is None else list(only)
         if not files:
             return self.spark.createDataFrame([], schema)
         root = _normalise_uri(dt.table_uri)
@@ -502,10 +509,12 @@ class EmbeddedTableStore(TableStore):
         done = [(t, dt.transaction_version(t.app_id)) for t in txns]
         committed = [t for t, v in done if v is not None and v >= t.version]
         if committed and len(committed) != len(txns):
-            raise TableStoreError(
-                f"{dt.table_uri}: some app transactions of this commit are already committed "
-                f"({_txn_text(committed)}) and some are not "
-                f"({_txn_text([t for t in txns if t not in committed])}); a commit must be all new or all replayed"
+            # Another writer got part of this progress in first: a conflict, not a replay.
+            raise CommitConflict(
+                dt.table_uri, int(dt.version()), tuple(t.app_id for t in txns),
+                f"some app transactions of this commit are already committed ({_txn_text(committed)}) and some "
+                f"are not ({_txn_text([t for t in txns if t not in committed])}); a commit must be all new or all "
+                "replayed",
             )
         return bool(committed)
 

@@ -129,6 +129,10 @@ class TableStore(ABC):
         """Return a snapshot of the table (latest, at ``version`` or as of ``timestamp``) as a DataFrame."""
 
     @abstractmethod
+    def read_files(self, table: str, files: Sequence[FileInfo]) -> DataFrame:
+        """Return the rows of exactly these data files, partition values included."""
+
+    @abstractmethod
     def append(
         self,
         table: str,
