@@ -1,4 +1,4 @@
-"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``demo``.
+"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``demo``.
 
 Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
 where it reads input, ``--landing PATH`` (default ``./landing`` or ``$LAKESHARD_LANDING``).
@@ -105,6 +105,35 @@ def cmd_route(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Route new landing files, then write every shard's new routed events to ``events`` exactly once.
+
+    Without --follow it processes what is there and stops; with --follow it keeps polling.
+    """
+    from lakeshard.dedupe.writer import ShardWriter
+    from lakeshard.lake import open_store
+    from lakeshard.routing.router import Router
+    from lakeshard.runtime import get_spark
+
+    cfg = _config(args)
+    spark = get_spark(cfg)
+    store = open_store(spark, cfg)
+    router = Router(spark, store, cfg)
+    shards = args.shards or list(range(router.allocator.tables.topology().total_shards))
+    writer = ShardWriter(spark, store, cfg, shards)
+    while True:
+        routed = router.run()
+        writes = writer.run()
+        if routed or writes or not args.follow:
+            print(f"routed {sum(r.routed for r in routed):,} events ({sum(r.quarantined for r in routed):,} "
+                  f"quarantined); wrote {sum(w.written for w in writes):,} events, dropped "
+                  f"{sum(w.duplicates_in_batch + w.duplicates_in_index for w in writes):,} duplicates, "
+                  f"{writer.conflicts} commit conflicts", flush=True)
+        if not args.follow:
+            return 0
+        time.sleep(args.poll_seconds)
+
+
 def _spec(args: argparse.Namespace) -> Any:
     from lakeshard.synth import SynthSpec
 
@@ -136,7 +165,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, overrides={"lakehouse": os.path.abspath(lakehouse),
                                               "landing": os.path.abspath(landing)})
     print(f"lakeshard demo: {args.events:,} events from {args.tenants} tenants into {cfg.lakehouse}")
-    print("[0/4] starting Spark ...")
+    print("[0/5] starting Spark ...")
     spark = get_spark(cfg)
     report = run_demo(spark, open_store(spark, cfg), cfg, _spec(args), out=base / "report", progress=not args.quiet)
     print()
@@ -179,10 +208,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-files", type=int, default=200, help="landing files per batch (default 200)")
     p.set_defaults(func=cmd_route)
 
+    p = sub.add_parser("ingest", help="route and write new landing data exactly once (batch or --follow)",
+                       description=cmd_ingest.__doc__)
+    common(p, landing=True)
+    p.add_argument("--shards", type=int, nargs="*", help="shards this writer owns (default: all)")
+    p.add_argument("--follow", action="store_true", help="keep polling for new landing files")
+    p.add_argument("--poll-seconds", type=float, default=10.0, help="pause between polls with --follow")
+    p.set_defaults(func=cmd_ingest)
+
     p = sub.add_parser("demo", help="run the pipeline end to end on a fresh lakehouse and report",
                        description=cmd_demo.__doc__)
     common(p, landing=True)
-    traffic(p, 200_000)
+    traffic(p, 100_000)
     p.add_argument("--out", help="directory for landing, lakehouse and report (default: a new temporary one)")
     p.set_defaults(func=cmd_demo)
     return parser
