@@ -33,6 +33,7 @@ unit: env
 bench: env
 	$(BIN)/python bench/bench_synth.py
 	$(BIN)/python bench/bench_routing.py
+	$(BIN)/python bench/bench_balancing.py
 
 env: java $(STAMP)
 

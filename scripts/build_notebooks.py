@@ -1,5 +1,13 @@
 """Writes the notebooks in notebooks/ from their cells here (run: .venv/bin/python scripts/build_notebooks.py)."""
 import nbformat as nbf
+
+
+def _write(notebook: nbf.NotebookNode, path: str) -> None:
+    """Write ``notebook`` with stable cell ids, so rebuilding an unchanged notebook changes no byte."""
+    for i, cell in enumerate(notebook.cells):
+        cell["id"] = f"cell-{i:02d}"
+    nbf.write(notebook, path)
+
 nb = nbf.v4.new_notebook()
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 cells = [
@@ -47,7 +55,7 @@ png = landing_overview_plot(landing, manifest, manifest.bad_by_category, Path(la
 Image(filename=str(png))"""),
 ]
 nb.cells = cells
-nbf.write(nb, "notebooks/01_generate_traffic.ipynb")
+_write(nb, "notebooks/01_generate_traffic.ipynb")
 
 nb2 = nbf.v4.new_notebook()
 nb2.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -105,7 +113,7 @@ from lakeshard.report.routing import shard_load, shard_load_plot
 load = shard_load(store, cfg)
 Image(filename=str(shard_load_plot(load, Path(base) / "shard-load.png")))"""),
 ]
-nbf.write(nb2, "notebooks/02_route_traffic.ipynb")
+_write(nb2, "notebooks/02_route_traffic.ipynb")
 
 nb4 = nbf.v4.new_notebook()
 nb4.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -181,4 +189,4 @@ ax.set(ylabel="routed rows", title="where every routed row went")
 ax.legend()
 plt.show()"""),
 ]
-nbf.write(nb4, "notebooks/04_write_exactly_once.ipynb")
+_write(nb4, "notebooks/04_write_exactly_once.ipynb")

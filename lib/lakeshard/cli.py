@@ -1,4 +1,5 @@
-"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``demo``.
+"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``demo``, ``autoshard``,
+``balance``, ``exclude``.
 
 Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
 where it reads input, ``--landing PATH`` (default ``./landing`` or ``$LAKESHARD_LANDING``).
@@ -174,7 +175,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lakeshard", description=__doc__.split("\n")[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="lakeshard", description="Exactly-once multi-tenant event ingestion into a Delta lakehouse.")
     parser.add_argument("--config", help="TOML configuration file (default $LAKESHARD_CONFIG or ./lakeshard.toml)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -222,6 +224,10 @@ def _parser() -> argparse.ArgumentParser:
     traffic(p, 100_000)
     p.add_argument("--out", help="directory for landing, lakehouse and report (default: a new temporary one)")
     p.set_defaults(func=cmd_demo)
+
+    from lakeshard.balancing.cli import add_commands as add_balancing_commands
+
+    add_balancing_commands(sub, common)
     return parser
 
 

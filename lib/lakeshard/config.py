@@ -88,12 +88,12 @@ class BalancingConfig:
     # Metrics whose newest window ended longer ago than this are stale: the autosharder changes nothing.
     metrics_max_age_seconds: int = 900
     # The balancer acts while the per-shard load's variance over its squared mean (sigma^2 / mu^2) is above this.
-    variance_threshold: float = 0.0025
+    variance_threshold: float = 0.005
     max_moves: int = 50
     # Salts 0 .. candidate_salts-1 are the positions a tenant may be moved to (docs/balancing.md).
     candidate_salts: int = 32
     # The balancer balances each tenant's mean bytes over this many recent windows.
-    lookback_windows: int = 3
+    lookback_windows: int = 6
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ def plan_shard_counts(
         recent = rates[:, -n:]
         # A window without a value is not evidence of low traffic: it blocks scaling down.
         complete = ~np.isnan(recent).any(axis=1)
-        peak = np.where(complete, np.nanmax(np.where(np.isnan(recent), 0.0, recent), axis=1), np.inf)
+        peak = np.where(complete, np.where(np.isnan(recent), 0.0, recent).max(axis=1), np.inf)
         low = peak < cfg.scale_down_below * current * cfg.target_bytes_per_second
         cooled = np.asarray(seconds_since_change, dtype=np.float64) >= cfg.cooldown_seconds
         down = known & complete & low & cooled & ~up
@@ -225,8 +225,8 @@ class Autosharder:
         recent = matrix[:, -min(width, self.cfg.scale_down_windows):]
         for i in np.flatnonzero(new != current).tolist():
             t, old, count = tenants[i], int(current[i]), int(new[i])
-            if not self.cfg.min_shards <= old <= self.cfg.max_shards and count in (self.cfg.min_shards,
-                                                                                  self.cfg.max_shards):
+            lo, hi = self.cfg.min_shards, self.cfg.max_shards
+            if (old > hi and count == hi) or (old < lo and count == lo):
                 reason = "bounds"
             else:
                 reason = "burst" if count > old else "sustained low traffic"

@@ -161,7 +161,8 @@ def load_stats(loads: FloatArray) -> LoadStats:
     mean = float(values.mean())
     var = float(values.var())
     peak = float(values.max())
-    return LoadStats(var, var / mean**2 if mean > 0 else 0.0, peak / mean if mean > 0 else 0.0, mean, peak)
+    square = mean**2
+    return LoadStats(var, var / square if square > 0 else 0.0, peak / mean if mean > 0 else 0.0, mean, peak)
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,7 @@ def greedy_salt_moves(
     mean = total / n
     stopped = "no load" if total <= 0 else ""
     while not stopped:
-        if float(loads.var()) / mean**2 <= variance_threshold:
+        if float(loads.var()) <= variance_threshold * mean**2:
             stopped = "variance below threshold"
             break
         if len(moves) >= max_moves:
@@ -353,7 +354,8 @@ class Balancer:
             for i, t in enumerate(loads)], dtype=np.int64)
         before = ring.loads(weights, ring.position(first), count)
         moves, after, stopped = greedy_salt_moves(
-            weights, first, count, salt, ring, candidates, self.candidate_salts, max_moves=self.cfg.max_moves, variance_threshold=self.cfg.variance_threshold,
+            weights, first, count, salt, ring, candidates, self.candidate_salts,
+            max_moves=self.cfg.max_moves, variance_threshold=self.cfg.variance_threshold,
         )
         counts = ring.counts(count)
         out_moves = tuple(

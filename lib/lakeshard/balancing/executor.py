@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 import numpy as np
 
 from lakeshard.balancing.autosharder import Autosharder, AutoshardPlan, TenantRates
-from lakeshard.balancing.balancer import Balancer, BalancePlan, TenantLoad
+from lakeshard.balancing.balancer import BalancePlan, Balancer, TenantLoad
 from lakeshard.balancing.exclusions import plan_exclusion
-from lakeshard.balancing.simulate import Trace
+from lakeshard.balancing.simulation import Trace
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
 from lakeshard.routing.router import ROUTING_METRICS
@@ -218,7 +218,7 @@ def exclude_shards(
 
 
 def trace_from_metrics(store: TableStore, cfg: LakeshardConfig) -> Trace:
-    """Return the ``routing_metrics`` table as a trace for :func:`~lakeshard.balancing.simulate.simulate`.
+    """Return the ``routing_metrics`` table as a trace for :func:`~lakeshard.balancing.simulation.simulate`.
 
     Windows run from the first to the last window in the metrics, every window included (a window without
     metrics is all zeros); tenants are sorted by id.

@@ -126,6 +126,17 @@ class Trace:
         """Return the start of window ``index``."""
         return self.start + timedelta(seconds=index * self.window_seconds)
 
+    def biggest_burst(self, *, not_before: int = 1) -> TraceBurst:
+        """Return the burst with the highest peak rate (usual rate x factor) starting at ``not_before`` or later.
+
+        Raises:
+            BalanceError: the trace has no such burst.
+        """
+        later = [b for b in self.bursts if b.first >= not_before]
+        if not later:
+            raise BalanceError(f"the trace has no burst starting at window {not_before} or later")
+        return max(later, key=lambda b: float(self.base_rates[self.tenant_index(b.tenant_id)]) * b.factor)
+
     def tenant_index(self, tenant_id: str) -> int:
         """Return the column of ``tenant_id``.
 
@@ -155,9 +166,9 @@ def synthetic_trace(spec: TraceSpec | None = None) -> Trace:
     low, high = spec.burst_ranks
     by_rank = np.argsort(ranks)
     pool = by_rank[max(0, low - 1):min(spec.tenants, high)]
-    chosen = rng.choice(pool, size=min(spec.burst_tenants, len(pool)), replace=False) if len(pool) else []
+    chosen: IntArray = rng.choice(pool, size=min(spec.burst_tenants, len(pool)), replace=False)
     bursts = []
-    for t in np.asarray(chosen, dtype=np.int64).tolist():
+    for t in chosen.tolist():
         length = int(rng.integers(spec.burst_windows[0], spec.burst_windows[1] + 1))
         first = int(rng.integers(0, max(1, spec.windows - length)))
         factor = float(np.exp(rng.uniform(math.log(spec.burst_factor[0]), math.log(spec.burst_factor[1]))))
@@ -417,7 +428,7 @@ def compare_balancing(
     loads = start
     done = 0
     for run in range(runs):
-        made, loads, stopped = greedy_salt_moves(
+        made, loads, _ = greedy_salt_moves(
             rates, cand[np.arange(tenants), salt], count, salt, ring, cand, salts[: cfg.candidate_salts],
             max_moves=cfg.max_moves, variance_threshold=cfg.variance_threshold,
         )
