@@ -16,8 +16,9 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from lakeshard.balancing.autosharder import (
@@ -142,11 +143,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Return the public name ``name`` from the submodule that defines it (imported on first use)."""
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lakeshard.balancing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"lakeshard.balancing.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

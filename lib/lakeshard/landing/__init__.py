@@ -16,8 +16,9 @@ Example::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from lakeshard.landing.parse import ParsedEvent, RecordParser, Rejection, is_blank, parse_record
@@ -61,15 +62,4 @@ _HOME: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Return the public name ``name`` from the submodule that defines it (imported on first use)."""
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'lakeshard.landing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"lakeshard.landing.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
