@@ -199,7 +199,8 @@ class ShardWriter:
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             rows_in = batch.count()
-            unique = batch.dropDuplicates(KEY)
+            # Used three times (intervals, count, anti-join): deduplicate once.
+            unique = batch.dropDuplicates(KEY).persist(StorageLevel.MEMORY_AND_DISK)
             intervals = {(int(r["shard"]), str(r["hour"])) for r in unique.select("shard", "hour").distinct().collect()}
             index = self._index_rows(intervals)
             survivors = unique if index is None else unique.join(index, KEY, "left_anti")
@@ -227,6 +228,7 @@ class ShardWriter:
                     self.store.append(self.ids_uri, ids, app_transactions=txns, metadata={"shards": list(todo)})
             finally:
                 survivors.unpersist()
+                unique.unpersist()
         finally:
             batch.unpersist()
         return WriteReport(

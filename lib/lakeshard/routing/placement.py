@@ -18,6 +18,8 @@ __all__ = [
     "Placement",
     "RoutingError",
     "first_shard",
+    "from_micros",
+    "micros",
     "placement_shards",
     "window_of",
 ]
@@ -71,14 +73,23 @@ def placement_shards(first: int, count: int, total_shards: int, excluded: Iterab
     return tuple(shards)
 
 
+def micros(ts: datetime) -> int:
+    """Return ``ts`` as microseconds since the Unix epoch (naive datetimes are taken as UTC)."""
+    ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+    return (ts - _EPOCH) // timedelta(microseconds=1)
+
+
+def from_micros(value: int) -> datetime:
+    """Return the UTC datetime of ``value`` microseconds since the Unix epoch."""
+    return _EPOCH + timedelta(microseconds=value)
+
+
 def window_of(ts: datetime, window_seconds: int) -> tuple[datetime, datetime]:
     """Return the ``[start, end)`` of the fixed-grid window (aligned to the Unix epoch) holding ``ts``."""
     if window_seconds < 1:
         raise RoutingError(f"window length must be at least one second, got {window_seconds}")
-    ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
-    micros = (ts - _EPOCH) // timedelta(microseconds=1)
     size = window_seconds * 1_000_000
-    start = _EPOCH + timedelta(microseconds=(micros // size) * size)
+    start = from_micros((micros(ts) // size) * size)
     return start, start + timedelta(seconds=window_seconds)
 
 

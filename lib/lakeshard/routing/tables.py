@@ -23,7 +23,7 @@ from pyspark.sql.types import (
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
-from lakeshard.routing.placement import Placement, RoutingError
+from lakeshard.routing.placement import Placement, RoutingError, from_micros, micros
 
 if TYPE_CHECKING:
     from pyspark.sql import Row
@@ -89,17 +89,6 @@ class ShardTopology:
 
     total_shards: int
     excluded: tuple[int, ...] = ()
-
-
-def micros(ts: datetime) -> int:
-    """Return ``ts`` as microseconds since the Unix epoch (naive datetimes are taken as UTC)."""
-    ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
-    delta = ts - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def from_micros(value: int) -> datetime:
-    return datetime.fromtimestamp(value // 1_000_000, tz=UTC).replace(microsecond=value % 1_000_000)
 
 
 # Timestamps leave Spark as epoch microseconds: collect() would turn them into naive local datetimes.
