@@ -39,7 +39,9 @@ from lakeshard.lake.store import (
     AppTransaction,
     CommitInfo,
     CommitResult,
+    FileChange,
     FileInfo,
+    LogEntry,
     TableStore,
     VacuumReport,
 )
@@ -562,6 +564,64 @@ class EmbeddedTableStore(TableStore):
         except (FileNotFoundError, OSError):
             pass
 
+    # ------------------------------------------------------------------------------ log actions
+    def log_entries(self, table: str, *, start: int | None = None, end: int | None = None) -> list[LogEntry]:
+        """Return the commits ``start``..``end`` (inclusive) as their log files hold them, oldest first.
+
+        The commit files are read directly: delta-rs exposes a snapshot's live files and the commit
+        infos, but not which files each version added or removed, which is what a per-version delta needs.
+
+        Raises:
+            TableStoreError: ``start`` is older than the oldest commit file left in the log, or a commit
+                between ``start`` and ``end`` is missing.
+        """
+        uri = _normalise_uri(table)
+        latest = self.version(uri)
+        commits = _commit_versions(uri)
+        first = min(commits, default=latest)
+        start = first if start is None else start
+        end = latest if end is None else min(end, latest)
+        if start < first:
+            raise TableStoreError(
+                f"{uri}: the log holds commits from version {first} on (older ones were cleaned up after a "
+                f"checkpoint); version {start} was asked for"
+            )
+        missing = [v for v in range(start, end + 1) if v not in commits]
+        if missing:
+            raise TableStoreError(f"{uri}: commit files for versions {missing[:5]} are missing from the log")
+        fs, base = _filesystem(uri)
+        return [_log_entry(fs, f"{base}/_delta_log/{v:020d}.json", v) for v in range(start, end + 1)]
+
+    def checkpoint_versions(self, table: str) -> list[int]:
+        """Return the versions with a complete classic checkpoint (single- or multi-part), oldest first.
+
+        V2 checkpoints (UUID-named, with sidecars) are not listed: delta-rs does not write them.
+        """
+        return sorted(v for v, parts in _checkpoint_parts(_normalise_uri(table)).items() if parts)
+
+    def checkpoint_files(self, table: str, version: int) -> list[FileInfo]:
+        """Return the live data files the checkpoint at ``version`` records (its add actions)."""
+        uri = _normalise_uri(table)
+        parts = _checkpoint_parts(uri).get(version)
+        if not parts:
+            raise TableStoreError(f"{uri}: no complete checkpoint at version {version}")
+        fs, _ = _filesystem(uri)
+        out: list[FileInfo] = []
+        for part in parts:
+            with fs.open_input_file(part) as handle:
+                adds = pq.read_table(handle, columns=["add"]).column("add").to_pylist()
+            out += [_file_from_action(a, a.get("modificationTime")) for a in adds if a is not None]
+        return out
+
+    def create_checkpoint(self, table: str) -> int:
+        """Write a checkpoint of the latest version (delta-rs) and return that version."""
+        dt = self._table(table)
+        try:
+            dt.create_checkpoint()
+        except DeltaError as exc:
+            raise TableStoreError(f"{dt.table_uri}: cannot write a checkpoint: {exc}") from None
+        return int(dt.version())
+
     # --------------------------------------------------------------------------------- metadata
     def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:
         """Return the table's commits, newest first, with custom commit metadata separated out."""
@@ -641,6 +701,74 @@ def _live_files(dt: DeltaTable) -> list[FileInfo]:
             min_values=mins, max_values=maxs, null_counts=nulls,
         ))
     return out
+
+
+def _commit_versions(uri: str) -> set[int]:
+    fs, base = _filesystem(uri)
+    names = [i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True))]
+    return {int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()}
+
+
+def _checkpoint_parts(uri: str) -> dict[int, list[str]]:
+    """Return, per checkpoint version, its part files in order, or [] when some part is missing."""
+    fs, base = _filesystem(uri)
+    found: dict[int, dict[int, str]] = {}
+    expected: dict[int, int] = {}
+    for info in fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True)):
+        bits = info.base_name.split(".")
+        if len(bits) < 3 or bits[1] != "checkpoint" or bits[-1] != "parquet" or not bits[0].isdigit():
+            continue
+        version = int(bits[0])
+        if len(bits) == 3:  # <v>.checkpoint.parquet
+            found.setdefault(version, {})[1] = info.path
+            expected[version] = 1
+        elif len(bits) == 5 and bits[2].isdigit() and bits[3].isdigit():  # <v>.checkpoint.<part>.<parts>.parquet
+            found.setdefault(version, {})[int(bits[2])] = info.path
+            expected[version] = int(bits[3])
+    return {v: [parts[i] for i in sorted(parts)] if len(parts) == expected[v] else [] for v, parts in found.items()}
+
+
+def _log_entry(fs: pafs.FileSystem, path: str, version: int) -> LogEntry:
+    with fs.open_input_stream(path) as stream:
+        actions = [json.loads(line) for line in stream.read().decode("utf-8").splitlines() if line.strip()]
+    info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    changes = []
+    for a in actions:
+        if "add" in a:
+            add = a["add"]
+            changes.append(FileChange("add", _file_from_action(add, add.get("modificationTime")),
+                                      bool(add.get("dataChange", True))))
+        elif "remove" in a:
+            rem = a["remove"]
+            changes.append(FileChange("remove", _file_from_action(rem, rem.get("deletionTimestamp")),
+                                      bool(rem.get("dataChange", True))))
+    txns = tuple(AppTransaction(str(a["txn"]["appId"]), int(a["txn"]["version"])) for a in actions if "txn" in a)
+    return LogEntry(
+        version=version,
+        timestamp=datetime.fromtimestamp(int(info.get("timestamp", 0)) / 1000, tz=UTC),
+        operation=str(info.get("operation", "")),
+        custom_metadata={k: v for k, v in info.items() if k not in _HISTORY_KEYS},
+        changes=tuple(changes),
+        app_transactions=txns,
+    )
+
+
+def _file_from_action(action: Mapping[str, Any], millis: int | None) -> FileInfo:
+    """Return the FileInfo an add or remove action (from a commit file or a checkpoint) describes."""
+    raw_parts = action.get("partitionValues") or {}
+    # A checkpoint's Parquet map reads back as a list of (key, value) pairs; a commit's JSON as an object.
+    parts = dict(raw_parts)
+    stats = json.loads(action["stats"]) if action.get("stats") else {}
+    return FileInfo(
+        path=str(action["path"]),
+        size_bytes=int(action.get("size") or 0),
+        num_records=None if stats.get("numRecords") is None else int(stats["numRecords"]),
+        partition_values=parts,
+        modification_time=datetime.fromtimestamp((millis or 0) / 1000, tz=UTC),
+        min_values=stats.get("minValues") or {},
+        max_values=stats.get("maxValues") or {},
+        null_counts=stats.get("nullCount") or {},
+    )
 
 
 def _partition_text(value: Any) -> str:

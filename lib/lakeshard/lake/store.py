@@ -12,7 +12,16 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["AppTransaction", "CommitInfo", "CommitResult", "FileInfo", "TableStore", "VacuumReport"]
+__all__ = [
+    "AppTransaction",
+    "CommitInfo",
+    "CommitResult",
+    "FileChange",
+    "FileInfo",
+    "LogEntry",
+    "TableStore",
+    "VacuumReport",
+]
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,34 @@ class FileInfo:
     min_values: Mapping[str, Any] = field(default_factory=dict)
     max_values: Mapping[str, Any] = field(default_factory=dict)
     null_counts: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One add or remove action of a commit: the file, and whether it changed data or only rearranged it.
+
+    For a remove, ``file.modification_time`` is the deletion time and ``file.num_records`` comes from the
+    remove's statistics when the writer kept them (else None).
+    """
+
+    action: str  # "add" or "remove"
+    file: FileInfo
+    data_change: bool
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One commit of the Delta log as written: its file changes, app transactions and commit info.
+
+    This is the per-version delta (Druid's ADD/DROP records) that chunk histories are built from.
+    """
+
+    version: int
+    timestamp: datetime
+    operation: str
+    custom_metadata: Mapping[str, Any]
+    changes: tuple[FileChange, ...]
+    app_transactions: tuple[AppTransaction, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -165,6 +202,26 @@ class TableStore(ABC):
     @abstractmethod
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``)."""
+
+    @abstractmethod
+    def log_entries(self, table: str, *, start: int | None = None, end: int | None = None) -> list[LogEntry]:
+        """Return the commits ``start``..``end`` (inclusive) as written in the log, oldest first.
+
+        ``start`` defaults to the oldest commit the log still holds (old commit files may have been
+        cleaned up after a checkpoint), ``end`` to the latest version.
+        """
+
+    @abstractmethod
+    def checkpoint_versions(self, table: str) -> list[int]:
+        """Return the versions that have a checkpoint (a materialised snapshot of the log), oldest first."""
+
+    @abstractmethod
+    def checkpoint_files(self, table: str, version: int) -> list[FileInfo]:
+        """Return the live data files recorded in the checkpoint at ``version``."""
+
+    @abstractmethod
+    def create_checkpoint(self, table: str) -> int:
+        """Write a checkpoint of the table's latest version and return that version."""
 
     @abstractmethod
     def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:

@@ -1,0 +1,303 @@
+"""The replace lock (Druid): one exclusive, leased lock per time chunk, held in the lakehouse.
+
+Only replacements take it — compaction (a replacement from the chunk's own rows) and replacing a chunk
+from external data, including replacing it with nothing. Appends never look at it, so ingestion goes on
+while a chunk is being compacted; the Delta commit of the replacement carries the appends forward.
+
+How consensus is reached (the allocator's pattern, DESIGN.md §1): the lock's state is the newest row of
+the chunk in the ``chunk_locks`` Delta table. Every change of it — acquire, renew, release — commits one
+row carrying the app transaction ``lock/<hour>/<tenant>`` → the chunk's next *generation*, prepared
+against the table version the state was read at. Two processes that read the same state and both try
+to change it carry the same app id, so Delta lets exactly one commit; the other re-reads and finds the
+winner holding the lock, and fails fast with :class:`ChunkLocked` naming the holder and the expiry.
+
+A holder that dies keeps the lock only until its lease expires; then anyone may take it over (the next
+generation). A holder that merely *stalled* past its lease must not overwrite its successor's work, so
+every replacement commit carries a fencing token — the app transaction ``replace/<hour>/<tenant>`` →
+(generation, sequence) — on the data table: tokens only grow, and Delta refuses a commit whose token is
+not newer than the last committed one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from lakeshard.errors import CommitConflict, LakeshardError
+from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.routing.placement import from_micros
+from lakeshard.versions.chunks import Chunk
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row
+
+__all__ = [
+    "CHUNK_LOCKS",
+    "CHUNK_LOCKS_SCHEMA",
+    "ChunkLease",
+    "ChunkLocked",
+    "ChunkLocks",
+    "LockLost",
+    "LockState",
+    "lock_app_id",
+    "replace_app_id",
+]
+
+CHUNK_LOCKS = "chunk_locks"
+CHUNK_LOCKS_SCHEMA = StructType([
+    StructField("tenant_id", StringType(), False),
+    StructField("hour", StringType(), False),
+    StructField("generation", LongType(), False),  # = the lock app transaction's version of this row's commit
+    StructField("holder", StringType(), False),
+    StructField("state", StringType(), False),  # "held" or "released"
+    StructField("acquired_at", TimestampType(), False),
+    StructField("expires_at", TimestampType(), False),
+    StructField("recorded_at", TimestampType(), False),
+])
+# A fencing token is generation * _SEQ + sequence: up to _SEQ replacement commits per lease generation.
+_SEQ = 1 << 20
+_ATTEMPTS = 3
+_STATE_COLUMNS = ("tenant_id", "hour", "generation", "holder", "state", "unix_micros(acquired_at) AS acquired_us",
+                  "unix_micros(expires_at) AS expires_us")
+
+
+def lock_app_id(chunk: Chunk) -> str:
+    """Return the app transaction id whose version is the chunk lock's generation (hour first: it has no ``/``)."""
+    return f"lock/{chunk.hour}/{chunk.tenant_id}"
+
+
+def replace_app_id(chunk: Chunk) -> str:
+    """Return the app transaction id of the fencing token replacement commits carry on the data table."""
+    return f"replace/{chunk.hour}/{chunk.tenant_id}"
+
+
+class ChunkLocked(LakeshardError):
+    """Another holder has the chunk's replace lock; the message names it and when its lease expires."""
+
+    def __init__(self, chunk: Chunk, state: LockState) -> None:
+        self.chunk = chunk
+        self.state = state
+        super().__init__(
+            f"chunk {chunk} is locked for replacement by {state.holder} (generation {state.generation}, since "
+            f"{state.acquired_at:%Y-%m-%dT%H:%M:%SZ}) until its lease expires at {state.expires_at:%Y-%m-%dT%H:%M:%SZ}"
+        )
+
+
+class LockLost(LakeshardError):
+    """The caller's lease expired, or another holder took the chunk over; its replacement must not commit."""
+
+
+@dataclass(frozen=True)
+class LockState:
+    """The newest row of a chunk in ``chunk_locks``: who holds (or last held) the lock, and until when."""
+
+    chunk: Chunk
+    generation: int
+    holder: str
+    state: str
+    acquired_at: datetime
+    expires_at: datetime
+
+    def blocks(self, holder: str, now: datetime) -> bool:
+        """Return whether this state keeps ``holder`` from taking the lock at ``now``."""
+        return self.state == "held" and self.expires_at > now and self.holder != holder
+
+
+class ChunkLease:
+    """A held replace lock: the chunk, the holder, the generation and the lease's expiry.
+
+    :meth:`fence` gives the app transaction a replacement commit must carry on the data table.
+    """
+
+    def __init__(self, state: LockState, clock: Callable[[], datetime]) -> None:
+        self.state = state
+        self._clock = clock
+        self._sequence = 0
+
+    @property
+    def chunk(self) -> Chunk:
+        """Return the locked chunk."""
+        return self.state.chunk
+
+    @property
+    def expires_at(self) -> datetime:
+        """Return when the lease runs out unless renewed."""
+        return self.state.expires_at
+
+    def fence(self) -> AppTransaction:
+        """Return the next fencing token for a replacement commit, checking the lease has not run out.
+
+        Raises:
+            LockLost: the lease expired (another holder may own the chunk now).
+        """
+        now = self._clock()
+        if now >= self.state.expires_at:
+            raise LockLost(f"lease on chunk {self.chunk} held by {self.state.holder} expired at "
+                           f"{self.state.expires_at:%Y-%m-%dT%H:%M:%SZ} (now {now:%Y-%m-%dT%H:%M:%SZ}); renew sooner")
+        self._sequence += 1
+        if self._sequence >= _SEQ:
+            raise LockLost(f"lease on chunk {self.chunk}: more than {_SEQ - 1} replacements in one generation; renew")
+        return AppTransaction(replace_app_id(self.chunk), self.state.generation * _SEQ + self._sequence)
+
+
+class ChunkLocks:
+    """Exclusive, leased replace locks per ``(tenant_id, hour)``, kept in the ``chunk_locks`` Delta table.
+
+    Args:
+        store: the lakehouse's TableStore.
+        table: the ``chunk_locks`` table's URI.
+        holder: who this process is (shown to anyone it blocks); default ``host:pid:random``.
+        lease: how long a lock lasts without renewal; a crashed holder blocks the chunk at most this long.
+        clock: the time source (UTC); tests move it.
+
+    Example::
+
+        locks = ChunkLocks(store, cfg.table_uri("chunk_locks"), lease=timedelta(minutes=10))
+        with locks.lock("acme", "2026-01-01T10") as lease:    # raises ChunkLocked if someone else has it
+            replace_chunk(store, events_uri, lease.chunk, compacted_df, lease=lease, read_version=v)
+
+    ``locks.lock`` is the ``(tenant_id, hour) -> ContextManager`` factory compaction takes.
+    """
+
+    def __init__(
+        self,
+        store: TableStore,
+        table: str,
+        *,
+        holder: str | None = None,
+        lease: timedelta = timedelta(minutes=10),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        if lease <= timedelta(0):
+            raise LakeshardError(f"a lock lease must be positive, found {lease}")
+        self.store = store
+        self.table = table
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease = lease
+        self._clock = clock
+        self._ready = False
+
+    def ensure_table(self) -> None:
+        """Create ``chunk_locks`` if missing."""
+        if not self._ready:
+            self.store.create(self.table, CHUNK_LOCKS_SCHEMA,
+                              description="replace locks per (tenant, hour) chunk; newest row per chunk wins")
+            self._ready = True
+
+    @contextmanager
+    def lock(self, tenant_id: str, hour: str) -> Iterator[ChunkLease]:
+        """Hold the chunk's replace lock for the ``with`` block; release it afterwards, even on error."""
+        lease = self.acquire(Chunk(tenant_id, hour))
+        try:
+            yield lease
+        finally:
+            self.release(lease)
+
+    def state(self, chunk: Chunk, *, version: int | None = None) -> LockState | None:
+        """Return the chunk's lock state at ``version`` (default latest), or None if never locked."""
+        from pyspark.sql import functions as F
+
+        self.ensure_table()
+        rows = (self.store.read(self.table, version=version)
+                .where((F.col("tenant_id") == chunk.tenant_id) & (F.col("hour") == chunk.hour))
+                .orderBy(F.col("generation").desc()).limit(1).selectExpr(*_STATE_COLUMNS).collect())
+        return _state_from_row(rows[0]) if rows else None
+
+    def held(self) -> list[LockState]:
+        """Return every chunk lock held now (lease not expired), oldest first."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        self.ensure_table()
+        newest = Window.partitionBy("tenant_id", "hour").orderBy(F.col("generation").desc())
+        rows = (self.store.read(self.table).withColumn("_n", F.row_number().over(newest)).where("_n = 1")
+                .where(F.col("state") == "held").selectExpr(*_STATE_COLUMNS).collect())
+        now = self._clock()
+        states = [_state_from_row(r) for r in rows]
+        return sorted((s for s in states if s.expires_at > now), key=lambda s: s.acquired_at)
+
+    def acquire(self, chunk: Chunk) -> ChunkLease:
+        """Return a lease on the chunk's replace lock, taking it over if the last holder's lease expired.
+
+        Raises:
+            ChunkLocked: another holder's lease is live (fails at once; nothing waits).
+        """
+        self.ensure_table()
+        for _ in range(_ATTEMPTS):
+            version = self.store.version(self.table)
+            current = self.state(chunk, version=version)
+            now = self._clock()
+            if current is not None and current.blocks(self.holder, now):
+                raise ChunkLocked(chunk, current)
+            new = LockState(chunk, (current.generation if current else 0) + 1, self.holder, "held", now,
+                            now + self.lease)
+            if self._commit(new, version):
+                return ChunkLease(new, self._clock)
+        # Every attempt lost a race: someone holds it now (or keeps changing it); report who.
+        latest = self.state(chunk)
+        if latest is not None and latest.blocks(self.holder, self._clock()):
+            raise ChunkLocked(chunk, latest)
+        raise LockLost(f"could not take the lock on chunk {chunk}: {_ATTEMPTS} concurrent changes in a row")
+
+    def renew(self, lease: ChunkLease) -> ChunkLease:
+        """Return a fresh lease (new generation, new expiry) on a lock this holder still owns.
+
+        Raises:
+            LockLost: the lease expired and someone else took the chunk, or the lock was released.
+        """
+        version, current = self._owned(lease, "renew")
+        now = self._clock()
+        new = LockState(lease.chunk, current.generation + 1, self.holder, "held", current.acquired_at,
+                        now + self.lease)
+        if not self._commit(new, version):
+            raise LockLost(f"lock on chunk {lease.chunk} changed while renewing it")
+        return ChunkLease(new, self._clock)
+
+    def release(self, lease: ChunkLease) -> bool:
+        """Release the lock; return False when there was nothing to release (another holder took it over)."""
+        try:
+            version, current = self._owned(lease, "release")
+        except LockLost:
+            return False
+        done = LockState(lease.chunk, current.generation + 1, self.holder, "released", current.acquired_at,
+                         self._clock())
+        return self._commit(done, version)
+
+    def _owned(self, lease: ChunkLease, doing: str) -> tuple[int, LockState]:
+        version = self.store.version(self.table)
+        current = self.state(lease.chunk, version=version)
+        if current is None or current.generation != lease.state.generation or current.holder != self.holder:
+            who = ("nobody" if current is None
+                   else f"{current.holder} (generation {current.generation}, {current.state})")
+            raise LockLost(f"cannot {doing} the lock on chunk {lease.chunk}: generation {lease.state.generation} "
+                           f"of {self.holder} is no longer current; now {who}")
+        return version, current
+
+    def _commit(self, state: LockState, read_version: int) -> bool:
+        """Commit ``state`` as the chunk's next generation; return False when a concurrent change won."""
+        row = (state.chunk.tenant_id, state.chunk.hour, state.generation, state.holder, state.state,
+               state.acquired_at, state.expires_at, self._clock())
+        df = self.store.spark.createDataFrame([row], CHUNK_LOCKS_SCHEMA).coalesce(1)
+        try:
+            result = self.store.append(
+                self.table, df, app_transactions=[AppTransaction(lock_app_id(state.chunk), state.generation)],
+                metadata={"chunk": str(state.chunk), "state": state.state, "holder": state.holder},
+                read_version=read_version,
+            )
+        except CommitConflict:
+            return False
+        return not result.skipped
+
+
+def _state_from_row(r: Row) -> LockState:
+    # Timestamps travel as epoch microseconds: collect() would turn them into naive local times.
+    return LockState(Chunk(str(r["tenant_id"]), str(r["hour"])), int(r["generation"]), str(r["holder"]),
+                     str(r["state"]), from_micros(int(r["acquired_us"])), from_micros(int(r["expires_us"])))
