@@ -112,8 +112,8 @@ def test_log_show_and_diff_of_a_chunk(store: TableStore, history: History) -> No
 def test_read_chunk_sees_exactly_the_chunks_rows_at_each_version(
     spark: SparkSession, store: TableStore, history: History
 ) -> None:
-    chunk_table, steps = history
-    for v in range(steps["latest"] + 1):
+    chunk_table, _ = history
+    for v in (2, 4):  # before the compaction, and after it plus an append
         expected = store.read(chunk_table, version=v).where((F.col("tenant_id") == "acme") & (F.col("hour") == H10))
         assert ids(read_chunk(spark, store, chunk_table, "acme/2026-01-01T10", v)) == ids(expected), v
     assert read_chunk(spark, store, chunk_table, ACME10).count() == 0  # replaced with nothing, no tombstone
