@@ -226,6 +226,9 @@ class ChunkVersions:
                 raise VersionsError(f"chunk {self.chunk} has no files in any version of {self.table}")
             return history[0]
         self._check_version(version)
+        if version > 0:
+            # The files live just before know their statistics: a remove action need not carry them.
+            self.snapshot(version - 1)
         change = self._changes(version, version).get(version)
         if change is None:
             raise VersionsError(f"version {version} of {self.table} did not add or drop files of chunk {self.chunk}")
