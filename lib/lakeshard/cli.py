@@ -226,10 +226,12 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     from lakeshard.balancing.cli import add_commands as add_balancing_commands
+    from lakeshard.buckets.cli import add_commands as add_buckets_commands
     from lakeshard.versions.cli import add_commands as add_versions_commands
 
     add_balancing_commands(sub, common)
     add_versions_commands(sub, common)
+    add_buckets_commands(sub, common)
     return parser
 
 

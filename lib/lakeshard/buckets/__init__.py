@@ -1,0 +1,78 @@
+"""Hourly bucket completeness (Spotify): the completionist closes ``(tenant, hour)`` buckets of ``events``
+when they are quiet and nothing for them can still be in flight; closed buckets never change, and late
+events go to the open bucket flagged ``late``.
+
+Example::
+
+    from lakeshard.buckets import Completionist, assign_buckets
+
+    c = Completionist(spark, store, cfg)
+    c.run()                                            # close what is complete, with integrity checks
+    c.closed_buckets(since=yesterday)                  # complete hours, for downstream hourly jobs
+    batch = assign_buckets(batch, c.closed(), now)     # a writer routes late events to open buckets
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakeshard._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lakeshard.buckets.completionist import (
+        BUCKETS,
+        BucketCheck,
+        BucketsError,
+        BucketState,
+        Completionist,
+        CompletionReport,
+        check_buckets,
+    )
+    from lakeshard.buckets.late import assign_buckets, event_hour
+    from lakeshard.buckets.planner import (
+        Backlog,
+        BucketDecision,
+        BucketObservation,
+        late_target,
+        open_hour,
+        plan_closures,
+    )
+
+__all__ = [
+    "BUCKETS",
+    "Backlog",
+    "BucketCheck",
+    "BucketDecision",
+    "BucketObservation",
+    "BucketState",
+    "BucketsError",
+    "CompletionReport",
+    "Completionist",
+    "assign_buckets",
+    "check_buckets",
+    "event_hour",
+    "late_target",
+    "open_hour",
+    "plan_closures",
+]
+
+# Loaded on first use: the CLI wiring imports this package and should not pay for pyspark until a command runs.
+_HOME = {
+    "BUCKETS": "completionist",
+    "Backlog": "planner",
+    "BucketCheck": "completionist",
+    "BucketDecision": "planner",
+    "BucketObservation": "planner",
+    "BucketState": "completionist",
+    "BucketsError": "completionist",
+    "CompletionReport": "completionist",
+    "Completionist": "completionist",
+    "assign_buckets": "late",
+    "check_buckets": "completionist",
+    "event_hour": "late",
+    "late_target": "planner",
+    "open_hour": "planner",
+    "plan_closures": "planner",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

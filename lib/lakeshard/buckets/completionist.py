@@ -1,0 +1,365 @@
+"""The completionist (Spotify): closes ``(tenant, hour)`` buckets of ``events`` once they are complete.
+
+Each run observes the buckets (newest file and rows per ``(tenant_id, hour)`` partition, from the
+Delta log), measures the backlog (landing files the router has not consumed, and routed rows shard
+writers have not committed), plans with :func:`~lakeshard.buckets.planner.plan_closures`, checks the
+integrity of every bucket about to close, and commits the new states to the ``buckets`` Delta table.
+
+Integrity check of a closing bucket, over its rows at one ``events`` version: no event key
+``(tenant_id, event_id, ts)`` twice, and the rows read equal the rows the log's file statistics
+promise. A bucket failing it stays open, with the problem as its reason. The check also yields the
+bucket's checksum — an order-independent sum of a 64-bit hash of every row — recorded with the
+closure, so anyone can later prove a closed bucket never changed (:meth:`Completionist.verify`).
+
+Two completionists at once are safe: each commit carries the app transaction ``completionist`` →
+(``buckets`` version read + 1), the allocator's consensus; the loser's run commits nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from lakeshard.buckets.planner import Backlog, Bucket, BucketDecision, BucketObservation, plan_closures
+from lakeshard.config import LakeshardConfig
+from lakeshard.errors import CommitConflict, LakeshardError
+from lakeshard.lake import AppTransaction, FileInfo, TableStore
+from lakeshard.routing.placement import from_micros
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row, SparkSession
+
+    from lakeshard.landing.reader import LandingFile
+
+__all__ = [
+    "BUCKETS",
+    "BUCKETS_SCHEMA",
+    "COMPLETIONIST_APP_ID",
+    "BucketCheck",
+    "BucketState",
+    "BucketsError",
+    "CompletionReport",
+    "Completionist",
+    "check_buckets",
+]
+
+BUCKETS = "buckets"
+COMPLETIONIST_APP_ID = "completionist"
+BUCKETS_SCHEMA = StructType([
+    StructField("tenant_id", StringType(), False),
+    StructField("hour", StringType(), False),
+    StructField("state", StringType(), False),  # "open" (first seen) or "closed" (final)
+    StructField("decided_at", TimestampType(), False),
+    StructField("reason", StringType(), False),
+    StructField("rows", LongType(), True),
+    StructField("distinct_keys", LongType(), True),
+    StructField("checksum", StringType(), True),
+    StructField("newest_file_at", TimestampType(), True),
+    StructField("events_version", LongType(), True),  # the events version the closing check read
+])
+_KEY = ("tenant_id", "event_id", "ts")
+
+
+class BucketsError(LakeshardError):
+    """A bucket request was malformed, or the lakehouse lacks what the completionist reads."""
+
+
+@dataclass(frozen=True)
+class BucketState:
+    """A bucket's current row in ``buckets``: open, or closed with its counts and checksum."""
+
+    tenant_id: str
+    hour: str
+    state: str
+    decided_at: datetime
+    reason: str
+    rows: int | None = None
+    distinct_keys: int | None = None
+    checksum: str | None = None
+    newest_file_at: datetime | None = None
+    events_version: int | None = None
+
+
+@dataclass(frozen=True)
+class BucketCheck:
+    """The integrity check of one bucket at one ``events`` version."""
+
+    tenant_id: str
+    hour: str
+    rows: int
+    distinct_keys: int
+    stats_rows: int  # what the log's file statistics say the bucket holds
+    checksum: str
+
+    @property
+    def problem(self) -> str:
+        """Return what is wrong with the bucket, or "" when nothing is."""
+        issues = []
+        if self.rows != self.distinct_keys:
+            issues.append(f"{self.rows - self.distinct_keys} duplicate event keys")
+        if self.rows != self.stats_rows:
+            issues.append(f"{self.rows} rows read but the log's statistics promise {self.stats_rows}")
+        return "; ".join(issues)
+
+
+@dataclass(frozen=True)
+class CompletionReport:
+    """One completionist run: every open bucket's decision, the buckets closed, checks that failed."""
+
+    now: datetime
+    backlog: Backlog
+    decisions: list[BucketDecision]
+    closed: list[BucketState]
+    failed_checks: list[BucketCheck] = field(default_factory=list)
+    committed_version: int | None = None  # the buckets version written, None for a dry run or a lost race
+
+
+def check_buckets(store: TableStore, events: str, files: Mapping[Bucket, Sequence[FileInfo]]
+                  ) -> dict[Bucket, BucketCheck]:
+    """Return the integrity check of each bucket, reading exactly the given files of each (one Spark job)."""
+    from pyspark.sql import functions as F
+
+    every = [f for fs in files.values() for f in fs]
+    if not every:
+        return {}
+    df = store.read_files(events, every)
+    row_hash = F.xxhash64(F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])))
+    agg = (df.groupBy("tenant_id", "hour")
+           .agg(F.count(F.lit(1)).alias("rows"), F.count_distinct(*[F.col(c) for c in _KEY]).alias("keys"),
+                F.sum(row_hash.cast("decimal(38,0)")).cast("string").alias("checksum"))
+           .collect())
+    found = {(str(r["tenant_id"]), str(r["hour"])): r for r in agg}
+    out = {}
+    for bucket, fs in files.items():
+        r = found.get(bucket)
+        out[bucket] = BucketCheck(
+            bucket[0], bucket[1], rows=int(r["rows"]) if r else 0, distinct_keys=int(r["keys"]) if r else 0,
+            stats_rows=sum(f.num_records or 0 for f in fs), checksum=str(r["checksum"]) if r else "0",
+        )
+    return out
+
+
+class Completionist:
+    """Decides which ``(tenant, hour)`` buckets of ``events`` are complete and closes them, exactly once.
+
+    Args:
+        spark, store, cfg: the session, the lakehouse's TableStore and the configuration (lakehouse, landing).
+        quiet: how long a bucket must go without a new file before it may close.
+        grace: how far past the hour's end the backlog watermark must be.
+        clock: the time source (UTC); tests and simulations move it.
+
+    Example::
+
+        c = Completionist(spark, store, cfg, quiet=timedelta(minutes=10), grace=timedelta(minutes=15))
+        report = c.run()                               # closes what is complete; report.decisions says why
+        c.closed_buckets(since=datetime(2026, 1, 1, tzinfo=UTC))   # what hourly jobs may read
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        store: TableStore,
+        cfg: LakeshardConfig,
+        *,
+        quiet: timedelta = timedelta(minutes=10),
+        grace: timedelta = timedelta(minutes=15),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        from lakeshard.dedupe.writer import EVENTS
+        from lakeshard.routing.router import LANDING_BATCHES, ROUTED
+
+        if quiet < timedelta(0) or grace < timedelta(0):
+            raise BucketsError(f"quiet period and grace must not be negative, found {quiet} and {grace}")
+        self.spark = spark
+        self.store = store
+        self.cfg = cfg
+        self.quiet = quiet
+        self.grace = grace
+        self._clock = clock
+        self.uri = cfg.table_uri(BUCKETS)
+        self.events_uri = cfg.table_uri(EVENTS)
+        self.routed_uri = cfg.table_uri(ROUTED)
+        self.batches_uri = cfg.table_uri(LANDING_BATCHES)
+
+    def ensure_table(self) -> None:
+        """Create ``buckets`` if missing."""
+        self.store.create(self.uri, BUCKETS_SCHEMA, description="state of each (tenant, hour) bucket of events")
+
+    # ------------------------------------------------------------------------------------- state
+    def states(self, version: int | None = None) -> dict[Bucket, BucketState]:
+        """Return each known bucket's current state (a closed row wins over the open one)."""
+        self.ensure_table()
+        cols = ["tenant_id", "hour", "state", "unix_micros(decided_at) AS decided_us", "reason", "rows",
+                "distinct_keys", "checksum", "unix_micros(newest_file_at) AS newest_us", "events_version"]
+        out: dict[Bucket, BucketState] = {}
+        for r in self.store.read(self.uri, version=version).selectExpr(*cols).collect():
+            s = _state_from_row(r)
+            key = (s.tenant_id, s.hour)
+            if key not in out or (out[key].state == "open" and s.state == "closed"):
+                out[key] = s
+        return out
+
+    def closed(self) -> set[Bucket]:
+        """Return the closed ``(tenant_id, hour)`` buckets (what :func:`~lakeshard.buckets.assign_buckets` takes)."""
+        return {k for k, s in self.states().items() if s.state == "closed"}
+
+    def closed_buckets(self, since: datetime | None = None) -> list[BucketState]:
+        """Return the buckets closed at or after ``since`` (all when None), in closing order.
+
+        This is what a downstream hourly job polls: every bucket listed is complete and will never change.
+        """
+        since = None if since is None else (since if since.tzinfo else since.replace(tzinfo=UTC))
+        done = [s for s in self.states().values() if s.state == "closed" and (since is None or s.decided_at >= since)]
+        return sorted(done, key=lambda s: (s.decided_at, s.hour, s.tenant_id))
+
+    # ---------------------------------------------------------------------------------- observe
+    def observe(self) -> tuple[int, list[BucketObservation], dict[Bucket, list[FileInfo]]]:
+        """Return the ``events`` version read, each bucket's observation, and each bucket's live files."""
+        if not self.store.exists(self.events_uri):
+            return -1, [], {}
+        version = self.store.version(self.events_uri)
+        files: dict[Bucket, list[FileInfo]] = {}
+        for f in self.store.files(self.events_uri, version=version):
+            t, h = f.partition_values.get("tenant_id"), f.partition_values.get("hour")
+            if t is None or h is None:
+                raise BucketsError(f"{self.events_uri}: file {f.path} has no tenant_id/hour partition values")
+            files.setdefault((t, h), []).append(f)
+        seen = [BucketObservation(t, h, max(f.modification_time for f in fs), sum(f.num_records or 0 for f in fs))
+                for (t, h), fs in files.items()]
+        return version, seen, files
+
+    def backlog(self) -> Backlog:
+        """Return the watermark (oldest unconsumed landing input) and the buckets with events still in flight."""
+        now = self._clock()
+        unconsumed = self._unconsumed_landing()
+        in_flight = self._landing_buckets(unconsumed) | self._writer_lag_buckets()
+        if not unconsumed:
+            return Backlog(now, frozenset(in_flight))
+        oldest = min(unconsumed, key=lambda f: f.mtime)
+        return Backlog(min(oldest.mtime, now), frozenset(in_flight), oldest.path)
+
+    def _unconsumed_landing(self) -> list[LandingFile]:
+        """Return landing files not routed yet: never planned, or planned in a batch ``routed`` lacks."""
+        import os
+
+        from lakeshard.landing.reader import list_landing_files
+        from lakeshard.routing.router import ROUTER_APP_ID
+
+        landing = self.cfg.landing
+        if "://" not in landing and not os.path.exists(landing):
+            return []
+        files = list_landing_files(landing)
+        consumed: set[str] = set()
+        if self.store.exists(self.batches_uri):
+            routed_batch = (self.store.transaction_version(self.routed_uri, ROUTER_APP_ID) or 0
+                            if self.store.exists(self.routed_uri) else 0)
+            rows = self.store.read(self.batches_uri).where(f"batch <= {routed_batch}").select("path").collect()
+            consumed = {str(r["path"]) for r in rows}
+        return [f for f in files if f.path not in consumed]
+
+    def _landing_buckets(self, files: Sequence[LandingFile]) -> set[Bucket]:
+        """Return the buckets the unconsumed landing files hold events of (they are parsed: we can look)."""
+        from lakeshard.buckets.late import event_hour
+        from lakeshard.landing.reader import read_landing
+
+        if not files:
+            return set()
+        with read_landing(self.spark, list(files), limits=self.cfg.landing_format) as landed:
+            rows = landed.events.select("tenant_id", event_hour().alias("hour")).distinct().collect()
+        return {(str(r["tenant_id"]), str(r["hour"])) for r in rows}
+
+    def _writer_lag_buckets(self) -> set[Bucket]:
+        """Return the buckets of routed rows that no shard writer has committed to ``events`` yet."""
+        from lakeshard.buckets.late import event_hour
+        from lakeshard.dedupe.writer import writer_app_id
+
+        if not self.store.exists(self.routed_uri):
+            return set()
+        latest = self.store.version(self.routed_uri)
+        by_shard: dict[str, list[FileInfo]] = {}
+        for f in self.store.files(self.routed_uri, version=latest):
+            by_shard.setdefault(str(f.partition_values.get("shard")), []).append(f)
+        events = self.store.exists(self.events_uri)
+        pending: list[FileInfo] = []
+        for shard, fs in by_shard.items():
+            done = (self.store.transaction_version(self.events_uri, writer_app_id(int(shard))) or 0) if events else 0
+            if done >= latest:
+                continue
+            before = {f.path for f in self.store.files(self.routed_uri, version=done)} if done else set()
+            pending += [f for f in fs if f.path not in before]
+        if not pending:
+            return set()
+        rows = self.store.read_files(self.routed_uri, pending).select("tenant_id", event_hour().alias("hour"))
+        return {(str(r["tenant_id"]), str(r["hour"])) for r in rows.distinct().collect()}
+
+    # -------------------------------------------------------------------------------------- run
+    def run(self, *, apply: bool = True) -> CompletionReport:
+        """Return the report of one pass: decide every open bucket; with ``apply``, commit the closures."""
+        self.ensure_table()
+        read_version = self.store.version(self.uri)
+        known = self.states(read_version)
+        closed = {k for k, s in known.items() if s.state == "closed"}
+        backlog = self.backlog()
+        version, seen, files = self.observe()
+        now = self._clock()
+        decisions = plan_closures(seen, backlog, closed, now=now, quiet=self.quiet, grace=self.grace)
+        closing = [d for d in decisions if d.close]
+        checks = check_buckets(self.store, self.events_uri,
+                               {(d.tenant_id, d.hour): files[(d.tenant_id, d.hour)] for d in closing})
+        newest = {(b.tenant_id, b.hour): b.newest_file_at for b in seen}
+        failed = [c for c in checks.values() if c.problem]
+        new_states = []
+        for d in decisions:
+            key = (d.tenant_id, d.hour)
+            check = checks.get(key)
+            if d.close and check is not None and not check.problem:
+                new_states.append(BucketState(d.tenant_id, d.hour, "closed", now, d.reason, check.rows,
+                                              check.distinct_keys, check.checksum, newest[key], version))
+            elif key not in known:
+                failed_check = check is not None and check.problem
+                reason = f"integrity check failed: {check.problem}" if check is not None and failed_check else d.reason
+                new_states.append(BucketState(d.tenant_id, d.hour, "open", now, reason, newest_file_at=newest[key]))
+        closed_now = [s for s in new_states if s.state == "closed"]
+        if not apply or not new_states:
+            return CompletionReport(now, backlog, decisions, closed_now if apply else [], failed)
+        committed = self._commit(new_states, read_version)
+        return CompletionReport(now, backlog, decisions, closed_now if committed is not None else [], failed,
+                                committed)
+
+    def _commit(self, states: Iterable[BucketState], read_version: int) -> int | None:
+        rows = [(s.tenant_id, s.hour, s.state, s.decided_at, s.reason, s.rows, s.distinct_keys, s.checksum,
+                 s.newest_file_at, s.events_version) for s in states]
+        df = self.spark.createDataFrame(rows, BUCKETS_SCHEMA).coalesce(1)
+        try:
+            result = self.store.append(
+                self.uri, df, app_transactions=[AppTransaction(COMPLETIONIST_APP_ID, read_version + 1)],
+                metadata={"closed": sum(1 for r in rows if r[2] == "closed")}, read_version=read_version)
+        except CommitConflict:
+            return None  # another completionist committed first; the next run decides again
+        return None if result.skipped else result.version
+
+    def verify(self) -> list[tuple[BucketState, BucketCheck]]:
+        """Return the closed buckets whose rows differ now from when they closed (empty when all are intact)."""
+        states = [s for s in self.states().values() if s.state == "closed"]
+        _, _, files = self.observe()
+        checks = check_buckets(self.store, self.events_uri,
+                               {(s.tenant_id, s.hour): files.get((s.tenant_id, s.hour), []) for s in states})
+        now = [(s, checks[(s.tenant_id, s.hour)]) for s in states]
+        return [(s, c) for s, c in now if (c.checksum, c.rows) != (s.checksum, s.rows)]
+
+
+def _state_from_row(r: Row) -> BucketState:
+    # Timestamps travel as epoch microseconds: collect() would turn them into naive local times.
+    return BucketState(
+        str(r["tenant_id"]), str(r["hour"]), str(r["state"]), from_micros(int(r["decided_us"])), str(r["reason"]),
+        None if r["rows"] is None else int(r["rows"]),
+        None if r["distinct_keys"] is None else int(r["distinct_keys"]),
+        None if r["checksum"] is None else str(r["checksum"]),
+        None if r["newest_us"] is None else from_micros(int(r["newest_us"])),
+        None if r["events_version"] is None else int(r["events_version"]),
+    )
+
