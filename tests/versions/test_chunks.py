@@ -41,25 +41,6 @@ def history(store: TableStore, rows: Rows, tmp_path_factory: pytest.TempPathFact
     return uri, {"checkpoint": checkpoint, "latest": store.version(uri)}
 
 
-def test_the_log_gives_every_versions_adds_and_removes(store: TableStore, history: History) -> None:
-    chunk_table, _ = history
-    entries = {e.version: e for e in store.log_entries(chunk_table)}
-    assert sorted(entries) == [0, 1, 2, 3, 4, 5]
-    compaction = entries[3]
-    assert {c.action for c in compaction.changes} == {"add", "remove"}
-    assert not any(c.data_change for c in compaction.changes)  # a rearrangement, as Delta's dataChange says
-    assert compaction.custom_metadata["why"] == "compaction"
-    assert sum(c.file.num_records or 0 for c in compaction.changes if c.action == "add") == 7
-    assert [c.action for c in entries[5].changes] == ["remove", "remove"]  # the compacted file + the v4 append
-    assert all(c.data_change for c in entries[5].changes)
-    # The checkpoint holds exactly the live files of its version, paths spelled as the snapshot spells them.
-    assert store.checkpoint_versions(chunk_table) == [3]
-    assert {f.path for f in store.checkpoint_files(chunk_table, 3)} == {f.path for f in store.files(chunk_table,
-                                                                                                     version=3)}
-    with pytest.raises(TableStoreError, match="no complete checkpoint"):
-        store.checkpoint_files(chunk_table, 2)
-
-
 def test_rolled_forward_file_sets_equal_the_snapshot_at_every_version(store: TableStore, history: History) -> None:
     chunk_table, steps = history
     for chunk in (ACME10, Chunk("acme", H11), Chunk("zeta", H10)):
