@@ -11,32 +11,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.balancing.cli import _timestamp
 
 __all__ = ["add_commands", "cmd_buckets"]
 
 _SHOWN = 50  # rows printed before "... and N more"
-
-
-def _config(args: argparse.Namespace) -> LakeshardConfig:
-    overrides: dict[str, Any] = {}
-    if getattr(args, "lakehouse", None):
-        overrides["lakehouse"] = args.lakehouse
-    if getattr(args, "landing", None):
-        overrides["landing"] = args.landing
-    return load_config(getattr(args, "config", None), overrides=overrides)
-
-
-def _timestamp(text: str) -> datetime:
-    try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected an ISO timestamp like 2026-01-01T10:00:00Z, found {text!r}") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _minutes(text: str) -> timedelta:
@@ -57,6 +39,7 @@ def _shown(rows: list[list[object]]) -> tuple[list[list[object]], str]:
 def cmd_buckets(args: argparse.Namespace) -> int:
     """Show why buckets are open (status), close the complete ones (close), or list closed ones (closed)."""
     from lakeshard.buckets.completionist import Completionist
+    from lakeshard.cli import _config
     from lakeshard.lake import open_store
     from lakeshard.report import format_table
     from lakeshard.runtime import get_spark

@@ -29,6 +29,7 @@ from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.routing.placement import from_micros
+from lakeshard.versions.chunks import rows_in
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -138,7 +139,7 @@ def check_buckets(store: TableStore, events: str, files: Mapping[Bucket, Sequenc
         r = found.get(bucket)
         out[bucket] = BucketCheck(
             bucket[0], bucket[1], rows=int(r["rows"]) if r else 0, distinct_keys=int(r["keys"]) if r else 0,
-            stats_rows=sum(f.num_records or 0 for f in fs), checksum=str(r["checksum"]) if r else "0",
+            stats_rows=rows_in(fs), checksum=str(r["checksum"]) if r else "0",
         )
     return out
 
@@ -228,7 +229,7 @@ class Completionist:
             if t is None or h is None:
                 raise BucketsError(f"{self.events_uri}: file {f.path} has no tenant_id/hour partition values")
             files.setdefault((t, h), []).append(f)
-        seen = [BucketObservation(t, h, max(f.modification_time for f in fs), sum(f.num_records or 0 for f in fs))
+        seen = [BucketObservation(t, h, max(f.modification_time for f in fs), rows_in(fs))
                 for (t, h), fs in files.items()]
         return version, seen, files
 

@@ -18,7 +18,7 @@ is simply the table version: queries at any table version see a whole chunk vers
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -41,10 +41,16 @@ __all__ = [
     "chunk_changes",
     "read_chunk",
     "roll_forward",
+    "rows_in",
 ]
 
 HOUR_FORMAT = "YYYY-MM-DDTHH"
 _HOUR = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3])$")
+
+
+def rows_in(files: Iterable[FileInfo]) -> int:
+    """Return the rows the files' statistics promise (a file without statistics counts 0)."""
+    return sum(f.num_records or 0 for f in files)
 
 
 class VersionsError(LakeshardError):
@@ -95,12 +101,12 @@ class ChunkVersion:
     @property
     def rows_added(self) -> int:
         """Return the rows of the added files (from their statistics)."""
-        return sum(f.num_records or 0 for f in self.added)
+        return rows_in(self.added)
 
     @property
     def rows_dropped(self) -> int:
         """Return the rows of the dropped files, as far as the remove actions' statistics tell."""
-        return sum(f.num_records or 0 for f in self.dropped)
+        return rows_in(self.dropped)
 
 
 @dataclass(frozen=True)
@@ -124,7 +130,7 @@ class ChunkSnapshot:
     @property
     def rows(self) -> int:
         """Return the chunk's rows at this version (from the files' statistics)."""
-        return sum(f.num_records or 0 for f in self.files)
+        return rows_in(self.files)
 
 
 @dataclass(frozen=True)
@@ -321,8 +327,3 @@ def read_chunk(
         return spark.createDataFrame([], store.schema(table))
     return store.read_files(table, list(files))
 
-
-def describe_files(files: Sequence[FileInfo]) -> str:
-    """Return ``N files, R rows, B bytes`` for a file list (what log and show print)."""
-    rows = sum(f.num_records or 0 for f in files)
-    return f"{len(files)} files, {rows:,} rows, {sum(f.size_bytes for f in files):,} bytes"

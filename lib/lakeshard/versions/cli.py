@@ -13,19 +13,13 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.config import LakeshardConfig
 from lakeshard.lake import FileInfo
+from lakeshard.versions.chunks import rows_in
 
 __all__ = ["add_commands", "cmd_versions", "format_log", "format_show", "format_stat"]
 
 _BAR = 40  # widest +/- bar of a --stat line
-
-
-def _config(args: argparse.Namespace) -> LakeshardConfig:
-    overrides: dict[str, Any] = {}
-    if getattr(args, "lakehouse", None):
-        overrides["lakehouse"] = args.lakehouse
-    return load_config(getattr(args, "config", None), overrides=overrides)
 
 
 def table_location(cfg: LakeshardConfig, table: str) -> str:
@@ -54,10 +48,8 @@ def format_stat(added: Sequence[FileInfo], dropped: Sequence[FileInfo]) -> list[
         rows = f.num_records or 0
         bar = sign * max(1 if rows else 0, round(_BAR * rows / most))
         lines.append(f" {f.path.ljust(width)} | {rows:>7,} {bar}")
-    rows_in = sum(f.num_records or 0 for f in added)
-    rows_out = sum(f.num_records or 0 for f in dropped)
-    lines.append(f" {len(entries)} files changed, {len(added)} added ({rows_in:,} rows +), "
-                 f"{len(dropped)} dropped ({rows_out:,} rows -)")
+    lines.append(f" {len(entries)} files changed, {len(added)} added ({rows_in(added):,} rows +), "
+                 f"{len(dropped)} dropped ({rows_in(dropped):,} rows -)")
     return lines
 
 
@@ -85,6 +77,7 @@ def format_show(version: Any) -> list[str]:
 
 def cmd_versions(args: argparse.Namespace) -> int:
     """Print a chunk's history (log), the files between two versions (diff) or one version (show)."""
+    from lakeshard.cli import _config
     from lakeshard.lake import open_store
     from lakeshard.runtime import get_spark
     from lakeshard.versions.chunks import ChunkVersions, VersionsError
