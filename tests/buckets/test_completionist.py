@@ -83,7 +83,7 @@ def test_a_delayed_landing_file_keeps_its_bucket_open_until_written_then_every_q
     assert (closed.tenant_id, closed.hour, closed.rows, closed.distinct_keys) == ("acme", H3, 8, 8)
     assert set(_states(c).values()) == {"closed"} and c.verify() == []
     since_second = [(s.tenant_id, s.hour) for s in c.closed_buckets(since=second.now)]
-    assert sorted(since_second[:3]) == [("acme", H2), ("zeta", H2), ("zeta", H3)] and since_second[3] == ("acme", H3)
+    assert set(since_second[:3]) == {("acme", H2), ("zeta", H2), ("zeta", H3)} and since_second[3] == ("acme", H3)
     assert all(s.rows == 5 for s in c.closed_buckets() if (s.tenant_id, s.hour) != ("acme", H3))
 
     assert main(["buckets", "closed", "--lakehouse", cfg.lakehouse, "--landing", cfg.landing,

@@ -15,7 +15,7 @@ from typing import Any
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import FileInfo
-from lakeshard.versions.chunks import rows_in
+from lakeshard.versions.chunks import ChunkVersion, rows_in
 
 __all__ = ["add_commands", "cmd_versions", "format_log", "format_show", "format_stat"]
 
@@ -53,14 +53,14 @@ def format_stat(added: Sequence[FileInfo], dropped: Sequence[FileInfo]) -> list[
     return lines
 
 
-def _header(v: Any) -> list[str]:
+def _header(v: ChunkVersion) -> list[str]:
     kind = "data change" if v.data_change else "rearrangement (dataChange=false)"
     meta = "  ".join(f"{k}={v.metadata[k]}" for k in sorted(v.metadata)) or "-"
     return [f"version {v.version}", f"Operation: {v.operation or '?'} ({kind})",
             f"Date:      {v.timestamp:%Y-%m-%d %H:%M:%S} UTC", f"Metadata:  {meta}"]
 
 
-def format_log(versions: Sequence[Any]) -> list[str]:
+def format_log(versions: Sequence[ChunkVersion]) -> list[str]:
     """Return ``git log`` style lines for chunk versions (newest first, as given)."""
     lines: list[str] = []
     for v in versions:
@@ -70,7 +70,7 @@ def format_log(versions: Sequence[Any]) -> list[str]:
     return lines
 
 
-def format_show(version: Any) -> list[str]:
+def format_show(version: ChunkVersion) -> list[str]:
     """Return ``git show --stat`` style lines for one chunk version."""
     return [*_header(version), "", *format_stat(version.added, version.dropped)]
 
