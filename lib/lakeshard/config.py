@@ -108,6 +108,13 @@ class DedupeConfig:
     id_retention_hours: float = 7 * 24.0
     # Byte bound of each writer's in-memory LRU of ID intervals (16 bytes per ID).
     id_cache_bytes: int = 256 * 1024 * 1024
+    # Memory gate on intake: one writer step takes routed commits only up to this many Parquet bytes (at least
+    # one commit, whatever its size); the rest waits for the next step.
+    max_batch_bytes: int = 256 * 1024 * 1024
+    # A step that fails (other than by losing a commit race) is retried this many times; then its rows go to
+    # the quarantine table as dead letters (category "write_failed", with the error) and the writer moves on.
+    # A negative value never dead-letters: the error is raised instead.
+    write_retries: int = 2
 
 
 @dataclass(frozen=True)

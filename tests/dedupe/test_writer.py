@@ -10,8 +10,9 @@ from pyspark.sql import SparkSession
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
-from lakeshard.lake import TableStore
-from lakeshard.routing.router import ROUTED, Router
+from lakeshard.lake import BYTES_ADDED, TableStore
+from lakeshard.landing.reasons import WRITE_FAILED
+from lakeshard.routing.router import QUARANTINE, ROUTED, Router
 from lakeshard.synth import Manifest, SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
 
@@ -20,8 +21,8 @@ SPEC = SynthSpec(events=2000, tenants=10, hours=0.2, seed=5, retry_rate=0.08, re
 SHARDS = 4
 
 
-class Crash(Exception):
-    """Stands in for the writer process dying at a commit point."""
+class Crash(BaseException):
+    """Stands in for the writer process dying at a commit point (not an error the writer may retry)."""
 
 
 @pytest.fixture()
@@ -214,3 +215,54 @@ def test_ids_older_than_the_retention_are_not_checked_and_expire_from_the_index(
     ShardWriter(spark, store, cfg, [0, 1]).run()
     recent = store.read(cfg.table_uri(EVENTS)).where(f"hour >= '{min(cutoffs.values())}'")
     assert recent.count() == recent.dropDuplicates(["tenant_id", "event_id", "ts"]).count()
+
+
+def test_the_memory_gate_takes_routed_commits_in_slices_of_at_most_max_batch_bytes(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    landing = tmp_path / "landing"
+    generate_landing(landing, SPEC)
+    overrides = {"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}
+    cfg = load_config(overrides=overrides, env={})
+    routed = Router(spark, store, cfg, max_batch_files=4).run()
+    assert len(routed) >= 3
+    one_commit = max(int(c.custom_metadata.get(BYTES_ADDED, 0)) for c in store.history(cfg.table_uri(ROUTED)))
+    gated = load_config(overrides={**overrides, "dedupe": {"max_batch_bytes": one_commit}}, env={})
+    reports = ShardWriter(spark, store, gated, list(range(SHARDS))).run()
+    versions = [r.routed_version for r in reports]
+    assert versions == sorted(versions) and len(versions) >= len(routed) // 2 + 1  # sliced, in order
+    assert versions[-1] == store.version(cfg.table_uri(ROUTED))
+    _exactly_once(spark, store, cfg, str(landing))
+
+
+def test_a_batch_that_keeps_failing_is_dead_lettered_once_and_the_writer_moves_on(
+    spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest]
+) -> None:
+    cfg, _, _ = routed
+    cfg = load_config(overrides={"lakehouse": cfg.lakehouse, "routing": {"total_shards": SHARDS},
+                                 "dedupe": {"write_retries": 1}}, env={})
+    attempts, crashed = [], [False]
+
+    def failing_disk_then_a_crash(table: str) -> None:
+        if table == EVENTS:
+            attempts.append(table)
+            raise RuntimeError("disk on fire")
+        if table == "dead-letter-progress" and not crashed[0]:
+            crashed[0] = True
+            raise Crash("killed between the dead-letter commit and the progress commit")
+
+    with pytest.raises(Crash):
+        ShardWriter(spark, store, cfg, [0, 1], before_commit=failing_disk_then_a_crash).step()
+    assert len(attempts) == 2  # the first try and one retry
+    restarted = ShardWriter(spark, store, cfg, [0, 1])
+    assert restarted.step() is None  # it finished the dead-lettering: the batch is not written after all
+    assert restarted.progress() == {0: store.version(cfg.table_uri(ROUTED)), 1: store.version(cfg.table_uri(ROUTED))}
+
+    routed_rows = store.read(cfg.table_uri(ROUTED)).where("shard IN (0, 1)").count()
+    letters = store.read(cfg.table_uri(QUARANTINE)).where(f"category = '{WRITE_FAILED}'")
+    assert letters.count() == routed_rows > 0  # each row once, although the first process died midway
+    assert letters.where("reason LIKE '%RuntimeError: disk on fire%' AND raw LIKE '{%event_id%'").count() == routed_rows
+    assert store.read(cfg.table_uri(EVENTS)).where("shard IN (0, 1)").count() == 0
+    others = ShardWriter(spark, store, cfg, [2, 3]).run()  # the other shards are not held back
+    assert sum(r.written for r in others) > 0

@@ -22,11 +22,18 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
   re-reads the committed progress and goes on from there (Husky's reconciliation) — no duplicate, nothing
   lost. A writer that finds its shards' progress moved by someone else drops their cached IDs the same way.
 
-Not built yet (see the issue notes): batched commits across many writers and the memory gate.
+* **Memory gate**: a step consumes routed commits only up to ``dedupe.max_batch_bytes`` of Parquet (at least
+  one commit), so a writer that fell far behind catches up in bounded slices.
+* **Dead letters**: a step that keeps failing (not a lost race: an error) is retried ``dedupe.write_retries``
+  times, then its rows go to ``quarantine`` with the error as the reason and the writer moves on.
+
+Not built (see the issue notes): coalescing the commits of several writer *processes* into one Delta commit
+(one writer process owning many shards already commits them all together).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,9 +46,10 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval
 from lakeshard.errors import CommitConflict
-from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.landing.schema import EVENT_SCHEMA
-from lakeshard.routing.router import ROUTED
+from lakeshard.lake import BYTES_ADDED, AppTransaction, FileInfo, TableStore
+from lakeshard.landing.reasons import WRITE_FAILED
+from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
+from lakeshard.routing.router import QUARANTINE, ROUTED
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -82,6 +90,11 @@ def writer_app_id(shard: int) -> str:
     return f"writer/{shard}"
 
 
+def dead_letter_app_id(shard: int) -> str:
+    """Return the app transaction id, on ``quarantine``, of the routed versions a shard writer dead-lettered."""
+    return f"dead-letter/{shard}"
+
+
 def key_hash_columns() -> dict[str, Column]:
     """Return the two 64-bit halves of the event key's hash as Spark columns (``key_hi``, ``key_lo``).
 
@@ -94,7 +107,7 @@ def key_hash_columns() -> dict[str, Column]:
 
 @dataclass(frozen=True)
 class WriteReport:
-    """One writer step. ``rows_in = written + duplicates_in_batch + duplicates_in_index`` always holds.
+    """One writer step. ``rows_in = written + duplicates_in_batch + duplicates_in_index + dead_lettered``.
 
     A lost commit race (``conflict``) writes nothing and counts nothing as a duplicate: the same rows come
     back in a later step, so they stay accounted for exactly once.
@@ -115,6 +128,8 @@ class WriteReport:
     ids_repaired: int  # IDs rebuilt from committed events before this step (after a crash)
     cache_bytes: int
     seconds: float
+    dead_lettered: int = 0  # rows sent to quarantine after the step failed write_retries + 1 times
+    error: str = ""  # the last failure, when the step was dead-lettered
 
 
 @dataclass(frozen=True)
@@ -156,6 +171,10 @@ class ShardWriter:
         self.ids_uri = cfg.table_uri(ID_INDEX)
         self.retention = timedelta(hours=cfg.dedupe.id_retention_hours)
         self.cache = IdCache(cfg.dedupe.id_cache_bytes)
+        self.max_batch_bytes = cfg.dedupe.max_batch_bytes
+        self.write_retries = cfg.dedupe.write_retries
+        self.quarantine_uri = cfg.table_uri(QUARANTINE)
+        self.failures = 0
         self.conflicts = 0
         # Called with the table name right before each commit (and "page-in" before reading IDs): the crash
         # tests stop the process there.
@@ -197,17 +216,44 @@ class ShardWriter:
         progress = self.progress()
         # Progress moved by someone else: what this writer cached for those shards may be incomplete.
         self.cache.drop_shards(s for s in self.shards if self._known_progress.get(s, progress[s]) != progress[s])
+        self._finish_dead_letters(progress)
         self._known_progress = dict(progress)
         repaired = self.repair_ids(progress)
-        routed_version = self.store.version(self.routed_uri) if self.store.exists(self.routed_uri) else 0
-        todo = tuple(s for s in self.shards if progress[s] < routed_version)
-        if not todo:
+        latest = self.store.version(self.routed_uri) if self.store.exists(self.routed_uri) else 0
+        if all(progress[s] >= latest for s in self.shards):
             return None
+        routed_version = self._intake_version(min(progress.values()), latest)
+        todo = tuple(s for s in self.shards if progress[s] < routed_version)
         new_files = self._new_routed_files(todo, progress, routed_version)
         batch = self._batch(new_files, routed_version)
-        return self._dedupe_and_commit(batch, todo, routed_version, read_version, repaired, started)
+        for attempt in range(max(self.write_retries, 0) + 1):
+            try:
+                return self._dedupe_and_commit(batch, todo, routed_version, read_version, repaired, started)
+            except Exception as exc:
+                self.failures += 1
+                if self.write_retries < 0:
+                    raise
+                error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                time.sleep(min(0.5 * 2**attempt, 5.0))
+        return self._dead_letter(batch, todo, routed_version, error[:1000], started)
 
     # ------------------------------------------------------------------------------------------ reading
+    def _intake_version(self, oldest: int, latest: int) -> int:
+        """Return the newest routed version this step consumes: the memory gate on intake.
+
+        Routed commits after ``oldest`` are taken in order while their bytes (all shards': an upper bound of
+        this writer's share) stay within ``max_batch_bytes``; at least one is taken, however large.
+        """
+        if latest - oldest <= 1:
+            return latest
+        sizes = {c.version: int(c.custom_metadata.get(BYTES_ADDED, 0))
+                 for c in self.store.history(self.routed_uri, limit=latest - oldest)}
+        version, total = oldest + 1, sizes.get(oldest + 1, 0)
+        while version < latest and total + sizes.get(version + 1, 0) <= self.max_batch_bytes:
+            version += 1
+            total += sizes.get(version, 0)
+        return version
+
     def _new_routed_files(self, todo: Sequence[int], progress: dict[int, int], version: int) -> list[FileInfo]:
         def of_shard(files: list[FileInfo], shard: int) -> dict[str, FileInfo]:
             return {f.path: f for f in files if f.partition_values.get("shard") == str(shard)}
@@ -342,6 +388,64 @@ class ShardWriter:
             intervals_paged_in=check.misses, interval_hits=check.hits, ids_paged_in=check.ids_paged_in,
             page_in_seconds=check.page_in_seconds, unchecked_expired=int(check.expired.sum()), conflict=conflict,
             ids_repaired=repaired, cache_bytes=self.cache.stats().bytes, seconds=time.perf_counter() - started,
+        )
+
+    def _dead_letter(self, batch: DataFrame, todo: tuple[int, ...], routed_version: int, error: str,
+                     started: float) -> WriteReport:
+        """Send a batch that kept failing to ``quarantine`` with the error, then commit the progress past it.
+
+        Two commits, each idempotent: the quarantine append carries ``dead-letter/<shard>`` → the routed version,
+        and a writer that finds it ahead of its progress (a crash between the two) finishes the job
+        (:meth:`_finish_dead_letters`) instead of writing the batch. Rows go as routed, duplicates included:
+        feeding them back through the landing zone is safe, the writer dedupes them.
+        """
+        from pyspark.sql import functions as F
+
+        progress = self.progress()
+        rows_in = batch.count()
+        if all(progress[s] >= routed_version for s in todo):  # a failed attempt committed after all
+            return self._empty_report(todo, routed_version, rows_in, started, conflict=True)
+        reason = f"{WRITE_FAILED}: shard writer gave up after {self.write_retries + 1} attempts: {error}"
+        raw = F.to_json(F.struct(*[F.col(f.name) for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE]))
+        letters = batch.select(
+            F.substring(raw, 1, QUARANTINE_RAW_LIMIT_BYTES).alias("raw"),
+            (F.length(raw) > QUARANTINE_RAW_LIMIT_BYTES).alias("raw_truncated"),
+            F.col("size_bytes"), F.lit(reason).alias("reason"), F.lit(WRITE_FAILED).alias("category"),
+            F.lit(None).cast("string").alias("source_file"), F.lit(None).cast("long").alias("line_number"),
+            F.current_timestamp().alias("quarantined_at"))
+        self.store.create(self.quarantine_uri, QUARANTINE_SCHEMA,
+                          description="records that broke the format or could not be written, with the reason")
+        self.store.append(self.quarantine_uri, letters,
+                          app_transactions=[AppTransaction(dead_letter_app_id(s), routed_version) for s in todo],
+                          metadata={"dead_letter": True, "shards": list(todo), "routed_version": routed_version})
+        self._finish_dead_letters(progress)
+        report = self._empty_report(todo, routed_version, rows_in, started, conflict=False)
+        return dataclasses.replace(report, dead_lettered=rows_in, error=error)
+
+    def _finish_dead_letters(self, progress: dict[int, int]) -> None:
+        """Commit the progress past routed versions already dead-lettered to ``quarantine`` (no events)."""
+        if not self.store.exists(self.quarantine_uri):
+            return
+        ahead: dict[int, list[int]] = {}
+        for s in self.shards:
+            lettered = self.store.transaction_version(self.quarantine_uri, dead_letter_app_id(s)) or 0
+            if lettered > progress[s]:
+                ahead.setdefault(lettered, []).append(s)
+        for version, shards in sorted(ahead.items()):
+            self._before_commit("dead-letter-progress")
+            self.store.append(self.events_uri, self.spark.createDataFrame([], EVENTS_SCHEMA),
+                              app_transactions=[AppTransaction(writer_app_id(s), version) for s in shards],
+                              metadata={"dead_lettered": True, "shards": shards, "routed_version": version})
+            for s in shards:
+                progress[s] = version
+
+    def _empty_report(self, todo: tuple[int, ...], routed_version: int, rows_in: int, started: float, *,
+                      conflict: bool) -> WriteReport:
+        return WriteReport(
+            shards=todo, routed_version=routed_version, rows_in=rows_in, duplicates_in_batch=0,
+            duplicates_in_index=0, written=0, intervals_paged_in=0, interval_hits=0, ids_paged_in=0,
+            page_in_seconds=0.0, unchecked_expired=0, conflict=conflict, ids_repaired=0,
+            cache_bytes=self.cache.stats().bytes, seconds=time.perf_counter() - started,
         )
 
     def _remember(self, committed: pa.Table) -> None:
