@@ -10,6 +10,9 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
   authoritative; the ``event_ids`` commit follows with the same app transactions; a writer that finds
   ``event_ids`` behind ``events`` for a shard (a crash between the two) first rebuilds those IDs from the
   committed events (they carry ``shard`` and ``routed_version``) before it dedupes anything.
+* **Expectations**: a ``gate`` (the pipeline runner's expectation gate) sees each step's new events right
+  before the ``events`` commit and returns the ones to commit; the rest count as ``rejected``. Their IDs
+  still go to ``event_ids``, so a later copy of a rejected event is a duplicate, not a second rejection.
 * **Conflicts**: the ``events`` commit is prepared against the version the writer read its progress at;
   a second writer that committed the same shard's progress meanwhile makes it fail with
   :class:`~lakeshard.errors.CommitConflict`. The loser drops its batch, re-reads the committed progress
@@ -67,7 +70,8 @@ def writer_app_id(shard: int) -> str:
 
 @dataclass(frozen=True)
 class WriteReport:
-    """One writer step. ``rows_in = written + duplicates_in_batch + duplicates_in_index`` always holds."""
+    """One writer step. ``rows_in = written + duplicates_in_batch + duplicates_in_index + rejected`` always holds
+    (``rejected``: left out by the expectation gate; 0 without one)."""
 
     shards: tuple[int, ...]
     routed_version: int
@@ -79,6 +83,7 @@ class WriteReport:
     conflict: bool  # lost a commit race: nothing written, progress re-read from the lakehouse
     ids_repaired: int  # IDs rebuilt from committed events before this step (after a crash)
     seconds: float
+    rejected: int = 0
 
 
 class ShardWriter:
@@ -99,6 +104,7 @@ class ShardWriter:
         shards: Sequence[int],
         *,
         before_commit: Callable[[str], None] | None = None,
+        gate: Callable[[DataFrame, Sequence[AppTransaction]], DataFrame] | None = None,
     ) -> None:
         if not shards:
             raise ValueError("a writer needs at least one shard")
@@ -111,6 +117,8 @@ class ShardWriter:
         self.conflicts = 0
         # Called with the table name right before each commit: the crash tests stop the process there.
         self._before_commit = before_commit or (lambda table: None)
+        # Given (new events, this step's app transactions), returns the events to commit; may raise to stop.
+        self._gate = gate
         self._ready = False
 
     def ensure_tables(self) -> None:
@@ -206,14 +214,17 @@ class ShardWriter:
             survivors = unique if index is None else unique.join(index, KEY, "left_anti")
             survivors = survivors.persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                n_unique, written = unique.count(), survivors.count()
+                n_unique, n_new = unique.count(), survivors.count()
                 txns = [AppTransaction(writer_app_id(s), routed_version) for s in todo]
+                kept = survivors if self._gate is None else self._gate(survivors, txns)
+                written = n_new if kept is survivors else kept.count()
                 meta = {"shards": list(todo), "routed_version": routed_version, "rows_in": rows_in,
-                        "duplicates_in_batch": rows_in - n_unique, "duplicates_in_index": n_unique - written}
+                        "duplicates_in_batch": rows_in - n_unique, "duplicates_in_index": n_unique - n_new,
+                        "rejected": n_new - written}
                 conflict = False
                 try:
                     self._before_commit(EVENTS)
-                    result = self.store.append(self.events_uri, survivors, app_transactions=txns,
+                    result = self.store.append(self.events_uri, kept, app_transactions=txns,
                                                metadata=meta, read_version=read_version)
                     conflict = result.skipped
                 except CommitConflict:
@@ -233,9 +244,9 @@ class ShardWriter:
             batch.unpersist()
         return WriteReport(
             shards=todo, routed_version=routed_version, rows_in=rows_in, duplicates_in_batch=rows_in - n_unique,
-            duplicates_in_index=0 if conflict else n_unique - written, written=written,
+            duplicates_in_index=0 if conflict else n_unique - n_new, written=written,
             intervals_paged_in=len(intervals), conflict=conflict, ids_repaired=repaired,
-            seconds=time.perf_counter() - started,
+            seconds=time.perf_counter() - started, rejected=0 if conflict else n_new - written,
         )
 
     def repair_ids(self, progress: dict[int, int] | None = None) -> int:
