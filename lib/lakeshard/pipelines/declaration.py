@@ -125,6 +125,15 @@ class Flow:
     description: str = ""
 
     @property
+    def produced(self) -> tuple[str, ...]:
+        """Return the outputs this flow produces for others: those it does not also read.
+
+        A flow that reads and rewrites a table (compaction of ``events``, the balancer's read-modify-write of
+        ``tenant_settings``) is not what feeds that table to other flows, so it adds no DAG edge for it.
+        """
+        return tuple(t for t in self.outputs if t not in self.inputs)
+
+    @property
     def refreshed_tables(self) -> tuple[str, ...]:
         """Return the tables a full refresh of this flow empties."""
         return self.outputs if self.refresh is None else self.refresh
@@ -159,7 +168,7 @@ class Pipeline:
         self.order()  # raises on a cycle
 
     def _check_flow(self, flow: Flow) -> None:
-        produced = {t for f in self.flows for t in f.outputs}
+        produced = {t for f in self.flows for t in f.outputs}  # rewriters count: the table exists
         for table in flow.inputs:
             if table not in produced and table not in self.sources:
                 raise PipelineError(
@@ -200,9 +209,9 @@ class Pipeline:
         raise PipelineError(f"pipeline {self.name!r} has no flow {name!r}; flows: {self.names}")
 
     def upstream(self, name: str) -> list[str]:
-        """Return the flows ``name`` runs directly after (producers of its inputs, then ``after``), sorted."""
+        """Return the flows ``name`` runs directly after (producers of its inputs, and ``after``), sorted."""
         flow = self.flow(name)
-        producers = {f.name for f in self.flows if f.name != name and set(f.outputs) & set(flow.inputs)}
+        producers = {f.name for f in self.flows if f.name != name and set(f.produced) & set(flow.inputs)}
         return sorted(producers | set(flow.after))
 
     def edges(self) -> list[tuple[str, str]]:

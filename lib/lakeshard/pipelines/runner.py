@@ -9,8 +9,11 @@ cannot or need not run, and writes the event log.
   always run; the library finds what is new.
 * **Full refresh**: before running, every selected flow's refreshable outputs are emptied with one Delta
   commit each (all live files removed; history, time travel and app-transaction progress stay), then the
-  flows rebuild them from their inputs. Progress markers only move forward, so readers of those markers
-  (the router's batch plans, the writers' routed versions) keep working.
+  flows rebuild them from their inputs. A flow's progress over its input lives in Delta app transactions
+  that only move forward (the writers' ``writer/<shard>`` → routed version), so an emptied flow could not
+  re-read an unchanged input: a full refresh therefore also refreshes every flow upstream of a selected
+  one that has tables to refresh, back to the sources (``--flows ingest --full-refresh`` re-routes the
+  landing zone too), and the rebuilt input is new to the flow again.
 * **Failure**: a flow that raises is recorded ``failed`` with the message; flows downstream of it are
   recorded ``skipped`` and not called; independent flows still run.
 
@@ -40,7 +43,7 @@ from lakeshard.report import format_table
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["FlowRun", "RunReport", "resolve_params", "run_pipeline"]
+__all__ = ["FlowRun", "RunReport", "refresh_closure", "resolve_params", "run_pipeline", "truncate"]
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,18 @@ def _convert(flow: str, key: str, value: Any, default: Any) -> Any:
         raise PipelineError(f"parameter {flow}.{key}: expected {type(default).__name__}, found {value!r}") from None
 
 
+def refresh_closure(pipeline: Pipeline, names: Sequence[str]) -> list[str]:
+    """Return ``names`` plus every flow upstream of one that a full refresh empties (see the module docstring)."""
+    out: set[str] = set(names)
+    stack = [n for n in names if pipeline.flow(n).refreshed_tables]
+    while stack:
+        for up in pipeline.upstream(stack.pop()):
+            if up not in out and pipeline.flow(up).refreshed_tables:
+                out.add(up)
+                stack.append(up)
+    return sorted(out)
+
+
 def truncate(store: TableStore, table: str, run_id: str) -> int | None:
     """Return the version of the commit that removed every live file of ``table`` (None: nothing to remove)."""
     if not store.exists(table):
@@ -136,7 +151,7 @@ def truncate(store: TableStore, table: str, run_id: str) -> int | None:
     if not files:
         return None
     result = store.replace_files(table, files, None, data_change=True,
-                                 metadata={"operation": "full refresh", "run_id": run_id})
+                                 metadata={"full_refresh": run_id})
     return result.version
 
 
@@ -210,7 +225,8 @@ def run_pipeline(
     Args:
         pipeline: the declaration (default: :func:`lakeshard.pipelines.flows.lakeshard_pipeline`).
         flows: run only these flows (their order still follows the DAG).
-        full_refresh: empty the selected flows' outputs first and rebuild them from their inputs.
+        full_refresh: empty the selected flows' outputs first and rebuild them from their inputs (and the
+            flows upstream of them, see the module docstring).
         params: parameter overrides by flow, e.g. ``{"autoshard": {"apply": False}}``.
         say: where progress lines go.
 
@@ -221,7 +237,7 @@ def run_pipeline(
         from lakeshard.pipelines.flows import lakeshard_pipeline
 
         pipeline = lakeshard_pipeline()
-    order = pipeline.order(flows)
+    order = pipeline.order(refresh_closure(pipeline, flows or pipeline.names) if full_refresh else flows)
     resolved = resolve_params(pipeline, params)
     run = _Run(spark, store, cfg, pipeline, full_refresh, say)
     if full_refresh:
