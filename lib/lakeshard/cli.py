@@ -1,5 +1,5 @@
 """The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``demo``, ``autoshard``,
-``balance``, ``exclude``.
+``balance``, ``exclude``, ``pipeline run|events|graph``.
 
 Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
 where it reads input, ``--landing PATH`` (default ``./landing`` or ``$LAKESHARD_LANDING``).
@@ -228,6 +228,9 @@ def _parser() -> argparse.ArgumentParser:
     from lakeshard.balancing.cli import add_commands as add_balancing_commands
 
     add_balancing_commands(sub, common)
+    from lakeshard.pipelines.cli import add_commands as add_pipeline_commands
+
+    add_pipeline_commands(sub, common)
     return parser
 
 
