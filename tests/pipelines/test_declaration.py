@@ -113,3 +113,10 @@ def test_a_full_refresh_takes_in_the_upstream_flows_it_must_rebuild() -> None:
     assert refresh_closure(p, ["ingest"]) == ["ingest", "route"]
     assert refresh_closure(p, ["balance"]) == ["balance"]  # keeps its settings: nothing to rebuild upstream
     assert refresh_closure(p, ["route"]) == ["route"]
+
+
+def test_with_upstream_gives_what_a_flow_needs_in_order() -> None:
+    p = lakeshard_pipeline()
+    assert p.with_upstream(["balance"]) == ["route", "autoshard", "balance"]
+    assert p.with_upstream(["ingest"]) == ["route", "ingest"]
+    assert p.with_upstream(["route"]) == ["route"]

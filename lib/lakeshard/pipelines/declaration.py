@@ -252,6 +252,20 @@ class Pipeline:
                 return list(reversed(loop))
             path.append(nxt)
 
+    def with_upstream(self, names: Iterable[str]) -> list[str]:
+        """Return ``names`` and every flow they depend on, directly or through others, in DAG order.
+
+        A notebook run by hand locally uses it to build its inputs first; a job task runs its flow alone.
+        """
+        out: set[str] = set()
+        frontier = list(names)
+        while frontier:
+            current = frontier.pop()
+            if current not in out:
+                out.add(current)
+                frontier += self.upstream(current)
+        return self.order(out)
+
     def downstream(self, name: str) -> set[str]:
         """Return every flow that depends on ``name``, directly or through others."""
         out: set[str] = set()
