@@ -123,11 +123,11 @@ def _check_paths(yml: Path, root: Path, doc: Any, wheel_dirs: set[Path], rel: st
             problems.append(f"{rel}: {where}: {value!r} does not exist (resolved to {target})")
         elif key == "notebook_path" and not _is_notebook(target):
             problems.append(f"{rel}: {where}: {value!r} is not a notebook")
-    for where, key, value in _strings(doc):
-        if where.endswith("dependencies") or ".dependencies[" in where:
-            target = (yml.parent / value).resolve()
-            if value.endswith(".whl") and target.parent not in wheel_dirs:
-                problems.append(f"{rel}: {where}: wheel {value!r} is not built by any whl artifact")
+    # Serverless environments list the wheel among their dependencies: ``spec.dependencies[i]``.
+    for where, _key, value in _strings(doc):
+        if ".dependencies[" in where and value.endswith(".whl") and (yml.parent / value).resolve().parent \
+                not in wheel_dirs:
+            problems.append(f"{rel}: {where}: wheel {value!r} is not built by any whl artifact")
     return problems
 
 
@@ -207,4 +207,25 @@ def check_bundle(root: Path) -> list[str]:
                          for v in VAR.findall(value) if v not in declared]
             if PERSONAL.search(value):
                 problems.append(f"{rel}: {where}: {value!r} names a person; use groups and shared paths")
+    return problems
+
+
+def job_mismatches(root: Path, jobs: dict[str, list[tuple[str, list[str], str]]]) -> list[str]:
+    """Return how the bundle's jobs differ from ``jobs``: job → [(task key, depends on, notebook path from root)].
+
+    ``bundles/<job>.job.yml`` must hold resource ``jobs.<job>`` whose tasks are exactly those, in that order.
+    """
+    problems = []
+    for job, expected in jobs.items():
+        yml = root / "bundles" / f"{job}.job.yml"
+        if not yml.is_file():
+            problems.append(f"bundles/{job}.job.yml: missing; the pipeline declares job {job!r}")
+            continue
+        spec = ((_load(yml) or {}).get("resources", {}).get("jobs", {}) or {}).get(job) or {}
+        found = [(t.get("task_key"), sorted(d["task_key"] for d in t.get("depends_on") or []),
+                  str((yml.parent / t.get("notebook_task", {}).get("notebook_path", "")).resolve().relative_to(root)))
+                 for t in spec.get("tasks") or []]
+        if found != expected:
+            problems.append(f"bundles/{job}.job.yml: tasks (key, depends on, notebook) are {found}; "
+                            f"the pipeline declaration gives {expected}")
     return problems
