@@ -9,18 +9,17 @@ import argparse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.config import LakeshardConfig
 from lakeshard.pipelines.declaration import Pipeline, PipelineError, describe
 
 __all__ = ["add_commands", "cmd_pipeline_events", "cmd_pipeline_graph", "cmd_pipeline_run", "parse_params"]
 
 
 def _config(args: argparse.Namespace) -> LakeshardConfig:
-    overrides: dict[str, Any] = {}
-    for key in ("lakehouse", "landing"):
-        if getattr(args, key, None):
-            overrides[key] = getattr(args, key)
-    return load_config(getattr(args, "config", None), overrides=overrides)
+    # The top-level CLI turns --config, --lakehouse and --landing into a config in one place.
+    from lakeshard.cli import _config as config_from_args
+
+    return config_from_args(args)
 
 
 def _pipeline() -> Pipeline:
@@ -111,12 +110,8 @@ def add_commands(
     subparsers: Any,
     common: Callable[[argparse.ArgumentParser, bool], None],
 ) -> None:
-    """Add ``pipeline run|events|graph`` to the top-level parser's ``subparsers``.
-
-    Args:
-        subparsers: what ``ArgumentParser.add_subparsers()`` returned.
-        common: adds ``--lakehouse`` (and ``--landing`` when its second argument is true) to a parser.
-    """
+    """Add ``pipeline`` and its subcommands ``run``, ``events``, ``graph`` to the top-level ``subparsers``
+    (arguments as in :func:`lakeshard.balancing.cli.add_commands`)."""
     top = subparsers.add_parser("pipeline", help="run the declared pipeline, print its event log or its graph",
                                 description="Declarative pipeline: run the flows, read the event log, show the DAG.")
     sub = top.add_subparsers(dest="pipeline_command", required=True, metavar="SUBCOMMAND")

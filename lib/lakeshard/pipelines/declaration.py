@@ -34,6 +34,7 @@ __all__ = [
     "Flow",
     "Pipeline",
     "PipelineError",
+    "describe",
     "expect",
     "expect_or_drop",
     "expect_or_fail",
