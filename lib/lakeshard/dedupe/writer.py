@@ -16,6 +16,9 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
 * **Retention**: IDs are remembered for ``dedupe.id_retention_hours`` of event time behind the newest hour
   committed to the shard. An event older than that is written without being checked against the index (a
   duplicate of it is not detected), and :meth:`ShardWriter.expire_ids` deletes the index partitions past it.
+* **Expectations**: a ``gate`` (the pipeline runner's expectation gate) sees each step's new events right
+  before the ``events`` commit and returns the ones to commit; the rest count as ``rejected``. Their IDs
+  still go to ``event_ids``, so a later copy of a rejected event is a duplicate, not a second rejection.
 * **Conflicts**: the ``events`` commit is prepared against the version the writer read its progress at;
   a second writer that committed the same shard's progress meanwhile makes it fail with
   :class:`~lakeshard.errors.CommitConflict`. The loser drops its batch and its cached IDs of those shards,
@@ -45,7 +48,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval
-from lakeshard.errors import CommitConflict
+from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, FileInfo, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
@@ -107,7 +110,8 @@ def key_hash_columns() -> dict[str, Column]:
 
 @dataclass(frozen=True)
 class WriteReport:
-    """One writer step. ``rows_in = written + duplicates_in_batch + duplicates_in_index + dead_lettered``.
+    """One writer step: ``rows_in = written + duplicates_in_batch + duplicates_in_index + rejected +
+    dead_lettered`` always holds (``rejected``: left out by the expectation gate; 0 without one).
 
     A lost commit race (``conflict``) writes nothing and counts nothing as a duplicate: the same rows come
     back in a later step, so they stay accounted for exactly once.
@@ -128,6 +132,7 @@ class WriteReport:
     ids_repaired: int  # IDs rebuilt from committed events before this step (after a crash)
     cache_bytes: int
     seconds: float
+    rejected: int = 0
     dead_lettered: int = 0  # rows sent to quarantine after the step failed write_retries + 1 times
     error: str = ""  # the last failure, when the step was dead-lettered
 
@@ -160,6 +165,7 @@ class ShardWriter:
         shards: Sequence[int],
         *,
         before_commit: Callable[[str], None] | None = None,
+        gate: Callable[[DataFrame, Sequence[AppTransaction]], DataFrame] | None = None,
     ) -> None:
         if not shards:
             raise ValueError("a writer needs at least one shard")
@@ -179,6 +185,8 @@ class ShardWriter:
         # Called with the table name right before each commit (and "page-in" before reading IDs): the crash
         # tests stop the process there.
         self._before_commit = before_commit or (lambda table: None)
+        # Given (new events, this step's app transactions), returns the events to commit; may raise to stop.
+        self._gate = gate
         self._ready = False
         self._known_progress: dict[int, int] = {}  # what this writer last saw committed, per shard
         self._newest_hour: dict[int, str] = {}  # per shard, the newest interval committed to the index
@@ -229,6 +237,8 @@ class ShardWriter:
         for attempt in range(max(self.write_retries, 0) + 1):
             try:
                 return self._dedupe_and_commit(batch, todo, routed_version, read_version, repaired, started)
+            except LakeshardError:
+                raise  # a deliberate, explained stop (a failed expectation, a bad table): not retried
             except Exception as exc:
                 self.failures += 1
                 if self.write_retries < 0:
@@ -353,14 +363,20 @@ class ShardWriter:
             if duplicate_rows.num_rows:
                 known = self.spark.createDataFrame(duplicate_rows.select(HASH).to_pandas())
                 survivors = unique.join(F.broadcast(known), HASH, "left_anti")
-            n_unique, written = keys.num_rows, keys.num_rows - duplicate_rows.num_rows
+            n_unique, n_new = keys.num_rows, keys.num_rows - duplicate_rows.num_rows
             txns = [AppTransaction(writer_app_id(s), routed_version) for s in todo]
+            new_events = survivors.drop(*HASH)
+            if self._gate is not None:  # the gate counts and filters: read the survivors once
+                new_events = new_events.persist(StorageLevel.MEMORY_AND_DISK)
+            kept = new_events if self._gate is None else self._gate(new_events, txns)
+            written = n_new if kept is new_events else kept.count()
             meta = {"shards": list(todo), "routed_version": routed_version, "rows_in": rows_in,
-                    "duplicates_in_batch": rows_in - n_unique, "duplicates_in_index": n_unique - written}
+                    "duplicates_in_batch": rows_in - n_unique, "duplicates_in_index": n_unique - n_new,
+                    "rejected": n_new - written}
             conflict = False
             try:
                 self._before_commit(EVENTS)
-                result = self.store.append(self.events_uri, survivors.drop(*HASH), app_transactions=txns,
+                result = self.store.append(self.events_uri, kept, app_transactions=txns,
                                            metadata=meta, read_version=read_version)
                 conflict = result.skipped
             except CommitConflict:
@@ -379,15 +395,17 @@ class ShardWriter:
                 self._before_commit(ID_INDEX)
                 self.store.append(self.ids_uri, ids, app_transactions=txns, metadata={"shards": list(todo)})
                 self._remember(keys.filter(~check.duplicate))
+            new_events.unpersist()
             unique.unpersist()
         finally:
             batch.unpersist()
         return WriteReport(
             shards=todo, routed_version=routed_version, rows_in=rows_in, duplicates_in_batch=rows_in - n_unique,
-            duplicates_in_index=0 if conflict else n_unique - written, written=written,
+            duplicates_in_index=0 if conflict else n_unique - n_new, written=written,
             intervals_paged_in=check.misses, interval_hits=check.hits, ids_paged_in=check.ids_paged_in,
             page_in_seconds=check.page_in_seconds, unchecked_expired=int(check.expired.sum()), conflict=conflict,
             ids_repaired=repaired, cache_bytes=self.cache.stats().bytes, seconds=time.perf_counter() - started,
+            rejected=0 if conflict else n_new - written,
         )
 
     def _dead_letter(self, batch: DataFrame, todo: tuple[int, ...], routed_version: int, error: str,
