@@ -148,13 +148,15 @@ from lakeshard.routing.router import Router
 from lakeshard.runtime import get_spark
 from lakeshard.synth import SynthSpec, generate_landing
 
+# max_batch_bytes=1: each writer step takes one routed commit (the memory gate), so the plots show steps.
 cfg = load_config(overrides={"lakehouse": p["lakehouse"], "landing": p["landing"],
-                             "routing": {"total_shards": p["total_shards"], "default_shard_count": 2}})
+                             "routing": {"total_shards": p["total_shards"], "default_shard_count": 2},
+                             "dedupe": {"max_batch_bytes": 1}})
 spark = get_spark(cfg)
 store = open_store(spark, cfg)
 manifest = generate_landing(cfg.landing, SynthSpec(events=p["events"], tenants=p["tenants"]), overwrite=True)
 writer = ShardWriter(spark, store, cfg, list(range(p["total_shards"])))
-Router(spark, store, cfg).run()
+Router(spark, store, cfg, max_batch_files=40).run()
 first = writer.run()"""),
 nbf.v4.new_code_cell("""import shutil
 from pathlib import Path
@@ -188,5 +190,28 @@ for i, name in enumerate(["written", "dropped: same batch", "dropped: ID index"]
 ax.set(ylabel="routed rows", title="where every routed row went")
 ax.legend()
 plt.show()"""),
+nbf.v4.new_code_cell("""# Every writer step: rows committed, latency, and where the ID checks were answered from.
+steps = first + second
+x = list(range(1, len(steps) + 1))
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
+axes[0].bar(x, [r.written for r in steps], label="written")
+axes[0].bar(x, [r.duplicates_in_batch + r.duplicates_in_index for r in steps],
+            bottom=[r.written for r in steps], label="dropped")
+axes[0].set(title="rows per commit", xlabel="writer step")
+axes[0].legend()
+axes[1].plot(x, [r.seconds for r in steps], marker="o", label="step")
+axes[1].plot(x, [r.page_in_seconds for r in steps], marker=".", label="of which ID page-in")
+axes[1].set(title="latency (s)", xlabel="writer step")
+axes[1].legend()
+axes[2].bar(x, [r.intervals_paged_in for r in steps], label="paged in from event_ids")
+axes[2].bar(x, [r.interval_hits for r in steps], bottom=[r.intervals_paged_in for r in steps],
+            label="answered from the cache")
+axes[2].set(title="ID intervals checked", xlabel="writer step")
+axes[2].legend()
+fig.tight_layout()
+plt.show()
+stats = writer.cache.stats()
+print(f"ID cache: {stats.intervals} intervals, {stats.ids:,} IDs, {stats.bytes / 2**20:.1f} MiB, "
+      f"hit rate {stats.hit_rate:.0%}")"""),
 ]
 _write(nb4, "notebooks/04_write_exactly_once.ipynb")

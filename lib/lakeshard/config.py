@@ -28,7 +28,10 @@ from typing import Any, Literal
 
 from lakeshard.errors import ConfigError
 
-__all__ = ["BalancingConfig", "LakeshardConfig", "LandingConfig", "RoutingConfig", "SparkConfig", "load_config"]
+__all__ = [
+    "BalancingConfig", "DedupeConfig", "LakeshardConfig", "LandingConfig", "RoutingConfig", "SparkConfig",
+    "load_config",
+]
 
 Adapter = Literal["auto", "embedded", "native"]
 
@@ -97,6 +100,24 @@ class BalancingConfig:
 
 
 @dataclass(frozen=True)
+class DedupeConfig:
+    """Exactly-once writers (Husky): how long IDs are remembered and how many are held in memory."""
+
+    # Duplicates whose event time is more than this before the newest committed hour of their shard are not
+    # detected (their IDs may have expired from the index); keep it above the longest redelivery delay.
+    id_retention_hours: float = 7 * 24.0
+    # Byte bound of each writer's in-memory LRU of ID intervals (16 bytes per ID).
+    id_cache_bytes: int = 256 * 1024 * 1024
+    # Memory gate on intake: one writer step takes routed commits only up to this many Parquet bytes (at least
+    # one commit, whatever its size); the rest waits for the next step.
+    max_batch_bytes: int = 256 * 1024 * 1024
+    # A step that fails (other than by losing a commit race) is retried this many times; then its rows go to
+    # the quarantine table as dead letters (category "write_failed", with the error) and the writer moves on.
+    # A negative value never dead-letters: the error is raised instead.
+    write_retries: int = 2
+
+
+@dataclass(frozen=True)
 class LakeshardConfig:
     """Everything lakeshard reads from its environment, in one place."""
 
@@ -106,6 +127,7 @@ class LakeshardConfig:
     landing_format: LandingConfig = field(default_factory=LandingConfig)
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     balancing: BalancingConfig = field(default_factory=BalancingConfig)
+    dedupe: DedupeConfig = field(default_factory=DedupeConfig)
 
     def table_uri(self, table: str) -> str:
         """Return the location of ``table`` inside the lakehouse (``<lakehouse>/<table>``)."""

@@ -10,8 +10,9 @@ from pyspark.sql import SparkSession
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
-from lakeshard.lake import TableStore
-from lakeshard.routing.router import ROUTED, Router
+from lakeshard.lake import BYTES_ADDED, TableStore
+from lakeshard.landing.reasons import WRITE_FAILED
+from lakeshard.routing.router import QUARANTINE, ROUTED, Router
 from lakeshard.synth import Manifest, SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
 
@@ -20,8 +21,8 @@ SPEC = SynthSpec(events=2000, tenants=10, hours=0.2, seed=5, retry_rate=0.08, re
 SHARDS = 4
 
 
-class Crash(Exception):
-    """Stands in for the writer process dying at a commit point."""
+class Crash(BaseException):
+    """Stands in for the writer process dying at a commit point (not an error the writer may retry)."""
 
 
 @pytest.fixture()
@@ -39,13 +40,13 @@ def _exactly_once(spark: SparkSession, store: TableStore, cfg: LakeshardConfig, 
     assert check.exactly_once, check
 
 
-def _redeliver(landing: str, n: int) -> int:
+def _redeliver(landing: str, n: int, tag: str = "late-redelivery") -> int:
     """Copy the first ``n`` landing files under new names, as an at-least-once producer would; return lines."""
     files = sorted(p for p in Path(landing).rglob("part-*") if "_truth" not in p.parts)[:n]
     target = Path(landing) / "2026-01-01" / "23"
     target.mkdir(parents=True, exist_ok=True)
     for i, f in enumerate(files):
-        shutil.copy(f, target / f"late-redelivery-{i}{''.join(f.suffixes)}")
+        shutil.copy(f, target / f"{tag}-{i}{''.join(f.suffixes)}")
     return len(files)
 
 
@@ -111,3 +112,157 @@ def test_two_writers_on_one_shard_the_stale_one_loses_and_nothing_doubles(
     assert stale.conflicts == 1
     assert stale.step() is None  # reconciled: it re-read the committed progress and has nothing left
     _exactly_once(spark, store, cfg, landing)
+
+
+def _hold_back(landing: str, keep: int) -> tuple[Path, list[Path]]:
+    """Move all but the first ``keep`` landing files aside (they arrive later); return where they went."""
+    files = sorted(p for p in Path(landing).rglob("part-*") if "_truth" not in p.parts)
+    aside = Path(landing).parent / "held-back"
+    moved = []
+    for f in files[keep:]:
+        target = aside / f.relative_to(landing)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        f.rename(target)
+        moved.append(target)
+    return aside, moved
+
+
+def _release(landing: str, aside: Path, moved: list[Path]) -> None:
+    for f in moved:
+        f.rename(Path(landing) / f.relative_to(aside))
+
+
+def test_a_writer_whose_shards_another_writer_advanced_pages_its_ids_in_again(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    """The ping-pong of Husky's reconciliation: A, then B on the same shards, then A again with a warm cache.
+
+    A's cache knows only what A committed; B's events arrive at A as re-sent duplicates. A must notice that the
+    shards' progress moved and page the intervals in again, or it would write those events a second time.
+    """
+    landing = tmp_path / "landing"
+    generate_landing(landing, SPEC)
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                                 "routing": {"total_shards": SHARDS, "default_shard_count": SHARDS}}, env={})
+    shards = list(range(SHARDS))
+    aside, moved = _hold_back(str(landing), keep=3)
+    Router(spark, store, cfg).run()
+    a = ShardWriter(spark, store, cfg, shards)
+    first = a.run()
+    assert sum(r.intervals_paged_in for r in first) > 0 and a.cache.stats().intervals > 0
+    _release(str(landing), aside, moved)
+    Router(spark, store, cfg).run()
+    ShardWriter(spark, store, cfg, shards).run()  # writer B commits the rest
+    _redeliver(str(landing), 40)  # re-sent copies of B's events (and A's)
+    Router(spark, store, cfg).run()
+    again = a.run()
+    assert sum(r.written for r in again) == 0 and sum(r.duplicates_in_index for r in again) > 0
+    assert sum(r.intervals_paged_in for r in again) > 0  # paged in again, not answered from the stale cache
+    _exactly_once(spark, store, cfg, str(landing))
+
+
+def test_a_long_running_writer_answers_from_its_cache_and_a_crash_between_commits_does_not_fool_it(
+    spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest]
+) -> None:
+    cfg, landing, _ = routed
+    crashed = [False]
+
+    def die_once_between_commits(table: str) -> None:
+        if table == ID_INDEX and not crashed[0]:
+            crashed[0] = True
+            raise Crash("killed between the events and the event_ids commits")
+
+    writer = ShardWriter(spark, store, cfg, list(range(SHARDS)), before_commit=die_once_between_commits)
+    with pytest.raises(Crash):
+        writer.run()
+    writer.run()  # the same object goes on: it repairs the index and must not trust its cache for those shards
+    for attempt in ("first", "second"):
+        _redeliver(landing, 6, tag=f"{attempt}-redelivery")
+        Router(spark, store, cfg).run()
+        again = writer.run()
+        assert again and sum(r.written for r in again) == 0
+    # The repair emptied the cache; the first redelivery paged the hours in, the second found them in memory.
+    assert sum(r.intervals_paged_in for r in again) == 0 and sum(r.interval_hits for r in again) > 0
+    _exactly_once(spark, store, cfg, landing)
+
+
+def test_ids_older_than_the_retention_are_not_checked_and_expire_from_the_index(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    landing = tmp_path / "landing"
+    generate_landing(landing, SynthSpec(events=1500, tenants=5, hours=0.2, seed=11, late_rate=0.2,
+                                        late_max_hours=5.0, retry_rate=0.0, redelivered_files=0.0, bad_rate=0.0))
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                                 "routing": {"total_shards": 2, "default_shard_count": 2},
+                                 "dedupe": {"id_retention_hours": 2}}, env={})
+    Router(spark, store, cfg).run()
+    writer = ShardWriter(spark, store, cfg, [0, 1])
+    reports = writer.run()
+    events = store.read(cfg.table_uri(EVENTS))
+    newest = events.agg({"hour": "max"}).first()[0]
+    old = events.where(f"hour < date_format(to_timestamp('{newest}', \"yyyy-MM-dd'T'HH\") - INTERVAL 2 HOURS, "
+                       "\"yyyy-MM-dd'T'HH\")").count()
+    assert old > 0 and sum(r.unchecked_expired for r in reports) <= old  # late events older than 2 h: unchecked
+
+    removed = writer.expire_ids()
+    assert removed > 0
+    left = store.read(cfg.table_uri(ID_INDEX)).groupBy("shard").agg({"interval": "min"}).collect()
+    cutoffs = {s: writer._cutoff_hour(s) for s in (0, 1)}
+    assert all(r[1] >= cutoffs[r[0]] for r in left)
+    assert writer.expire_ids() == 0  # idempotent
+    _redeliver(str(landing), 100)  # every file again: recent duplicates are still caught
+    Router(spark, store, cfg).run()
+    ShardWriter(spark, store, cfg, [0, 1]).run()
+    recent = store.read(cfg.table_uri(EVENTS)).where(f"hour >= '{min(cutoffs.values())}'")
+    assert recent.count() == recent.dropDuplicates(["tenant_id", "event_id", "ts"]).count()
+
+
+def test_the_memory_gate_takes_routed_commits_in_slices_of_at_most_max_batch_bytes(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    landing = tmp_path / "landing"
+    generate_landing(landing, SPEC)
+    overrides = {"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}
+    cfg = load_config(overrides=overrides, env={})
+    routed = Router(spark, store, cfg, max_batch_files=4).run()
+    assert len(routed) >= 3
+    one_commit = max(int(c.custom_metadata.get(BYTES_ADDED, 0)) for c in store.history(cfg.table_uri(ROUTED)))
+    gated = load_config(overrides={**overrides, "dedupe": {"max_batch_bytes": one_commit}}, env={})
+    reports = ShardWriter(spark, store, gated, list(range(SHARDS))).run()
+    versions = [r.routed_version for r in reports]
+    assert versions == sorted(versions) and len(versions) >= len(routed) // 2 + 1  # sliced, in order
+    assert versions[-1] == store.version(cfg.table_uri(ROUTED))
+    _exactly_once(spark, store, cfg, str(landing))
+
+
+def test_a_batch_that_keeps_failing_is_dead_lettered_once_and_the_writer_moves_on(
+    spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest]
+) -> None:
+    cfg, _, _ = routed
+    cfg = load_config(overrides={"lakehouse": cfg.lakehouse, "routing": {"total_shards": SHARDS},
+                                 "dedupe": {"write_retries": 1}}, env={})
+    attempts, crashed = [], [False]
+
+    def failing_disk_then_a_crash(table: str) -> None:
+        if table == EVENTS:
+            attempts.append(table)
+            raise RuntimeError("disk on fire")
+        if table == "dead-letter-progress" and not crashed[0]:
+            crashed[0] = True
+            raise Crash("killed between the dead-letter commit and the progress commit")
+
+    with pytest.raises(Crash):
+        ShardWriter(spark, store, cfg, [0, 1], before_commit=failing_disk_then_a_crash).step()
+    assert len(attempts) == 2  # the first try and one retry
+    restarted = ShardWriter(spark, store, cfg, [0, 1])
+    assert restarted.step() is None  # it finished the dead-lettering: the batch is not written after all
+    assert restarted.progress() == {0: store.version(cfg.table_uri(ROUTED)), 1: store.version(cfg.table_uri(ROUTED))}
+
+    routed_rows = store.read(cfg.table_uri(ROUTED)).where("shard IN (0, 1)").count()
+    letters = store.read(cfg.table_uri(QUARANTINE)).where(f"category = '{WRITE_FAILED}'")
+    assert letters.count() == routed_rows > 0  # each row once, although the first process died midway
+    assert letters.where("reason LIKE '%RuntimeError: disk on fire%' AND raw LIKE '{%event_id%'").count() == routed_rows
+    assert store.read(cfg.table_uri(EVENTS)).where("shard IN (0, 1)").count() == 0
+    others = ShardWriter(spark, store, cfg, [2, 3]).run()  # the other shards are not held back
+    assert sum(r.written for r in others) > 0

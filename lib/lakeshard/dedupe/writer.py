@@ -5,44 +5,70 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
 * **Progress** is the app transaction ``writer/<shard>`` → the ``routed`` version consumed, committed in
   the same Delta commit as the events (as kafka-delta-ingest stores Kafka offsets).
 * **IDs** of committed events live in the ``event_ids`` table, partitioned by ``(shard, interval)``
-  (interval = the event's UTC hour), so checking a batch against them reads only the few partitions the
-  batch touches. Delta cannot commit two tables at once, so the protocol is: the ``events`` commit is
-  authoritative; the ``event_ids`` commit follows with the same app transactions; a writer that finds
-  ``event_ids`` behind ``events`` for a shard (a crash between the two) first rebuilds those IDs from the
-  committed events (they carry ``shard`` and ``routed_version``) before it dedupes anything.
+  (interval = the event's UTC hour), each with a 128-bit hash of its key, so checking a batch against them
+  reads two ``long`` columns of the few partitions the batch touches. Delta cannot commit two tables at once,
+  so the protocol is: the ``events`` commit is authoritative; the ``event_ids`` commit follows with the same
+  app transactions; a writer that finds ``event_ids`` behind ``events`` for a shard (a crash between the two)
+  first rebuilds those IDs from the committed events (they carry ``shard`` and ``routed_version``) before it
+  dedupes anything.
+* **ID cache**: intervals once read stay in an in-memory LRU (:mod:`lakeshard.dedupe.cache`) bounded in
+  bytes, so a steady stream pages in only the intervals it has not seen; the reports count hits and page-ins.
+* **Retention**: IDs are remembered for ``dedupe.id_retention_hours`` of event time behind the newest hour
+  committed to the shard. An event older than that is written without being checked against the index (a
+  duplicate of it is not detected), and :meth:`ShardWriter.expire_ids` deletes the index partitions past it.
+* **Expectations**: a ``gate`` (the pipeline runner's expectation gate) sees each step's new events right
+  before the ``events`` commit and returns the ones to commit; the rest count as ``rejected``. Their IDs
+  still go to ``event_ids``, so a later copy of a rejected event is a duplicate, not a second rejection.
 * **Conflicts**: the ``events`` commit is prepared against the version the writer read its progress at;
   a second writer that committed the same shard's progress meanwhile makes it fail with
-  :class:`~lakeshard.errors.CommitConflict`. The loser drops its batch, re-reads the committed progress
-  and goes on from there (Husky's reconciliation) — no duplicate, nothing lost.
+  :class:`~lakeshard.errors.CommitConflict`. The loser drops its batch and its cached IDs of those shards,
+  re-reads the committed progress and goes on from there (Husky's reconciliation) — no duplicate, nothing
+  lost. A writer that finds its shards' progress moved by someone else drops their cached IDs the same way.
 
-Not built yet (see the issue notes): the in-memory LRU of ID intervals (each batch pages its intervals
-in from storage), batched commits across many writers, the memory gate, ID expiry by retention.
+* **Memory gate**: a step consumes routed commits only up to ``dedupe.max_batch_bytes`` of Parquet (at least
+  one commit), so a writer that fell far behind catches up in bounded slices.
+* **Dead letters**: a step that keeps failing (not a lost race: an error) is retried ``dedupe.write_retries``
+  times, then its rows go to ``quarantine`` with the error as the reason and the writer moves on.
+
+Not built (see the issue notes): coalescing the commits of several writer *processes* into one Delta commit
+(one writer process owning many shards already commits them all together).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+import numpy as np
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from lakeshard.config import LakeshardConfig
-from lakeshard.errors import CommitConflict
-from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.landing.schema import EVENT_SCHEMA
-from lakeshard.routing.router import ROUTED
+from lakeshard.dedupe.cache import IdCache, IdInterval, Interval
+from lakeshard.errors import CommitConflict, LakeshardError
+from lakeshard.lake import BYTES_ADDED, AppTransaction, FileInfo, TableStore
+from lakeshard.landing.reasons import WRITE_FAILED
+from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
+from lakeshard.routing.router import QUARANTINE, ROUTED
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["EVENTS", "EVENTS_SCHEMA", "ID_INDEX", "ID_SCHEMA", "ShardWriter", "WriteReport", "writer_app_id"]
+__all__ = [
+    "EVENTS", "EVENTS_SCHEMA", "ID_INDEX", "ID_SCHEMA", "ShardWriter", "WriteReport", "key_hash_columns",
+    "writer_app_id",
+]
 
 EVENTS = "events"
 ID_INDEX = "event_ids"
 KEY = ["tenant_id", "event_id", "ts"]
+HASH = ["key_hi", "key_lo"]
 _LINEAGE = {"source_file", "line_number"}
+_HOUR_FORMAT = "%Y-%m-%dT%H"
 
 EVENTS_SCHEMA = StructType([
     *[f for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE],
@@ -57,6 +83,8 @@ ID_SCHEMA = StructType([
     StructField("event_id", StringType(), False),
     StructField("ts", EVENT_SCHEMA["ts"].dataType, False),
     StructField("routed_version", LongType(), False),
+    StructField("key_hi", LongType(), False),  # 128-bit hash of (tenant_id, event_id, ts): what the cache holds
+    StructField("key_lo", LongType(), False),
 ])
 
 
@@ -65,9 +93,29 @@ def writer_app_id(shard: int) -> str:
     return f"writer/{shard}"
 
 
+def dead_letter_app_id(shard: int) -> str:
+    """Return the app transaction id, on ``quarantine``, of the routed versions a shard writer dead-lettered."""
+    return f"dead-letter/{shard}"
+
+
+def key_hash_columns() -> dict[str, Column]:
+    """Return the two 64-bit halves of the event key's hash as Spark columns (``key_hi``, ``key_lo``).
+
+    Spark's ``xxhash64`` chains its inputs; a constant first input gives the second half a different seed.
+    """
+    from pyspark.sql import functions as F
+
+    return {"key_hi": F.xxhash64(*KEY), "key_lo": F.xxhash64(F.lit("lakeshard/key-lo"), *KEY)}
+
+
 @dataclass(frozen=True)
 class WriteReport:
-    """One writer step. ``rows_in = written + duplicates_in_batch + duplicates_in_index`` always holds."""
+    """One writer step: ``rows_in = written + duplicates_in_batch + duplicates_in_index + rejected +
+    dead_lettered`` always holds (``rejected``: left out by the expectation gate; 0 without one).
+
+    A lost commit race (``conflict``) writes nothing and counts nothing as a duplicate: the same rows come
+    back in a later step, so they stay accounted for exactly once.
+    """
 
     shards: tuple[int, ...]
     routed_version: int
@@ -75,10 +123,28 @@ class WriteReport:
     duplicates_in_batch: int
     duplicates_in_index: int
     written: int
-    intervals_paged_in: int
+    intervals_paged_in: int  # intervals missing from the ID cache, read from the event_ids table
+    interval_hits: int  # intervals answered from the ID cache
+    ids_paged_in: int
+    page_in_seconds: float
+    unchecked_expired: int  # events older than the ID retention: written without an index check
     conflict: bool  # lost a commit race: nothing written, progress re-read from the lakehouse
     ids_repaired: int  # IDs rebuilt from committed events before this step (after a crash)
+    cache_bytes: int
     seconds: float
+    rejected: int = 0
+    dead_lettered: int = 0  # rows sent to quarantine after the step failed write_retries + 1 times
+    error: str = ""  # the last failure, when the step was dead-lettered
+
+
+@dataclass(frozen=True)
+class _IndexCheck:
+    duplicate: np.ndarray  # per unique batch key: already in the index
+    expired: np.ndarray  # per unique batch key: older than the retention, not checked
+    misses: int
+    hits: int
+    ids_paged_in: int
+    page_in_seconds: float
 
 
 class ShardWriter:
@@ -99,6 +165,7 @@ class ShardWriter:
         shards: Sequence[int],
         *,
         before_commit: Callable[[str], None] | None = None,
+        gate: Callable[[DataFrame, Sequence[AppTransaction]], DataFrame] | None = None,
     ) -> None:
         if not shards:
             raise ValueError("a writer needs at least one shard")
@@ -108,10 +175,21 @@ class ShardWriter:
         self.routed_uri = cfg.table_uri(ROUTED)
         self.events_uri = cfg.table_uri(EVENTS)
         self.ids_uri = cfg.table_uri(ID_INDEX)
+        self.retention = timedelta(hours=cfg.dedupe.id_retention_hours)
+        self.cache = IdCache(cfg.dedupe.id_cache_bytes)
+        self.max_batch_bytes = cfg.dedupe.max_batch_bytes
+        self.write_retries = cfg.dedupe.write_retries
+        self.quarantine_uri = cfg.table_uri(QUARANTINE)
+        self.failures = 0
         self.conflicts = 0
-        # Called with the table name right before each commit: the crash tests stop the process there.
+        # Called with the table name right before each commit (and "page-in" before reading IDs): the crash
+        # tests stop the process there.
         self._before_commit = before_commit or (lambda table: None)
+        # Given (new events, this step's app transactions), returns the events to commit; may raise to stop.
+        self._gate = gate
         self._ready = False
+        self._known_progress: dict[int, int] = {}  # what this writer last saw committed, per shard
+        self._newest_hour: dict[int, str] = {}  # per shard, the newest interval committed to the index
 
     def ensure_tables(self) -> None:
         """Create ``events`` and ``event_ids`` if missing."""
@@ -144,16 +222,48 @@ class ShardWriter:
         self.ensure_tables()
         read_version = self.store.version(self.events_uri)
         progress = self.progress()
+        # Progress moved by someone else: what this writer cached for those shards may be incomplete.
+        self.cache.drop_shards(s for s in self.shards if self._known_progress.get(s, progress[s]) != progress[s])
+        self._finish_dead_letters(progress)
+        self._known_progress = dict(progress)
         repaired = self.repair_ids(progress)
-        routed_version = self.store.version(self.routed_uri) if self.store.exists(self.routed_uri) else 0
-        todo = tuple(s for s in self.shards if progress[s] < routed_version)
-        if not todo:
+        latest = self.store.version(self.routed_uri) if self.store.exists(self.routed_uri) else 0
+        if all(progress[s] >= latest for s in self.shards):
             return None
+        routed_version = self._intake_version(min(progress.values()), latest)
+        todo = tuple(s for s in self.shards if progress[s] < routed_version)
         new_files = self._new_routed_files(todo, progress, routed_version)
         batch = self._batch(new_files, routed_version)
-        return self._dedupe_and_commit(batch, todo, routed_version, read_version, repaired, started)
+        for attempt in range(max(self.write_retries, 0) + 1):
+            try:
+                return self._dedupe_and_commit(batch, todo, routed_version, read_version, repaired, started)
+            except LakeshardError:
+                raise  # a deliberate, explained stop (a failed expectation, a bad table): not retried
+            except Exception as exc:
+                self.failures += 1
+                if self.write_retries < 0:
+                    raise
+                error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                time.sleep(min(0.5 * 2**attempt, 5.0))
+        return self._dead_letter(batch, todo, routed_version, error[:1000], started)
 
     # ------------------------------------------------------------------------------------------ reading
+    def _intake_version(self, oldest: int, latest: int) -> int:
+        """Return the newest routed version this step consumes: the memory gate on intake.
+
+        Routed commits after ``oldest`` are taken in order while their bytes (all shards': an upper bound of
+        this writer's share) stay within ``max_batch_bytes``; at least one is taken, however large.
+        """
+        if latest - oldest <= 1:
+            return latest
+        sizes = {c.version: int(c.custom_metadata.get(BYTES_ADDED, 0))
+                 for c in self.store.history(self.routed_uri, limit=latest - oldest)}
+        version, total = oldest + 1, sizes.get(oldest + 1, 0)
+        while version < latest and total + sizes.get(version + 1, 0) <= self.max_batch_bytes:
+            version += 1
+            total += sizes.get(version, 0)
+        return version
+
     def _new_routed_files(self, todo: Sequence[int], progress: dict[int, int], version: int) -> list[FileInfo]:
         def of_shard(files: list[FileInfo], shard: int) -> dict[str, FileInfo]:
             return {f.path: f for f in files if f.partition_values.get("shard") == str(shard)}
@@ -182,13 +292,58 @@ class ShardWriter:
             F.date_format("ts", "yyyy-MM-dd'T'HH").alias("hour"),
         )
 
-    def _index_rows(self, intervals: set[tuple[int, str]]) -> DataFrame | None:
-        """Return the committed IDs of these (shard, interval) partitions: one columnar read, or None."""
-        wanted = [f for f in self.store.files(self.ids_uri)
-                  if (int(f.partition_values["shard"] or -1), f.partition_values["interval"]) in intervals]
-        if not wanted:
-            return None
-        return self.store.read_files(self.ids_uri, wanted).select(*KEY)
+    def _check_index(self, keys: pa.Table) -> _IndexCheck:
+        """Return which unique batch keys the ID index already holds, paging missing intervals in."""
+        shard = keys.column("shard").to_numpy()
+        hour = keys.column("hour").to_numpy(zero_copy_only=False)
+        hi, lo = keys.column("key_hi").to_numpy(), keys.column("key_lo").to_numpy()
+        groups = _group_indices(shard, hour)
+        for s in {s for s, _ in groups}:
+            newest = max(h for t, h in groups if t == s)
+            self._newest_hour[s] = max(self._newest_hour.get(s, newest), newest)
+        expired = np.zeros(len(hi), dtype=bool)
+        live = {}
+        for (s, h), idx in groups.items():
+            if h < self._cutoff_hour(s):
+                expired[idx] = True
+            else:
+                live[(s, h)] = idx
+        missing = self.cache.lookup(live)
+        page_started = time.perf_counter()
+        paged = self._page_in(missing) if missing else 0
+        page_seconds = time.perf_counter() - page_started if missing else 0.0
+        duplicate = np.zeros(len(hi), dtype=bool)
+        for key, idx in live.items():
+            cached = self.cache.get(key)
+            if cached is not None:
+                duplicate[idx] = cached.contains(hi[idx], lo[idx])
+        return _IndexCheck(duplicate, expired, len(missing), len(live) - len(missing), paged, page_seconds)
+
+    def _cutoff_hour(self, shard: int) -> str:
+        newest = self._newest_hour.get(shard)
+        if newest is None:
+            return ""
+        return (datetime.strptime(newest, _HOUR_FORMAT) - self.retention).strftime(_HOUR_FORMAT)
+
+    def _page_in(self, intervals: set[Interval]) -> int:
+        """Read these intervals' key hashes from ``event_ids`` in one columnar read into the cache."""
+        self._before_commit("page-in")
+        files = self.store.files(self.ids_uri)
+        for f in files:
+            s, h = _interval_of(f)
+            self._newest_hour[s] = max(self._newest_hour.get(s, h), h)
+        wanted = [f for f in files if _interval_of(f) in intervals]
+        found: dict[Interval, IdInterval] = {}
+        total = 0
+        if wanted:
+            ids = self.store.read_files(self.ids_uri, wanted).select("shard", "interval", *HASH).toArrow()
+            total = ids.num_rows
+            shard, interval = ids.column("shard").to_numpy(), ids.column("interval").to_numpy(zero_copy_only=False)
+            hi, lo = ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy()
+            found = {key: IdInterval(hi[idx], lo[idx]) for key, idx in _group_indices(shard, interval).items()}
+        for key in sorted(intervals):
+            self.cache.put(key, found.get(key) or IdInterval.empty())
+        return total
 
     # ----------------------------------------------------------------------------------------- writing
     def _dedupe_and_commit(self, batch: DataFrame, todo: tuple[int, ...], routed_version: int,
@@ -196,47 +351,129 @@ class ShardWriter:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        batch = batch.withColumns(key_hash_columns()).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             rows_in = batch.count()
-            # Used three times (intervals, count, anti-join): deduplicate once.
             unique = batch.dropDuplicates(KEY).persist(StorageLevel.MEMORY_AND_DISK)
-            intervals = {(int(r["shard"]), str(r["hour"])) for r in unique.select("shard", "hour").distinct().collect()}
-            index = self._index_rows(intervals)
-            survivors = unique if index is None else unique.join(index, KEY, "left_anti")
-            survivors = survivors.persist(StorageLevel.MEMORY_AND_DISK)
+            # The keys of a micro-batch are small: the index check runs on the driver, against the cache.
+            keys = unique.select("shard", "hour", *HASH).toArrow()
+            check = self._check_index(keys)
+            duplicate_rows = keys.filter(check.duplicate)
+            survivors = unique
+            if duplicate_rows.num_rows:
+                known = self.spark.createDataFrame(duplicate_rows.select(HASH).to_pandas())
+                survivors = unique.join(F.broadcast(known), HASH, "left_anti")
+            n_unique, n_new = keys.num_rows, keys.num_rows - duplicate_rows.num_rows
+            txns = [AppTransaction(writer_app_id(s), routed_version) for s in todo]
+            new_events = survivors.drop(*HASH)
+            if self._gate is not None:  # the gate counts and filters: read the survivors once
+                new_events = new_events.persist(StorageLevel.MEMORY_AND_DISK)
+            kept = new_events if self._gate is None else self._gate(new_events, txns)
+            written = n_new if kept is new_events else kept.count()
+            meta = {"shards": list(todo), "routed_version": routed_version, "rows_in": rows_in,
+                    "duplicates_in_batch": rows_in - n_unique, "duplicates_in_index": n_unique - n_new,
+                    "rejected": n_new - written}
+            conflict = False
             try:
-                n_unique, written = unique.count(), survivors.count()
-                txns = [AppTransaction(writer_app_id(s), routed_version) for s in todo]
-                meta = {"shards": list(todo), "routed_version": routed_version, "rows_in": rows_in,
-                        "duplicates_in_batch": rows_in - n_unique, "duplicates_in_index": n_unique - written}
-                conflict = False
-                try:
-                    self._before_commit(EVENTS)
-                    result = self.store.append(self.events_uri, survivors, app_transactions=txns,
-                                               metadata=meta, read_version=read_version)
-                    conflict = result.skipped
-                except CommitConflict:
-                    conflict = True
-                if conflict:
-                    # Another writer committed this progress first: drop the batch; the next step re-reads.
-                    self.conflicts += 1
-                    written = 0
-                else:
-                    ids = survivors.select("shard", F.col("hour").alias("interval"), *KEY, "routed_version")
-                    self._before_commit(ID_INDEX)
-                    self.store.append(self.ids_uri, ids, app_transactions=txns, metadata={"shards": list(todo)})
-            finally:
-                survivors.unpersist()
-                unique.unpersist()
+                self._before_commit(EVENTS)
+                result = self.store.append(self.events_uri, kept, app_transactions=txns,
+                                           metadata=meta, read_version=read_version)
+                conflict = result.skipped
+            except CommitConflict:
+                conflict = True
+            if conflict:
+                # Another writer committed this progress first: drop the batch and what we cached of these
+                # shards; the next step re-reads the committed progress and pages the IDs in again.
+                self.conflicts += 1
+                self.cache.drop_shards(todo)
+                self._known_progress.clear()
+                written = 0
+            else:
+                for s in todo:
+                    self._known_progress[s] = routed_version
+                ids = survivors.select("shard", F.col("hour").alias("interval"), *KEY, "routed_version", *HASH)
+                self._before_commit(ID_INDEX)
+                self.store.append(self.ids_uri, ids, app_transactions=txns, metadata={"shards": list(todo)})
+                self._remember(keys.filter(~check.duplicate))
+            new_events.unpersist()
+            unique.unpersist()
         finally:
             batch.unpersist()
         return WriteReport(
             shards=todo, routed_version=routed_version, rows_in=rows_in, duplicates_in_batch=rows_in - n_unique,
-            duplicates_in_index=0 if conflict else n_unique - written, written=written,
-            intervals_paged_in=len(intervals), conflict=conflict, ids_repaired=repaired,
-            seconds=time.perf_counter() - started,
+            duplicates_in_index=0 if conflict else n_unique - n_new, written=written,
+            intervals_paged_in=check.misses, interval_hits=check.hits, ids_paged_in=check.ids_paged_in,
+            page_in_seconds=check.page_in_seconds, unchecked_expired=int(check.expired.sum()), conflict=conflict,
+            ids_repaired=repaired, cache_bytes=self.cache.stats().bytes, seconds=time.perf_counter() - started,
+            rejected=0 if conflict else n_new - written,
         )
+
+    def _dead_letter(self, batch: DataFrame, todo: tuple[int, ...], routed_version: int, error: str,
+                     started: float) -> WriteReport:
+        """Send a batch that kept failing to ``quarantine`` with the error, then commit the progress past it.
+
+        Two commits, each idempotent: the quarantine append carries ``dead-letter/<shard>`` → the routed version,
+        and a writer that finds it ahead of its progress (a crash between the two) finishes the job
+        (:meth:`_finish_dead_letters`) instead of writing the batch. Rows go as routed, duplicates included:
+        feeding them back through the landing zone is safe, the writer dedupes them.
+        """
+        from pyspark.sql import functions as F
+
+        progress = self.progress()
+        rows_in = batch.count()
+        if all(progress[s] >= routed_version for s in todo):  # a failed attempt committed after all
+            return self._empty_report(todo, routed_version, rows_in, started, conflict=True)
+        reason = f"{WRITE_FAILED}: shard writer gave up after {self.write_retries + 1} attempts: {error}"
+        raw = F.to_json(F.struct(*[F.col(f.name) for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE]))
+        letters = batch.select(
+            F.substring(raw, 1, QUARANTINE_RAW_LIMIT_BYTES).alias("raw"),
+            (F.length(raw) > QUARANTINE_RAW_LIMIT_BYTES).alias("raw_truncated"),
+            F.col("size_bytes"), F.lit(reason).alias("reason"), F.lit(WRITE_FAILED).alias("category"),
+            F.lit(None).cast("string").alias("source_file"), F.lit(None).cast("long").alias("line_number"),
+            F.current_timestamp().alias("quarantined_at"))
+        self.store.create(self.quarantine_uri, QUARANTINE_SCHEMA,
+                          description="records that broke the format or could not be written, with the reason")
+        self.store.append(self.quarantine_uri, letters,
+                          app_transactions=[AppTransaction(dead_letter_app_id(s), routed_version) for s in todo],
+                          metadata={"dead_letter": True, "shards": list(todo), "routed_version": routed_version})
+        self._finish_dead_letters(progress)
+        report = self._empty_report(todo, routed_version, rows_in, started, conflict=False)
+        return dataclasses.replace(report, dead_lettered=rows_in, error=error)
+
+    def _finish_dead_letters(self, progress: dict[int, int]) -> None:
+        """Commit the progress past routed versions already dead-lettered to ``quarantine`` (no events)."""
+        if not self.store.exists(self.quarantine_uri):
+            return
+        ahead: dict[int, list[int]] = {}
+        for s in self.shards:
+            lettered = self.store.transaction_version(self.quarantine_uri, dead_letter_app_id(s)) or 0
+            if lettered > progress[s]:
+                ahead.setdefault(lettered, []).append(s)
+        for version, shards in sorted(ahead.items()):
+            self._before_commit("dead-letter-progress")
+            self.store.append(self.events_uri, self.spark.createDataFrame([], EVENTS_SCHEMA),
+                              app_transactions=[AppTransaction(writer_app_id(s), version) for s in shards],
+                              metadata={"dead_lettered": True, "shards": shards, "routed_version": version})
+            for s in shards:
+                progress[s] = version
+
+    def _empty_report(self, todo: tuple[int, ...], routed_version: int, rows_in: int, started: float, *,
+                      conflict: bool) -> WriteReport:
+        return WriteReport(
+            shards=todo, routed_version=routed_version, rows_in=rows_in, duplicates_in_batch=0,
+            duplicates_in_index=0, written=0, intervals_paged_in=0, interval_hits=0, ids_paged_in=0,
+            page_in_seconds=0.0, unchecked_expired=0, conflict=conflict, ids_repaired=0,
+            cache_bytes=self.cache.stats().bytes, seconds=time.perf_counter() - started,
+        )
+
+    def _remember(self, committed: pa.Table) -> None:
+        """Add the keys just committed to the cached intervals they belong to."""
+        shard = committed.column("shard").to_numpy()
+        hour = committed.column("hour").to_numpy(zero_copy_only=False)
+        hi, lo = committed.column("key_hi").to_numpy(), committed.column("key_lo").to_numpy()
+        for key, idx in _group_indices(shard, hour).items():
+            self.cache.add(key, hi[idx], lo[idx])
+            self._newest_hour[key[0]] = max(self._newest_hour.get(key[0], key[1]), key[1])
 
     def repair_ids(self, progress: dict[int, int] | None = None) -> int:
         """Return how many IDs were rebuilt from ``events`` for shards whose ``event_ids`` lag behind.
@@ -250,6 +487,7 @@ class ShardWriter:
         behind = [s for s in self.shards if lag[s] < progress[s]]
         if not behind:
             return 0
+        self.cache.drop_shards(behind)  # cached intervals lack the IDs about to be rebuilt
         oldest = min(lag[s] for s in behind)
         # File statistics narrow the read to files that can hold these shards' newer events.
         candidates = [f for f in self.store.files(self.events_uri)
@@ -263,7 +501,8 @@ class ShardWriter:
             for s in behind:
                 cond = cond | ((F.col("shard") == s) & (F.col("routed_version") > lag[s])
                                & (F.col("routed_version") <= progress[s]))
-            rows = events.where(cond).select("shard", F.col("hour").alias("interval"), *KEY, "routed_version")
+            rows = (events.where(cond).withColumns(key_hash_columns())
+                    .select("shard", F.col("hour").alias("interval"), *KEY, "routed_version", *HASH))
         rows = rows.persist()
         try:
             n = rows.count()
@@ -272,6 +511,37 @@ class ShardWriter:
         finally:
             rows.unpersist()
         return n
+
+    def expire_ids(self) -> int:
+        """Delete the ID index partitions of these shards older than the retention; return files removed.
+
+        The cutoff is per shard: ``id_retention_hours`` before the newest interval in its index.
+        """
+        self.ensure_tables()
+        files = self.store.files(self.ids_uri)
+        newest: dict[int, str] = {}
+        for f in files:
+            s, h = _interval_of(f)
+            newest[s] = max(newest.get(s, h), h)
+        self._newest_hour.update({s: max(h, self._newest_hour.get(s, h)) for s, h in newest.items()})
+        doomed = [f for f in files if (iv := _interval_of(f))[0] in self.shards and iv[1] < self._cutoff_hour(iv[0])]
+        if doomed:
+            self.store.replace_files(self.ids_uri, [f.path for f in doomed], None, data_change=True,
+                                     metadata={"expired_before": {str(s): self._cutoff_hour(s) for s in self.shards}})
+            self.cache.drop_shards(self.shards)
+        return len(doomed)
+
+
+def _interval_of(f: FileInfo) -> Interval:
+    return int(f.partition_values["shard"] or -1), f.partition_values["interval"] or ""
+
+
+def _group_indices(shard: np.ndarray, hour: np.ndarray) -> dict[Interval, np.ndarray]:
+    """Return the row indices of each distinct ``(shard, hour)`` pair."""
+    out: dict[Interval, list[int]] = {}
+    for i, key in enumerate(zip(shard.tolist(), hour.tolist(), strict=True)):
+        out.setdefault(key, []).append(i)
+    return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
 
 
 def _may_hold(f: FileInfo, column: str, low: int | None, high: int | None) -> bool:

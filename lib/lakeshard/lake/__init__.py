@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
 from lakeshard.lake.store import (
+    BYTES_ADDED,
+    ROWS_ADDED,
     AppTransaction,
     CommitInfo,
     CommitResult,
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "BYTES_ADDED",
+    "ROWS_ADDED",
     "AppTransaction",
     "CommitInfo",
     "CommitResult",

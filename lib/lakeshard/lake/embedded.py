@@ -36,6 +36,8 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError
 from lakeshard.lake.store import (
+    BYTES_ADDED,
+    ROWS_ADDED,
     AppTransaction,
     CommitInfo,
     CommitResult,
@@ -460,7 +462,8 @@ class EmbeddedTableStore(TableStore):
         adds, rows, write_dir = ([], 0, None) if df is None else self._write_files(dt, df, data_change)
         commit_id = uuid.uuid4().hex
         props = CommitProperties(
-            custom_metadata={**_metadata_strings(metadata), _COMMIT_ID: commit_id},
+            custom_metadata={**_metadata_strings(metadata), _COMMIT_ID: commit_id, ROWS_ADDED: str(rows),
+                             BYTES_ADDED: str(sum(a.size for a in adds))},
             app_transactions=[Transaction(t.app_id, t.version) for t in app_transactions] or None,
             max_commit_retries=self._retries,
         )

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 __all__ = [
+    "BYTES_ADDED",
+    "ROWS_ADDED",
     "AppTransaction",
     "CommitInfo",
     "CommitResult",
@@ -90,6 +92,11 @@ class CommitResult:
     rows_added: int = 0
     bytes_added: int = 0
     reason: str = ""
+
+
+# Custom commit metadata every lakeshard commit carries (as strings): what a consumer sizes its intake by.
+ROWS_ADDED = "lakeshard.rowsAdded"
+BYTES_ADDED = "lakeshard.bytesAdded"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ __all__ = [
     "NOT_AN_OBJECT",
     "OVERSIZE",
     "TOO_LONG",
+    "WRITE_FAILED",
     "category_of",
 ]
 
@@ -30,6 +31,8 @@ TOO_LONG = "too_long"  # tenant_id > 128 chars or event_id > 256 chars
 BAD_TIMESTAMP = "bad_timestamp"  # ts is a string that is not RFC 3339
 ABSURD_TIMESTAMP = "absurd_timestamp"  # ts parses but lies before 2000 or too far in the future
 OVERSIZE = "oversize"  # the raw record is larger than the configured maximum (default 256 KiB)
+# Not a parse rule (so not in CATEGORIES): a valid record the shard writer dead-lettered after its retries.
+WRITE_FAILED = "write_failed"
 
 CATEGORIES: tuple[str, ...] = (
     INVALID_JSON,

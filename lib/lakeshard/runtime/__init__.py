@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from lakeshard.runtime.session import (
     RuntimeKind,
+    describe_mode,
     detect_runtime,
     find_java,
     get_spark,
     has_delta_jvm,
 )
 
-__all__ = ["RuntimeKind", "detect_runtime", "find_java", "get_spark", "has_delta_jvm"]
+__all__ = ["RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "has_delta_jvm"]

@@ -17,7 +17,7 @@ from lakeshard.errors import EnvironmentProblem
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["RuntimeKind", "detect_runtime", "find_java", "get_spark", "has_delta_jvm"]
+__all__ = ["RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "has_delta_jvm"]
 
 MIN_JAVA = 17
 
@@ -38,6 +38,30 @@ def detect_runtime(cfg: LakeshardConfig | None = None) -> RuntimeKind:
     if cfg.spark.databricks_connect:
         return RuntimeKind.DATABRICKS_CONNECT
     return RuntimeKind.LOCAL
+
+
+def describe_mode(cfg: LakeshardConfig | None = None) -> str:
+    """Return one line saying where lakeshard runs: local embedded lakehouse, Databricks runtime, or databricks-connect.
+
+    For databricks-connect it names the workspace the session would reach (``DATABRICKS_CONFIG_PROFILE``,
+    else ``DATABRICKS_HOST``, else the DEFAULT profile of ``~/.databrickscfg``) and whether the package is there.
+    """
+    import importlib.util
+
+    cfg = cfg or load_config()
+    kind = detect_runtime(cfg)
+    if kind is RuntimeKind.DATABRICKS:
+        return f"Databricks runtime {os.environ['DATABRICKS_RUNTIME_VERSION']} (the cluster's Spark session)"
+    if kind is RuntimeKind.DATABRICKS_CONNECT:
+        profile, host = os.environ.get("DATABRICKS_CONFIG_PROFILE"), os.environ.get("DATABRICKS_HOST")
+        target = f"profile {profile}" if profile else host or "the DEFAULT profile of ~/.databrickscfg"
+        try:
+            installed = importlib.util.find_spec("databricks.connect") is not None
+        except ModuleNotFoundError:  # no ``databricks`` namespace package at all
+            installed = False
+        missing = "" if installed else " - PROBLEM: databricks-connect is not installed in this environment"
+        return f"databricks-connect to {target} (Spark runs on the remote cluster){missing}"
+    return f"local embedded lakehouse (Spark {cfg.spark.master} in a local JVM, Delta commits by delta-rs)"
 
 
 def find_java() -> tuple[str, int]:

@@ -1,0 +1,77 @@
+"""Declarative pipelines (Delta Live Tables style): flows declared once with their tables, parameters and
+expectations, run in DAG order by a thin local runner that writes an event log (``pipeline_events``).
+
+Example::
+
+    from lakeshard.pipelines import lakeshard_pipeline, run_pipeline
+
+    report = run_pipeline(spark, store, cfg)            # route -> ingest -> autoshard -> balance
+    print(report.render())
+    EventLog(store, cfg).read(report.run_id).show()
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakeshard._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lakeshard.pipelines.context import ExpectationFailed, ExpectationGate, FlowContext, FlowResult
+    from lakeshard.pipelines.declaration import (
+        Expectation,
+        ExpectationKind,
+        Flow,
+        Pipeline,
+        PipelineError,
+        expect,
+        expect_or_drop,
+        expect_or_fail,
+        expect_or_quarantine,
+    )
+    from lakeshard.pipelines.eventlog import EventLog
+    from lakeshard.pipelines.flows import lakeshard_pipeline
+    from lakeshard.pipelines.runner import RunReport, run_pipeline
+
+__all__ = [
+    "EventLog",
+    "Expectation",
+    "ExpectationFailed",
+    "ExpectationGate",
+    "ExpectationKind",
+    "Flow",
+    "FlowContext",
+    "FlowResult",
+    "Pipeline",
+    "PipelineError",
+    "RunReport",
+    "expect",
+    "expect_or_drop",
+    "expect_or_fail",
+    "expect_or_quarantine",
+    "lakeshard_pipeline",
+    "run_pipeline",
+]
+
+# Loaded on first use: the declaration is plain Python, but the runner and the flows load Spark.
+_HOME = {
+    "EventLog": "eventlog",
+    "Expectation": "declaration",
+    "ExpectationFailed": "context",
+    "ExpectationGate": "context",
+    "ExpectationKind": "declaration",
+    "Flow": "declaration",
+    "FlowContext": "context",
+    "FlowResult": "context",
+    "Pipeline": "declaration",
+    "PipelineError": "declaration",
+    "RunReport": "runner",
+    "expect": "declaration",
+    "expect_or_drop": "declaration",
+    "expect_or_fail": "declaration",
+    "expect_or_quarantine": "declaration",
+    "lakeshard_pipeline": "flows",
+    "run_pipeline": "runner",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

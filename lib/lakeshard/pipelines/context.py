@@ -1,0 +1,225 @@
+"""What a flow function gets (:class:`FlowContext`) and gives back (:class:`FlowResult`), and the
+expectation gate it passes its rows through.
+
+The gate is where expectations act, so it sits right before a flow's commit: failing rows are counted
+per rule, dropped ones left out, quarantined ones committed to ``expectation_quarantine`` with the same
+app transactions as the flow's own commit (a replayed step commits them once), and an ``expect_or_fail``
+rule raises :class:`ExpectationFailed` before anything of the step is committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from lakeshard.config import LakeshardConfig
+from lakeshard.errors import LakeshardError
+from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.pipelines.declaration import Expectation, ExpectationKind, Flow
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = [
+    "EXPECTATION_QUARANTINE",
+    "ExpectationFailed",
+    "ExpectationGate",
+    "FlowContext",
+    "FlowResult",
+    "RuleCount",
+    "new_rows",
+]
+
+EXPECTATION_QUARANTINE = "expectation_quarantine"
+EXPECTATION_QUARANTINE_SCHEMA = StructType([
+    StructField("flow", StringType(), False),
+    StructField("rule", StringType(), False),
+    StructField("condition", StringType(), False),
+    StructField("run_id", StringType(), False),
+    StructField("row", StringType(), False),  # the failing row as JSON, whatever the flow's schema
+    StructField("quarantined_at", TimestampType(), False),
+    StructField("rows", LongType(), False),  # always 1: lets a sum() read like the event log's counts
+])
+
+
+class ExpectationFailed(LakeshardError):
+    """An ``expect_or_fail`` rule failed: the flow stopped before its commit.
+
+    Attributes:
+        flow: the flow's name.
+        rule: the expectation's name.
+        failed: how many rows of the step failed it.
+    """
+
+    def __init__(self, flow: str, rule: Expectation, failed: int, example: str) -> None:
+        self.flow, self.rule, self.failed = flow, rule.name, failed
+        super().__init__(f"flow {flow!r}: expectation {rule.name!r} ({rule.condition}) failed on {failed} row(s), "
+                         f"e.g. {example[:300]}; nothing of this step was committed")
+
+
+@dataclass
+class RuleCount:
+    """Rows that passed and failed one expectation during a run."""
+
+    rule: Expectation
+    passed: int = 0
+    failed: int = 0
+
+
+def _passes(rule: Expectation) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.expr(rule.condition).cast("boolean"), F.lit(False))
+
+
+class ExpectationGate:
+    """Applies a flow's expectations to the rows it is about to commit, and keeps the counts per rule."""
+
+    def __init__(self, flow: Flow, store: TableStore, cfg: LakeshardConfig, run_id: str) -> None:
+        self.flow = flow
+        self.store = store
+        self.run_id = run_id
+        self.quarantine_uri = cfg.table_uri(EXPECTATION_QUARANTINE)
+        self.counts = {e.name: RuleCount(e) for e in flow.expectations}
+        self.dropped = 0
+        self.quarantined = 0
+
+    def observe(self, df: DataFrame) -> None:
+        """Count passes and failures of every rule on ``df`` (one aggregation), keeping every row."""
+        from pyspark.sql import functions as F
+
+        if not self.counts:
+            return
+        rules = list(self.counts.values())
+        aggs = [F.sum(F.when(_passes(c.rule), 1).otherwise(0)).alias(f"p{i}") for i, c in enumerate(rules)]
+        row = df.agg(F.count(F.lit(1)).alias("n"), *aggs).first()
+        n = int(row["n"]) if row is not None else 0
+        for i, c in enumerate(self.counts.values()):
+            passed = int(row[f"p{i}"] or 0) if row is not None else 0
+            c.passed += passed
+            c.failed += n - passed
+
+    def __call__(self, df: DataFrame, app_transactions: Sequence[AppTransaction] = ()) -> DataFrame:
+        """Return the rows of ``df`` to commit after the flow's expectations.
+
+        Args:
+            df: the rows the flow is about to commit (persist it: it is read several times).
+            app_transactions: the flow's own commit's app transactions; quarantined rows are committed with
+                them (prefixed by the flow's name), so a replay of the same step quarantines nothing twice.
+
+        Raises:
+            ExpectationFailed: an ``expect_or_fail`` rule failed on some row; nothing was committed.
+        """
+        from pyspark.sql import functions as F
+
+        rules = self.flow.expectations
+        if not rules:
+            return df
+        self._fail_fast(df)
+        self.observe(df)
+        quarantine = [e for e in rules if e.kind is ExpectationKind.QUARANTINE]
+        drop = [e for e in rules if e.kind is ExpectationKind.DROP]
+        keep_all = F.lit(True)
+        for e in [*quarantine, *drop]:
+            keep_all = keep_all & _passes(e)
+        if quarantine:
+            self._quarantine(df, quarantine, app_transactions)
+        if not quarantine and not drop:
+            return df
+        total, kept = df.count(), df.where(keep_all)
+        n_kept = kept.count()
+        # A row failing a quarantine rule is quarantined (even if it also fails a drop rule); the rest dropped.
+        in_quarantine = df.where(~_all_pass(quarantine)).count() if quarantine else 0
+        self.quarantined += in_quarantine
+        self.dropped += total - n_kept - in_quarantine
+        return kept
+
+    def _fail_fast(self, df: DataFrame) -> None:
+        for rule in self.flow.expectations:
+            if rule.kind is not ExpectationKind.FAIL:
+                continue
+            failing = df.where(~_passes(rule))
+            n = failing.count()
+            if n:
+                self.observe(df)  # the event log shows the counts that made the flow fail
+                example = failing.select(_row_json(failing)).first()
+                raise ExpectationFailed(self.flow.name, rule, n, str(example[0]) if example else "")
+
+    def _quarantine(self, df: DataFrame, rules: Sequence[Expectation], txns: Sequence[AppTransaction]) -> None:
+        from pyspark.sql import functions as F
+
+        self.store.create(self.quarantine_uri, EXPECTATION_QUARANTINE_SCHEMA, partition_by=["flow"],
+                          description="rows that failed an expect_or_quarantine rule, with the rule")
+        # The first failing quarantine rule names the row's reason.
+        rule_name, condition = F.lit(None).cast("string"), F.lit(None).cast("string")
+        for e in reversed(rules):
+            failed = ~_passes(e)
+            rule_name = F.when(failed, F.lit(e.name)).otherwise(rule_name)
+            condition = F.when(failed, F.lit(e.condition)).otherwise(condition)
+        rows = df.where(~_all_pass(rules)).select(
+            F.lit(self.flow.name).alias("flow"), rule_name.alias("rule"), condition.alias("condition"),
+            F.lit(self.run_id).alias("run_id"), _row_json(df).alias("row"),
+            F.lit(datetime.now(UTC)).alias("quarantined_at"), F.lit(1).cast("long").alias("rows"))
+        own = [AppTransaction(f"{self.flow.name}/{t.app_id}", t.version) for t in txns]
+        self.store.append(self.quarantine_uri, rows, app_transactions=own, metadata={"flow": self.flow.name,
+                                                                                      "run_id": self.run_id})
+
+
+def _all_pass(rules: Sequence[Expectation]) -> Column:
+    from pyspark.sql import functions as F
+
+    ok = F.lit(True)
+    for e in rules:
+        ok = ok & _passes(e)
+    return ok
+
+
+def _row_json(df: DataFrame) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.to_json(F.struct(*[F.col(c) for c in df.columns]))
+
+
+@dataclass(frozen=True)
+class FlowResult:
+    """What one flow did in a run; the event log stores it.
+
+    ``rows_in = rows_out + duplicates_dropped + quarantined + dropped`` holds for flows that move rows
+    (route, ingest); flows that plan (autoshard, balance) count tenants in and settings committed out.
+    """
+
+    rows_in: int = 0
+    rows_out: int = 0
+    duplicates_dropped: int = 0
+    quarantined: int = 0
+    dropped: int = 0
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FlowContext:
+    """Everything a flow function needs: the session, the store, the config, its parameters and its gate."""
+
+    spark: SparkSession
+    store: TableStore
+    cfg: LakeshardConfig
+    flow: Flow
+    run_id: str
+    params: Mapping[str, Any]
+    gate: ExpectationGate
+
+
+def new_rows(store: TableStore, table: str, since_version: int | None) -> DataFrame:
+    """Return the rows added to ``table`` after ``since_version`` (all rows when None): the live files that
+    were not live then. Used to check expectations on what an ungated flow committed."""
+    files = store.files(table)
+    if since_version is not None:
+        before = {f.path for f in store.files(table, version=since_version)}
+        files = [f for f in files if f.path not in before]
+    if not files:
+        return store.read(table).limit(0)
+    return store.read_files(table, files)

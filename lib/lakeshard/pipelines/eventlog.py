@@ -1,0 +1,155 @@
+"""The pipeline event log: one Delta table, ``pipeline_events``, queryable like Delta Live Tables' event log.
+
+Every run appends one row when a flow starts and one when it ends (``completed``, ``failed``,
+``skipped`` because an upstream flow failed, or ``up_to_date`` because none of its input tables changed
+since its last completed run). End rows carry the counts (rows in / out, duplicates dropped, quarantined,
+dropped by expectations), the pass/fail counts of every expectation, the duration and the error message.
+Rows are appended as they happen, so a crashed run still shows what it started.
+
+Example::
+
+    log = EventLog(store, cfg)
+    log.read().where("event = 'failed'").select("run_id", "flow", "error").show()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from lakeshard.config import LakeshardConfig
+from lakeshard.lake import TableStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from lakeshard.pipelines.context import FlowResult, RuleCount
+
+__all__ = ["EVENTS_TABLE", "EVENT_KINDS", "EVENT_SCHEMA", "EventLog", "FlowEvent"]
+
+EVENTS_TABLE = "pipeline_events"
+EVENT_KINDS = ("started", "completed", "failed", "skipped", "up_to_date")
+
+EXPECTATION_SCHEMA = StructType([
+    StructField("name", StringType(), False),
+    StructField("kind", StringType(), False),
+    StructField("condition", StringType(), False),
+    StructField("passed", LongType(), False),
+    StructField("failed", LongType(), False),
+])
+EVENT_SCHEMA = StructType([
+    StructField("run_id", StringType(), False),
+    StructField("pipeline", StringType(), False),
+    StructField("flow", StringType(), False),
+    StructField("event", StringType(), False),  # one of EVENT_KINDS
+    StructField("timestamp", TimestampType(), False),
+    StructField("full_refresh", BooleanType(), False),
+    StructField("rows_in", LongType()),
+    StructField("rows_out", LongType()),
+    StructField("duplicates_dropped", LongType()),
+    StructField("quarantined", LongType()),
+    StructField("dropped", LongType()),
+    StructField("expectations", ArrayType(EXPECTATION_SCHEMA)),
+    StructField("duration_seconds", DoubleType()),
+    StructField("error", StringType()),
+    # Input table versions the flow saw at its end (what makes the next run "up to date"), and flow details.
+    StructField("input_versions", MapType(StringType(), LongType())),
+    StructField("details", MapType(StringType(), StringType())),
+])
+
+
+@dataclass(frozen=True)
+class FlowEvent:
+    """One row of the event log."""
+
+    run_id: str
+    pipeline: str
+    flow: str
+    event: str
+    full_refresh: bool
+    result: FlowResult | None = None
+    expectations: Sequence[RuleCount] = ()
+    duration_seconds: float | None = None
+    error: str | None = None
+    input_versions: Mapping[str, int] | None = None
+
+    def row(self) -> tuple[Any, ...]:
+        """Return the event as a row of :data:`EVENT_SCHEMA`."""
+        r = self.result
+        rules = [(c.rule.name, c.rule.kind.value, c.rule.condition, c.passed, c.failed) for c in self.expectations]
+        details = {k: str(v) for k, v in r.details.items()} if r else None
+        return (self.run_id, self.pipeline, self.flow, self.event, datetime.now(UTC), self.full_refresh,
+                r.rows_in if r else None, r.rows_out if r else None, r.duplicates_dropped if r else None,
+                r.quarantined if r else None, r.dropped if r else None, rules if self.expectations else None,
+                self.duration_seconds, self.error, dict(self.input_versions) if self.input_versions else None,
+                details)
+
+
+class EventLog:
+    """Appends flow events to ``<lakehouse>/pipeline_events`` and reads them back."""
+
+    def __init__(self, store: TableStore, cfg: LakeshardConfig) -> None:
+        self.store = store
+        self.uri = cfg.table_uri(EVENTS_TABLE)
+        self._ready = False
+
+    def append(self, *events: FlowEvent) -> None:
+        """Commit ``events`` to the log in one commit."""
+        if not self._ready:
+            self.store.create(self.uri, EVENT_SCHEMA, description="lakeshard pipeline event log: one row per flow "
+                              "start and end, with counts, expectations, durations and errors")
+            self._ready = True
+        df = self.store.spark.createDataFrame([e.row() for e in events], EVENT_SCHEMA)
+        self.store.append(self.uri, df.coalesce(1), metadata={"run_id": events[0].run_id})
+
+    def read(self, run_id: str | None = None) -> DataFrame:
+        """Return the log (of one run when ``run_id`` is given), oldest first.
+
+        Raises:
+            TableNotFound: no pipeline has run in this lakehouse yet.
+        """
+        from pyspark.sql import functions as F
+
+        df = self.store.read(self.uri)
+        if run_id is not None:
+            df = df.where(F.col("run_id") == run_id)
+        return df.orderBy("timestamp")
+
+    def exists(self) -> bool:
+        """Return whether any pipeline run has written the log yet."""
+        return self.store.exists(self.uri)
+
+    def last_completed_inputs(self, flow: str) -> dict[str, int] | None:
+        """Return the input versions recorded by ``flow``'s latest ``completed`` or ``up_to_date`` event, or None."""
+        from pyspark.sql import functions as F
+
+        if not self.exists():
+            return None
+        row = (self.store.read(self.uri).where((F.col("flow") == flow) & F.col("event").isin("completed", "up_to_date"))
+               .orderBy(F.desc("timestamp")).select("input_versions").first())
+        if row is None or row["input_versions"] is None:
+            return None
+        return {str(k): int(v) for k, v in row["input_versions"].items()}
+
+    def latest_run(self) -> str | None:
+        """Return the id of the newest run in the log, or None when it is empty or missing."""
+        from pyspark.sql import functions as F
+
+        if not self.exists():
+            return None
+        row = self.store.read(self.uri).orderBy(F.desc("timestamp")).select("run_id").first()
+        return None if row is None else str(row["run_id"])

@@ -1,0 +1,115 @@
+"""lakeshard's own pipeline, declared once: route → ingest (the ingest job) and autoshard → balance (the
+hourly maintenance job). Each flow function is a thin call into the library.
+
+Adding a flow when its module lands (close buckets, compact) takes a function and one :class:`Flow`
+entry, e.g.::
+
+    def run_compact(ctx: FlowContext) -> FlowResult:
+        run = compact(ctx.store, ctx.cfg)                      # lakeshard.compaction
+        return FlowResult(rows_in=run.files_before, rows_out=run.files_after, details={"version": run.version})
+
+    Flow("compact", run_compact, inputs=("events",), outputs=("events",), refresh=(), after=("close_buckets",),
+         job="maintenance", notebook="notebooks/<nn>_compact.ipynb", description="...")
+
+then a task for it in ``bundles/maintenance.job.yml`` (``tests/bundles`` fails until the job matches).
+A flow that both reads and rewrites a table (compaction of ``events``) lists it in ``inputs`` and
+``outputs``; the DAG ignores a flow's own outputs among its inputs, and ``refresh=()`` keeps a full
+refresh from emptying a table the flow does not rebuild from scratch.
+"""
+
+from __future__ import annotations
+
+from lakeshard.balancing.executor import autoshard, balance
+from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
+from lakeshard.pipelines.context import FlowContext, FlowResult, new_rows
+from lakeshard.pipelines.declaration import Flow, Pipeline, expect, expect_or_fail
+from lakeshard.routing.router import LANDING_BATCHES, QUARANTINE, ROUTED, ROUTING_METRICS, Router
+from lakeshard.routing.tables import TENANT_SETTINGS, RoutingTables
+
+__all__ = ["LANDING", "lakeshard_pipeline", "run_autoshard", "run_balance", "run_ingest", "run_route"]
+
+LANDING = "landing"  # the pipeline's source: the landing zone of JSON files (cfg.landing)
+
+
+def _observe(ctx: FlowContext, table: str, before: int | None) -> None:
+    """Count the flow's ``expect`` rules on the rows it committed to ``table`` since version ``before``."""
+    if ctx.flow.expectations:
+        ctx.gate.observe(new_rows(ctx.store, ctx.cfg.table_uri(table), before))
+
+
+def _version(ctx: FlowContext, table: str) -> int | None:
+    uri = ctx.cfg.table_uri(table)
+    return ctx.store.version(uri) if ctx.store.exists(uri) else None
+
+
+def run_route(ctx: FlowContext) -> FlowResult:
+    """Return what routing every new landing file did (:class:`~lakeshard.routing.router.Router`)."""
+    router = Router(ctx.spark, ctx.store, ctx.cfg, max_batch_files=int(ctx.params["batch_files"]))
+    router.ensure_tables()
+    before = _version(ctx, ROUTED)
+    reports = router.run()
+    _observe(ctx, ROUTED, before)
+    return FlowResult(rows_in=sum(r.records for r in reports), rows_out=sum(r.routed for r in reports),
+                      quarantined=sum(r.quarantined for r in reports),
+                      details={"batches": len(reports), "files": sum(r.files for r in reports)})
+
+
+def run_ingest(ctx: FlowContext) -> FlowResult:
+    """Return what the shard writers did (:class:`~lakeshard.dedupe.writer.ShardWriter`), expectations gated."""
+    text = str(ctx.params["shards"]).strip()
+    shards = ([int(s) for s in text.split(",")] if text
+              else list(range(RoutingTables(ctx.store, ctx.cfg).topology().total_shards)))
+    writer = ShardWriter(ctx.spark, ctx.store, ctx.cfg, shards, gate=ctx.gate)
+    reports = writer.run()
+    return FlowResult(rows_in=sum(r.rows_in for r in reports), rows_out=sum(r.written for r in reports),
+                      duplicates_dropped=sum(r.duplicates_in_batch + r.duplicates_in_index for r in reports),
+                      quarantined=ctx.gate.quarantined, dropped=ctx.gate.dropped,
+                      details={"steps": len(reports), "conflicts": writer.conflicts})
+
+
+def run_autoshard(ctx: FlowContext) -> FlowResult:
+    """Return the autosharder's run (:func:`~lakeshard.balancing.executor.autoshard`): tenants in, settings out."""
+    before = _version(ctx, TENANT_SETTINGS)
+    run = autoshard(ctx.store, ctx.cfg, apply=bool(ctx.params["apply"]))
+    _observe(ctx, TENANT_SETTINGS, before)
+    plan = run.plan
+    return FlowResult(rows_in=plan.tenants_with_metrics, rows_out=len(plan.settings) if run.version is not None else 0,
+                      details={"ups": plan.ups, "downs": plan.downs, "stale": plan.stale, "version": run.version})
+
+
+def run_balance(ctx: FlowContext) -> FlowResult:
+    """Return the balancer's run (:func:`~lakeshard.balancing.executor.balance`): tenants in, salt moves out."""
+    before = _version(ctx, TENANT_SETTINGS)
+    run = balance(ctx.store, ctx.cfg, apply=bool(ctx.params["apply"]))
+    _observe(ctx, TENANT_SETTINGS, before)
+    plan = run.plan
+    return FlowResult(rows_in=len(plan.shard_bytes_before), rows_out=len(plan.moves) if run.version is not None else 0,
+                      details={"moves": len(plan.moves), "max_over_mean_before": round(plan.before.max_over_mean, 3),
+                               "max_over_mean_after": round(plan.after.max_over_mean, 3), "stopped": plan.stopped,
+                               "version": run.version})
+
+
+def lakeshard_pipeline() -> Pipeline:
+    """Return lakeshard's pipeline: the flows that exist today, with their tables, parameters and expectations."""
+    return Pipeline("lakeshard", (
+        Flow("route", run_route, inputs=(LANDING,), outputs=(ROUTED, QUARANTINE, ROUTING_METRICS, LANDING_BATCHES),
+             params={"batch_files": 200},
+             expectations=(expect("routed_to_a_shard", "shard >= 0"),),
+             job="ingest", notebook="notebooks/05_flow_route.ipynb",
+             description="validate landing records, quarantine bad ones, give each event a placement and shard"),
+        Flow("ingest", run_ingest, inputs=(ROUTED,), outputs=(EVENTS, ID_INDEX), gated=True,
+             params={"shards": ""},
+             expectations=(expect("has_service", "service IS NOT NULL"),
+                           expect_or_fail("identified", "tenant_id <> '' AND event_id <> '' AND ts IS NOT NULL")),
+             job="ingest", notebook="notebooks/06_flow_ingest.ipynb",
+             description="shard writers: drop duplicates against the ID index, commit each event exactly once"),
+        Flow("autoshard", run_autoshard, inputs=(ROUTING_METRICS,), outputs=(TENANT_SETTINGS,), refresh=(),
+             params={"apply": True},
+             expectations=(expect("shard_count_positive", "shard_count >= 1"),),
+             job="maintenance", notebook="notebooks/07_flow_autoshard.ipynb",
+             description="size each tenant's shard count from its bytes/s (up fast, down slowly)"),
+        Flow("balance", run_balance, inputs=(ROUTING_METRICS, TENANT_SETTINGS), outputs=(TENANT_SETTINGS,),
+             refresh=(), params={"apply": True},
+             job="maintenance", notebook="notebooks/08_flow_balance.ipynb",
+             description="move tenant salts off the hottest shards, capped per run"),
+    ), sources=(LANDING,))

@@ -1,0 +1,134 @@
+"""The asset bundle, checked offline: typed models, paths, variables, targets, and the job DAGs against the
+pipeline declaration; and each check shown to fail on a deliberately broken copy."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from bundle_check import check_bundle, job_mismatches
+
+from lakeshard.pipelines import Pipeline, lakeshard_pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def declared_jobs(pipeline: Pipeline) -> dict[str, list[tuple[str, list[str], str]]]:
+    """Return each job's tasks as the declaration gives them: key, the same job's flows it follows, notebook."""
+    out = {}
+    for job, flows in pipeline.jobs().items():
+        out[job] = [(f, sorted(u for u in pipeline.upstream(f) if u in flows), pipeline.flow(f).notebook)
+                    for f in flows]
+    return out
+
+
+def test_the_repository_bundle_is_valid() -> None:
+    assert check_bundle(ROOT) == []
+
+
+def test_job_task_dags_match_the_pipeline_declaration() -> None:
+    jobs = declared_jobs(lakeshard_pipeline())
+    assert jobs["ingest"] == [("route", [], "notebooks/05_flow_route.ipynb"),
+                              ("ingest", ["route"], "notebooks/06_flow_ingest.ipynb")]
+    assert job_mismatches(ROOT, jobs) == []
+
+
+@pytest.fixture
+def broken(tmp_path: Path) -> Callable[[str, Callable[[Any], None]], Path]:
+    """Return a function that copies the bundle, lets ``change`` edit one YAML file's data, and returns the copy."""
+    def make(relative: str, change: Callable[[Any], None]) -> Path:
+        root = tmp_path / "bundle"
+        root.mkdir()
+        shutil.copy(ROOT / "databricks.yml", root)
+        for folder in ("bundles", "notebooks"):
+            shutil.copytree(ROOT / folder, root / folder)
+        doc = yaml.safe_load((root / relative).read_text())
+        change(doc)
+        (root / relative).write_text(yaml.safe_dump(doc, sort_keys=False))
+        return root
+    return make
+
+
+def _route_task(doc: Any) -> dict[str, Any]:
+    task: dict[str, Any] = doc["resources"]["jobs"]["ingest"]["tasks"][0]
+    return task
+
+
+def _set(path: str, value: Any) -> Callable[[Any], None]:
+    def change(doc: Any) -> None:
+        *parents, last = path.split(".")
+        for key in parents:
+            doc = doc[key]
+        if value is None:
+            del doc[last]
+        else:
+            doc[last] = value
+    return change
+
+
+CASES: list[tuple[str, str, Callable[[Any], None], str]] = [
+    ("unknown key in a task", "bundles/ingest.job.yml",
+     lambda d: _route_task(d).update(notebok_task=_route_task(d).pop("notebook_task")),
+     "resources.jobs.ingest: Unexpected field 'notebok_task' for class Task"),
+    ("unknown top-level key", "databricks.yml", lambda d: d.update(bundel={"name": "x"}),
+     "databricks.yml: top level: Additional properties are not allowed ('bundel' was unexpected)"),
+    ("missing notebook", "bundles/ingest.job.yml",
+     lambda d: _route_task(d)["notebook_task"].update(notebook_path="../notebooks/99_missing.ipynb"),
+     "notebook_task.notebook_path: '../notebooks/99_missing.ipynb' does not exist"),
+    ("a file that is not a notebook", "bundles/ingest.job.yml",
+     lambda d: _route_task(d)["notebook_task"].update(notebook_path="../databricks.yml"),
+     "notebook_task.notebook_path: '../databricks.yml' is not a notebook"),
+    ("undeclared variable", "bundles/maintenance.job.yml",
+     lambda d: d["resources"]["jobs"]["maintenance"]["parameters"].append({"name": "x", "default": "${var.nope}"}),
+     "${var.nope} is not declared under variables in databricks.yml"),
+    ("variable without description", "databricks.yml", _set("variables.events.description", None),
+     "databricks.yml: variables.events: 'description' is a required property"),
+    ("variable without a value in a target", "databricks.yml", _set("targets.prod.variables.total_shards", None),
+     "targets.prod.variables: variable 'total_shards' has no default and no value in this target"),
+    ("production without root_path", "databricks.yml", _set("targets.prod.workspace", None),
+     "targets.prod.workspace.root_path: production needs an explicit root_path"),
+    ("development target in production mode", "databricks.yml", _set("targets.dev.mode", "production"),
+     "targets.dev.mode: expected 'development', found 'production'"),
+    ("a personal name", "databricks.yml",
+     _set("targets.prod.permissions", [{"user_name": "jane.doe@example.com", "level": "CAN_MANAGE"}]),
+     "'jane.doe@example.com' names a person"),
+    ("a wheel no artifact builds", "bundles/ingest.job.yml",
+     lambda d: _route_task(d).update(libraries=[{"whl": "../build/*.whl"}]),
+     "wheel '../build/*.whl' is not built by any whl artifact"),
+    ("a serverless dependency no artifact builds", "bundles/generate_traffic.job.yml",
+     lambda d: d["resources"]["jobs"]["generate_traffic"]["environments"][0]["spec"].update(
+         dependencies=["../build/*.whl"]),
+     "spec.dependencies[0]: wheel '../build/*.whl' is not built by any whl artifact"),
+]
+
+
+@pytest.mark.parametrize(("relative", "change", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_the_checks_fail_on_a_broken_copy(
+    broken: Callable[[str, Callable[[Any], None]], Path], relative: str, change: Callable[[Any], None],
+    expected: str,
+) -> None:
+    problems = check_bundle(broken(relative, change))
+    assert any(expected in p for p in problems), problems
+
+
+def test_a_job_dag_that_drifts_from_the_declaration_is_reported(
+    broken: Callable[[str, Callable[[Any], None]], Path],
+) -> None:
+    root = broken("bundles/ingest.job.yml", lambda d: d["resources"]["jobs"]["ingest"]["tasks"][1].pop("depends_on"))
+    [problem] = job_mismatches(root, declared_jobs(lakeshard_pipeline()))
+    assert problem.startswith("bundles/ingest.job.yml: tasks (key, depends on, notebook) are [('route', [], ")
+    assert "('ingest', [], 'notebooks/06_flow_ingest.ipynb')]" in problem
+
+
+def test_a_flow_declared_without_its_job_task_is_reported() -> None:
+    p = lakeshard_pipeline()
+    compact = dataclasses.replace(p.flow("autoshard"), name="compact", inputs=("events",), outputs=("events",),
+                                  refresh=(), notebook="notebooks/nn_compact.ipynb")
+    [problem] = job_mismatches(ROOT, declared_jobs(p.extend(compact)))
+    assert problem.startswith("bundles/maintenance.job.yml: tasks (key, depends on, notebook) are [('autoshard'")
+    assert "('compact', [], 'notebooks/nn_compact.ipynb')" in problem

@@ -1,0 +1,56 @@
+"""One ingest process for the SIGKILL harness: route + write until caught up, unless it is killed first.
+
+Usage: python _ingest_until_killed.py LAKEHOUSE LANDING KILL
+  KILL = "hook:N"    SIGKILL itself at the N-th commit point (before a router or writer commit, or a page-in)
+         "after:S"   SIGKILL itself S seconds after its Spark session is up (anywhere: mid-flush, mid-read...)
+         "none"      run to the end
+Prints "caught-up" when it finished without being killed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+from lakeshard.config import load_config
+from lakeshard.dedupe.writer import ShardWriter
+from lakeshard.lake import open_store
+from lakeshard.routing.router import Router
+from lakeshard.runtime import get_spark
+
+SHARDS = 4
+
+
+def main() -> None:
+    lakehouse, landing, kill = sys.argv[1:4]
+    cfg = load_config(overrides={"lakehouse": lakehouse, "landing": landing,
+                                 "spark": {"master": "local[1]", "shuffle_partitions": 1, "driver_memory": "1g"},
+                                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}, env={})
+    spark = get_spark(cfg)
+    store = open_store(spark, cfg)
+    calls = [0]
+    mode, _, arg = kill.partition(":")
+
+    def commit_point(*where: object) -> None:
+        calls[0] += 1
+        if mode == "hook" and calls[0] == int(arg):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    if mode == "after":
+        threading.Timer(float(arg), os.kill, (os.getpid(), signal.SIGKILL)).start()
+    router = Router(spark, store, cfg, max_batch_files=3, before_commit=commit_point)
+    writers = [ShardWriter(spark, store, cfg, [0, 1], before_commit=commit_point),
+               ShardWriter(spark, store, cfg, [2, 3], before_commit=commit_point)]
+    while True:
+        routed = router.route_once()
+        wrote = [w.step() for w in writers]
+        if routed is None and all(r is None for r in wrote):
+            break
+    print("caught-up", flush=True)
+    os._exit(0)  # do not wait for a pending kill timer
+
+
+if __name__ == "__main__":
+    main()
