@@ -1,10 +1,10 @@
-"""Writes notebooks/05_buckets_and_versions.ipynb (run: .venv/bin/python scripts/build_notebook_buckets.py)."""
+"""Writes notebooks/11_buckets_and_versions.ipynb (run: .venv/bin/python scripts/build_notebook_buckets.py)."""
 
 from pathlib import Path
 
 import nbformat as nbf
 
-OUT = Path(__file__).resolve().parent.parent / "notebooks" / "05_buckets_and_versions.ipynb"
+OUT = Path(__file__).resolve().parent.parent / "notebooks" / "11_buckets_and_versions.ipynb"
 
 nb = nbf.v4.new_notebook()
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
