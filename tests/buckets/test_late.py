@@ -1,7 +1,7 @@
 """Closed buckets never change: late events go to the open bucket, flagged, with their true time.
 
-The shard writer does not call :func:`assign_buckets` yet (the lead wires it), so a simulated writer
-appends to an ``events`` table with the writer's partitioning plus the ``late`` column.
+These tests drive :func:`assign_buckets` through a small simulated writer (many rounds, cheaply); the real
+shard writer's wiring is tested in ``tests/dedupe/test_writer.py``.
 """
 
 from __future__ import annotations

@@ -266,3 +266,45 @@ def test_a_batch_that_keeps_failing_is_dead_lettered_once_and_the_writer_moves_o
     assert store.read(cfg.table_uri(EVENTS)).where("shard IN (0, 1)").count() == 0
     others = ShardWriter(spark, store, cfg, [2, 3]).run()  # the other shards are not held back
     assert sum(r.written for r in others) > 0
+
+
+def test_late_events_for_closed_buckets_land_in_the_open_bucket_once_and_closed_buckets_never_change(
+    spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest]
+) -> None:
+    """The real writer, wired to the completionist: after every bucket closed, re-sent copies are dropped and
+    new events whose hour is closed go, flagged ``late``, to their tenant's open bucket."""
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from pyspark.sql import functions as F
+
+    from lakeshard.buckets import Completionist
+    from lakeshard.buckets.planner import hour_of
+
+    cfg, landing, _ = routed
+    later = datetime.now(UTC) + timedelta(hours=3)  # everything written so far is quiet by then
+    writer = ShardWriter(spark, store, cfg, list(range(SHARDS)), clock=lambda: later)
+    writer.run()
+    closed = Completionist(spark, store, cfg, clock=lambda: later).run(apply=True)
+    assert closed.closed and not Completionist(spark, store, cfg).verify()
+
+    events = store.read(cfg.table_uri(EVENTS))
+    first = events.orderBy("tenant_id", "ts").first()
+    assert first is not None
+    tenant, own_hour = first["tenant_id"], first["hour"]
+    start = datetime.strptime(own_hour, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+    lines = [{"tenant_id": tenant, "event_id": f"late-{i}", "ts": (start + timedelta(minutes=i)).isoformat()}
+             for i in range(5)]
+    lines.append({"tenant_id": tenant, "event_id": first["event_id"], "ts": first["ts"].isoformat()})  # a re-send
+    target = Path(landing) / "2026-01-02" / "00"
+    target.mkdir(parents=True)
+    (target / "late-arrivals.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines + lines[:2]))
+    Router(spark, store, cfg).run()
+    reports = writer.run()
+    assert sum(r.written for r in reports) == 5 and sum(r.duplicates_in_index for r in reports) == 1
+
+    late = store.read(cfg.table_uri(EVENTS)).where(F.col("event_id").startswith("late-")).collect()
+    assert len(late) == 5 and all(r["late"] and r["hour"] == hour_of(later) != own_hour for r in late)
+    assert not Completionist(spark, store, cfg).verify()  # every closed bucket still holds what it closed with
+    everything = store.read(cfg.table_uri(EVENTS))
+    assert everything.count() == everything.dropDuplicates(["tenant_id", "event_id", "ts"]).count()

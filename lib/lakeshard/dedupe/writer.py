@@ -40,11 +40,11 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval
@@ -52,7 +52,7 @@ from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, FileInfo, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
-from lakeshard.routing.router import QUARANTINE, ROUTED
+from lakeshard.routing.router import QUARANTINE, ROUTED, ROUTED_SCHEMA
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,6 +64,7 @@ __all__ = [
 ]
 
 EVENTS = "events"
+BUCKETS = "buckets"  # lakeshard.buckets' state table: the writer reads which buckets are closed
 ID_INDEX = "event_ids"
 KEY = ["tenant_id", "event_id", "ts"]
 HASH = ["key_hi", "key_lo"]
@@ -74,7 +75,10 @@ EVENTS_SCHEMA = StructType([
     *[f for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE],
     StructField("shard", IntegerType(), False),
     StructField("routed_version", LongType(), False),  # the routed version whose consumption committed it
-    StructField("hour", StringType(), False),  # UTC hour of ts, "YYYY-MM-DDTHH": a file never spans two
+    # The bucket written to, "YYYY-MM-DDTHH": the UTC hour of ts, or for a late event whose own hour was
+    # closed, its tenant's open bucket (lakeshard.buckets). A file never spans two.
+    StructField("hour", StringType(), False),
+    StructField("late", BooleanType(), True),  # written to an open bucket because its own hour was closed
 ])
 ID_SCHEMA = StructType([
     StructField("shard", IntegerType(), False),
@@ -166,6 +170,7 @@ class ShardWriter:
         *,
         before_commit: Callable[[str], None] | None = None,
         gate: Callable[[DataFrame, Sequence[AppTransaction]], DataFrame] | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         if not shards:
             raise ValueError("a writer needs at least one shard")
@@ -180,6 +185,9 @@ class ShardWriter:
         self.max_batch_bytes = cfg.dedupe.max_batch_bytes
         self.write_retries = cfg.dedupe.write_retries
         self.quarantine_uri = cfg.table_uri(QUARANTINE)
+        self.buckets_uri = cfg.table_uri(BUCKETS)
+        self.cfg = cfg
+        self._clock = clock or (lambda: datetime.now(UTC))
         self.failures = 0
         self.conflicts = 0
         # Called with the table name right before each commit (and "page-in" before reading IDs): the crash
@@ -214,7 +222,8 @@ class ShardWriter:
     def progress(self) -> dict[int, int]:
         """Return, per shard, the routed version whose events are committed (0 = none yet)."""
         self.ensure_tables()
-        return {s: self.store.transaction_version(self.events_uri, writer_app_id(s)) or 0 for s in self.shards}
+        done = self.store.transaction_versions(self.events_uri, [writer_app_id(s) for s in self.shards])
+        return {s: done[writer_app_id(s)] or 0 for s in self.shards}
 
     def step(self) -> WriteReport | None:
         """Return the report of consuming the shards' new routed commits, or None when there are none."""
@@ -280,22 +289,34 @@ class ShardWriter:
         return out
 
     def _batch(self, files: Sequence[FileInfo], routed_version: int) -> DataFrame:
+        """Return the routed rows as events: ``interval`` = the event's own hour (where its ID lives), ``hour``
+        and ``late`` = the bucket it is written to (its own hour, or its tenant's open one if that is closed)."""
         from pyspark.sql import functions as F
 
-        if not files:
-            return self.spark.createDataFrame([], EVENTS_SCHEMA)
-        rows = self.store.read_files(self.routed_uri, files)
-        return rows.select(
+        from lakeshard.buckets import assign_buckets
+
+        rows = (self.store.read_files(self.routed_uri, files) if files
+                else self.spark.createDataFrame([], ROUTED_SCHEMA))
+        events = rows.select(
             *[F.col(f.name) for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE],
             F.col("shard"),
             F.lit(routed_version).cast("long").alias("routed_version"),
-            F.date_format("ts", "yyyy-MM-dd'T'HH").alias("hour"),
+            _own_hour().alias("interval"),
         )
+        return assign_buckets(events, self._closed_buckets(), now=self._clock())
+
+    def _closed_buckets(self) -> set[tuple[str, str]]:
+        """Return the closed ``(tenant_id, hour)`` buckets (none before the completionist first ran)."""
+        from lakeshard.buckets import Completionist
+
+        if not self.store.exists(self.buckets_uri):
+            return set()
+        return Completionist(self.spark, self.store, self.cfg).closed()
 
     def _check_index(self, keys: pa.Table) -> _IndexCheck:
         """Return which unique batch keys the ID index already holds, paging missing intervals in."""
         shard = keys.column("shard").to_numpy()
-        hour = keys.column("hour").to_numpy(zero_copy_only=False)
+        hour = keys.column("interval").to_numpy(zero_copy_only=False)
         hi, lo = keys.column("key_hi").to_numpy(), keys.column("key_lo").to_numpy()
         groups = _group_indices(shard, hour)
         for s in {s for s, _ in groups}:
@@ -356,7 +377,7 @@ class ShardWriter:
             rows_in = batch.count()
             unique = batch.dropDuplicates(KEY).persist(StorageLevel.MEMORY_AND_DISK)
             # The keys of a micro-batch are small: the index check runs on the driver, against the cache.
-            keys = unique.select("shard", "hour", *HASH).toArrow()
+            keys = unique.select("shard", "interval", *HASH).toArrow()
             check = self._check_index(keys)
             duplicate_rows = keys.filter(check.duplicate)
             survivors = unique
@@ -365,7 +386,7 @@ class ShardWriter:
                 survivors = unique.join(F.broadcast(known), HASH, "left_anti")
             n_unique, n_new = keys.num_rows, keys.num_rows - duplicate_rows.num_rows
             txns = [AppTransaction(writer_app_id(s), routed_version) for s in todo]
-            new_events = survivors.drop(*HASH)
+            new_events = survivors.drop(*HASH, "interval")
             if self._gate is not None:  # the gate counts and filters: read the survivors once
                 new_events = new_events.persist(StorageLevel.MEMORY_AND_DISK)
             kept = new_events if self._gate is None else self._gate(new_events, txns)
@@ -391,7 +412,7 @@ class ShardWriter:
             else:
                 for s in todo:
                     self._known_progress[s] = routed_version
-                ids = survivors.select("shard", F.col("hour").alias("interval"), *KEY, "routed_version", *HASH)
+                ids = survivors.select("shard", "interval", *KEY, "routed_version", *HASH)
                 self._before_commit(ID_INDEX)
                 self.store.append(self.ids_uri, ids, app_transactions=txns, metadata={"shards": list(todo)})
                 self._remember(keys.filter(~check.duplicate))
@@ -445,8 +466,9 @@ class ShardWriter:
         if not self.store.exists(self.quarantine_uri):
             return
         ahead: dict[int, list[int]] = {}
+        letters = self.store.transaction_versions(self.quarantine_uri, [dead_letter_app_id(s) for s in self.shards])
         for s in self.shards:
-            lettered = self.store.transaction_version(self.quarantine_uri, dead_letter_app_id(s)) or 0
+            lettered = letters[dead_letter_app_id(s)] or 0
             if lettered > progress[s]:
                 ahead.setdefault(lettered, []).append(s)
         for version, shards in sorted(ahead.items()):
@@ -469,7 +491,7 @@ class ShardWriter:
     def _remember(self, committed: pa.Table) -> None:
         """Add the keys just committed to the cached intervals they belong to."""
         shard = committed.column("shard").to_numpy()
-        hour = committed.column("hour").to_numpy(zero_copy_only=False)
+        hour = committed.column("interval").to_numpy(zero_copy_only=False)
         hi, lo = committed.column("key_hi").to_numpy(), committed.column("key_lo").to_numpy()
         for key, idx in _group_indices(shard, hour).items():
             self.cache.add(key, hi[idx], lo[idx])
@@ -483,7 +505,8 @@ class ShardWriter:
         from pyspark.sql import functions as F
 
         progress = progress or self.progress()
-        lag = {s: self.store.transaction_version(self.ids_uri, writer_app_id(s)) or 0 for s in self.shards}
+        indexed = self.store.transaction_versions(self.ids_uri, [writer_app_id(s) for s in self.shards])
+        lag = {s: indexed[writer_app_id(s)] or 0 for s in self.shards}
         behind = [s for s in self.shards if lag[s] < progress[s]]
         if not behind:
             return 0
@@ -502,7 +525,7 @@ class ShardWriter:
                 cond = cond | ((F.col("shard") == s) & (F.col("routed_version") > lag[s])
                                & (F.col("routed_version") <= progress[s]))
             rows = (events.where(cond).withColumns(key_hash_columns())
-                    .select("shard", F.col("hour").alias("interval"), *KEY, "routed_version", *HASH))
+                    .select("shard", _own_hour().alias("interval"), *KEY, "routed_version", *HASH))
         rows = rows.persist()
         try:
             n = rows.count()
@@ -530,6 +553,13 @@ class ShardWriter:
                                      metadata={"expired_before": {str(s): self._cutoff_hour(s) for s in self.shards}})
             self.cache.drop_shards(self.shards)
         return len(doomed)
+
+
+def _own_hour() -> Column:
+    """The event's own UTC hour, ``YYYY-MM-DDTHH``: the ID index interval, whatever bucket the event lands in."""
+    from pyspark.sql import functions as F
+
+    return F.date_format("ts", "yyyy-MM-dd'T'HH")
 
 
 def _interval_of(f: FileInfo) -> Interval:

@@ -641,6 +641,11 @@ class EmbeddedTableStore(TableStore):
             ))
         return out
 
+    def transaction_versions(self, table: str, app_ids: Sequence[str]) -> dict[str, int | None]:
+        """Return each app id's committed version from one snapshot (one log read, not one per id)."""
+        dt = self._table(table)
+        return {a: None if (v := dt.transaction_version(a)) is None else int(v) for a in app_ids}
+
     def transaction_version(self, table: str, app_id: str) -> int | None:
         """Return the latest committed version of app transaction ``app_id``, or None if never committed."""
         version = self._table(table).transaction_version(app_id)

@@ -238,6 +238,10 @@ class TableStore(ABC):
     def transaction_version(self, table: str, app_id: str) -> int | None:
         """Return the latest committed version of app transaction ``app_id``, or None."""
 
+    def transaction_versions(self, table: str, app_ids: Sequence[str]) -> dict[str, int | None]:
+        """Return :meth:`transaction_version` of each app id, all read from one snapshot of the table."""
+        return {a: self.transaction_version(table, a) for a in app_ids}
+
     @abstractmethod
     def vacuum(self, table: str, *, retention_hours: float = 168.0, dry_run: bool = False) -> VacuumReport:
         """Delete files no version within ``retention_hours`` needs, and stale uncommitted writes."""
