@@ -215,7 +215,7 @@ class LocalityPlanner:
 
     def level_limit(self, level: int) -> int:
         """Return the rows level ``level`` holds before it merges into the next level."""
-        return self.target_rows * self.growth ** level
+        return int(self.target_rows * self.growth ** level)
 
     def plan(self, files: Iterable[FileNode]) -> list[CompactionTask]:
         """Return merges of overlapping files within a level, then of over-full levels into the next one."""
