@@ -11,6 +11,7 @@ from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
 from lakeshard.lake.store import (
     AppTransaction,
+    BeforeCommit,
     CommitInfo,
     CommitResult,
     FileInfo,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AppTransaction",
+    "BeforeCommit",
     "CommitInfo",
     "CommitResult",
     "FileInfo",

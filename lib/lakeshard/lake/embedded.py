@@ -37,6 +37,7 @@ from deltalake.transaction import AddAction, RemoveAction
 from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError
 from lakeshard.lake.store import (
     AppTransaction,
+    BeforeCommit,
     CommitInfo,
     CommitResult,
     FileInfo,
@@ -412,17 +413,23 @@ class EmbeddedTableStore(TableStore):
         app_transactions: Sequence[AppTransaction] = (),
         metadata: Mapping[str, Any] | None = None,
         read_version: int | None = None,
+        before_commit: BeforeCommit | None = None,
     ) -> CommitResult:
         """Remove the live files ``remove`` (paths as :meth:`files` gives them) and add ``df``'s rows, atomically.
 
         ``data_change=False`` marks a rearrangement of the same rows (compaction), as Delta's
         ``dataChange`` flag does, so streaming readers do not see them twice.
 
+        ``before_commit(uri, new_files)`` runs after the new files are written and before the commit; the
+        mapping it returns joins the commit metadata; if it raises, the written files are deleted and
+        nothing is committed.
+
         Raises:
             CommitConflict: a file in ``remove`` is no longer live, or a concurrent commit removed it.
         """
         return self._commit(table, df, remove=remove, data_change=data_change, app_transactions=app_transactions,
-                            metadata=metadata, operation="replace", read_version=read_version)
+                            metadata=metadata, operation="replace", read_version=read_version,
+                            before_commit=before_commit)
 
     def _commit(
         self,
@@ -435,6 +442,7 @@ class EmbeddedTableStore(TableStore):
         metadata: Mapping[str, Any] | None,
         operation: str,
         read_version: int | None = None,
+        before_commit: BeforeCommit | None = None,
     ) -> CommitResult:
         uri = _normalise_uri(table)
         dt = self._table(uri, read_version)
@@ -456,9 +464,17 @@ class EmbeddedTableStore(TableStore):
                 for p in remove
             ]
         adds, rows, write_dir = ([], 0, None) if df is None else self._write_files(dt, df, data_change)
+        extra: Mapping[str, Any] | None = None
+        if before_commit is not None:
+            try:
+                extra = before_commit(uri, [_added_file(a) for a in adds])
+            except BaseException:
+                if write_dir is not None:
+                    self._delete_tree(write_dir)
+                raise
         commit_id = uuid.uuid4().hex
         props = CommitProperties(
-            custom_metadata={**_metadata_strings(metadata), _COMMIT_ID: commit_id},
+            custom_metadata={**_metadata_strings(metadata), **_metadata_strings(extra), _COMMIT_ID: commit_id},
             app_transactions=[Transaction(t.app_id, t.version) for t in app_transactions] or None,
             max_commit_retries=self._retries,
         )
@@ -641,6 +657,18 @@ def _live_files(dt: DeltaTable) -> list[FileInfo]:
             min_values=mins, max_values=maxs, null_counts=nulls,
         ))
     return out
+
+
+def _added_file(add: AddAction) -> FileInfo:
+    """Return what :meth:`EmbeddedTableStore.files` will say about a file once ``add`` is committed."""
+    stats = json.loads(add.stats)
+    return FileInfo(
+        path=add.path, size_bytes=add.size, num_records=stats.get("numRecords"),
+        partition_values=dict(add.partition_values),
+        modification_time=datetime.fromtimestamp(add.modification_time / 1000, tz=UTC),
+        min_values=stats.get("minValues", {}), max_values=stats.get("maxValues", {}),
+        null_counts=stats.get("nullCount", {}),
+    )
 
 
 def _partition_text(value: Any) -> str:

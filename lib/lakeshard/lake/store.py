@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["AppTransaction", "CommitInfo", "CommitResult", "FileInfo", "TableStore", "VacuumReport"]
+__all__ = ["AppTransaction", "BeforeCommit", "CommitInfo", "CommitResult", "FileInfo", "TableStore", "VacuumReport"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,12 @@ class FileInfo:
     min_values: Mapping[str, Any] = field(default_factory=dict)
     max_values: Mapping[str, Any] = field(default_factory=dict)
     null_counts: Mapping[str, int] = field(default_factory=dict)
+
+
+BeforeCommit = Callable[[str, Sequence[FileInfo]], Mapping[str, Any] | None]
+"""Called with the table's URI and the files a replace is about to add (paths relative to the table root,
+as on disk), after they are written and before the commit; what it returns is added to the commit's
+metadata, and an exception it raises aborts the commit (nothing becomes visible)."""
 
 
 @dataclass(frozen=True)
@@ -159,8 +165,13 @@ class TableStore(ABC):
         app_transactions: Sequence[AppTransaction] = (),
         metadata: Mapping[str, Any] | None = None,
         read_version: int | None = None,
+        before_commit: BeforeCommit | None = None,
     ) -> CommitResult:
-        """Remove the live files ``remove`` and add ``df``'s rows in one atomic commit."""
+        """Remove the live files ``remove`` and add ``df``'s rows in one atomic commit.
+
+        ``before_commit`` sees the written files before the commit and may add commit metadata about them
+        (compaction stores each new file's pruning regexes that way, in the same commit).
+        """
 
     @abstractmethod
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
