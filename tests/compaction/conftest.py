@@ -45,19 +45,24 @@ AppendEvents = Callable[[str, int, int], None]
 
 @pytest.fixture
 def events_table(spark: SparkSession, store: TableStore, tmp_path: Any) -> tuple[str, AppendEvents]:
-    """Return a fresh events table and ``append(tenant, files, rows_per_file)`` that adds sorted small files."""
+    """Return a fresh events table and ``append(tenant, files, rows_per_file)`` that adds sorted small files.
+
+    Each file of one append holds one ``shard`` value, so a file is what one shard writer would flush.
+    """
     uri = str(tmp_path / "events")
     store.create(uri, EVENTS_SCHEMA, partition_by=["tenant_id", "hour"])
     rng = random.Random(42)
     counter = [0]
 
     def append(tenant: str, files: int, rows: int) -> None:
-        # One append per "flush": each commit adds one sorted file per bucket, as a writer would.
-        for _ in range(files):
-            data = [r for h in HOURS for r in event_rows(rng, tenant, h, rows, counter[0])]
+        # One commit adding ``files`` sorted files per bucket, as that many writer flushes would.
+        data = []
+        for f in range(files):
+            part = [r for h in HOURS for r in event_rows(rng, tenant, h, rows, counter[0])]
+            data += [{**r, "shard": f} for r in part]
             counter[0] += rows
-            df = spark.createDataFrame(data, EVENTS_SCHEMA).repartition(1)
-            store.append(uri, sort_like_writer(df))
+        df = spark.createDataFrame(data, EVENTS_SCHEMA)
+        store.append(uri, sort_like_writer(df.repartitionByRange(files, "shard")))
 
     return uri, append
 

@@ -60,6 +60,8 @@ _WRITE_PREFIX = "w-"
 _MAX_STAT_STRING = 32
 # Every commit carries a random id so the writer can find the version it landed at afterwards.
 _COMMIT_ID = "lakeshard.commitId"
+# A swap (removes + adds) re-tries against the newest version at most this often when other commits land.
+_SWAP_RETRIES = 10
 _HISTORY_KEYS = {_COMMIT_ID, "timestamp", "operation", "operationParameters", "operationMetrics", "version",
                  "engineInfo", "clientVersion", "readVersion", "isBlindAppend"}
 
@@ -476,13 +478,19 @@ class EmbeddedTableStore(TableStore):
         props = CommitProperties(
             custom_metadata={**_metadata_strings(metadata), **_metadata_strings(extra), _COMMIT_ID: commit_id},
             app_transactions=[Transaction(t.app_id, t.version) for t in app_transactions] or None,
-            max_commit_retries=self._retries,
+            # delta-rs 1.6.6 rebases a commit with removes over a concurrent commit that removed the same
+            # files (both land: rows doubled). Commits with removes therefore never let delta-rs retry;
+            # _commit_removes retries itself, only while every file it removes is still live.
+            max_commit_retries=0 if removes else self._retries,
         )
         try:
-            dt.create_write_transaction(
-                [*adds, *removes], mode="append", schema=dt.schema(),
-                partition_by=list(dt.metadata().partition_columns) or None, commit_properties=props,
-            )
+            if removes and not app_transactions:
+                self._commit_removes(dt, uri, [*adds, *removes], remove, props)
+            else:
+                dt.create_write_transaction(
+                    [*adds, *removes], mode="append", schema=dt.schema(),
+                    partition_by=list(dt.metadata().partition_columns) or None, commit_properties=props,
+                )
         except CommitFailedError as exc:
             # Only a known-failed commit deletes its files; any other error leaves them for vacuum, since
             # an unknown outcome might be a commit that references them.
@@ -498,6 +506,30 @@ class EmbeddedTableStore(TableStore):
             files_added=len(adds), files_removed=len(removes), rows_added=rows,
             bytes_added=sum(a.size for a in adds), reason=operation,
         )
+
+    def _commit_removes(self, dt: DeltaTable, uri: str, actions: Sequence[AddAction | RemoveAction],
+                        remove: Sequence[str], props: CommitProperties) -> None:
+        """Commit a swap, re-trying on the newest version only while every file to remove is still live.
+
+        Raises:
+            CommitFailedError: the log moved too often, or a concurrent commit removed one of the files.
+        """
+        attempts = max(self._retries or 0, _SWAP_RETRIES)
+        for attempt in range(attempts + 1):
+            try:
+                dt.create_write_transaction(
+                    list(actions), mode="append", schema=dt.schema(),
+                    partition_by=list(dt.metadata().partition_columns) or None, commit_properties=props,
+                )
+                return
+            except CommitFailedError:
+                dt = self._table(uri)
+                live = {f.path for f in _live_files(dt)}
+                gone = [p for p in remove if p not in live]
+                if gone or attempt == attempts:
+                    raise CommitFailedError(
+                        f"a concurrent commit removed files this swap removes: {gone[:5]}" if gone
+                        else f"the log moved {attempts + 1} times while committing this swap") from None
 
     def _version_of_commit(self, dt: DeltaTable, read_version: int, commit_id: str) -> int:
         """Return the version our commit landed at: delta-rs may have retried it past other commits.
