@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -37,7 +38,7 @@ def assert_sorted_and_disjoint(store: TableStore, uri: str, files: list[FileInfo
             ranges.setdefault(bucket, []).append((keys[0], keys[-1]))
     for spans in ranges.values():
         spans.sort()
-        for (_, hi), (lo, _) in zip(spans, spans[1:], strict=False):
+        for (_, hi), (lo, _) in itertools.pairwise(spans):
             assert hi < lo, "two outputs of one bucket and level overlap"
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Predicates", "PruningReport", "QueryError", "choose_files", "read_events"]
 
-Predicates = Mapping[str, "str | None | Sequence[str | None]"]
+Predicates = Mapping[str, "str | Sequence[str | None] | None"]
 """``{column: value}`` (equality; ``None`` means IS NULL) or ``{column: [v1, v2]}`` (IN)."""
 
 
