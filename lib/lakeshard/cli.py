@@ -226,8 +226,10 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     from lakeshard.balancing.cli import add_commands as add_balancing_commands
+    from lakeshard.compaction.cli import add_commands as add_compaction_commands
 
     add_balancing_commands(sub, common)
+    add_compaction_commands(sub, common)
     return parser
 
 

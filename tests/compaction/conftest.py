@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 SERVICES = ["api", "auth", "billing", "cart", "checkout", "db-proxy", "etl", "search", "web", "worker"]
 STATUSES = ["info", "warn", "error", None]
-ENVS = ["prod", "staging", "dev", "canary.eu|1"]  # one value with regex metacharacters
+ENVS = ["prod", "staging", "dev", "pre.view|1"]  # one value with regex metacharacters
 HOURS = ["2026-01-01T10", "2026-01-01T11"]
 
 
@@ -29,7 +29,7 @@ def event_rows(rng: random.Random, tenant: str, hour: str, n: int, start: int) -
     rows = []
     for i in range(n):
         service = rng.choice(SERVICES)
-        env = "canary.eu|1" if service == "search" and rng.random() < 0.2 else rng.choice(ENVS[:3])
+        env = "pre.view|1" if service == "search" and rng.random() < 0.2 else rng.choice(ENVS[:3])
         rows.append({
             "tenant_id": tenant, "event_id": f"{tenant}-{hour}-{start + i}",
             "ts": base + timedelta(seconds=rng.randrange(3600), microseconds=rng.randrange(10**6)),
