@@ -151,3 +151,12 @@ def test_bad_settings_and_inputs_are_named() -> None:
         _tiered.plan([f, f], now=NOW)
     with pytest.raises(PlannerError, match="hour must look like"):
         _tiered.plan([FileNode("y", ("t", "yesterday"), 1, 1, NOW)], now=NOW)
+
+
+def test_full_size_tiered_merges_enter_the_level_that_fits_them() -> None:
+    """A tiered merge too big for L1 lands on L2 at once instead of being rewritten again to climb."""
+    old = NOW - timedelta(hours=5)
+    files = [FileNode(f"b{i}", ("t1", "2026-01-01T10"), 1_000, 5_000, old) for i in range(6)]
+    plan = plan_compaction(files, now=NOW, size_tiered=_tiered, locality=_leveled)
+    assert [t.output_level for t in plan.tasks] == [2]  # 6,000 rows > L1's 4,000, <= L2's 8,000
+    assert _leveled.level_for(1) == 1 and _leveled.level_for(10**9) == _leveled.max_level

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -217,6 +217,13 @@ class LocalityPlanner:
         """Return the rows level ``level`` holds before it merges into the next level."""
         return int(self.target_rows * self.growth ** level)
 
+    def level_for(self, rows: int) -> int:
+        """Return the lowest level (>= 1) that holds ``rows`` rows without overflowing into the next one."""
+        level = 1
+        while level < self.max_level and rows > self.level_limit(level):
+            level += 1
+        return level
+
     def plan(self, files: Iterable[FileNode]) -> list[CompactionTask]:
         """Return merges of overlapping files within a level, then of over-full levels into the next one."""
         tasks = []
@@ -285,7 +292,10 @@ def plan_compaction(files: Sequence[FileNode], *, now: datetime, size_tiered: Si
     """Return size-tiered tasks for level-0 files and locality tasks for the levels, never sharing a file."""
     size_tiered = size_tiered or SizeTieredPlanner()
     locality = locality or LocalityPlanner(target_rows=size_tiered.target_rows)
-    tiered = size_tiered.plan(files, now=now, include_open=include_open)
+    # A full-size tiered merge enters the level that fits its rows, so it is not rewritten again at once
+    # only to climb levels.
+    tiered = [t if t.output_level == 0 else replace(t, output_level=locality.level_for(t.rows))
+              for t in size_tiered.plan(files, now=now, include_open=include_open)]
     leveled = locality.plan(files)
     tasks = [*tiered, *leveled]
     used = {p for t in tasks for p in t.inputs}
