@@ -1,0 +1,191 @@
+"""Streaming k-way merge of sorted Parquet files with memory bounded by (batch size x inputs) — Husky's merge.
+
+Each input is already sorted by the sort schema (ingest and compaction keep that invariant), so merging
+never needs all rows at once. The merge keeps, per input, only its latest batch: at every step the
+*frontier* is the smallest "last key loaded" among inputs not yet exhausted; every pending row with a key
+at or below the frontier can be written, because no input can still produce a smaller key. Then the
+frontier input loads its next batch. Pending rows are therefore at most one batch per input.
+
+Heavy columns (long messages) make a batch of N rows big: :func:`batch_rows_for` shrinks N so that
+``inputs x batch bytes`` fits the memory budget, from the inputs' Parquet metadata (uncompressed bytes per
+row of their heaviest row group).
+
+Outputs rotate at ``target_rows`` but only where the key changes, so outputs are disjoint in sort order.
+
+This is the single-process engine (usable by a notebook or a worker); the :class:`~lakeshard.compaction.
+Compactor` uses Spark's range-partitioned sort, whose memory Spark bounds by spilling. Both keep outputs
+sorted and disjoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakeshard.compaction.sort_schema import SortKey, SortSchema, key_of
+from lakeshard.errors import LakeshardError
+
+__all__ = ["MergeError", "MergeStats", "batch_rows_for", "merge_sorted_files"]
+
+
+class MergeError(LakeshardError):
+    """Inputs cannot be merged: a missing sort column, an unsorted input, a budget too small for one row."""
+
+
+@dataclass(frozen=True)
+class MergeStats:
+    """What a merge did and the most Arrow memory its pending rows took (sampled at every step)."""
+
+    rows: int
+    outputs: tuple[str, ...]
+    batch_rows: int
+    steps: int
+    peak_pending_bytes: int
+
+
+def _sizes(path: str) -> tuple[float, float]:
+    """Return (Arrow bytes per row, Arrow bytes of the largest row group) of a Parquet file.
+
+    Decoded sizes, from its first row group: that is what memory holds. Parquet's own sizes are of
+    encoded pages (a dictionary-encoded message column looks tiny there).
+    """
+    reader = pq.ParquetFile(path)
+    meta = reader.metadata
+    if meta.num_row_groups == 0:
+        return 0.0, 0.0
+    group = reader.read_row_group(0)
+    per_row = group.nbytes / max(1, group.num_rows)
+    largest = max(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
+    return per_row, per_row * largest
+
+
+def batch_rows_for(inputs: Sequence[str], memory_budget_bytes: int, *, max_rows: int = 65_536) -> int:
+    """Return rows per batch so that the merge of ``inputs`` stays within ``memory_budget_bytes``.
+
+    Memory is one decoded row group per input (the reader's), plus per input one pending batch and its
+    sorted copy, plus the output's batch: ``inputs x (row group + 2 batches) + 2 batches``, with 20% headroom
+    for allocator slack.
+
+    Raises:
+        MergeError: the inputs' row groups alone fill the budget (memory is bounded by row-group size x
+            inputs: merge fewer inputs at a time, or write smaller row groups).
+    """
+    sizes = [_sizes(p) for p in inputs]
+    per_row = max((s[0] for s in sizes), default=1.0) or 1.0
+    row_groups = sum(s[1] for s in sizes)
+    room = memory_budget_bytes * 0.8 - row_groups
+    rows = int(room / (2 * (len(inputs) + 1)) / per_row)
+    if rows < 1:
+        raise MergeError(f"a memory budget of {memory_budget_bytes} bytes cannot hold one row group of each of "
+                         f"{len(inputs)} inputs ({row_groups:.0f} bytes) plus one row each ({per_row:.0f} bytes "
+                         "per row): merge fewer inputs at a time or write smaller row groups")
+    return min(rows, max_rows)
+
+
+def _key_at(table: pa.Table, columns: Sequence[str], i: int) -> SortKey:
+    return key_of([table.column(c)[i].as_py() for c in columns])
+
+
+def _upper_bound(table: pa.Table, columns: Sequence[str], key: SortKey) -> int:
+    """Return how many leading rows of the sorted ``table`` have a key <= ``key`` (binary search)."""
+    lo, hi = 0, table.num_rows
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _key_at(table, columns, mid) <= key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+class _Input:
+    def __init__(self, path: str, columns: Sequence[str], batch_rows: int) -> None:
+        self.path = path
+        self._columns = columns
+        self._batches: Iterator[pa.RecordBatch] = pq.ParquetFile(path).iter_batches(batch_size=batch_rows)
+        self.last: SortKey | None = None
+        self.done = False
+
+    def next(self) -> pa.Table | None:
+        for batch in self._batches:
+            if batch.num_rows == 0:
+                continue
+            table = pa.Table.from_batches([batch])
+            first = _key_at(table, self._columns, 0)
+            order = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in self._columns],
+                                    null_placement="at_start")
+            in_order = pc.all(pc.equal(order, pa.array(range(table.num_rows), order.type))).as_py()
+            if not in_order or (self.last is not None and first < self.last):
+                raise MergeError(f"input {self.path} is not sorted by {list(self._columns)}: a batch starts "
+                                 f"at {first} after {self.last}")
+            self.last = _key_at(table, self._columns, table.num_rows - 1)
+            return table
+        self.done = True
+        return None
+
+
+def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callable[[int], str], *,
+                       target_rows: int, batch_rows: int) -> MergeStats:
+    """Merge sorted Parquet ``inputs`` into sorted, disjoint outputs named ``output(0)``, ``output(1)``, ...
+
+    Args:
+        inputs: Parquet files, each sorted by ``schema``, with the same columns.
+        schema: the sort order.
+        output: returns the path of the n-th output file.
+        target_rows: rows per output; an output ends at the first key change after this many rows.
+        batch_rows: rows read per input at a time (see :func:`batch_rows_for`).
+    """
+    if not inputs:
+        raise MergeError("nothing to merge: no input files")
+    columns = list(schema.columns)
+    sort_keys = [(c, "ascending") for c in columns]
+    readers = [_Input(p, columns, batch_rows) for p in inputs]
+    pending_parts = [t for t in (r.next() for r in readers) if t is not None]
+    writer: pq.ParquetWriter | None = None
+    outputs: list[str] = []
+    written = rows_in_output = steps = peak = 0
+    last_written: SortKey | None = None
+
+    def write(table: pa.Table) -> None:
+        nonlocal writer, rows_in_output, written, last_written
+        if table.num_rows == 0:
+            return
+        first = _key_at(table, columns, 0)
+        if writer is None or (rows_in_output >= target_rows and last_written is not None and first > last_written):
+            if writer is not None:
+                writer.close()
+            outputs.append(output(len(outputs)))
+            writer = pq.ParquetWriter(outputs[-1], table.schema)
+            rows_in_output = 0
+        writer.write_table(table)
+        rows_in_output += table.num_rows
+        written += table.num_rows
+        last_written = _key_at(table, columns, table.num_rows - 1)
+
+    try:
+        while pending_parts:
+            steps += 1
+            pending = pa.concat_tables(pending_parts)
+            ordered = pending.take(pc.sort_indices(pending, sort_keys=sort_keys, null_placement="at_start"))
+            peak = max(peak, pending.nbytes + ordered.nbytes)
+            active = [r for r in readers if not r.done]
+            if not active:
+                write(ordered)
+                break
+            frontier = min(active, key=lambda r: r.last or ())
+            assert frontier.last is not None
+            cut = _upper_bound(ordered, columns, frontier.last)
+            # Emit in row-group-sized slices so an output can end at a key change inside the cut.
+            for start in range(0, cut, batch_rows):
+                write(ordered.slice(start, min(batch_rows, cut - start)))
+            rest = ordered.slice(cut)
+            loaded = frontier.next()
+            pending_parts = [t for t in (rest, loaded) if t is not None and t.num_rows]
+    finally:
+        if writer is not None:
+            writer.close()
+    return MergeStats(written, tuple(outputs), batch_rows, steps, peak)
