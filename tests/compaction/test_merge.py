@@ -55,7 +55,7 @@ def test_merge_of_inputs_larger_than_the_budget_stays_under_it(tmp_path: Path, a
     batch = batch_rows_for(inputs, budget)
     stats = merge_sorted_files(inputs, EVENTS_SORT_SCHEMA, lambda n: str(tmp_path / f"out{n}.parquet"),
                                target_rows=1_000, batch_rows=batch)
-    print(f"merged {uncompressed} bytes with batch {batch} rows: Arrow peak {arrow_peak.max_memory()} bytes, budget {budget}")
+    print(f"merged {uncompressed} bytes, batch {batch} rows: Arrow peak {arrow_peak.max_memory()}, budget {budget}")
     assert arrow_peak.max_memory() <= budget, f"Arrow peak {arrow_peak.max_memory()} > budget {budget}"
     assert stats.peak_pending_bytes <= budget
     assert stats.rows == total and len(stats.outputs) >= 3
