@@ -40,7 +40,7 @@ def event_rows(rng: random.Random, tenant: str, hour: str, n: int, start: int) -
     return rows
 
 
-AppendEvents = Callable[[str, int, int], None]
+AppendEvents = Callable[..., None]
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def events_table(spark: SparkSession, store: TableStore, tmp_path: Any) -> tuple
     rng = random.Random(42)
     counter = [0]
 
-    def append(tenant: str, files: int, rows: int) -> None:
+    def append(tenant: str, files: int, rows: int, *, sort: bool = True) -> None:
         # One commit adding ``files`` sorted files per bucket, as that many writer flushes would.
         data = []
         for f in range(files):
@@ -62,7 +62,8 @@ def events_table(spark: SparkSession, store: TableStore, tmp_path: Any) -> tuple
             data += [{**r, "shard": f} for r in part]
             counter[0] += rows
         df = spark.createDataFrame(data, EVENTS_SCHEMA)
-        store.append(uri, sort_like_writer(df.repartitionByRange(files, "shard")))
+        df = df.repartitionByRange(files, "shard")
+        store.append(uri, sort_like_writer(df) if sort else df)
 
     return uri, append
 

@@ -42,11 +42,15 @@ def assert_sorted_and_disjoint(store: TableStore, uri: str, files: list[FileInfo
             assert hi < lo, "two outputs of one bucket and level overlap"
 
 
-def test_compaction_preserves_rows_sorts_and_describes_outputs(store: TableStore,
+@pytest.mark.parametrize("sorted_inputs", [True, False], ids=["arrow-merge", "unsorted-spark-fallback"])
+def test_compaction_preserves_rows_sorts_and_describes_outputs(store: TableStore, sorted_inputs: bool,
                                                                 events_table: tuple[str, AppendEvents]) -> None:
-    """Rows (checksum over all columns) survive; outputs are sorted, disjoint, and carry regexes in the swap commit."""
+    """Rows (checksum over all columns) survive; outputs are sorted, disjoint, and carry regexes in the swap commit.
+
+    Sorted inputs go through the streaming merge; unsorted ones (written before ingest sorted) through Spark.
+    """
     uri, append = events_table
-    append("t1", 6, 60)
+    append("t1", 6, 60, sort=sorted_inputs)
     append("t2", 2, 30)  # too few files: this tenant's buckets stay as they are
     before = checksum(store.read(uri))
     files_before = store.files(uri)

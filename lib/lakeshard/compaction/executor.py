@@ -3,11 +3,19 @@
 How one round works:
 
 1. The table's live files and their fragment metadata (level, key range) feed the planners.
-2. Tasks of distinct buckets form a round. Spark reads their files (``store.read_files``), range-partitions
-   the rows on ``(tenant_id, hour, *sort columns)`` into as many partitions as the tasks want outputs, and
-   sorts within each partition. Range partitions are disjoint in that order, so each bucket's outputs are
-   disjoint in sort order and each output is sorted. Spark's sort spills to disk past its memory budget:
-   memory is bounded by Spark's execution memory, not by the input size.
+2. Tasks of distinct buckets form a round, merged by one of two engines:
+
+   * ``arrow`` (default): each task's inputs — each already sorted — go through the streaming k-way merge
+     of :mod:`lakeshard.compaction.merge` in this process, memory bounded by ``memory_budget_bytes``
+     (row group x inputs), outputs rotating at ``target_rows`` only where the key changes;
+     A round whose inputs turn out not to be sorted (files written before ingest sorted them) falls
+     back to the Spark engine;
+   * ``spark``: Spark reads the files (``store.read_files``), range-partitions the rows on
+     ``(tenant_id, hour, *sort columns)`` into as many partitions as the tasks want outputs, and sorts
+     within each partition (Spark spills past its execution memory). For object stores and inputs that
+     are not sorted yet.
+
+   Either way each bucket's outputs are sorted and disjoint in sort order.
 3. ``store.replace_files`` writes the outputs and, in ONE Delta commit with ``dataChange=false``, removes
    the inputs and adds the outputs; its ``before_commit`` hook reads each output's sort columns and puts
    the fragment metadata (level, key range, per-column pruning regex) into that same commit.
@@ -26,13 +34,17 @@ planning that round to its commit.
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote, unquote
 
 from lakeshard.compaction.fragments import FragmentMeta, describe_file, fragments_metadata, read_fragments
+from lakeshard.compaction.merge import MergeError, batch_rows_for, merge_sorted_files
 from lakeshard.compaction.planner import (
     Bucket,
     CompactionPlan,
@@ -79,6 +91,10 @@ class CompactionSettings:
     max_retries: int = 3
     include_open: bool = False  # also merge the newest files of buckets still receiving data
     max_rounds: int = 20  # each round may enable the next (tiered outputs overlap on L1); this caps a run
+    # "arrow": streaming k-way merge in this process (memory_budget_bytes bounds it; local tables only);
+    # "spark": range-partitioned sort in Spark (bounded by Spark's execution memory; any storage).
+    engine: Literal["arrow", "spark"] = "arrow"
+    memory_budget_bytes: int = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -117,8 +133,6 @@ class CompactionReport:
 
 def file_nodes(files: Sequence[FileInfo], fragments: dict[str, FragmentMeta]) -> list[FileNode]:
     """Return planner inputs: each live file with its bucket and, when compaction wrote it, level and range."""
-    from urllib.parse import unquote
-
     nodes = []
     for f in files:
         bucket = (str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour")))
@@ -233,10 +247,21 @@ class Compactor:
 
     def _execute(self, tasks: Sequence[CompactionTask], version: int, files: Sequence[FileInfo],
                  attempts: int) -> RoundResult:
+        if self.settings.engine == "arrow":
+            try:
+                return self._swap(tasks, version, files, attempts, spark_engine=False)
+            except MergeError as exc:
+                if "is not sorted" not in str(exc):
+                    raise
+                # Files written before ingest sorted them: Spark sorts this round instead of merging.
+        return self._swap(tasks, version, files, attempts, spark_engine=True)
+
+    def _swap(self, tasks: Sequence[CompactionTask], version: int, files: Sequence[FileInfo], attempts: int, *,
+              spark_engine: bool) -> RoundResult:
         by_path = {f.path: f for f in files}
         inputs = [by_path[p] for t in tasks for p in t.inputs]
         levels = {t.bucket: t.output_level for t in tasks}
-        merged = self._merged(inputs, sum(t.outputs for t in tasks))
+        merged = self._merged(inputs, sum(t.outputs for t in tasks)) if spark_engine else None
 
         def describe(root: str, new: Sequence[FileInfo]) -> dict[str, str]:
             if self._before_commit is not None:
@@ -254,9 +279,28 @@ class Compactor:
         result = self.store.replace_files(
             self.table, [f.path for f in inputs], merged, data_change=False,
             metadata={"lakeshard.compaction": summary}, read_version=version, before_commit=describe,
+            write=None if spark_engine else self._merge_writer(tasks),
         )
         return RoundResult(tuple(tasks), result.version, result.files_removed, result.files_added,
                            result.rows_added, attempts)
+
+    def _merge_writer(self, tasks: Sequence[CompactionTask]) -> Callable[[str], None]:
+        """Return the store's write function: k-way merge each task's inputs into its partition directory."""
+
+        def write(target: str) -> None:
+            if "://" in target:
+                raise CompactionError(f"{self.table}: the arrow engine writes local tables only; use "
+                                      "CompactionSettings(engine='spark') for object stores")
+            root = target.rsplit("/", 1)[0]
+            for t in tasks:
+                paths = [f"{root}/{unquote(p)}" for p in t.inputs]
+                directory = f"{target}/tenant_id={_hive_escape(t.bucket[0])}/hour={_hive_escape(t.bucket[1])}"
+                os.makedirs(directory, exist_ok=True)
+                merge_sorted_files(paths, self.sort_schema, functools.partial(_part_path, directory),
+                                   target_rows=t.target_rows,
+                                   batch_rows=batch_rows_for(paths, self.settings.memory_budget_bytes))
+
+        return write
 
     def _merged(self, inputs: Sequence[FileInfo], outputs: int) -> DataFrame:
         """Return the inputs' rows range-partitioned into ``outputs`` sorted, disjoint partitions."""
@@ -265,6 +309,15 @@ class Compactor:
         key = [F.col(c) for c in (*BUCKET_COLUMNS, *self.sort_schema.columns)]
         df = self.store.read_files(self.table, inputs)
         return df.repartitionByRange(max(1, outputs), *key).sortWithinPartitions(*key)
+
+
+def _part_path(directory: str, n: int) -> str:
+    return f"{directory}/part-{n:05d}.parquet"
+
+
+def _hive_escape(value: str) -> str:
+    """Return a partition value as Spark/Hive write it in a directory name (odd characters percent-encoded)."""
+    return quote(value, safe=" !$&()+,-.;@_`~")
 
 
 def _one_per_bucket(tasks: Sequence[CompactionTask]) -> list[CompactionTask]:

@@ -103,9 +103,10 @@ def _upper_bound(table: pa.Table, columns: Sequence[str], key: SortKey) -> int:
 
 
 class _Input:
-    def __init__(self, path: str, columns: Sequence[str], batch_rows: int) -> None:
+    def __init__(self, path: str, columns: Sequence[str], batch_rows: int, schema: pa.Schema) -> None:
         self.path = path
         self._columns = columns
+        self._schema = schema
         self._batches: Iterator[pa.RecordBatch] = pq.ParquetFile(path).iter_batches(batch_size=batch_rows)
         self.last: SortKey | None = None
         self.done = False
@@ -114,7 +115,7 @@ class _Input:
         for batch in self._batches:
             if batch.num_rows == 0:
                 continue
-            table = pa.Table.from_batches([batch])
+            table = self._conform(pa.Table.from_batches([batch]))
             first = _key_at(table, self._columns, 0)
             order = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in self._columns],
                                     null_placement="at_start")
@@ -126,6 +127,16 @@ class _Input:
             return table
         self.done = True
         return None
+
+    def _conform(self, table: pa.Table) -> pa.Table:
+        """Return the batch with the first input's column order and types (writers differ in nullability)."""
+        missing = [n for n in self._schema.names if n not in table.column_names]
+        if missing:
+            raise MergeError(f"input {self.path} lacks columns {missing} of the first input")
+        try:
+            return table.select(self._schema.names).cast(self._schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise MergeError(f"input {self.path} does not fit the first input's schema: {exc}") from None
 
 
 def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callable[[int], str], *,
@@ -143,7 +154,8 @@ def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callab
         raise MergeError("nothing to merge: no input files")
     columns = list(schema.columns)
     sort_keys = [(c, "ascending") for c in columns]
-    readers = [_Input(p, columns, batch_rows) for p in inputs]
+    unified = pq.read_schema(inputs[0]).remove_metadata()
+    readers = [_Input(p, columns, batch_rows, unified) for p in inputs]
     pending_parts = [t for t in (r.next() for r in readers) if t is not None]
     writer: pq.ParquetWriter | None = None
     outputs: list[str] = []

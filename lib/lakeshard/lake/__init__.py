@@ -17,6 +17,7 @@ from lakeshard.lake.store import (
     FileInfo,
     TableStore,
     VacuumReport,
+    WriteFiles,
 )
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ __all__ = [
     "FileInfo",
     "TableStore",
     "VacuumReport",
+    "WriteFiles",
     "adapter_name",
     "open_store",
 ]

@@ -43,6 +43,7 @@ from lakeshard.lake.store import (
     FileInfo,
     TableStore,
     VacuumReport,
+    WriteFiles,
 )
 
 if TYPE_CHECKING:
@@ -416,6 +417,7 @@ class EmbeddedTableStore(TableStore):
         metadata: Mapping[str, Any] | None = None,
         read_version: int | None = None,
         before_commit: BeforeCommit | None = None,
+        write: WriteFiles | None = None,
     ) -> CommitResult:
         """Remove the live files ``remove`` (paths as :meth:`files` gives them) and add ``df``'s rows, atomically.
 
@@ -424,14 +426,15 @@ class EmbeddedTableStore(TableStore):
 
         ``before_commit(uri, new_files)`` runs after the new files are written and before the commit; the
         mapping it returns joins the commit metadata; if it raises, the written files are deleted and
-        nothing is committed.
+        nothing is committed. Instead of ``df``, ``write(directory)`` may write the Parquet files itself
+        (Hive-style partition directories under ``directory``, columns as the table's minus partitions).
 
         Raises:
             CommitConflict: a file in ``remove`` is no longer live, or a concurrent commit removed it.
         """
         return self._commit(table, df, remove=remove, data_change=data_change, app_transactions=app_transactions,
                             metadata=metadata, operation="replace", read_version=read_version,
-                            before_commit=before_commit)
+                            before_commit=before_commit, write=write)
 
     def _commit(
         self,
@@ -445,8 +448,11 @@ class EmbeddedTableStore(TableStore):
         operation: str,
         read_version: int | None = None,
         before_commit: BeforeCommit | None = None,
+        write: WriteFiles | None = None,
     ) -> CommitResult:
         uri = _normalise_uri(table)
+        if df is not None and write is not None:
+            raise TableStoreError(f"{uri}: give the rows to add as a DataFrame or as a write function, not both")
         dt = self._table(uri, read_version)
         read_version = int(dt.version())
         if app_transactions and self._already_committed(dt, app_transactions):
@@ -465,7 +471,10 @@ class EmbeddedTableStore(TableStore):
                              size=live[p].size_bytes, partition_values=dict(live[p].partition_values))
                 for p in remove
             ]
-        adds, rows, write_dir = ([], 0, None) if df is None else self._write_files(dt, df, data_change)
+        adds: list[AddAction] = []
+        rows, write_dir = 0, None
+        if df is not None or write is not None:
+            adds, rows, write_dir = self._write_files(dt, df, data_change, write)
         extra: Mapping[str, Any] | None = None
         if before_commit is not None:
             try:
@@ -566,17 +575,25 @@ class EmbeddedTableStore(TableStore):
             )
         return bool(committed)
 
-    def _write_files(self, dt: DeltaTable, df: DataFrame, data_change: bool) -> tuple[list[AddAction], int, str]:
+    def _write_files(self, dt: DeltaTable, df: DataFrame | None, data_change: bool,
+                     write: WriteFiles | None = None) -> tuple[list[AddAction], int, str]:
+        """Write ``df`` with Spark (or let ``write`` write Parquet files) under a fresh directory; return adds."""
         uri = _normalise_uri(dt.table_uri)
-        schema = _to_spark_schema(dt.schema())
         parts = list(dt.metadata().partition_columns)
-        conformed = _conform(df, schema, uri)
         write_id = f"{_WRITE_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         target = f"{uri}/{write_id}"
-        writer = conformed.write.mode("errorifexists")
-        if parts:
-            writer = writer.partitionBy(*parts)
-        writer.parquet(_spark_path(target))
+        if write is not None:
+            try:
+                write(target)
+            except BaseException:
+                self._delete_tree(target)
+                raise
+        elif df is not None:
+            conformed = _conform(df, _to_spark_schema(dt.schema()), uri)
+            writer = conformed.write.mode("errorifexists")
+            if parts:
+                writer = writer.partitionBy(*parts)
+            writer.parquet(_spark_path(target))
         fs, base = _filesystem(target)
         adds: list[AddAction] = []
         rows = 0

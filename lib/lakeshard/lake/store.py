@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["AppTransaction", "BeforeCommit", "CommitInfo", "CommitResult", "FileInfo", "TableStore", "VacuumReport"]
+__all__ = ["AppTransaction", "BeforeCommit", "CommitInfo", "CommitResult", "FileInfo", "TableStore", "VacuumReport",
+           "WriteFiles"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ BeforeCommit = Callable[[str, Sequence[FileInfo]], Mapping[str, Any] | None]
 """Called with the table's URI and the files a replace is about to add (paths relative to the table root,
 as on disk), after they are written and before the commit; what it returns is added to the commit's
 metadata, and an exception it raises aborts the commit (nothing becomes visible)."""
+
+
+WriteFiles = Callable[[str], None]
+"""Writes Parquet data files under the directory it is given (Hive-style ``col=value`` partition directories,
+the table's columns minus the partition columns); a replace then commits whatever it wrote."""
 
 
 @dataclass(frozen=True)
@@ -166,11 +172,13 @@ class TableStore(ABC):
         metadata: Mapping[str, Any] | None = None,
         read_version: int | None = None,
         before_commit: BeforeCommit | None = None,
+        write: WriteFiles | None = None,
     ) -> CommitResult:
         """Remove the live files ``remove`` and add ``df``'s rows in one atomic commit.
 
         ``before_commit`` sees the written files before the commit and may add commit metadata about them
-        (compaction stores each new file's pruning regexes that way, in the same commit).
+        (compaction stores each new file's pruning regexes that way, in the same commit). ``write`` may
+        write the new files itself instead of ``df`` (compaction's streaming merge does).
         """
 
     @abstractmethod
