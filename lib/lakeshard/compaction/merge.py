@@ -86,6 +86,11 @@ def batch_rows_for(inputs: Sequence[str], memory_budget_bytes: int, *, max_rows:
     return min(rows, max_rows)
 
 
+def _sort_keys(columns: Sequence[str]) -> list[tuple[str, str, str]]:
+    """Return Arrow sort keys matching Spark's ascending order: nulls first in every column."""
+    return [(c, "ascending", "at_start") for c in columns]
+
+
 def _key_at(table: pa.Table, columns: Sequence[str], i: int) -> SortKey:
     return key_of([table.column(c)[i].as_py() for c in columns])
 
@@ -117,8 +122,7 @@ class _Input:
                 continue
             table = self._conform(pa.Table.from_batches([batch]))
             first = _key_at(table, self._columns, 0)
-            order = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in self._columns],
-                                    null_placement="at_start")
+            order = pc.sort_indices(table, sort_keys=_sort_keys(self._columns))
             in_order = pc.all(pc.equal(order, pa.array(range(table.num_rows), order.type))).as_py()
             if not in_order or (self.last is not None and first < self.last):
                 raise MergeError(f"input {self.path} is not sorted by {list(self._columns)}: a batch starts "
@@ -153,7 +157,7 @@ def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callab
     if not inputs:
         raise MergeError("nothing to merge: no input files")
     columns = list(schema.columns)
-    sort_keys = [(c, "ascending") for c in columns]
+    sort_keys = _sort_keys(columns)
     unified = pq.read_schema(inputs[0]).remove_metadata()
     readers = [_Input(p, columns, batch_rows, unified) for p in inputs]
     pending_parts = [t for t in (r.next() for r in readers) if t is not None]
@@ -182,7 +186,7 @@ def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callab
         while pending_parts:
             steps += 1
             pending = pa.concat_tables(pending_parts)
-            ordered = pending.take(pc.sort_indices(pending, sort_keys=sort_keys, null_placement="at_start"))
+            ordered = pending.take(pc.sort_indices(pending, sort_keys=sort_keys))
             peak = max(peak, pending.nbytes + ordered.nbytes)
             active = [r for r in readers if not r.done]
             if not active:
