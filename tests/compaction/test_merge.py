@@ -59,6 +59,8 @@ def test_merge_of_inputs_larger_than_the_budget_stays_under_it(tmp_path: Path, a
     assert arrow_peak.max_memory() <= budget, f"Arrow peak {arrow_peak.max_memory()} > budget {budget}"
     assert stats.peak_pending_bytes <= budget
     assert stats.rows == total and len(stats.outputs) >= 3
+    # Output row groups gather about one batch per input, not one tiny group per merge step.
+    assert pq.ParquetFile(stats.outputs[0]).metadata.row_group(0).num_rows >= batch * len(inputs)
     ids_in = sorted(pq.read_table(inputs[0]).column("event_id").to_pylist()
                     + [e for p in inputs[1:] for e in pq.read_table(p).column("event_id").to_pylist()])
     ids_out = sorted(e for p in stats.outputs for e in pq.read_table(p).column("event_id").to_pylist())

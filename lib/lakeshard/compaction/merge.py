@@ -31,6 +31,9 @@ from lakeshard.errors import LakeshardError
 
 __all__ = ["MergeError", "MergeStats", "batch_rows_for", "merge_sorted_files"]
 
+# Output row groups hold about one batch per input (bounded by the same budget), at most this many rows.
+_MAX_GROUP_ROWS = 131_072
+
 
 class MergeError(LakeshardError):
     """Inputs cannot be merged: a missing sort column, an unsorted input, a budget too small for one row."""
@@ -66,9 +69,9 @@ def _sizes(path: str) -> tuple[float, float]:
 def batch_rows_for(inputs: Sequence[str], memory_budget_bytes: int, *, max_rows: int = 65_536) -> int:
     """Return rows per batch so that the merge of ``inputs`` stays within ``memory_budget_bytes``.
 
-    Memory is one decoded row group per input (the reader's), plus per input one pending batch and its
-    sorted copy, plus the output's batch: ``inputs x (row group + 2 batches) + 2 batches``, with 20% headroom
-    for allocator slack.
+    Memory is one decoded row group per input (the reader's), plus per input one pending batch, its
+    sorted copy and its share of the output row group being buffered: ``inputs x (row group + 3 batches)``
+    plus slack, within 80% of the budget (allocator headroom).
 
     Raises:
         MergeError: the inputs' row groups alone fill the budget (memory is bounded by row-group size x
@@ -78,7 +81,7 @@ def batch_rows_for(inputs: Sequence[str], memory_budget_bytes: int, *, max_rows:
     per_row = max((s[0] for s in sizes), default=1.0) or 1.0
     row_groups = sum(s[1] for s in sizes)
     room = memory_budget_bytes * 0.8 - row_groups
-    rows = int(room / (2 * (len(inputs) + 1)) / per_row)
+    rows = int(room / (3 * (len(inputs) + 1)) / per_row)
     if rows < 1:
         raise MergeError(f"a memory budget of {memory_budget_bytes} bytes cannot hold one row group of each of "
                          f"{len(inputs)} inputs ({row_groups:.0f} bytes) plus one row each ({per_row:.0f} bytes "
@@ -166,21 +169,49 @@ def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callab
     written = rows_in_output = steps = peak = 0
     last_written: SortKey | None = None
 
+    group_rows = min(_MAX_GROUP_ROWS, batch_rows * len(inputs))
+    buffered: list[pa.Table] = []
+
+    def flush() -> None:
+        if buffered and writer is not None:
+            writer.write_table(pa.concat_tables(buffered))
+        buffered.clear()
+
+    def open_next(schema: pa.Schema) -> None:
+        nonlocal writer, rows_in_output
+        if writer is not None:
+            flush()
+            writer.close()
+        outputs.append(output(len(outputs)))
+        writer = pq.ParquetWriter(outputs[-1], schema)
+        rows_in_output = 0
+
     def write(table: pa.Table) -> None:
-        nonlocal writer, rows_in_output, written, last_written
-        if table.num_rows == 0:
-            return
-        first = _key_at(table, columns, 0)
-        if writer is None or (rows_in_output >= target_rows and last_written is not None and first > last_written):
-            if writer is not None:
-                writer.close()
-            outputs.append(output(len(outputs)))
-            writer = pq.ParquetWriter(outputs[-1], table.schema)
-            rows_in_output = 0
-        writer.write_table(table)
-        rows_in_output += table.num_rows
-        written += table.num_rows
-        last_written = _key_at(table, columns, table.num_rows - 1)
+        """Append sorted rows, starting a new output once it is full and the key changes."""
+        nonlocal rows_in_output, written, last_written
+        while table.num_rows:
+            if writer is None:
+                open_next(table.schema)
+            room = target_rows - rows_in_output
+            if room <= 0:
+                # Full: rows equal to the last written key stay in this output, so outputs stay disjoint.
+                assert last_written is not None
+                same = _upper_bound(table, columns, last_written)
+                if same == 0:
+                    open_next(table.schema)
+                    continue
+                take = same
+            else:
+                take = min(room, table.num_rows)
+            piece = table.slice(0, take)
+            # A copy: a slice would keep the whole sorted pending table alive until the group is written.
+            buffered.append(piece.take(pa.array(range(take), pa.int64())))
+            if sum(t.num_rows for t in buffered) >= group_rows:
+                flush()
+            rows_in_output += take
+            written += take
+            last_written = _key_at(piece, columns, take - 1)
+            table = table.slice(take)
 
     try:
         while pending_parts:
@@ -195,13 +226,12 @@ def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callab
             frontier = min(active, key=lambda r: r.last or ())
             assert frontier.last is not None
             cut = _upper_bound(ordered, columns, frontier.last)
-            # Emit in row-group-sized slices so an output can end at a key change inside the cut.
-            for start in range(0, cut, batch_rows):
-                write(ordered.slice(start, min(batch_rows, cut - start)))
+            write(ordered.slice(0, cut))
             rest = ordered.slice(cut)
             loaded = frontier.next()
             pending_parts = [t for t in (rest, loaded) if t is not None and t.num_rows]
     finally:
         if writer is not None:
+            flush()
             writer.close()
     return MergeStats(written, tuple(outputs), batch_rows, steps, peak)
