@@ -54,7 +54,8 @@ table = SmallFileTable(spark, store, cfg.table_uri("events"))
 for t in range(p["tenants"]):
     table.append(f"tenant-{t}", files=p["files"], rows=p["rows"])
 print(f"{len(store.files(table.uri))} files, {store.read(table.uri).count():,} events")"""),
-    nbf.v4.new_code_cell("""from lakeshard.compaction import CompactionSettings, Compactor, LocalityPlanner, SizeTieredPlanner
+    nbf.v4.new_code_cell(
+        """from lakeshard.compaction import CompactionSettings, Compactor, LocalityPlanner, SizeTieredPlanner
 from lakeshard.report import format_table
 
 settings = CompactionSettings(
@@ -65,7 +66,8 @@ _, _, before = compactor.snapshot()
 plan = compactor.plan()
 print(format_table(["bucket", "kind", "files", "rows", "outputs", "level"],
                    [[f"{t.bucket[0]}/{t.bucket[1]}", t.kind, len(t.inputs), t.rows, t.outputs,
-                     f"L{t.output_level}"] for t in plan.tasks]))"""),
+                     f"L{t.output_level}"] for t in plan.tasks]))"""
+    ),
     nbf.v4.new_code_cell("""report = compactor.run(apply=True)
 _, _, after = compactor.snapshot()
 for r in report.rounds:
