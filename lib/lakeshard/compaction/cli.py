@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
-from lakeshard.config import LakeshardConfig, load_config
+# The same --lakehouse/--config handling and ISO timestamp parsing as the load-management commands.
+from lakeshard.balancing.cli import _config, _timestamp
 
 __all__ = ["add_commands", "cmd_compact", "cmd_query"]
 
@@ -22,27 +22,11 @@ _SHOWN = 20  # rows of a plan printed before "... and N more"
 _EVENTS = "events"
 
 
-def _config(args: argparse.Namespace) -> LakeshardConfig:
-    overrides: dict[str, Any] = {}
-    if getattr(args, "lakehouse", None):
-        overrides["lakehouse"] = args.lakehouse
-    return load_config(getattr(args, "config", None), overrides=overrides)
-
-
 def _bucket(text: str) -> tuple[str, str]:
     tenant, sep, hour = text.rpartition("/")
     if not sep or not tenant or len(hour) != 13 or hour[10] != "T":
         raise argparse.ArgumentTypeError(f"expected TENANT/HOUR like acme/2026-01-01T10, found {text!r}")
     return tenant, hour
-
-
-def _timestamp(text: str) -> datetime:
-    try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected an ISO timestamp like 2026-01-01T10:00:00Z, found {text!r}") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _predicate(text: str) -> tuple[str, str]:
