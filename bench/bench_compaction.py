@@ -141,6 +141,24 @@ def _jvm_peak_heap(spark: Any, reset: bool) -> int:
     return total
 
 
+def _lakeshard_run(spark: Any, store: Any, uri: str, settings: CompactionSettings) -> dict[str, Any]:
+    """Compact ``uri`` and return wall time and memory: the merge's Arrow peak (proxy pool) and the JVM's heap."""
+    _jvm_peak_heap(spark, reset=True)
+    # Every Arrow allocation of the merge goes through this proxy, so its high-water mark is the merge's.
+    previous_pool = pa.default_memory_pool()
+    merge_pool = pa.proxy_memory_pool(previous_pool)
+    pa.set_memory_pool(merge_pool)
+    started = time.perf_counter()
+    try:
+        report = Compactor(store, uri, settings=settings).run(apply=True)
+    finally:
+        pa.set_memory_pool(previous_pool)
+    return {"seconds": time.perf_counter() - started, "rounds": len(report.rounds),
+            "arrow_peak_bytes": merge_pool.max_memory(), "memory_budget_bytes": settings.memory_budget_bytes,
+            "jvm_peak_heap_bytes": _jvm_peak_heap(spark, reset=False),
+            "python_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
 def _needles(store: Any, uri: str, tenants: int, hours: int, with_regex: bool) -> dict[str, int]:
     files = store.files(uri)
     fragments = read_fragments(store, uri, files) if with_regex else {}
@@ -165,7 +183,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=50, help="small files per bucket")
     parser.add_argument("--target-rows", type=int, default=25_000, help="rows per output file")
     parser.add_argument("--driver-memory", default="1g")
-    parser.add_argument("--memory-budget-mib", type=int, default=64, help="the streaming merge's memory budget")
+    parser.add_argument("--memory-budget-mib", type=int, default=256, help="the streaming merge's memory budget")
+    parser.add_argument("--small-budget-mib", type=int, default=64,
+                        help="a second lakeshard run with this budget (below one bucket's input)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--work", default=None, help="directory for the tables (default: a temporary one)")
     args = parser.parse_args()
@@ -186,31 +206,19 @@ def main() -> None:
                        [f.name for f in EVENTS_SCHEMA.fields if f.name not in ("tenant_id", "hour")])
     target_bytes = int(args.target_rows * bytes_in / rows_in)
     results: dict[str, Any] = {}
-    copies = {name: str(work / name / "events") for name in ("lakeshard", "delta_compact", "delta_zorder")}
+    copies = {name: str(work / name / "events")
+              for name in ("lakeshard", "lakeshard_small_budget", "delta_compact", "delta_zorder")}
     for path in copies.values():
         shutil.copytree(base, path)
 
-    _say("lakeshard compaction ...")
-    settings = CompactionSettings(
-        size_tiered=SizeTieredPlanner(min_files=32, target_rows=args.target_rows, base_rows=args.target_rows // 64,
-                                      growth=4),
-        locality=LocalityPlanner(target_rows=args.target_rows, growth=4), max_retries=3,
-        memory_budget_bytes=args.memory_budget_mib * 2**20)
-    _jvm_peak_heap(spark, reset=True)
-    # Every Arrow allocation of the merge goes through this proxy, so its high-water mark is the merge's.
-    previous_pool = pa.default_memory_pool()
-    merge_pool = pa.proxy_memory_pool(previous_pool)
-    pa.set_memory_pool(merge_pool)
-    started = time.perf_counter()
-    try:
-        report = Compactor(store, copies["lakeshard"], settings=settings).run(apply=True)
-    finally:
-        pa.set_memory_pool(previous_pool)
-    results["lakeshard"] = {"seconds": time.perf_counter() - started, "rounds": len(report.rounds),
-                            "arrow_peak_bytes": merge_pool.max_memory(),
-                            "memory_budget_bytes": settings.memory_budget_bytes}
-    results["lakeshard"]["jvm_peak_heap_bytes"] = _jvm_peak_heap(spark, reset=False)
-    results["lakeshard"]["python_max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    for name, budget in (("lakeshard", args.memory_budget_mib), ("lakeshard_small_budget", args.small_budget_mib)):
+        _say(f"{name}: compaction with a {budget} MiB merge budget ...")
+        settings = CompactionSettings(
+            size_tiered=SizeTieredPlanner(min_files=32, target_rows=args.target_rows,
+                                          base_rows=args.target_rows // 64, growth=4),
+            locality=LocalityPlanner(target_rows=args.target_rows, growth=4), max_retries=3,
+            memory_budget_bytes=budget * 2**20)
+        results[name] = _lakeshard_run(spark, store, copies[name], settings)
 
     _say("delta-rs optimize.compact ...")
     started = time.perf_counter()
@@ -228,12 +236,13 @@ def main() -> None:
             raise SystemExit(f"{name}: {rows} rows after compaction, {rows_in} before")
         results[name].update(files_out=len(files), rows=rows,
                              needles_min_max=_needles(store, uri, args.tenants, args.hours, with_regex=False))
-        if name == "lakeshard":
+        if name.startswith("lakeshard"):
             results[name]["needles_regex"] = _needles(store, uri, args.tenants, args.hours, with_regex=True)
         _say(f"{name}: {results[name]['seconds']:.1f}s, {len(files)} files")
     summary = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"), "machine": platform.platform(),
-        "cpus": os.cpu_count(), "events": rows_in, "files_in": len(inputs), "bytes_in": bytes_in,
+        "cpus": os.cpu_count(), "events": rows_in, "buckets": args.tenants * args.hours, "files_in": len(inputs),
+        "bytes_in": bytes_in,
         "uncompressed_bytes_in": uncompressed, "target_rows": args.target_rows, "target_bytes": target_bytes,
         "driver_memory": args.driver_memory, "results": results,
         "needles": [{"predicate": f"{c}={v}", "what": w} for c, v, w in NEEDLES],
@@ -268,13 +277,18 @@ def _markdown(s: dict[str, Any]) -> str:
         ratio = f"{ours / zorder:.2f}" if zorder else "n/a"
         lines.append(f"| `{p}` | {n['what']} | {ours} | {r['lakeshard']['needles_min_max'][p]} | "
                      f"{r['delta_compact']['needles_min_max'][p]} | {zorder} | {ratio} |")
-    ours = r["lakeshard"]
-    lines += ["", f"Memory of the lakeshard compaction (streaming merge, budget "
-              f"{ours['memory_budget_bytes'] / 2**20:.0f} MiB): Arrow peak {ours['arrow_peak_bytes'] / 2**20:.1f} MiB "
-              f"for {s['uncompressed_bytes_in'] / 2**20:.0f} MiB of input (uncompressed, all buckets; the largest "
-              f"merge is one bucket); JVM peak heap {ours['jvm_peak_heap_bytes'] / 2**20:.0f} MiB (driver memory "
-              f"{s['driver_memory']}); Python max RSS over the whole run, data generation included, "
-              f"{ours['python_max_rss_bytes'] / 2**20:.0f} MiB.", ""]
+    lines += ["", "Memory of the lakeshard compaction (streaming merge; Arrow peak measured with a proxy memory pool):",
+              "", "| merge budget | wall time (s) | files out | Arrow peak | largest bucket's input (Arrow) |",
+              "| ---: | ---: | ---: | ---: | ---: |"]
+    for name in ("lakeshard", "lakeshard_small_budget"):
+        run = r[name]
+        per_bucket = s["uncompressed_bytes_in"] / s["buckets"] / 2**20
+        lines.append(f"| {run['memory_budget_bytes'] / 2**20:.0f} MiB | {run['seconds']:.1f} | {run['files_out']} | "
+                     f"{run['arrow_peak_bytes'] / 2**20:.1f} MiB | {per_bucket:.0f} MiB |")
+    lines += ["", f"JVM peak heap during the lakeshard run {r['lakeshard']['jvm_peak_heap_bytes'] / 2**20:.0f} MiB "
+              f"(driver memory {s['driver_memory']}; the merge does not use Spark). Python max RSS over the whole "
+              f"run, data generation included: {r['lakeshard_small_budget']['python_max_rss_bytes'] / 2**20:.0f} MiB.",
+              ""]
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -94,9 +95,14 @@ def _sort_keys(columns: Sequence[str]) -> list[tuple[str, str, str]]:
     return [(c, "ascending", "at_start") for c in columns]
 
 
+def _all_rows(n: int) -> pa.Array:
+    """Return the indices 0..n-1 (for copying or checking a table's row order)."""
+    return pa.array(np.arange(n, dtype=np.uint64))
+
+
 def _is_sorted(table: pa.Table, columns: Sequence[str]) -> bool:
     order = pc.sort_indices(table, sort_keys=_sort_keys(columns))
-    return bool(pc.all(pc.equal(order, pa.array(range(table.num_rows), order.type))).as_py())
+    return bool(pc.all(pc.equal(order, _all_rows(table.num_rows))).as_py())
 
 
 def _key_at(table: pa.Table, columns: Sequence[str], i: int) -> SortKey:
@@ -212,7 +218,7 @@ def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callab
                 take = min(room, table.num_rows)
             piece = table.slice(0, take)
             # A copy: a slice would keep the whole sorted pending table alive until the group is written.
-            buffered.append(piece.take(pa.array(range(take), pa.int64())))
+            buffered.append(piece.take(_all_rows(take)))
             if sum(t.num_rows for t in buffered) >= group_rows:
                 flush()
             rows_in_output += take
@@ -221,11 +227,15 @@ def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callab
             table = table.slice(take)
 
     try:
-        while pending_parts:
+        ordered: pa.Table | None = None  # pending rows, sorted; re-sorted only when a batch joins them
+        while pending_parts or ordered is not None:
             steps += 1
-            pending = pa.concat_tables(pending_parts)
-            ordered = pending.take(pc.sort_indices(pending, sort_keys=sort_keys))
-            peak = max(peak, pending.nbytes + ordered.nbytes)
+            if pending_parts:
+                pending = pa.concat_tables([ordered, *pending_parts] if ordered is not None else pending_parts)
+                ordered = pending.take(pc.sort_indices(pending, sort_keys=sort_keys))
+                peak = max(peak, pending.nbytes + ordered.nbytes)
+                pending_parts = []
+            assert ordered is not None
             active = [r for r in readers if not r.done]
             if not active:
                 write(ordered)
@@ -234,9 +244,12 @@ def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callab
             assert frontier.last is not None
             cut = _upper_bound(ordered, columns, frontier.last)
             write(ordered.slice(0, cut))
-            rest = ordered.slice(cut)
+            ordered = ordered.slice(cut)
             loaded = frontier.next()
-            pending_parts = [t for t in (rest, loaded) if t is not None and t.num_rows]
+            if loaded is not None:
+                # Copy the unwritten rest, so the written part's buffers can be freed before the re-sort.
+                ordered = ordered.take(_all_rows(ordered.num_rows))
+                pending_parts = [loaded]
     finally:
         if writer is not None:
             flush()
