@@ -185,7 +185,7 @@ def main() -> None:
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--memory-budget-mib", type=int, default=256, help="the streaming merge's memory budget")
     parser.add_argument("--small-budget-mib", type=int, default=64,
-                        help="a second lakeshard run with this budget (below one bucket's input)")
+                        help="a second lakeshard run with this smaller budget (streaming merge in many steps)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--work", default=None, help="directory for the tables (default: a temporary one)")
     args = parser.parse_args()
@@ -278,7 +278,7 @@ def _markdown(s: dict[str, Any]) -> str:
         lines.append(f"| `{p}` | {n['what']} | {ours} | {r['lakeshard']['needles_min_max'][p]} | "
                      f"{r['delta_compact']['needles_min_max'][p]} | {zorder} | {ratio} |")
     lines += ["", "Memory of the lakeshard compaction (streaming merge; Arrow peak measured with a proxy memory pool):",
-              "", "| merge budget | wall time (s) | files out | Arrow peak | largest bucket's input (Arrow) |",
+              "", "| merge budget | wall time (s) | files out | Arrow peak | one bucket's input (Arrow) |",
               "| ---: | ---: | ---: | ---: | ---: |"]
     for name in ("lakeshard", "lakeshard_small_budget"):
         run = r[name]
