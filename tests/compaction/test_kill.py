@@ -28,7 +28,7 @@ def _spawn(uri: str) -> subprocess.Popen[str]:
 
 def test_sigkill_at_any_moment_leaves_the_same_rows(store: TableStore, events_table: tuple[str, AppendEvents],
                                                     tmp_path: Path) -> None:
-    """Kills at 20%..95% of an undisturbed run's time: every table reads back with the original rows."""
+    """Kills at 30%..95% of an undisturbed run's time: every table reads back with the original rows."""
     uri, append = events_table
     append("t1", 8, 40)
     append("t2", 8, 40)
@@ -41,7 +41,7 @@ def test_sigkill_at_any_moment_leaves_the_same_rows(store: TableStore, events_ta
     duration = time.perf_counter() - started
     assert done.returncode == 0, err
     assert checksum(store.read(reference)) == original
-    for i, fraction in enumerate([0.2, 0.5, 0.7, 0.85, 0.95]):
+    for i, fraction in enumerate([0.3, 0.6, 0.8, 0.95]):
         copy = str(tmp_path / f"kill{i}" / "events")
         shutil.copytree(uri, copy)
         proc = _spawn(copy)
