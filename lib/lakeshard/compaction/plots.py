@@ -46,8 +46,11 @@ def compaction_figure(out: str | Path, before: Sequence[FileNode], after: Sequen
     ax_files.set_title("Files per bucket (tenant, hour) and level")
     ax_files.legend(fontsize=8)
 
-    ax_sizes.hist([f.rows for f in before], bins=30, alpha=0.7, label="before", color="#999999")
-    ax_sizes.hist([f.rows for f in after], bins=30, alpha=0.7, label="after")
+    # Shared bins: every small file may have the same size, which alone would give a zero-width bin.
+    largest = max([f.rows for f in [*before, *after]], default=1)
+    bins = [largest * 1.05 * i / 30 for i in range(31)]
+    ax_sizes.hist([f.rows for f in before], bins=bins, alpha=0.7, label="before", color="#999999")
+    ax_sizes.hist([f.rows for f in after], bins=bins, alpha=0.7, label="after")
     ax_sizes.set_xlabel("rows per file")
     ax_sizes.set_ylabel("files")
     ax_sizes.set_title("File sizes")
