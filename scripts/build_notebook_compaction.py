@@ -1,4 +1,4 @@
-"""Writes notebooks/05_compact_and_prune.ipynb from its cells here.
+"""Writes notebooks/10_compact_and_prune.ipynb from its cells here.
 
 Run: .venv/bin/python scripts/build_notebook_compaction.py
 """
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import nbformat as nbf
 
-OUT = Path(__file__).resolve().parent.parent / "notebooks" / "05_compact_and_prune.ipynb"
+OUT = Path(__file__).resolve().parent.parent / "notebooks" / "10_compact_and_prune.ipynb"
 
 nb = nbf.v4.new_notebook()
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 nb.cells = [
-    nbf.v4.new_markdown_cell("""# 05 — Compact and prune: size-tiered + locality compaction, regex pruning
+    nbf.v4.new_markdown_cell("""# 10 — Compact and prune: size-tiered + locality compaction, regex pruning
 
 Writes a small-file `events` table (each bucket `(tenant, hour)` gets many small sorted files, as shard
 writers flush them), plans and runs **compaction** (lazy size-tiered merges, then locality levels; each
