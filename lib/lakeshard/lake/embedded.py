@@ -473,8 +473,10 @@ class EmbeddedTableStore(TableStore):
             ]
         adds: list[AddAction] = []
         rows, write_dir = 0, None
-        if df is not None or write is not None:
-            adds, rows, write_dir = self._write_files(dt, df, data_change, write)
+        if write is not None:
+            adds, rows, write_dir = self._write_with(dt, write, data_change)
+        elif df is not None:
+            adds, rows, write_dir = self._write_files(dt, df, data_change)
         extra: Mapping[str, Any] | None = None
         if before_commit is not None:
             try:
@@ -575,25 +577,31 @@ class EmbeddedTableStore(TableStore):
             )
         return bool(committed)
 
-    def _write_files(self, dt: DeltaTable, df: DataFrame | None, data_change: bool,
-                     write: WriteFiles | None = None) -> tuple[list[AddAction], int, str]:
-        """Write ``df`` with Spark (or let ``write`` write Parquet files) under a fresh directory; return adds."""
+    def _write_files(self, dt: DeltaTable, df: DataFrame, data_change: bool) -> tuple[list[AddAction], int, str]:
+        """Write ``df`` with Spark under a fresh directory of the table; return its add actions."""
         uri = _normalise_uri(dt.table_uri)
         parts = list(dt.metadata().partition_columns)
-        write_id = f"{_WRITE_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
-        target = f"{uri}/{write_id}"
-        if write is not None:
-            try:
-                write(target)
-            except BaseException:
-                self._delete_tree(target)
-                raise
-        elif df is not None:
-            conformed = _conform(df, _to_spark_schema(dt.schema()), uri)
-            writer = conformed.write.mode("errorifexists")
-            if parts:
-                writer = writer.partitionBy(*parts)
-            writer.parquet(_spark_path(target))
+        write_id, target = _new_write_dir(uri)
+        writer = _conform(df, _to_spark_schema(dt.schema()), uri).write.mode("errorifexists")
+        if parts:
+            writer = writer.partitionBy(*parts)
+        writer.parquet(_spark_path(target))
+        return self._collect_adds(dt, write_id, target, data_change)
+
+    def _write_with(self, dt: DeltaTable, write: WriteFiles, data_change: bool) -> tuple[list[AddAction], int, str]:
+        """Let ``write`` write Parquet files under a fresh directory of the table; return their add actions."""
+        write_id, target = _new_write_dir(_normalise_uri(dt.table_uri))
+        try:
+            write(target)
+        except BaseException:
+            self._delete_tree(target)
+            raise
+        return self._collect_adds(dt, write_id, target, data_change)
+
+    def _collect_adds(self, dt: DeltaTable, write_id: str, target: str,
+                      data_change: bool) -> tuple[list[AddAction], int, str]:
+        """Return add actions (stats from the footers) for the Parquet files written under ``target``."""
+        parts = list(dt.metadata().partition_columns)
         fs, base = _filesystem(target)
         adds: list[AddAction] = []
         rows = 0
@@ -706,6 +714,12 @@ def _live_files(dt: DeltaTable) -> list[FileInfo]:
             min_values=mins, max_values=maxs, null_counts=nulls,
         ))
     return out
+
+
+def _new_write_dir(uri: str) -> tuple[str, str]:
+    """Return a fresh, never-reused write directory of the table: its name and its full location."""
+    write_id = f"{_WRITE_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
+    return write_id, f"{uri}/{write_id}"
 
 
 def _added_file(add: AddAction) -> FileInfo:
