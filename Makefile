@@ -34,6 +34,7 @@ bench: env
 	$(BIN)/python bench/bench_synth.py
 	$(BIN)/python bench/bench_routing.py
 	$(BIN)/python bench/bench_balancing.py
+	$(BIN)/python bench/bench_compaction.py
 
 env: java $(STAMP)
 

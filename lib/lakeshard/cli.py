@@ -243,13 +243,14 @@ def _parser() -> argparse.ArgumentParser:
 
     from lakeshard.balancing.cli import add_commands as add_balancing_commands
     from lakeshard.buckets.cli import add_commands as add_buckets_commands
+    from lakeshard.compaction.cli import add_commands as add_compaction_commands
+    from lakeshard.pipelines.cli import add_commands as add_pipeline_commands
     from lakeshard.versions.cli import add_commands as add_versions_commands
 
     add_balancing_commands(sub, common)
+    add_compaction_commands(sub, common)
     add_versions_commands(sub, common)
     add_buckets_commands(sub, common)
-    from lakeshard.pipelines.cli import add_commands as add_pipeline_commands
-
     add_pipeline_commands(sub, common)
     return parser
 

@@ -13,6 +13,7 @@ from lakeshard.lake.store import (
     BYTES_ADDED,
     ROWS_ADDED,
     AppTransaction,
+    BeforeCommit,
     CommitInfo,
     CommitResult,
     FileChange,
@@ -20,6 +21,7 @@ from lakeshard.lake.store import (
     LogEntry,
     TableStore,
     VacuumReport,
+    WriteFiles,
 )
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ __all__ = [
     "BYTES_ADDED",
     "ROWS_ADDED",
     "AppTransaction",
+    "BeforeCommit",
     "CommitInfo",
     "CommitResult",
     "FileChange",
@@ -36,6 +39,7 @@ __all__ = [
     "LogEntry",
     "TableStore",
     "VacuumReport",
+    "WriteFiles",
     "adapter_name",
     "open_store",
 ]

@@ -39,6 +39,7 @@ from lakeshard.lake.store import (
     BYTES_ADDED,
     ROWS_ADDED,
     AppTransaction,
+    BeforeCommit,
     CommitInfo,
     CommitResult,
     FileChange,
@@ -46,6 +47,7 @@ from lakeshard.lake.store import (
     LogEntry,
     TableStore,
     VacuumReport,
+    WriteFiles,
 )
 
 if TYPE_CHECKING:
@@ -63,6 +65,8 @@ _WRITE_PREFIX = "w-"
 _MAX_STAT_STRING = 32
 # Every commit carries a random id so the writer can find the version it landed at afterwards.
 _COMMIT_ID = "lakeshard.commitId"
+# A swap (removes + adds) re-tries against the newest version at most this often when other commits land.
+_SWAP_RETRIES = 10
 _HISTORY_KEYS = {_COMMIT_ID, "timestamp", "operation", "operationParameters", "operationMetrics", "version",
                  "engineInfo", "clientVersion", "readVersion", "isBlindAppend"}
 
@@ -416,17 +420,25 @@ class EmbeddedTableStore(TableStore):
         app_transactions: Sequence[AppTransaction] = (),
         metadata: Mapping[str, Any] | None = None,
         read_version: int | None = None,
+        before_commit: BeforeCommit | None = None,
+        write: WriteFiles | None = None,
     ) -> CommitResult:
         """Remove the live files ``remove`` (paths as :meth:`files` gives them) and add ``df``'s rows, atomically.
 
         ``data_change=False`` marks a rearrangement of the same rows (compaction), as Delta's
         ``dataChange`` flag does, so streaming readers do not see them twice.
 
+        ``before_commit(uri, new_files)`` runs after the new files are written and before the commit; the
+        mapping it returns joins the commit metadata; if it raises, the written files are deleted and
+        nothing is committed. Instead of ``df``, ``write(directory)`` may write the Parquet files itself
+        (Hive-style partition directories under ``directory``, columns as the table's minus partitions).
+
         Raises:
             CommitConflict: a file in ``remove`` is no longer live, or a concurrent commit removed it.
         """
         return self._commit(table, df, remove=remove, data_change=data_change, app_transactions=app_transactions,
-                            metadata=metadata, operation="replace", read_version=read_version)
+                            metadata=metadata, operation="replace", read_version=read_version,
+                            before_commit=before_commit, write=write)
 
     def _commit(
         self,
@@ -439,8 +451,12 @@ class EmbeddedTableStore(TableStore):
         metadata: Mapping[str, Any] | None,
         operation: str,
         read_version: int | None = None,
+        before_commit: BeforeCommit | None = None,
+        write: WriteFiles | None = None,
     ) -> CommitResult:
         uri = _normalise_uri(table)
+        if df is not None and write is not None:
+            raise TableStoreError(f"{uri}: give the rows to add as a DataFrame or as a write function, not both")
         dt = self._table(uri, read_version)
         read_version = int(dt.version())
         if app_transactions and self._already_committed(dt, app_transactions):
@@ -459,19 +475,38 @@ class EmbeddedTableStore(TableStore):
                              size=live[p].size_bytes, partition_values=dict(live[p].partition_values))
                 for p in remove
             ]
-        adds, rows, write_dir = ([], 0, None) if df is None else self._write_files(dt, df, data_change)
+        adds: list[AddAction] = []
+        rows, write_dir = 0, None
+        if write is not None:
+            adds, rows, write_dir = self._write_with(dt, write, data_change)
+        elif df is not None:
+            adds, rows, write_dir = self._write_files(dt, df, data_change)
+        extra: Mapping[str, Any] | None = None
+        if before_commit is not None:
+            try:
+                extra = before_commit(uri, [_added_file(a) for a in adds])
+            except BaseException:
+                if write_dir is not None:
+                    self._delete_tree(write_dir)
+                raise
         commit_id = uuid.uuid4().hex
         props = CommitProperties(
-            custom_metadata={**_metadata_strings(metadata), _COMMIT_ID: commit_id, ROWS_ADDED: str(rows),
-                             BYTES_ADDED: str(sum(a.size for a in adds))},
+            custom_metadata={**_metadata_strings(metadata), **_metadata_strings(extra), _COMMIT_ID: commit_id,
+                             ROWS_ADDED: str(rows), BYTES_ADDED: str(sum(a.size for a in adds))},
             app_transactions=[Transaction(t.app_id, t.version) for t in app_transactions] or None,
-            max_commit_retries=self._retries,
+            # delta-rs 1.6.6 rebases a commit with removes over a concurrent commit that removed the same
+            # files (both land: rows doubled). Commits with removes therefore never let delta-rs retry;
+            # _commit_removes retries itself, only while every file it removes is still live.
+            max_commit_retries=0 if removes else self._retries,
         )
         try:
-            dt.create_write_transaction(
-                [*adds, *removes], mode="append", schema=dt.schema(),
-                partition_by=list(dt.metadata().partition_columns) or None, commit_properties=props,
-            )
+            if removes and not app_transactions:
+                self._commit_removes(dt, uri, [*adds, *removes], remove, props)
+            else:
+                dt.create_write_transaction(
+                    [*adds, *removes], mode="append", schema=dt.schema(),
+                    partition_by=list(dt.metadata().partition_columns) or None, commit_properties=props,
+                )
         except CommitFailedError as exc:
             # Only a known-failed commit deletes its files; any other error leaves them for vacuum, since
             # an unknown outcome might be a commit that references them.
@@ -487,6 +522,30 @@ class EmbeddedTableStore(TableStore):
             files_added=len(adds), files_removed=len(removes), rows_added=rows,
             bytes_added=sum(a.size for a in adds), reason=operation,
         )
+
+    def _commit_removes(self, dt: DeltaTable, uri: str, actions: Sequence[AddAction | RemoveAction],
+                        remove: Sequence[str], props: CommitProperties) -> None:
+        """Commit a swap, re-trying on the newest version only while every file to remove is still live.
+
+        Raises:
+            CommitFailedError: the log moved too often, or a concurrent commit removed one of the files.
+        """
+        attempts = max(self._retries or 0, _SWAP_RETRIES)
+        for attempt in range(attempts + 1):
+            try:
+                dt.create_write_transaction(
+                    list(actions), mode="append", schema=dt.schema(),
+                    partition_by=list(dt.metadata().partition_columns) or None, commit_properties=props,
+                )
+                return
+            except CommitFailedError:
+                dt = self._table(uri)
+                live = {f.path for f in _live_files(dt)}
+                gone = [p for p in remove if p not in live]
+                if gone or attempt == attempts:
+                    raise CommitFailedError(
+                        f"a concurrent commit removed files this swap removes: {gone[:5]}" if gone
+                        else f"the log moved {attempts + 1} times while committing this swap") from None
 
     def _version_of_commit(self, dt: DeltaTable, read_version: int, commit_id: str) -> int:
         """Return the version our commit landed at: delta-rs may have retried it past other commits.
@@ -524,16 +583,30 @@ class EmbeddedTableStore(TableStore):
         return bool(committed)
 
     def _write_files(self, dt: DeltaTable, df: DataFrame, data_change: bool) -> tuple[list[AddAction], int, str]:
+        """Write ``df`` with Spark under a fresh directory of the table; return its add actions."""
         uri = _normalise_uri(dt.table_uri)
-        schema = _to_spark_schema(dt.schema())
         parts = list(dt.metadata().partition_columns)
-        conformed = _conform(df, schema, uri)
-        write_id = f"{_WRITE_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
-        target = f"{uri}/{write_id}"
-        writer = conformed.write.mode("errorifexists")
+        write_id, target = _new_write_dir(uri)
+        writer = _conform(df, _to_spark_schema(dt.schema()), uri).write.mode("errorifexists")
         if parts:
             writer = writer.partitionBy(*parts)
         writer.parquet(_spark_path(target))
+        return self._collect_adds(dt, write_id, target, data_change)
+
+    def _write_with(self, dt: DeltaTable, write: WriteFiles, data_change: bool) -> tuple[list[AddAction], int, str]:
+        """Let ``write`` write Parquet files under a fresh directory of the table; return their add actions."""
+        write_id, target = _new_write_dir(_normalise_uri(dt.table_uri))
+        try:
+            write(target)
+        except BaseException:
+            self._delete_tree(target)
+            raise
+        return self._collect_adds(dt, write_id, target, data_change)
+
+    def _collect_adds(self, dt: DeltaTable, write_id: str, target: str,
+                      data_change: bool) -> tuple[list[AddAction], int, str]:
+        """Return add actions (stats from the footers) for the Parquet files written under ``target``."""
+        parts = list(dt.metadata().partition_columns)
         fs, base = _filesystem(target)
         adds: list[AddAction] = []
         rows = 0
@@ -776,6 +849,24 @@ def _file_from_action(action: Mapping[str, Any], millis: int | None) -> FileInfo
         min_values=stats.get("minValues") or {},
         max_values=stats.get("maxValues") or {},
         null_counts=stats.get("nullCount") or {},
+    )
+
+
+def _new_write_dir(uri: str) -> tuple[str, str]:
+    """Return a fresh, never-reused write directory of the table: its name and its full location."""
+    write_id = f"{_WRITE_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
+    return write_id, f"{uri}/{write_id}"
+
+
+def _added_file(add: AddAction) -> FileInfo:
+    """Return what :meth:`EmbeddedTableStore.files` will say about a file once ``add`` is committed."""
+    stats = json.loads(add.stats)
+    return FileInfo(
+        path=add.path, size_bytes=add.size, num_records=stats.get("numRecords"),
+        partition_values=dict(add.partition_values),
+        modification_time=datetime.fromtimestamp(add.modification_time / 1000, tz=UTC),
+        min_values=stats.get("minValues", {}), max_values=stats.get("maxValues", {}),
+        null_counts=stats.get("nullCount", {}),
     )
 
 

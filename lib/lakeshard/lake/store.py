@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -16,6 +16,7 @@ __all__ = [
     "BYTES_ADDED",
     "ROWS_ADDED",
     "AppTransaction",
+    "BeforeCommit",
     "CommitInfo",
     "CommitResult",
     "FileChange",
@@ -23,6 +24,7 @@ __all__ = [
     "LogEntry",
     "TableStore",
     "VacuumReport",
+    "WriteFiles",
 ]
 
 
@@ -50,6 +52,17 @@ class FileInfo:
     min_values: Mapping[str, Any] = field(default_factory=dict)
     max_values: Mapping[str, Any] = field(default_factory=dict)
     null_counts: Mapping[str, int] = field(default_factory=dict)
+
+
+BeforeCommit = Callable[[str, Sequence[FileInfo]], Mapping[str, Any] | None]
+"""Called with the table's URI and the files a replace is about to add (paths relative to the table root,
+as on disk), after they are written and before the commit; what it returns is added to the commit's
+metadata, and an exception it raises aborts the commit (nothing becomes visible)."""
+
+
+WriteFiles = Callable[[str], None]
+"""Writes Parquet data files under the directory it is given (Hive-style ``col=value`` partition directories,
+the table's columns minus the partition columns); a replace then commits whatever it wrote."""
 
 
 @dataclass(frozen=True)
@@ -203,8 +216,15 @@ class TableStore(ABC):
         app_transactions: Sequence[AppTransaction] = (),
         metadata: Mapping[str, Any] | None = None,
         read_version: int | None = None,
+        before_commit: BeforeCommit | None = None,
+        write: WriteFiles | None = None,
     ) -> CommitResult:
-        """Remove the live files ``remove`` and add ``df``'s rows in one atomic commit."""
+        """Remove the live files ``remove`` and add ``df``'s rows in one atomic commit.
+
+        ``before_commit`` sees the written files before the commit and may add commit metadata about them
+        (compaction stores each new file's pruning regexes that way, in the same commit). ``write`` may
+        write the new files itself instead of ``df`` (compaction's streaming merge does).
+        """
 
     @abstractmethod
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:

@@ -1,0 +1,95 @@
+"""Compaction (Husky): lazy size-tiered merges, then locality levels, swapped in atomically, with per-file
+pruning regexes in the Delta log.
+
+Planners are pure (:mod:`~lakeshard.compaction.planner`); :class:`Compactor` executes their plans through
+the ``TableStore``; :func:`read_events` reads with partition, min/max and regex pruning and reports it.
+
+Example::
+
+    from lakeshard.compaction import Compactor, read_events
+
+    Compactor(store, cfg.table_uri("events")).run(apply=True)
+    df, report = read_events(spark, store, cfg.table_uri("events"), tenant="acme",
+                             start=t0, end=t1, predicates={"service": "billing"})
+    print(report.render())
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakeshard._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lakeshard.compaction.executor import (
+        CompactionError,
+        CompactionReport,
+        CompactionSettings,
+        Compactor,
+        RoundResult,
+    )
+    from lakeshard.compaction.fragments import FragmentError, FragmentMeta, read_fragments
+    from lakeshard.compaction.planner import (
+        CompactionPlan,
+        CompactionTask,
+        FileNode,
+        LocalityPlanner,
+        PlannerError,
+        SizeTieredPlanner,
+        plan_compaction,
+    )
+    from lakeshard.compaction.query import PruningReport, QueryError, read_events
+    from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA, SortSchema, SortSchemaError, sort_schema_for
+
+__all__ = [
+    "EVENTS_SORT_SCHEMA",
+    "CompactionError",
+    "CompactionPlan",
+    "CompactionReport",
+    "CompactionSettings",
+    "CompactionTask",
+    "Compactor",
+    "FileNode",
+    "FragmentError",
+    "FragmentMeta",
+    "LocalityPlanner",
+    "PlannerError",
+    "PruningReport",
+    "QueryError",
+    "RoundResult",
+    "SizeTieredPlanner",
+    "SortSchema",
+    "SortSchemaError",
+    "plan_compaction",
+    "read_events",
+    "read_fragments",
+    "sort_schema_for",
+]
+
+# Loaded on first use: the CLI imports this package for its wiring and should not pay for pyarrow/Spark.
+_HOME = {
+    "EVENTS_SORT_SCHEMA": "sort_schema",
+    "CompactionError": "executor",
+    "CompactionPlan": "planner",
+    "CompactionReport": "executor",
+    "CompactionSettings": "executor",
+    "CompactionTask": "planner",
+    "Compactor": "executor",
+    "FileNode": "planner",
+    "FragmentError": "fragments",
+    "FragmentMeta": "fragments",
+    "LocalityPlanner": "planner",
+    "PlannerError": "planner",
+    "PruningReport": "query",
+    "QueryError": "query",
+    "RoundResult": "executor",
+    "SizeTieredPlanner": "planner",
+    "SortSchema": "sort_schema",
+    "SortSchemaError": "sort_schema",
+    "plan_compaction": "planner",
+    "read_events": "query",
+    "read_fragments": "fragments",
+    "sort_schema_for": "sort_schema",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

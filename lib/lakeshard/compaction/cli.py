@@ -1,0 +1,136 @@
+"""The compaction commands of ``lakeshard``: ``compact`` (plan; ``--apply`` commits) and ``query``.
+
+``compact`` prints what the size-tiered and locality planners would merge in the ``events`` table;
+``--apply`` runs the merges, each round one atomic swap. ``query`` reads one tenant's events for a time
+range with equality / IN predicates and prints how many files each pruning stage skipped.
+
+The top-level parser wires them in with :func:`add_commands`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+# The same --lakehouse/--config handling and ISO timestamp parsing as the load-management commands.
+from lakeshard.balancing.cli import _config, _timestamp
+
+__all__ = ["add_commands", "cmd_compact", "cmd_query"]
+
+_SHOWN = 20  # rows of a plan printed before "... and N more"
+_EVENTS = "events"
+
+
+def _bucket(text: str) -> tuple[str, str]:
+    tenant, sep, hour = text.rpartition("/")
+    if not sep or not tenant or len(hour) != 13 or hour[10] != "T":
+        raise argparse.ArgumentTypeError(f"expected TENANT/HOUR like acme/2026-01-01T10, found {text!r}")
+    return tenant, hour
+
+
+def _predicate(text: str) -> tuple[str, str]:
+    column, sep, value = text.partition("=")
+    if not sep or not column:
+        raise argparse.ArgumentTypeError(f"expected COLUMN=VALUE like service=billing, found {text!r}")
+    return column, value
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
+    from lakeshard.compaction import CompactionSettings
+
+    s = CompactionSettings(include_open=args.include_open)
+    tiered = s.size_tiered
+    if args.min_files is not None:
+        tiered = replace(tiered, min_files=args.min_files)
+    if args.target_rows is not None:
+        tiered = replace(tiered, target_rows=args.target_rows)
+    return replace(s, size_tiered=tiered, locality=replace(s.locality, target_rows=tiered.target_rows))
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    """Plan lazy size-tiered and locality merges of the events table's buckets; --apply swaps them in."""
+    from lakeshard.compaction import Compactor
+    from lakeshard.lake import open_store
+    from lakeshard.report import format_table
+    from lakeshard.runtime import get_spark
+
+    cfg = _config(args)
+    store = open_store(get_spark(cfg), cfg)
+    compactor = Compactor(store, cfg.table_uri(_EVENTS), settings=_settings(args))
+    report = compactor.run(apply=args.apply, buckets=args.bucket or None)
+    tasks = report.plan.tasks
+    print(f"{len(tasks)} merge tasks in {len(report.plan.buckets)} buckets; "
+          f"{len(report.plan.untouched)} files stay as they are")
+    if tasks:
+        rows = [[f"{t.bucket[0]}/{t.bucket[1]}", t.kind, len(t.inputs), t.rows, t.outputs, f"L{t.output_level}",
+                 t.reason] for t in tasks[:_SHOWN]]
+        print(format_table(["bucket", "kind", "files", "rows", "outputs", "level", "why"], rows))
+        if len(tasks) > _SHOWN:
+            print(f"... and {len(tasks) - _SHOWN} more")
+    if not args.apply:
+        print("plan only: pass --apply to run it" if tasks else "nothing to compact")
+        return 0
+    for r in report.rounds:
+        state = f"gave up after {r.attempts} attempts: {r.reason}" if r.gave_up else f"version {r.version}"
+        print(f"round: {len(r.tasks)} buckets, {r.files_removed} files -> {r.files_added} ({r.rows:,} rows), {state}")
+    return 1 if report.gave_up else 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """Read one tenant's events in [--start, --end) matching --where/--null, and print the pruning report."""
+    from lakeshard.compaction import read_events
+    from lakeshard.lake import open_store
+    from lakeshard.runtime import get_spark
+
+    cfg = _config(args)
+    spark = get_spark(cfg)
+    predicates: dict[str, list[str | None]] = {}
+    for column, value in args.where or []:
+        predicates.setdefault(column, []).append(value)
+    for column in args.null or []:
+        predicates.setdefault(column, []).append(None)
+    df, report = read_events(spark, open_store(spark, cfg), cfg.table_uri(_EVENTS), tenant=args.tenant,
+                             start=args.start, end=args.end, predicates=predicates)
+    print(report.render())
+    print(f"{df.count():,} matching events")
+    if args.show:
+        df.select("ts", "service", "status", "env", "event_id").orderBy("ts").show(args.show, truncate=False)
+    return 0
+
+
+def add_commands(
+    subparsers: Any,
+    common: Callable[[argparse.ArgumentParser, bool], None],
+) -> None:
+    """Add ``compact`` and ``query`` to the top-level parser's ``subparsers``.
+
+    Args:
+        subparsers: what ``ArgumentParser.add_subparsers()`` returned.
+        common: adds ``--lakehouse`` (and ``--landing`` when its second argument is true) to a parser.
+    """
+    p = subparsers.add_parser("compact", help="merge small files per (tenant, hour) bucket (plan; --apply)",
+                              description=cmd_compact.__doc__)
+    common(p, False)
+    p.add_argument("--apply", action="store_true", help="run the merges (each round one atomic swap)")
+    p.add_argument("--bucket", type=_bucket, action="append", metavar="TENANT/HOUR",
+                   help="only this bucket (repeatable), e.g. acme/2026-01-01T10")
+    p.add_argument("--include-open", action="store_true",
+                   help="also merge the newest files of buckets still receiving data")
+    p.add_argument("--min-files", type=int, default=None, help="files a size tier needs before it merges")
+    p.add_argument("--target-rows", type=int, default=None, help="rows per output file")
+    p.set_defaults(func=cmd_compact)
+
+    p = subparsers.add_parser("query", help="read a tenant's events with file pruning and report it",
+                              description=cmd_query.__doc__)
+    common(p, False)
+    p.add_argument("--tenant", required=True, help="the tenant")
+    p.add_argument("--start", type=_timestamp, required=True, help="inclusive start (ISO)")
+    p.add_argument("--end", type=_timestamp, required=True, help="exclusive end (ISO)")
+    p.add_argument("--where", type=_predicate, action="append", metavar="COLUMN=VALUE",
+                   help="equality; repeat a column for IN, e.g. --where service=auth --where service=web")
+    p.add_argument("--null", action="append", metavar="COLUMN", help="also match rows where COLUMN is null")
+    p.add_argument("--show", type=int, default=0, help="print this many matching events")
+    p.set_defaults(func=cmd_query)

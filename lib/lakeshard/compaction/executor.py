@@ -1,0 +1,331 @@
+"""The compactor: plan, merge each bucket's chosen files in sort order, swap old → new in one commit.
+
+How one round works:
+
+1. The table's live files and their fragment metadata (level, key range) feed the planners.
+2. Tasks of distinct buckets form a round, merged by one of two engines:
+
+   * ``arrow`` (default): each task's inputs — each already sorted — go through the streaming k-way merge
+     of :mod:`lakeshard.compaction.merge` in this process, memory bounded by ``memory_budget_bytes``
+     (row group x inputs), outputs rotating at ``target_rows`` only where the key changes;
+     A round whose inputs turn out not to be sorted (files written before ingest sorted them) falls
+     back to the Spark engine;
+   * ``spark``: Spark reads the files (``store.read_files``), range-partitions the rows on
+     ``(tenant_id, hour, *sort columns)`` into as many partitions as the tasks want outputs, and sorts
+     within each partition (Spark spills past its execution memory). For object stores and inputs that
+     are not sorted yet.
+
+   Either way each bucket's outputs are sorted and disjoint in sort order.
+3. ``store.replace_files`` writes the outputs and, in ONE Delta commit with ``dataChange=false``, removes
+   the inputs and adds the outputs; its ``before_commit`` hook reads each output's sort columns and puts
+   the fragment metadata (level, key range, per-column pruning regex) into that same commit.
+4. A commit that loses a race (:class:`~lakeshard.errors.CommitConflict`: an input was removed, or the
+   log moved under it) is retried from step 1 for that round's buckets, up to ``max_retries`` times; then
+   those buckets are given up for this run, and nothing of the failed attempts is visible.
+
+Appends to the same buckets go on meanwhile: a compaction only removes files it read, so appended files
+stay live, and every row is in the table exactly once whichever commit lands first.
+
+``chunk_lock(tenant_id, hour)`` is an optional factory of context managers (the per-chunk replace lock of
+:mod:`lakeshard.versions`); the compactor holds the locks of a round's buckets, in sorted order, from
+planning that round to its commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote, unquote
+
+from lakeshard.compaction.fragments import FragmentMeta, describe_file, fragments_metadata, read_fragments
+from lakeshard.compaction.merge import MergeError, batch_rows_for, merge_sorted_files
+from lakeshard.compaction.planner import (
+    Bucket,
+    CompactionPlan,
+    CompactionTask,
+    FileNode,
+    LocalityPlanner,
+    SizeTieredPlanner,
+    plan_compaction,
+)
+from lakeshard.compaction.sort_schema import SortSchema, sort_schema_for
+from lakeshard.errors import CommitConflict, LakeshardError
+from lakeshard.lake import FileInfo, TableStore
+from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = [
+    "BUCKET_COLUMNS",
+    "ChunkLock",
+    "CompactionError",
+    "CompactionReport",
+    "CompactionSettings",
+    "Compactor",
+    "RoundResult",
+]
+
+BUCKET_COLUMNS = ("tenant_id", "hour")
+ChunkLock = Callable[[str, str], AbstractContextManager[Any]]
+"""``(tenant_id, hour) -> context manager`` held while a bucket is compacted."""
+
+
+class CompactionError(LakeshardError):
+    """A table cannot be compacted as asked (wrong partitioning, unknown bucket, bad settings)."""
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    """Knobs of a compaction run; the defaults follow Husky's (a few dozen files, ~1M-row outputs)."""
+
+    size_tiered: SizeTieredPlanner = field(default_factory=SizeTieredPlanner)
+    locality: LocalityPlanner = field(default_factory=LocalityPlanner)
+    max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS
+    max_retries: int = 3
+    include_open: bool = False  # also merge the newest files of buckets still receiving data
+    max_rounds: int = 20  # each round may enable the next (tiered outputs overlap on L1); this caps a run
+    # "arrow": streaming k-way merge in this process (memory_budget_bytes bounds it; local tables only);
+    # "spark": range-partitioned sort in Spark (bounded by Spark's execution memory; any storage).
+    engine: Literal["arrow", "spark"] = "arrow"
+    memory_budget_bytes: int = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """One committed (or abandoned) round: its tasks, the version it created, its retries."""
+
+    tasks: tuple[CompactionTask, ...]
+    version: int | None
+    files_removed: int
+    files_added: int
+    rows: int
+    attempts: int
+    gave_up: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    """What a compaction run planned and did."""
+
+    table: str
+    plan: CompactionPlan  # the first plan (what ``--apply`` starts from)
+    applied: bool
+    rounds: tuple[RoundResult, ...] = ()
+
+    @property
+    def conflicts(self) -> int:
+        """Return how many commit attempts lost a race."""
+        return sum(r.attempts - (0 if r.gave_up else 1) for r in self.rounds)
+
+    @property
+    def gave_up(self) -> list[Bucket]:
+        """Return the buckets abandoned after too many conflicts."""
+        return sorted({t.bucket for r in self.rounds if r.gave_up for t in r.tasks})
+
+
+def file_nodes(files: Sequence[FileInfo], fragments: dict[str, FragmentMeta]) -> list[FileNode]:
+    """Return planner inputs: each live file with its bucket and, when compaction wrote it, level and range."""
+    nodes = []
+    for f in files:
+        bucket = (str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour")))
+        meta = fragments.get(unquote(f.path))
+        rows = f.num_records if f.num_records is not None else (meta.rows if meta else 0)
+        nodes.append(FileNode(
+            f.path, bucket, rows, f.size_bytes, f.modification_time,
+            level=meta.level if meta else 0,
+            first_key=meta.first if meta and meta.first_key else None,
+            last_key=meta.last if meta and meta.last_key else None,
+        ))
+    return nodes
+
+
+class Compactor:
+    """Compacts one table's ``(tenant_id, hour)`` buckets: size-tiered, then locality levels.
+
+    Args:
+        store: the table store.
+        table: the table's URI (partitioned by ``tenant_id, hour``).
+        sort_schema: the table's sort order (default: :func:`sort_schema_for` the table's name).
+        settings: planner and retry settings.
+        chunk_lock: optional ``(tenant_id, hour) -> context manager`` held around each bucket's swap.
+        before_commit: called with the new files just before each commit (tests use it to die there).
+
+    Example::
+
+        report = Compactor(store, cfg.table_uri("events")).run(apply=True)
+        print(len(report.plan.tasks), "tasks,", report.conflicts, "conflicts")
+    """
+
+    def __init__(self, store: TableStore, table: str, *, sort_schema: SortSchema | None = None,
+                 settings: CompactionSettings | None = None, chunk_lock: ChunkLock | None = None,
+                 before_commit: Callable[[Sequence[FileInfo]], None] | None = None) -> None:
+        self.store = store
+        self.table = table
+        self.sort_schema = sort_schema or sort_schema_for(table)
+        self.settings = settings or CompactionSettings()
+        self.chunk_lock = chunk_lock
+        self._before_commit = before_commit
+        parts = store.partition_columns(table)
+        if tuple(parts) != BUCKET_COLUMNS:
+            raise CompactionError(f"{table}: compaction needs a table partitioned by {list(BUCKET_COLUMNS)}, "
+                                  f"found {parts}")
+        self.sort_schema.check(table, [f.name for f in store.schema(table).fields])
+
+    # ------------------------------------------------------------------------------- planning
+    def snapshot(self) -> tuple[int, list[FileInfo], list[FileNode]]:
+        """Return the table version, its live files and the planner's view of them."""
+        version = self.store.version(self.table)
+        files = self.store.files(self.table, version=version)
+        nodes = file_nodes(files, read_fragments(self.store, self.table, files))
+        return version, files, nodes
+
+    def plan(self, *, buckets: Sequence[Bucket] | None = None, now: datetime | None = None) -> CompactionPlan:
+        """Return the plan for the table as it is now (optionally only for ``buckets``)."""
+        _, _, nodes = self.snapshot()
+        return self._plan(nodes, buckets, now)
+
+    def _plan(self, nodes: list[FileNode], buckets: Sequence[Bucket] | None, now: datetime | None) -> CompactionPlan:
+        if buckets is not None:
+            wanted = set(buckets)
+            unknown = wanted - {n.bucket for n in nodes}
+            if unknown:
+                raise CompactionError(f"{self.table}: no live files in buckets {sorted(unknown)}")
+            nodes = [n for n in nodes if n.bucket in wanted]
+        return plan_compaction(nodes, now=now or datetime.now(UTC), size_tiered=self.settings.size_tiered,
+                               locality=self.settings.locality, include_open=self.settings.include_open)
+
+    # ------------------------------------------------------------------------------ execution
+    def run(self, *, apply: bool = True, buckets: Sequence[Bucket] | None = None,
+            now: datetime | None = None) -> CompactionReport:
+        """Plan and (with ``apply``) execute rounds until no task is left or ``max_rounds`` is reached."""
+        first = self.plan(buckets=buckets, now=now)
+        if not apply or not first.tasks:
+            return CompactionReport(self.table, first, applied=False)
+        rounds: list[RoundResult] = []
+        abandoned: set[Bucket] = set()
+        for _ in range(self.settings.max_rounds):
+            result = self._round(buckets, now, abandoned)
+            if result is None:
+                break
+            rounds.append(result)
+            if result.gave_up:
+                abandoned.update(t.bucket for t in result.tasks)
+        return CompactionReport(self.table, first, applied=True, rounds=tuple(rounds))
+
+    def _round(self, buckets: Sequence[Bucket] | None, now: datetime | None,
+               abandoned: set[Bucket]) -> RoundResult | None:
+        """Run one round (one task per bucket), retrying lost races; None when nothing is left to do."""
+        attempts = 0
+        while True:
+            version, files, nodes = self.snapshot()
+            nodes = [n for n in nodes if n.bucket not in abandoned]
+            tasks = _one_per_bucket(self._plan(nodes, buckets, now).tasks) if nodes else []
+            if not tasks:
+                return None
+            attempts += 1
+            try:
+                with self._locks(tasks):
+                    return self._execute(tasks, version, files, attempts)
+            except CommitConflict as exc:
+                if attempts > self.settings.max_retries:
+                    return RoundResult(tuple(tasks), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc))
+
+    def _locks(self, tasks: Sequence[CompactionTask]) -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        if self.chunk_lock is not None:
+            for tenant, hour in sorted({t.bucket for t in tasks}):  # sorted: two compactors never deadlock
+                stack.enter_context(self.chunk_lock(tenant, hour))
+        return stack
+
+    def _execute(self, tasks: Sequence[CompactionTask], version: int, files: Sequence[FileInfo],
+                 attempts: int) -> RoundResult:
+        if self.settings.engine == "arrow":
+            try:
+                return self._swap(tasks, version, files, attempts, spark_engine=False)
+            except MergeError as exc:
+                if "is not sorted" not in str(exc):
+                    raise
+                # Files written before ingest sorted them: Spark sorts this round instead of merging.
+        return self._swap(tasks, version, files, attempts, spark_engine=True)
+
+    def _swap(self, tasks: Sequence[CompactionTask], version: int, files: Sequence[FileInfo], attempts: int, *,
+              spark_engine: bool) -> RoundResult:
+        by_path = {f.path: f for f in files}
+        inputs = [by_path[p] for t in tasks for p in t.inputs]
+        levels = {t.bucket: t.output_level for t in tasks}
+        merged = self._merged(inputs, sum(t.outputs for t in tasks)) if spark_engine else None
+
+        def describe(root: str, new: Sequence[FileInfo]) -> dict[str, str]:
+            if self._before_commit is not None:
+                self._before_commit(new)
+            metas = []
+            for f in new:
+                bucket = (str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour")))
+                metas.append(describe_file(root, f.path, self.sort_schema, level=levels[bucket],
+                                           max_regex_chars=self.settings.max_regex_chars))
+            return fragments_metadata(metas)
+
+        summary = {"operation": "compaction", "tasks": [
+            {"bucket": list(t.bucket), "kind": t.kind, "inputs": len(t.inputs), "rows": t.rows,
+             "level": t.output_level, "reason": t.reason} for t in tasks]}
+        result = self.store.replace_files(
+            self.table, [f.path for f in inputs], merged, data_change=False,
+            metadata={"lakeshard.compaction": summary}, read_version=version, before_commit=describe,
+            write=None if spark_engine else self._merge_writer(tasks),
+        )
+        return RoundResult(tuple(tasks), result.version, result.files_removed, result.files_added,
+                           result.rows_added, attempts)
+
+    def _merge_writer(self, tasks: Sequence[CompactionTask]) -> Callable[[str], None]:
+        """Return the store's write function: k-way merge each task's inputs into its partition directory."""
+
+        def write(target: str) -> None:
+            if "://" in target:
+                raise CompactionError(f"{self.table}: the arrow engine writes local tables only; use "
+                                      "CompactionSettings(engine='spark') for object stores")
+            root = target.rsplit("/", 1)[0]
+            for t in tasks:
+                paths = [f"{root}/{unquote(p)}" for p in t.inputs]
+                directory = f"{target}/tenant_id={_hive_escape(t.bucket[0])}/hour={_hive_escape(t.bucket[1])}"
+                os.makedirs(directory, exist_ok=True)
+                merge_sorted_files(paths, self.sort_schema, functools.partial(_part_path, directory),
+                                   target_rows=t.target_rows,
+                                   batch_rows=batch_rows_for(paths, self.settings.memory_budget_bytes))
+
+        return write
+
+    def _merged(self, inputs: Sequence[FileInfo], outputs: int) -> DataFrame:
+        """Return the inputs' rows range-partitioned into ``outputs`` sorted, disjoint partitions."""
+        from pyspark.sql import functions as F
+
+        key = [F.col(c) for c in (*BUCKET_COLUMNS, *self.sort_schema.columns)]
+        df = self.store.read_files(self.table, inputs)
+        return df.repartitionByRange(max(1, outputs), *key).sortWithinPartitions(*key)
+
+
+def _part_path(directory: str, n: int) -> str:
+    return f"{directory}/part-{n:05d}.parquet"
+
+
+def _hive_escape(value: str) -> str:
+    """Return a partition value as Spark/Hive write it in a directory name (odd characters percent-encoded)."""
+    return quote(value, safe=" !$&()+,-.;@_`~")
+
+
+def _one_per_bucket(tasks: Sequence[CompactionTask]) -> list[CompactionTask]:
+    """Return the first task of each bucket: a round's outputs carry one level per bucket."""
+    seen: set[Bucket] = set()
+    out = []
+    for t in tasks:
+        if t.bucket not in seen:
+            seen.add(t.bucket)
+            out.append(t)
+    return out

@@ -1,0 +1,160 @@
+"""Fragment metadata in the Delta log: per data file, its level, key range and per-column pruning regexes.
+
+Husky keeps this next to each fragment in FoundationDB; here it rides in the custom metadata of the very
+commit that adds the file (key :data:`FRAGMENTS_KEY`), so it can never disagree with the data: a file is
+live exactly when the commit that describes it is. No side files. Files without an entry (as writers
+flush them) are level 0 with unknown key range and no regex, and queries fall back to min/max for them.
+
+Delta add actions have no free-form tags in delta-rs 1.6.6 (``AddAction`` takes path, size, partition
+values, time, dataChange and stats only), hence commit metadata rather than per-file tags.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from lakeshard.compaction.sort_schema import SortKey, SortSchema, key_of, timestamp_text
+from lakeshard.errors import LakeshardError
+from lakeshard.lake import FileInfo, TableStore
+from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS, ColumnPruning, PruningError
+
+__all__ = [
+    "FRAGMENTS_KEY",
+    "FragmentError",
+    "FragmentMeta",
+    "describe_file",
+    "fragments_metadata",
+    "read_fragments",
+]
+
+FRAGMENTS_KEY = "lakeshard.fragments"
+_FORMAT = 1
+_BATCH_ROWS = 65_536
+
+
+class FragmentError(LakeshardError):
+    """Fragment metadata in a commit is malformed; the message names the table, version and file."""
+
+
+@dataclass(frozen=True)
+class FragmentMeta:
+    """One data file as compaction described it when it added the file."""
+
+    path: str  # relative to the table root, decoded (as on disk)
+    level: int
+    rows: int
+    first_key: tuple[Any, ...]  # the sort columns of the first row (timestamps as fixed-width UTC text)
+    last_key: tuple[Any, ...]
+    columns: Mapping[str, ColumnPruning] = field(default_factory=dict)
+
+    @property
+    def first(self) -> SortKey:
+        """Return the first row's key, comparable as Spark sorts (see :func:`key_of`)."""
+        return key_of(self.first_key)
+
+    @property
+    def last(self) -> SortKey:
+        """Return the last row's key, comparable as Spark sorts."""
+        return key_of(self.last_key)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the JSON form stored in the commit."""
+        return {"level": self.level, "rows": self.rows, "first": list(self.first_key),
+                "last": list(self.last_key), "columns": {c: m.to_json() for c, m in self.columns.items()}}
+
+    @classmethod
+    def from_json(cls, path: str, data: Mapping[str, Any]) -> FragmentMeta:
+        """Return the metadata :meth:`to_json` stored for ``path``.
+
+        Raises:
+            FragmentError: a field is missing or ill-typed.
+        """
+        try:
+            columns = {c: ColumnPruning.from_json(m) for c, m in data["columns"].items()}
+            return cls(unquote(path), int(data["level"]), int(data["rows"]), tuple(data["first"]),
+                       tuple(data["last"]), columns)
+        except (KeyError, TypeError, ValueError, AttributeError, PruningError) as exc:
+            raise FragmentError(f"fragment metadata of {path} is malformed ({exc}): {str(data)[:200]}") from None
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    if "://" in uri:
+        fs, path = pafs.FileSystem.from_uri(uri)
+        return fs, path
+    return pafs.LocalFileSystem(), uri
+
+
+def _plain(value: Any) -> Any:
+    from datetime import datetime
+
+    return timestamp_text(value) if isinstance(value, datetime) else value
+
+
+def describe_file(root: str, path: str, schema: SortSchema, *, level: int,
+                  max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS) -> FragmentMeta:
+    """Return the fragment metadata of one written Parquet file, reading only its sort columns.
+
+    The file is read in batches, so memory stays at one batch of the sort columns plus the distinct
+    values seen so far.
+    """
+    fs, base = _filesystem(root)
+    distinct: dict[str, set[str | None]] = {c: set() for c in schema.string_columns}
+    first: tuple[Any, ...] | None = None
+    last: tuple[Any, ...] = ()
+    rows = 0
+    with fs.open_input_file(f"{base}/{unquote(path)}") as handle:
+        reader = pq.ParquetFile(handle)
+        for batch in reader.iter_batches(batch_size=_BATCH_ROWS, columns=list(schema.columns)):
+            if batch.num_rows == 0:
+                continue
+            rows += batch.num_rows
+            for col in schema.string_columns:
+                distinct[col].update(pc.unique(batch.column(col)).to_pylist())
+            if first is None:
+                first = tuple(_plain(batch.column(c)[0].as_py()) for c in schema.columns)
+            last = tuple(_plain(batch.column(c)[batch.num_rows - 1].as_py()) for c in schema.columns)
+    columns = {c: ColumnPruning.build(v, max_regex_chars=max_regex_chars) for c, v in distinct.items()}
+    return FragmentMeta(unquote(path), level, rows, first or (), last, columns)
+
+
+def fragments_metadata(fragments: Iterable[FragmentMeta]) -> dict[str, str]:
+    """Return the commit metadata entry that describes ``fragments``."""
+    body = {"format": _FORMAT, "files": {f.path: f.to_json() for f in fragments}}
+    return {FRAGMENTS_KEY: json.dumps(body, separators=(",", ":"), ensure_ascii=False)}
+
+
+def read_fragments(store: TableStore, table: str, files: Sequence[FileInfo]) -> dict[str, FragmentMeta]:
+    """Return the fragment metadata of those ``files`` that compaction wrote, keyed by decoded path.
+
+    Reads the table's history newest first and stops once every file is found or the log is exhausted.
+    """
+    wanted = {unquote(f.path) for f in files}
+    found: dict[str, FragmentMeta] = {}
+    if not wanted:
+        return found
+    for commit in store.history(table):
+        raw = commit.custom_metadata.get(FRAGMENTS_KEY)
+        if raw is None:
+            continue
+        try:
+            body = json.loads(raw) if isinstance(raw, str) else raw
+            entries = body["files"]
+        except (ValueError, KeyError, TypeError):
+            raise FragmentError(f"{table} version {commit.version}: {FRAGMENTS_KEY} is not valid fragment "
+                                f"metadata: {str(raw)[:200]}") from None
+        for path, data in entries.items():
+            key = unquote(path)
+            if key in wanted and key not in found:
+                found[key] = FragmentMeta.from_json(key, data)
+        if len(found) == len(wanted):
+            break
+    return found
+

@@ -1,0 +1,183 @@
+"""Reading events with fragment pruning: partitions, then min/max statistics, then the pruning regexes.
+
+A query names a tenant, a time range and equality / IN predicates on string columns. Every live file is
+considered; a file is skipped at the first stage that proves it holds no matching row:
+
+1. **partition** — another tenant, or an hour outside the range;
+2. **min/max** — the Delta statistics: the time range misses ``[min(ts), max(ts)]``, or every predicate
+   value of some column lies outside that column's ``[min, max]`` (or asks for null where there is none);
+3. **regex** — the file's fragment metadata: some column's regex rejects every predicate value.
+
+Only the remaining files are read (``store.read_files``) and the predicates are applied to their rows,
+so pruning can only save work, never change the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from lakeshard.compaction.fragments import FragmentMeta, read_fragments
+from lakeshard.errors import LakeshardError
+from lakeshard.lake import FileInfo, TableStore
+from lakeshard.pruning import may_contain
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["Predicates", "PruningReport", "QueryError", "choose_files", "read_events"]
+
+Predicates = Mapping[str, "str | Sequence[str | None] | None"]
+"""``{column: value}`` (equality; ``None`` means IS NULL) or ``{column: [v1, v2]}`` (IN)."""
+
+
+class QueryError(LakeshardError):
+    """A query is malformed: an unknown column, an empty IN list, a reversed time range."""
+
+
+@dataclass(frozen=True)
+class PruningReport:
+    """How many files each stage skipped, and which were read."""
+
+    considered: int
+    pruned_by_partition: int
+    pruned_by_min_max: int
+    pruned_by_regex: int
+    read: tuple[str, ...]
+
+    def render(self) -> str:
+        """Return the report as one line."""
+        return (f"files considered {self.considered}, pruned by partition {self.pruned_by_partition}, "
+                f"by min/max {self.pruned_by_min_max}, by regex {self.pruned_by_regex}, read {len(self.read)}")
+
+
+def _hour(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H")
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None
+
+
+def _values(predicates: Predicates | None) -> dict[str, tuple[str | None, ...]]:
+    out: dict[str, tuple[str | None, ...]] = {}
+    for col, want in (predicates or {}).items():
+        values = (want,) if want is None or isinstance(want, str) else tuple(want)
+        if not values:
+            raise QueryError(f"predicate on {col!r} has an empty IN list: it would match nothing")
+        bad = [v for v in values if v is not None and not isinstance(v, str)]
+        if bad:
+            raise QueryError(f"predicate on {col!r} takes strings or None, found {bad[:3]}")
+        out[col] = values
+    return out
+
+
+def _outside_min_max(f: FileInfo, col: str, values: Sequence[str | None]) -> bool:
+    """Return True when the file's statistics prove no value of ``values`` is in ``col``."""
+    lo, hi, nulls = f.min_values.get(col), f.max_values.get(col), f.null_counts.get(col)
+    for v in values:
+        if v is None:
+            if nulls is None or nulls > 0:
+                return False
+        elif not isinstance(lo, str) or not isinstance(hi, str) or lo <= v <= hi:
+            return False
+    return True
+
+
+def _time_outside(f: FileInfo, column: str, start: datetime, end: datetime) -> bool:
+    lo, hi = _as_datetime(f.min_values.get(column)), _as_datetime(f.max_values.get(column))
+    return lo is not None and hi is not None and (hi < start or lo >= end)
+
+
+def _regex_rejects(meta: FragmentMeta | None, wanted: Mapping[str, Sequence[str | None]]) -> bool:
+    if meta is None:
+        return False
+    return any(col in meta.columns and not any(may_contain(meta.columns[col], v) for v in values)
+               for col, values in wanted.items())
+
+
+def choose_files(files: Sequence[FileInfo], fragments: Mapping[str, FragmentMeta], *, tenant: str,
+                 start: datetime, end: datetime, predicates: Predicates | None = None,
+                 timestamp: str = "ts", use_min_max: bool = True,
+                 use_regex: bool = True) -> tuple[list[FileInfo], PruningReport]:
+    """Return the files a query must read and the report of what each stage pruned (pure).
+
+    Raises:
+        QueryError: ``end`` is not after ``start``, or a predicate is malformed.
+    """
+    if end <= start:
+        raise QueryError(f"time range is empty: end {end.isoformat()} is not after start {start.isoformat()}")
+    wanted = _values(predicates)
+    first_hour, last_hour = _hour(start), _hour(end - timedelta(microseconds=1))
+    by_partition = by_min_max = by_regex = 0
+    kept = []
+    for f in files:
+        hour = f.partition_values.get("hour") or ""
+        if f.partition_values.get("tenant_id") != tenant or not first_hour <= hour <= last_hour:
+            by_partition += 1
+        elif use_min_max and (_time_outside(f, timestamp, start, end)
+                              or any(_outside_min_max(f, c, v) for c, v in wanted.items())):
+            by_min_max += 1
+        elif use_regex and _regex_rejects(fragments.get(unquote(f.path)), wanted):
+            by_regex += 1
+        else:
+            kept.append(f)
+    report = PruningReport(len(files), by_partition, by_min_max, by_regex, tuple(f.path for f in kept))
+    return kept, report
+
+
+def read_events(spark: SparkSession, store: TableStore, table: str, *, tenant: str, start: datetime,
+                end: datetime, predicates: Predicates | None = None, version: int | None = None,
+                use_regex: bool = True) -> tuple[DataFrame, PruningReport]:
+    """Return a tenant's events in ``[start, end)`` matching ``predicates``, reading only files that may match.
+
+    Args:
+        spark: the session (an empty answer is built with it).
+        store: the table store.
+        table: the events table's URI.
+        tenant: the tenant.
+        start: inclusive start of the time range (timezone-aware; naive means UTC).
+        end: exclusive end.
+        predicates: ``{column: value | [values]}``; ``None`` as a value means IS NULL.
+        version: read this table version (default latest).
+        use_regex: also prune with the fragment regexes (off: min/max only, for comparison).
+
+    Raises:
+        QueryError: a predicate names a column the table lacks, or the query is malformed.
+
+    Example::
+
+        df, report = read_events(spark, store, uri, tenant="acme", start=t0, end=t1,
+                                 predicates={"service": ["billing", "cart"], "env": "prod"})
+    """
+    from pyspark.sql import functions as F
+
+    start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
+    columns = [f.name for f in store.schema(table).fields]
+    unknown = [c for c in (predicates or {}) if c not in columns]
+    if unknown:
+        raise QueryError(f"{table}: predicates name unknown columns {unknown}; columns are {columns}")
+    files = store.files(table, version=version)
+    fragments = read_fragments(store, table, files) if use_regex else {}
+    kept, report = choose_files(files, fragments, tenant=tenant, start=start, end=end, predicates=predicates,
+                                use_regex=use_regex)
+    if not kept:
+        return spark.createDataFrame([], store.schema(table)), report
+    df = store.read_files(table, kept)
+    cond = (F.col("tenant_id") == tenant) & (F.col("ts") >= F.lit(start)) & (F.col("ts") < F.lit(end))
+    for col, values in _values(predicates).items():
+        present = [v for v in values if v is not None]
+        match = F.col(col).isin(present) if present else F.lit(False)
+        cond = cond & ((match | F.col(col).isNull()) if None in values else match)
+    return df.where(cond), report

@@ -1,0 +1,55 @@
+"""``lakeshard compact`` and ``lakeshard query`` as a user runs them: plan, --apply, report, clean errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from lakeshard.cli import main
+
+from .conftest import AppendEvents
+
+if TYPE_CHECKING:
+    from lakeshard.lake import TableStore
+
+
+def test_compact_plans_applies_and_query_reports(store: TableStore, events_table: tuple[str, AppendEvents],
+                                                 tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The plan commits nothing; --apply swaps files; query prints the pruning report and the match count."""
+    uri, append = events_table
+    append("t1", 4, 20)
+    lakehouse = str(Path(uri).parent)
+    toml = tmp_path / "lakeshard.toml"
+    toml.write_text('[spark]\nmaster = "local[2]"\nshuffle_partitions = 2\nadapter = "embedded"\n')
+    common = ["--config", str(toml)]
+    version = store.version(uri)
+    assert main([*common, "compact", "--lakehouse", lakehouse, "--min-files", "4", "--target-rows", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "2 merge tasks in 2 buckets" in out and "plan only" in out
+    assert store.version(uri) == version
+    assert main([*common, "compact", "--lakehouse", lakehouse, "--min-files", "4", "--target-rows", "100",
+                 "--apply", "--bucket", "t1/2026-01-01T10"]) == 0
+    out = capsys.readouterr().out
+    assert "1 merge tasks in 1 buckets" in out and "4 files -> 1" in out
+    assert store.version(uri) == version + 1
+    assert main([*common, "query", "--lakehouse", lakehouse, "--tenant", "t1", "--start", "2026-01-01T10:00:00Z",
+                 "--end", "2026-01-01T11:00:00Z", "--where", "service=auth", "--where", "service=web"]) == 0
+    out = capsys.readouterr().out
+    expected = store.read(uri).where("tenant_id = 't1' AND hour = '2026-01-01T10' AND service IN ('auth', 'web')")
+    assert "files considered 5, pruned by partition 4" in out
+    assert f"{expected.count():,} matching events" in out
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No events table, and a malformed bucket, each give one clear line and exit code 2."""
+    toml = tmp_path / "lakeshard.toml"
+    toml.write_text('[spark]\nmaster = "local[2]"\nshuffle_partitions = 2\nadapter = "embedded"\n')
+    assert main(["--config", str(toml), "compact", "--lakehouse", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: no Delta table at") and "\n" not in err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compact", "--bucket", "no-hour"])
+    assert exit_info.value.code == 2
+    assert "expected TENANT/HOUR like acme/2026-01-01T10, found 'no-hour'" in capsys.readouterr().err
