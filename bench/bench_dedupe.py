@@ -74,11 +74,14 @@ def _mix(g: np.ndarray, salt: int) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
+TENANTS = 100
+
+
 def events_for(g: np.ndarray) -> pa.Table:
     """Return the events numbered ``g``: every column is a pure function of the number, so a re-send of
     event ``g`` is an exact copy of it."""
     r = [_mix(g, k) for k in range(6)]
-    tenant = (r[0] % np.uint64(1000)) ** 2 // np.uint64(1000)  # skewed towards low tenant numbers
+    tenant = (r[0] % np.uint64(TENANTS)) ** 2 // np.uint64(TENANTS)  # skewed towards low tenant numbers
     words = np.array(WORDS)
     message = [" ".join(words[(int(x) >> s) % len(words)] for s in range(0, 40, 4)) for x in r[5]]
     n = len(g)
@@ -168,9 +171,10 @@ class Case:
 
     def _events(self, batch_path: str) -> DataFrame:
         rows = self.spark.read.parquet(batch_path)
+        # Clustered by the table's partitions, as the writer does: one file per (tenant, hour) per commit.
         return rows.select(*[c.name for c in EVENT_SCHEMA.fields if c.name not in ("source_file", "line_number")],
                            F.lit(0).alias("shard"), F.lit(0).cast("long").alias("routed_version"),
-                           F.date_format("ts", "yyyy-MM-dd'T'HH").alias("hour"))
+                           F.date_format("ts", "yyyy-MM-dd'T'HH").alias("hour")).repartition("tenant_id", "hour")
 
     def _ensure_target(self) -> None:
         self.store.create(self.target, EVENTS_SCHEMA, partition_by=["tenant_id", "hour"])
@@ -285,12 +289,16 @@ def run_case(cls: type[Case], spark: SparkSession, work: Path, paths: list[str],
 
 
 def main() -> None:
+    global TENANTS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batches", type=int, default=100)
     parser.add_argument("--batch-events", type=int, default=50_000)
     parser.add_argument("--large-events", type=int, default=1_000_000)
     parser.add_argument("--cases", default="lakeshard,merge,antijoin,plain")
+    parser.add_argument("--tenants", type=int, default=100,
+                        help="tenants (Zipf-like skew); every (tenant, hour) of a batch is one file per commit")
     args = parser.parse_args()
+    TENANTS = args.tenants
     if args.batches < 10:
         parser.error("--batches must be at least 10 (first and last ten batches are compared)")
 
@@ -318,7 +326,8 @@ def main() -> None:
             print(f"case {cases[key].name} ...", flush=True)
             results.append(run_case(cases[key], spark, work, paths, large, pids))
         report = {"when": datetime.now(UTC).isoformat(timespec="seconds"), "machine": _machine(),
-                  "batches": args.batches, "batch_events": args.batch_events, "large_events": args.large_events,
+                  "tenants": args.tenants, "batches": args.batches, "batch_events": args.batch_events,
+                  "large_events": args.large_events,
                   "distinct_after_stream": distinct, "distinct_after_large": distinct_after_large,
                   "results": results, "goals": _goals(results)}
         _write(report)
@@ -352,7 +361,8 @@ def _write(report: dict[str, Any]) -> None:
     (RESULTS / "dedupe.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
         f"# Exactly-once writers vs peers ({report['when']}, {report['machine']['cpus']} cores)", "",
-        f"Streaming: {report['batches']} batches x {report['batch_events']:,} events (~10 % re-sent from earlier "
+        f"{report['tenants']} tenants. Streaming: {report['batches']} batches x {report['batch_events']:,} events "
+        "(~10 % re-sent from earlier "
         f"batches, ~2 % repeated within a batch) → {report['distinct_after_stream']:,} distinct events. "
         f"Then one batch of {report['large_events']:,} events (~10 % duplicates) → "
         f"{report['distinct_after_large']:,}.", "",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from pyspark.sql import SparkSession
@@ -40,6 +41,20 @@ def _exactly_once(spark: SparkSession, store: TableStore, cfg: LakeshardConfig, 
     assert check.exactly_once, check
 
 
+def _assert_files_sorted(store: TableStore, uri: str) -> None:
+    """Every file of ``events`` is sorted by the table's sort schema (what compaction's merge relies on)."""
+    import pyarrow.parquet as pq
+
+    from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA, key_of
+
+    files = store.files(uri)
+    assert files
+    for f in files:
+        rows = pq.read_table(f"{uri}/{unquote(f.path)}", columns=list(EVENTS_SORT_SCHEMA.columns)).to_pylist()
+        keys = [key_of([r[c] for c in EVENTS_SORT_SCHEMA.columns]) for r in rows]
+        assert keys == sorted(keys), f.path
+
+
 def _redeliver(landing: str, n: int, tag: str = "late-redelivery") -> int:
     """Copy the first ``n`` landing files under new names, as an at-least-once producer would; return lines."""
     files = sorted(p for p in Path(landing).rglob("part-*") if "_truth" not in p.parts)[:n]
@@ -61,6 +76,7 @@ def test_writers_commit_each_event_once_and_count_every_row(
     assert all(r.rows_in == r.written + r.duplicates_in_batch + r.duplicates_in_index for r in reports)
     assert sum(r.written for r in reports) == m.unique_events
     assert ShardWriter(spark, store, cfg, [0, 1, 2, 3]).step() is None  # caught up: nothing to do
+    _assert_files_sorted(store, cfg.table_uri(EVENTS))
 
     # The same files delivered again later: routed again, dropped by the ID index (empty cache: a new writer).
     _redeliver(landing, 4)
@@ -295,7 +311,8 @@ def test_late_events_for_closed_buckets_land_in_the_open_bucket_once_and_closed_
     start = datetime.strptime(own_hour, "%Y-%m-%dT%H").replace(tzinfo=UTC)
     lines = [{"tenant_id": tenant, "event_id": f"late-{i}", "ts": (start + timedelta(minutes=i)).isoformat()}
              for i in range(5)]
-    lines.append({"tenant_id": tenant, "event_id": first["event_id"], "ts": first["ts"].isoformat()})  # a re-send
+    resent_ts = first["ts"].replace(tzinfo=UTC).isoformat()  # Spark hands back naive UTC datetimes
+    lines.append({"tenant_id": tenant, "event_id": first["event_id"], "ts": resent_ts})  # a re-send
     target = Path(landing) / "2026-01-02" / "00"
     target.mkdir(parents=True)
     (target / "late-arrivals.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines + lines[:2]))

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
+from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval
 from lakeshard.errors import CommitConflict, LakeshardError
@@ -397,7 +398,11 @@ class ShardWriter:
             conflict = False
             try:
                 self._before_commit(EVENTS)
-                result = self.store.append(self.events_uri, kept, app_transactions=txns,
+                # One file per (tenant, hour) — not one per task and partition value — each sorted by the table's
+                # sort schema, so compaction merges instead of sorting.
+                ordered = (kept.repartition("tenant_id", "hour")
+                           .sortWithinPartitions("tenant_id", "hour", *EVENTS_SORT_SCHEMA.columns))
+                result = self.store.append(self.events_uri, ordered, app_transactions=txns,
                                            metadata=meta, read_version=read_version)
                 conflict = result.skipped
             except CommitConflict:
@@ -412,7 +417,8 @@ class ShardWriter:
             else:
                 for s in todo:
                     self._known_progress[s] = routed_version
-                ids = survivors.select("shard", "interval", *KEY, "routed_version", *HASH)
+                ids = (survivors.select("shard", "interval", *KEY, "routed_version", *HASH)
+                       .repartition("shard", "interval"))
                 self._before_commit(ID_INDEX)
                 self.store.append(self.ids_uri, ids, app_transactions=txns, metadata={"shards": list(todo)})
                 self._remember(keys.filter(~check.duplicate))
