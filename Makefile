@@ -35,6 +35,7 @@ bench: env
 	$(BIN)/python bench/bench_routing.py
 	$(BIN)/python bench/bench_balancing.py
 	$(BIN)/python bench/bench_compaction.py
+	$(BIN)/python bench/bench_dedupe.py
 
 env: java $(STAMP)
 

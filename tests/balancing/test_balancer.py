@@ -123,8 +123,9 @@ def test_a_run_never_raises_variance_respects_the_cap_and_moves_only_tenants_on_
     available = [s for s in range(total) if s not in excluded]
     for step, move in enumerate(plan.moves):
         before = steps[step]
-        hottest = available[int(np.argmax(before))]
-        assert move.hottest_shard == hottest
+        # The hottest shard, up to float rounding: shards tied at the top may be summed in another order here.
+        hottest = move.hottest_shard
+        assert before[available.index(hottest)] >= before.max() - 1e-9 * max(float(before.max()), 1.0)
         assert hottest in move.old_shards  # only tenants whose placement includes the hottest shard move
         t = by_id[move.tenant_id]
         count = min(t.shard_count, len(available))
