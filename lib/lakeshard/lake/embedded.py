@@ -500,8 +500,8 @@ class EmbeddedTableStore(TableStore):
             max_commit_retries=0 if removes else self._retries,
         )
         try:
-            if removes and not app_transactions:
-                self._commit_removes(dt, uri, [*adds, *removes], remove, props)
+            if removes:
+                self._commit_removes(dt, uri, [*adds, *removes], remove, props, app_transactions)
             else:
                 dt.create_write_transaction(
                     [*adds, *removes], mode="append", schema=dt.schema(),
@@ -524,11 +524,14 @@ class EmbeddedTableStore(TableStore):
         )
 
     def _commit_removes(self, dt: DeltaTable, uri: str, actions: Sequence[AddAction | RemoveAction],
-                        remove: Sequence[str], props: CommitProperties) -> None:
-        """Commit a swap, re-trying on the newest version only while every file to remove is still live.
+                        remove: Sequence[str], props: CommitProperties,
+                        app_transactions: Sequence[AppTransaction] = ()) -> None:
+        """Commit a swap, re-trying on the newest version only while every file to remove is still live
+        and no concurrent commit carried one of its app transactions (e.g. a replace lock's fencing token).
 
         Raises:
-            CommitFailedError: the log moved too often, or a concurrent commit removed one of the files.
+            CommitFailedError: the log moved too often, a concurrent commit removed one of the files, or it
+                committed one of the same app transactions.
         """
         attempts = max(self._retries or 0, _SWAP_RETRIES)
         for attempt in range(attempts + 1):
@@ -540,6 +543,10 @@ class EmbeddedTableStore(TableStore):
                 return
             except CommitFailedError:
                 dt = self._table(uri)
+                taken = [t.app_id for t in app_transactions if (v := dt.transaction_version(t.app_id)) is not None
+                         and v >= t.version]
+                if taken:
+                    raise CommitFailedError(f"a concurrent commit carried app transactions {taken}") from None
                 live = {f.path for f in _live_files(dt)}
                 gone = [p for p in remove if p not in live]
                 if gone or attempt == attempts:
