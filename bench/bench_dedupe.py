@@ -75,14 +75,11 @@ def _mix(g: np.ndarray, salt: int) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
-TENANTS = 100
-
-
-def events_for(g: np.ndarray) -> pa.Table:
+def events_for(g: np.ndarray, tenants: int) -> pa.Table:
     """Return the events numbered ``g``: every column is a pure function of the number, so a re-send of
     event ``g`` is an exact copy of it."""
     r = [_mix(g, k) for k in range(6)]
-    tenant = (r[0] % np.uint64(TENANTS)) ** 2 // np.uint64(TENANTS)  # skewed towards low tenant numbers
+    tenant = (r[0] % np.uint64(tenants)) ** 2 // np.uint64(tenants)  # skewed towards low tenant numbers
     words = np.array(WORDS)
     message = [" ".join(words[(int(x) >> s) % len(words)] for s in range(0, 40, 4)) for x in r[5]]
     n = len(g)
@@ -292,7 +289,6 @@ def run_case(cls: type[Case], spark: SparkSession, work: Path, paths: list[str],
 
 
 def main() -> None:
-    global TENANTS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batches", type=int, default=100)
     parser.add_argument("--batch-events", type=int, default=50_000)
@@ -301,7 +297,6 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=100,
                         help="tenants (Zipf-like skew); every (tenant, hour) of a batch is one file per commit")
     args = parser.parse_args()
-    TENANTS = args.tenants
     if args.batches < 10:
         parser.error("--batches must be at least 10 (first and last ten batches are compared)")
 
@@ -316,10 +311,10 @@ def main() -> None:
         for i, numbers in enumerate(plan):
             path = str(work / "input" / f"batch-{i:04d}.parquet")
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(events_for(numbers), path)
+            pq.write_table(events_for(numbers, args.tenants), path)
             paths.append(path)
         large = str(work / "input" / "large.parquet")
-        pq.write_table(events_for(big), large)
+        pq.write_table(events_for(big, args.tenants), large)
 
         spark = get_spark(load_config(overrides={"spark": {"driver_memory": "8g"}}, env={}))
         pids = [os.getpid(), int(spark.sparkContext._jvm.ProcessHandle.current().pid())]  # type: ignore[union-attr]

@@ -19,19 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lakeshard.cli_args import config_from_args
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
 
 __all__ = ["main"]
 
 
-def _config(args: argparse.Namespace, **extra: Any) -> LakeshardConfig:
-    overrides: dict[str, Any] = dict(extra)
-    if getattr(args, "lakehouse", None):
-        overrides["lakehouse"] = args.lakehouse
-    if getattr(args, "landing", None):
-        overrides["landing"] = args.landing
-    return load_config(args.config, overrides=overrides)
 
 
 def _version(dist: str) -> str:
@@ -45,7 +39,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """Say which mode lakeshard runs in; check Java (locally), Spark start, the adapter, a Delta round trip."""
     from lakeshard.runtime import RuntimeKind, describe_mode, detect_runtime, find_java
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     rows: list[tuple[str, str]] = [("python", platform.python_version())]
     for dist in ("lakeshard", "pyspark", "delta-spark", "deltalake", "pyarrow", "pandas", "mmh3", "databricks-connect"):
         rows.append((dist, _version(dist)))
@@ -104,7 +98,7 @@ def cmd_route(args: argparse.Namespace) -> int:
     from lakeshard.routing.router import Router, RouteReport
     from lakeshard.runtime import get_spark
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     spark = get_spark(cfg)
     router = Router(spark, open_store(spark, cfg), cfg, max_batch_files=args.batch_files)
 
@@ -132,7 +126,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from lakeshard.routing.router import Router
     from lakeshard.runtime import get_spark
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     spark = get_spark(cfg)
     store = open_store(spark, cfg)
     router = Router(spark, store, cfg)
@@ -161,7 +155,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """Write a synthetic landing zone with its ground truth."""
     from lakeshard.synth import generate_landing
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     manifest = generate_landing(cfg.landing, _spec(args), progress=not args.quiet, overwrite=args.overwrite)
     print(f"wrote {manifest.records:,} records in {manifest.files} files to {cfg.landing}: "
           f"{manifest.unique_events:,} unique events, {manifest.duplicate_records:,} duplicates, "

@@ -11,21 +11,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
-from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.cli_args import config_from_args, iso_timestamp
+from lakeshard.config import LakeshardConfig
 
 __all__ = ["add_commands", "cmd_autoshard", "cmd_balance", "cmd_exclude"]
 
 _SHOWN = 20  # rows of a plan printed before "... and N more"
-
-
-def _config(args: argparse.Namespace, **extra: Any) -> LakeshardConfig:
-    overrides: dict[str, Any] = dict(extra)
-    if getattr(args, "lakehouse", None):
-        overrides["lakehouse"] = args.lakehouse
-    return load_config(getattr(args, "config", None), overrides=overrides)
 
 
 def _store(cfg: LakeshardConfig) -> Any:
@@ -33,15 +26,6 @@ def _store(cfg: LakeshardConfig) -> Any:
     from lakeshard.runtime import get_spark
 
     return open_store(get_spark(cfg), cfg)
-
-
-def _timestamp(text: str) -> datetime:
-    try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected an ISO timestamp like 2026-01-01T10:00:00Z, found {text!r}") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _footer(applied: bool, version: int | None, changed: int) -> str:
@@ -58,7 +42,7 @@ def cmd_autoshard(args: argparse.Namespace) -> int:
     from lakeshard.balancing.executor import autoshard
     from lakeshard.report import format_table
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     run = autoshard(_store(cfg), cfg, now=args.as_of, apply=args.apply)
     plan = run.plan
     if plan.stale:
@@ -88,7 +72,7 @@ def cmd_balance(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
     if args.max_moves is not None:
         extra["balancing"] = {"max_moves": args.max_moves}
-    cfg = _config(args, **extra)
+    cfg = config_from_args(args, **extra)
     run = balance(_store(cfg), cfg, now=args.as_of, apply=args.apply)
     plan = run.plan
     b, a = plan.before, plan.after
@@ -114,7 +98,7 @@ def cmd_exclude(args: argparse.Namespace) -> int:
     """Exclude shards from new placements (e.g. a lagging one) or --include them again; applies at once."""
     from lakeshard.balancing.executor import exclude_shards
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     run = exclude_shards(_store(cfg), cfg, exclude=args.shards, include=args.include or [], reason=args.reason)
     if run.version is None:
         print(f"no change: excluded shards stay {list(run.before.excluded)} of {run.before.total_shards}")
@@ -139,7 +123,7 @@ def add_commands(
                               description=cmd_autoshard.__doc__)
     common(p, False)
     p.add_argument("--apply", action="store_true", help="commit the plan to tenant_settings")
-    p.add_argument("--as-of", type=_timestamp, default=None,
+    p.add_argument("--as-of", type=iso_timestamp, default=None,
                    help="plan as if it were this time (ISO; default now), e.g. to replay old metrics")
     p.set_defaults(func=cmd_autoshard)
 
@@ -148,7 +132,7 @@ def add_commands(
     common(p, False)
     p.add_argument("--apply", action="store_true", help="commit the new salts to tenant_settings")
     p.add_argument("--max-moves", type=int, default=None, help="cap on tenants moved this run (default: config)")
-    p.add_argument("--as-of", type=_timestamp, default=None, help="use metrics up to this time (ISO; default now)")
+    p.add_argument("--as-of", type=iso_timestamp, default=None, help="use metrics up to this time (ISO; default now)")
     p.set_defaults(func=cmd_balance)
 
     p = subparsers.add_parser("exclude", help="exclude shards from new placements, or --include them again",

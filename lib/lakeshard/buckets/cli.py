@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from lakeshard.balancing.cli import _timestamp
+from lakeshard.cli_args import config_from_args, iso_timestamp
 
 __all__ = ["add_commands", "cmd_buckets"]
 
@@ -39,12 +39,11 @@ def _shown(rows: list[list[object]]) -> tuple[list[list[object]], str]:
 def cmd_buckets(args: argparse.Namespace) -> int:
     """Show why buckets are open (status), close the complete ones (close), or list closed ones (closed)."""
     from lakeshard.buckets.completionist import Completionist
-    from lakeshard.cli import _config
     from lakeshard.lake import open_store
     from lakeshard.report import format_table
     from lakeshard.runtime import get_spark
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     spark = get_spark(cfg)
     c = Completionist(spark, open_store(spark, cfg), cfg, quiet=args.quiet_minutes, grace=args.grace_minutes)
     if args.action == "closed":
@@ -91,5 +90,5 @@ def add_commands(subparsers: Any, common: Callable[[argparse.ArgumentParser, boo
         q.add_argument("--grace-minutes", type=_minutes, default=timedelta(minutes=15),
                        help="minutes the backlog watermark must be past the hour's end (default 15)")
         if name == "closed":
-            q.add_argument("--since", type=_timestamp, help="ISO time, e.g. 2026-01-01T00:00:00Z (default: all)")
+            q.add_argument("--since", type=iso_timestamp, help="ISO time, e.g. 2026-01-01T00:00:00Z (default: all)")
         q.set_defaults(func=cmd_buckets)

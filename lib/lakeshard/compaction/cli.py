@@ -13,8 +13,9 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from lakeshard.cli_args import config_from_args, iso_timestamp
+
 # The same --lakehouse/--config handling and ISO timestamp parsing as the load-management commands.
-from lakeshard.balancing.cli import _config, _timestamp
 
 __all__ = ["add_commands", "cmd_compact", "cmd_query"]
 
@@ -57,7 +58,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from lakeshard.report import format_table
     from lakeshard.runtime import get_spark
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     store = open_store(get_spark(cfg), cfg)
     compactor = Compactor(store, cfg.table_uri(_EVENTS), settings=_settings(args))
     report = compactor.run(apply=args.apply, buckets=args.bucket or None)
@@ -85,7 +86,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from lakeshard.lake import open_store
     from lakeshard.runtime import get_spark
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     spark = get_spark(cfg)
     predicates: dict[str, list[str | None]] = {}
     for column, value in args.where or []:
@@ -127,8 +128,8 @@ def add_commands(
                               description=cmd_query.__doc__)
     common(p, False)
     p.add_argument("--tenant", required=True, help="the tenant")
-    p.add_argument("--start", type=_timestamp, required=True, help="inclusive start (ISO)")
-    p.add_argument("--end", type=_timestamp, required=True, help="exclusive end (ISO)")
+    p.add_argument("--start", type=iso_timestamp, required=True, help="inclusive start (ISO)")
+    p.add_argument("--end", type=iso_timestamp, required=True, help="exclusive end (ISO)")
     p.add_argument("--where", type=_predicate, action="append", metavar="COLUMN=VALUE",
                    help="equality; repeat a column for IN, e.g. --where service=auth --where service=web")
     p.add_argument("--null", action="append", metavar="COLUMN", help="also match rows where COLUMN is null")

@@ -18,12 +18,12 @@ from typing import Any
 from urllib.parse import unquote
 
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakeshard.compaction.sort_schema import SortKey, SortSchema, key_of, timestamp_text
 from lakeshard.errors import LakeshardError
 from lakeshard.lake import FileInfo, TableStore
+from lakeshard.lake.files import filesystem
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS, ColumnPruning, PruningError
 
 __all__ = [
@@ -85,13 +85,6 @@ class FragmentMeta:
             raise FragmentError(f"fragment metadata of {path} is malformed ({exc}): {str(data)[:200]}") from None
 
 
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in uri:
-        fs, path = pafs.FileSystem.from_uri(uri)
-        return fs, path
-    return pafs.LocalFileSystem(), uri
-
-
 def _plain(value: Any) -> Any:
     from datetime import datetime
 
@@ -105,7 +98,7 @@ def describe_file(root: str, path: str, schema: SortSchema, *, level: int,
     The file is read in batches, so memory stays at one batch of the sort columns plus the distinct
     values seen so far.
     """
-    fs, base = _filesystem(root)
+    fs, base = filesystem(root)
     distinct: dict[str, set[str | None]] = {c: set() for c in schema.string_columns}
     first: tuple[Any, ...] | None = None
     last: tuple[Any, ...] = ()

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -199,6 +199,7 @@ class ShardWriter:
         self._ready = False
         self._known_progress: dict[int, int] = {}  # what this writer last saw committed, per shard
         self._newest_hour: dict[int, str] = {}  # per shard, the newest interval committed to the index
+        self._closed: tuple[int, set[tuple[str, str]]] | None = None  # (buckets version, closed buckets)
 
     def ensure_tables(self) -> None:
         """Create ``events`` and ``event_ids`` if missing."""
@@ -234,7 +235,8 @@ class ShardWriter:
         progress = self.progress()
         # Progress moved by someone else: what this writer cached for those shards may be incomplete.
         self.cache.drop_shards(s for s in self.shards if self._known_progress.get(s, progress[s]) != progress[s])
-        self._finish_dead_letters(progress)
+        if self._finish_dead_letters(progress):
+            return self.step()  # read the version and progress again: our own commit is not a concurrent one
         self._known_progress = dict(progress)
         repaired = self.repair_ids(progress)
         latest = self.store.version(self.routed_uri) if self.store.exists(self.routed_uri) else 0
@@ -253,7 +255,7 @@ class ShardWriter:
                 self.failures += 1
                 if self.write_retries < 0:
                     raise
-                error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
                 time.sleep(min(0.5 * 2**attempt, 5.0))
         return self._dead_letter(batch, todo, routed_version, error[:1000], started)
 
@@ -312,7 +314,11 @@ class ShardWriter:
 
         if not self.store.exists(self.buckets_uri):
             return set()
-        return Completionist(self.spark, self.store, self.cfg).closed()
+        # Read the bucket states (a Spark job) only when the table moved since the last step.
+        version = self.store.version(self.buckets_uri)
+        if self._closed is None or self._closed[0] != version:
+            self._closed = (version, Completionist(self.spark, self.store, self.cfg).closed())
+        return self._closed[1]
 
     def _check_index(self, keys: pa.Table) -> _IndexCheck:
         """Return which unique batch keys the ID index already holds, paging missing intervals in."""
@@ -320,9 +326,7 @@ class ShardWriter:
         hour = keys.column("interval").to_numpy(zero_copy_only=False)
         hi, lo = keys.column("key_hi").to_numpy(), keys.column("key_lo").to_numpy()
         groups = _group_indices(shard, hour)
-        for s in {s for s, _ in groups}:
-            newest = max(h for t, h in groups if t == s)
-            self._newest_hour[s] = max(self._newest_hour.get(s, newest), newest)
+        self._saw_intervals(groups)
         expired = np.zeros(len(hi), dtype=bool)
         live = {}
         for (s, h), idx in groups.items():
@@ -341,6 +345,12 @@ class ShardWriter:
                 duplicate[idx] = cached.contains(hi[idx], lo[idx])
         return _IndexCheck(duplicate, expired, len(missing), len(live) - len(missing), paged, page_seconds)
 
+    def _saw_intervals(self, intervals: Iterable[Interval]) -> None:
+        """Remember the newest hour seen per shard: the retention cutoff counts back from it."""
+        for shard, hour in intervals:
+            if hour > self._newest_hour.get(shard, ""):
+                self._newest_hour[shard] = hour
+
     def _cutoff_hour(self, shard: int) -> str:
         newest = self._newest_hour.get(shard)
         if newest is None:
@@ -351,9 +361,7 @@ class ShardWriter:
         """Read these intervals' key hashes from ``event_ids`` in one columnar read into the cache."""
         self._before_commit("page-in")
         files = self.store.files(self.ids_uri)
-        for f in files:
-            s, h = _interval_of(f)
-            self._newest_hour[s] = max(self._newest_hour.get(s, h), h)
+        self._saw_intervals(_interval_of(f) for f in files)
         wanted = [f for f in files if _interval_of(f) in intervals]
         found: dict[Interval, IdInterval] = {}
         total = 0
@@ -467,10 +475,11 @@ class ShardWriter:
         report = self._empty_report(todo, routed_version, rows_in, started, conflict=False)
         return dataclasses.replace(report, dead_lettered=rows_in, error=error)
 
-    def _finish_dead_letters(self, progress: dict[int, int]) -> None:
-        """Commit the progress past routed versions already dead-lettered to ``quarantine`` (no events)."""
+    def _finish_dead_letters(self, progress: dict[int, int]) -> bool:
+        """Commit the progress past routed versions already dead-lettered to ``quarantine`` (no events);
+        return whether anything was committed (``progress`` is updated in place)."""
         if not self.store.exists(self.quarantine_uri):
-            return
+            return False
         ahead: dict[int, list[int]] = {}
         letters = self.store.transaction_versions(self.quarantine_uri, [dead_letter_app_id(s) for s in self.shards])
         for s in self.shards:
@@ -484,6 +493,7 @@ class ShardWriter:
                               metadata={"dead_lettered": True, "shards": shards, "routed_version": version})
             for s in shards:
                 progress[s] = version
+        return bool(ahead)
 
     def _empty_report(self, todo: tuple[int, ...], routed_version: int, rows_in: int, started: float, *,
                       conflict: bool) -> WriteReport:
@@ -499,9 +509,10 @@ class ShardWriter:
         shard = committed.column("shard").to_numpy()
         hour = committed.column("interval").to_numpy(zero_copy_only=False)
         hi, lo = committed.column("key_hi").to_numpy(), committed.column("key_lo").to_numpy()
-        for key, idx in _group_indices(shard, hour).items():
+        groups = _group_indices(shard, hour)
+        for key, idx in groups.items():
             self.cache.add(key, hi[idx], lo[idx])
-            self._newest_hour[key[0]] = max(self._newest_hour.get(key[0], key[1]), key[1])
+        self._saw_intervals(groups)
 
     def repair_ids(self, progress: dict[int, int] | None = None) -> int:
         """Return how many IDs were rebuilt from ``events`` for shards whose ``event_ids`` lag behind.
@@ -548,11 +559,7 @@ class ShardWriter:
         """
         self.ensure_tables()
         files = self.store.files(self.ids_uri)
-        newest: dict[int, str] = {}
-        for f in files:
-            s, h = _interval_of(f)
-            newest[s] = max(newest.get(s, h), h)
-        self._newest_hour.update({s: max(h, self._newest_hour.get(s, h)) for s, h in newest.items()})
+        self._saw_intervals(_interval_of(f) for f in files)
         doomed = [f for f in files if (iv := _interval_of(f))[0] in self.shards and iv[1] < self._cutoff_hour(iv[0])]
         if doomed:
             self.store.replace_files(self.ids_uri, [f.path for f in doomed], None, data_change=True,
@@ -574,10 +581,13 @@ def _interval_of(f: FileInfo) -> Interval:
 
 def _group_indices(shard: np.ndarray, hour: np.ndarray) -> dict[Interval, np.ndarray]:
     """Return the row indices of each distinct ``(shard, hour)`` pair."""
-    out: dict[Interval, list[int]] = {}
-    for i, key in enumerate(zip(shard.tolist(), hour.tolist(), strict=True)):
-        out.setdefault(key, []).append(i)
-    return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+    import pandas as pd
+
+    if not len(shard):
+        return {}
+    groups = pd.DataFrame({"shard": shard, "hour": hour}).groupby(["shard", "hour"], sort=False).indices
+    return {(int(k[0]), str(k[1])): np.asarray(idx, dtype=np.int64)  # type: ignore[index]
+            for k, idx in groups.items()}
 
 
 def _may_hold(f: FileInfo, column: str, low: int | None, high: int | None) -> bool:

@@ -35,6 +35,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.transaction import AddAction, RemoveAction
 
 from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError
+from lakeshard.lake.files import filesystem
 from lakeshard.lake.store import (
     BYTES_ADDED,
     ROWS_ADDED,
@@ -101,13 +102,6 @@ def _spark_file_uri(uri: str) -> str:
         prefix, path = "file:", uri
     quoted = "".join(f"%{ord(c):02X}" if c in _URI_QUOTED or ord(c) < 0x20 or ord(c) == 0x7F else c for c in path)
     return prefix + quoted
-
-
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in uri:
-        fs, path = pafs.FileSystem.from_uri(uri)
-        return fs, path
-    return pafs.LocalFileSystem(), uri
 
 
 def _is_hidden(relative: str) -> bool:
@@ -560,7 +554,7 @@ class EmbeddedTableStore(TableStore):
         The commit files after ``read_version`` are read directly: delta-rs' ``history()`` numbers
         entries wrongly when it races a concurrent commit (seen with deltalake 1.6.6).
         """
-        fs, base = _filesystem(_normalise_uri(dt.table_uri))
+        fs, base = filesystem(_normalise_uri(dt.table_uri))
         version = read_version + 1
         while True:
             path = f"{base}/_delta_log/{version:020d}.json"
@@ -614,7 +608,7 @@ class EmbeddedTableStore(TableStore):
                       data_change: bool) -> tuple[list[AddAction], int, str]:
         """Return add actions (stats from the footers) for the Parquet files written under ``target``."""
         parts = list(dt.metadata().partition_columns)
-        fs, base = _filesystem(target)
+        fs, base = filesystem(target)
         adds: list[AddAction] = []
         rows = 0
         selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
@@ -641,7 +635,7 @@ class EmbeddedTableStore(TableStore):
         return adds, rows, target
 
     def _delete_tree(self, target: str) -> None:
-        fs, base = _filesystem(target)
+        fs, base = filesystem(target)
         try:
             fs.delete_dir(base)
         except (FileNotFoundError, OSError):
@@ -672,7 +666,7 @@ class EmbeddedTableStore(TableStore):
         missing = [v for v in range(start, end + 1) if v not in commits]
         if missing:
             raise TableStoreError(f"{uri}: commit files for versions {missing[:5]} are missing from the log")
-        fs, base = _filesystem(uri)
+        fs, base = filesystem(uri)
         return [_log_entry(fs, f"{base}/_delta_log/{v:020d}.json", v) for v in range(start, end + 1)]
 
     def checkpoint_versions(self, table: str) -> list[int]:
@@ -688,7 +682,7 @@ class EmbeddedTableStore(TableStore):
         parts = _checkpoint_parts(uri).get(version)
         if not parts:
             raise TableStoreError(f"{uri}: no complete checkpoint at version {version}")
-        fs, _ = _filesystem(uri)
+        fs, _ = filesystem(uri)
         out: list[FileInfo] = []
         for part in parts:
             with fs.open_input_file(part) as handle:
@@ -747,7 +741,7 @@ class EmbeddedTableStore(TableStore):
 
     def _stale_write_dirs(self, uri: str, retention: timedelta, dry_run: bool) -> list[str]:
         """Remove Spark's leftovers (``_temporary``) and emptied write directories older than ``retention``."""
-        fs, base = _filesystem(uri)
+        fs, base = filesystem(uri)
         cutoff = datetime.now(UTC) - retention
         removed: list[str] = []
         for info in fs.get_file_info(pafs.FileSelector(base, recursive=False)):
@@ -792,14 +786,14 @@ def _live_files(dt: DeltaTable) -> list[FileInfo]:
 
 
 def _commit_versions(uri: str) -> set[int]:
-    fs, base = _filesystem(uri)
+    fs, base = filesystem(uri)
     names = [i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True))]
     return {int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()}
 
 
 def _checkpoint_parts(uri: str) -> dict[int, list[str]]:
     """Return, per checkpoint version, its part files in order, or [] when some part is missing."""
-    fs, base = _filesystem(uri)
+    fs, base = filesystem(uri)
     found: dict[int, dict[int, str]] = {}
     expected: dict[int, int] = {}
     for info in fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True)):

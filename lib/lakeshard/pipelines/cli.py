@@ -9,17 +9,10 @@ import argparse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lakeshard.config import LakeshardConfig
+from lakeshard.cli_args import config_from_args
 from lakeshard.pipelines.declaration import Pipeline, PipelineError, describe
 
 __all__ = ["add_commands", "cmd_pipeline_events", "cmd_pipeline_graph", "cmd_pipeline_run", "parse_params"]
-
-
-def _config(args: argparse.Namespace) -> LakeshardConfig:
-    # The top-level CLI turns --config, --lakehouse and --landing into a config in one place.
-    from lakeshard.cli import _config as config_from_args
-
-    return config_from_args(args)
 
 
 def _pipeline() -> Pipeline:
@@ -54,7 +47,7 @@ def cmd_pipeline_run(args: argparse.Namespace) -> int:
     pipeline = _pipeline()
     params = parse_params(args.param or [])
     pipeline.order(args.flows)  # unknown flows fail here, before Spark starts
-    cfg = _config(args)
+    cfg = config_from_args(args)
     spark = get_spark(cfg)
     report = run_pipeline(spark, open_store(spark, cfg), cfg, pipeline, flows=args.flows,
                           full_refresh=args.full_refresh, params=params, say=lambda line: print(line, flush=True))
@@ -74,7 +67,7 @@ def cmd_pipeline_events(args: argparse.Namespace) -> int:
     from lakeshard.report import format_table
     from lakeshard.runtime import get_spark
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     spark = get_spark(cfg)
     log = EventLog(open_store(spark, cfg), cfg)
     run_id = args.run or log.latest_run()

@@ -13,6 +13,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lakeshard.cli_args import config_from_args
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import FileInfo
 from lakeshard.versions.chunks import ChunkVersion, rows_in
@@ -77,12 +78,11 @@ def format_show(version: ChunkVersion) -> list[str]:
 
 def cmd_versions(args: argparse.Namespace) -> int:
     """Print a chunk's history (log), the files between two versions (diff) or one version (show)."""
-    from lakeshard.cli import _config
     from lakeshard.lake import open_store
     from lakeshard.runtime import get_spark
     from lakeshard.versions.chunks import ChunkVersions, VersionsError
 
-    cfg = _config(args)
+    cfg = config_from_args(args)
     store = open_store(get_spark(cfg), cfg)
     versions = ChunkVersions(store, table_location(cfg, args.table), args.chunk)
     if args.action == "log":
