@@ -14,7 +14,7 @@ from lakeshard.compaction.fragments import FRAGMENTS_KEY
 from lakeshard.compaction.sort_schema import key_of
 from lakeshard.lake import FileInfo
 
-from .conftest import AppendEvents, checksum, small_settings
+from .conftest import HOURS, AppendEvents, checksum, small_settings
 
 if TYPE_CHECKING:
     from lakeshard.lake import TableStore
@@ -118,3 +118,41 @@ def test_compaction_refuses_a_table_without_buckets(spark: Any, store: TableStor
     store.create(uri, spark.range(1).schema)
     with pytest.raises(CompactionError, match=r"partitioned by \['tenant_id', 'hour'\], found \[\]"):
         Compactor(store, uri)
+
+
+def test_compaction_takes_replace_locks_fences_its_swap_and_leaves_a_locked_bucket_alone(
+    store: TableStore, events_table: tuple[str, AppendEvents], tmp_path: Any
+) -> None:
+    """Each round locks its buckets in one commit and releases them in one; its swap carries their fencing
+    tokens; a bucket a replacement holds is given up for this run while the other buckets compact."""
+    from lakeshard.versions import Chunk, ChunkLocks
+    from lakeshard.versions.locks import replace_app_id
+
+    uri, append = events_table
+    append("acme", files=2, rows=10)
+    append("zeta", files=2, rows=10)
+    locks_uri = str(tmp_path / "chunk_locks")
+    replacer = ChunkLocks(store, locks_uri, holder="replacer")
+    held = replacer.acquire(Chunk("zeta", HOURS[0]))
+    locks = ChunkLocks(store, locks_uri, holder="compactor")
+    before = checksum(store.read(uri))
+    lock_version = store.version(locks_uri)
+
+    report = Compactor(store, uri, settings=small_settings(), chunk_lock=locks.fenced).run(
+        sealed={(t, h) for t in ("acme", "zeta") for h in HOURS})
+
+    assert report.gave_up == [("zeta", HOURS[0])]
+    assert "locked for replacement by replacer" in next(r.reason for r in report.rounds if r.gave_up)
+    compacted = {(f.partition_values["tenant_id"], f.partition_values["hour"]): 0 for f in store.files(uri)}
+    for f in store.files(uri):
+        compacted[(f.partition_values["tenant_id"], f.partition_values["hour"])] += 1
+    assert compacted == {("acme", HOURS[0]): 1, ("acme", HOURS[1]): 1, ("zeta", HOURS[0]): 2, ("zeta", HOURS[1]): 1}
+    assert checksum(store.read(uri)) == before
+    for hour in HOURS:  # the committed swap carried the compactor's fencing token of each bucket it compacted
+        assert store.transaction_version(uri, replace_app_id(Chunk("acme", hour))) is not None
+    assert store.transaction_version(uri, replace_app_id(Chunk("zeta", HOURS[0]))) is None
+    # One round took the three free buckets' locks in one commit and released them in one (the refused
+    # attempt on all four committed nothing).
+    assert store.version(locks_uri) == lock_version + 2
+    assert [s.chunk for s in locks.held()] == [Chunk("zeta", HOURS[0])]
+    assert replacer.release(held)

@@ -55,11 +55,30 @@ def _check_partition(files: list[FileNode], tasks: tuple[CompactionTask, ...], u
 
 
 @settings(max_examples=150, deadline=None)
-@given(files=_files, include_open=st.booleans())
-def test_plans_never_mix_buckets_lose_or_duplicate_files(files: list[FileNode], include_open: bool) -> None:
+@given(files=_files, include_open=st.booleans(), sealed=st.sets(st.sampled_from(_BUCKETS)))
+def test_plans_never_mix_buckets_lose_or_duplicate_files(files: list[FileNode], include_open: bool,
+                                                         sealed: set[tuple[str, str]]) -> None:
     """Every file is in at most one task or untouched, and each task stays inside one bucket."""
-    plan = plan_compaction(files, now=NOW, size_tiered=_tiered, locality=_leveled, include_open=include_open)
+    plan = plan_compaction(files, now=NOW, size_tiered=_tiered, locality=_leveled, include_open=include_open,
+                           sealed=sealed)
     _check_partition(files, plan.tasks, plan.untouched)
+    for bucket in sealed:  # a sealed bucket keeps at most one small level-0 file out of its merge
+        small = [f for f in files if f.bucket == bucket and f.level == 0 and f.rows < _tiered.target_rows]
+        merged = {p for t in plan.tasks if t.bucket == bucket for p in t.inputs}
+        assert len([f for f in small if f.path not in merged]) == (1 if len(small) == 1 else 0)
+
+
+def test_a_sealed_bucket_merges_its_small_files_without_waiting_for_a_tier() -> None:
+    """Two files of different classes wait in an open-for-writes bucket; once sealed they merge together."""
+    old = NOW - timedelta(hours=5)
+    bucket = ("t1", "2026-01-01T10")
+    files = [FileNode("s0", bucket, 50, 500, old), FileNode("b0", bucket, 500, 5_000, old),
+             FileNode("full", bucket, 2_000, 20_000, old)]
+    assert _tiered.plan(files, now=NOW) == []
+    tasks = _tiered.plan(files, now=NOW, sealed={bucket})
+    assert [sorted(t.inputs) for t in tasks] == [["b0", "s0"]]  # the full-size file stays as it is
+    assert "sealed" in tasks[0].reason
+    assert _tiered.plan(files[:1], now=NOW, sealed={bucket}) == []  # one small file: nothing to merge
 
 
 @settings(max_examples=150, deadline=None)

@@ -130,3 +130,21 @@ def test_bad_replacements_are_refused(store: TableStore, chunk_table: str, rows:
     assert locks.state(ACME10).state == "released"  # the refused replacement let go of the lock
     with pytest.raises(Exception, match="lease must be positive"):
         ChunkLocks(store, "x", lease=timedelta(0))
+
+
+def test_lock_all_takes_every_chunk_in_one_commit_or_none(store: TableStore, tmp_path: Path) -> None:
+    table = str(tmp_path / "chunk_locks")
+    a, b = ChunkLocks(store, table, holder="a"), ChunkLocks(store, table, holder="b")
+    acme11, zeta = Chunk("acme", "2026-01-01T11"), Chunk("zeta", H10)
+    held = a.acquire(ACME10)
+    start = store.version(table)
+    with pytest.raises(ChunkLocked, match="acme/2026-01-01T10 is locked for replacement by a "):
+        b.acquire_all([zeta, acme11, ACME10])
+    assert store.version(table) == start and b.states([zeta, acme11]) == {}  # none of the three was taken
+    with b.lock_all([zeta, acme11]) as leases:
+        assert store.version(table) == start + 1  # both in one commit
+        assert [lease.chunk for lease in leases] == [acme11, zeta]
+        assert {s.chunk: s.holder for s in a.held()} == {ACME10: "a", acme11: "b", zeta: "b"}
+    assert store.version(table) == start + 2  # and released in one
+    assert {s.chunk for s in a.held()} == {ACME10}
+    assert a.release(held)

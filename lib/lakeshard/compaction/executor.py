@@ -26,9 +26,12 @@ How one round works:
 Appends to the same buckets go on meanwhile: a compaction only removes files it read, so appended files
 stay live, and every row is in the table exactly once whichever commit lands first.
 
-``chunk_lock(tenant_id, hour)`` is an optional factory of context managers (the per-chunk replace lock of
-:mod:`lakeshard.versions`); the compactor holds the locks of a round's buckets, in sorted order, from
-planning that round to its commit.
+``chunk_lock(buckets)`` is an optional factory of context managers (the per-chunk replace locks of
+:mod:`lakeshard.versions`, e.g. ``ChunkLocks.fenced``): the compactor holds the locks of a round's buckets
+from planning that round to its commit, and its swap carries the fencing tokens the context yields.
+
+Buckets passed as ``sealed`` (closed by the completionist: they receive no more files) do not wait for a
+tier to fill: all their small level-0 files merge at once.
 """
 
 from __future__ import annotations
@@ -36,11 +39,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, unquote
 
 from lakeshard.compaction.fragments import FragmentMeta, describe_file, fragments_metadata, read_fragments
@@ -56,8 +59,9 @@ from lakeshard.compaction.planner import (
 )
 from lakeshard.compaction.sort_schema import SortSchema, sort_schema_for
 from lakeshard.errors import CommitConflict, LakeshardError
-from lakeshard.lake import FileInfo, TableStore
+from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS
+from lakeshard.versions.locks import ChunkLocked
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -73,8 +77,9 @@ __all__ = [
 ]
 
 BUCKET_COLUMNS = ("tenant_id", "hour")
-ChunkLock = Callable[[str, str], AbstractContextManager[Any]]
-"""``(tenant_id, hour) -> context manager`` held while a bucket is compacted."""
+ChunkLock = Callable[[Sequence[Bucket]], AbstractContextManager[Sequence[AppTransaction]]]
+"""``buckets -> context manager`` held while the buckets are compacted; it yields the fencing tokens
+(app transactions) the swap commit carries."""
 
 
 class CompactionError(LakeshardError):
@@ -127,7 +132,7 @@ class CompactionReport:
 
     @property
     def gave_up(self) -> list[Bucket]:
-        """Return the buckets abandoned after too many conflicts."""
+        """Return the buckets abandoned after too many conflicts or because a replacement held their lock."""
         return sorted({t.bucket for r in self.rounds if r.gave_up for t in r.tasks})
 
 
@@ -155,12 +160,15 @@ class Compactor:
         table: the table's URI (partitioned by ``tenant_id, hour``).
         sort_schema: the table's sort order (default: :func:`sort_schema_for` the table's name).
         settings: planner and retry settings.
-        chunk_lock: optional ``(tenant_id, hour) -> context manager`` held around each bucket's swap.
+        chunk_lock: optional ``buckets -> context manager`` held around each round's swap, yielding the
+            fencing tokens the swap carries (``ChunkLocks.fenced``).
         before_commit: called with the new files just before each commit (tests use it to die there).
 
     Example::
 
-        report = Compactor(store, cfg.table_uri("events")).run(apply=True)
+        locks = ChunkLocks(store, cfg.table_uri("chunk_locks"))
+        compactor = Compactor(store, cfg.table_uri("events"), chunk_lock=locks.fenced)
+        report = compactor.run(apply=True, sealed=completionist.closed())
         print(len(report.plan.tasks), "tasks,", report.conflicts, "conflicts")
     """
 
@@ -187,12 +195,15 @@ class Compactor:
         nodes = file_nodes(files, read_fragments(self.store, self.table, files))
         return version, files, nodes
 
-    def plan(self, *, buckets: Sequence[Bucket] | None = None, now: datetime | None = None) -> CompactionPlan:
-        """Return the plan for the table as it is now (optionally only for ``buckets``)."""
+    def plan(self, *, buckets: Sequence[Bucket] | None = None, now: datetime | None = None,
+             sealed: Collection[Bucket] = ()) -> CompactionPlan:
+        """Return the plan for the table as it is now (optionally only for ``buckets``; ``sealed`` ones merge
+        all their small files at once)."""
         _, _, nodes = self.snapshot()
-        return self._plan(nodes, buckets, now)
+        return self._plan(nodes, buckets, now, sealed)
 
-    def _plan(self, nodes: list[FileNode], buckets: Sequence[Bucket] | None, now: datetime | None) -> CompactionPlan:
+    def _plan(self, nodes: list[FileNode], buckets: Sequence[Bucket] | None, now: datetime | None,
+              sealed: Collection[Bucket]) -> CompactionPlan:
         if buckets is not None:
             wanted = set(buckets)
             unknown = wanted - {n.bucket for n in nodes}
@@ -200,19 +211,25 @@ class Compactor:
                 raise CompactionError(f"{self.table}: no live files in buckets {sorted(unknown)}")
             nodes = [n for n in nodes if n.bucket in wanted]
         return plan_compaction(nodes, now=now or datetime.now(UTC), size_tiered=self.settings.size_tiered,
-                               locality=self.settings.locality, include_open=self.settings.include_open)
+                               locality=self.settings.locality, include_open=self.settings.include_open,
+                               sealed=sealed)
 
     # ------------------------------------------------------------------------------ execution
     def run(self, *, apply: bool = True, buckets: Sequence[Bucket] | None = None,
-            now: datetime | None = None) -> CompactionReport:
-        """Plan and (with ``apply``) execute rounds until no task is left or ``max_rounds`` is reached."""
-        first = self.plan(buckets=buckets, now=now)
+            now: datetime | None = None, sealed: Collection[Bucket] = ()) -> CompactionReport:
+        """Plan and (with ``apply``) execute rounds until no task is left or ``max_rounds`` is reached.
+
+        ``sealed``: buckets that receive no more files (closed by the completionist); their small files merge
+        without waiting for a tier to fill.
+        """
+        sealed = frozenset(sealed)
+        first = self.plan(buckets=buckets, now=now, sealed=sealed)
         if not apply or not first.tasks:
             return CompactionReport(self.table, first, applied=False)
         rounds: list[RoundResult] = []
         abandoned: set[Bucket] = set()
         for _ in range(self.settings.max_rounds):
-            result = self._round(buckets, now, abandoned)
+            result = self._round(buckets, now, abandoned, sealed)
             if result is None:
                 break
             rounds.append(result)
@@ -220,44 +237,45 @@ class Compactor:
                 abandoned.update(t.bucket for t in result.tasks)
         return CompactionReport(self.table, first, applied=True, rounds=tuple(rounds))
 
-    def _round(self, buckets: Sequence[Bucket] | None, now: datetime | None,
-               abandoned: set[Bucket]) -> RoundResult | None:
+    def _round(self, buckets: Sequence[Bucket] | None, now: datetime | None, abandoned: set[Bucket],
+               sealed: Collection[Bucket]) -> RoundResult | None:
         """Run one round (one task per bucket), retrying lost races; None when nothing is left to do."""
         attempts = 0
         while True:
             version, files, nodes = self.snapshot()
             nodes = [n for n in nodes if n.bucket not in abandoned]
-            tasks = _one_per_bucket(self._plan(nodes, buckets, now).tasks) if nodes else []
+            tasks = _one_per_bucket(self._plan(nodes, buckets, now, sealed).tasks) if nodes else []
             if not tasks:
                 return None
             attempts += 1
             try:
-                with self._locks(tasks):
-                    return self._execute(tasks, version, files, attempts)
+                with self._locks(tasks) as fences:
+                    return self._execute(tasks, version, files, attempts, fences)
+            except ChunkLocked as exc:  # a replacement holds that bucket: leave it to it, compact the others
+                locked = [t for t in tasks if t.bucket == (exc.chunk.tenant_id, exc.chunk.hour)]
+                return RoundResult(tuple(locked), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc))
             except CommitConflict as exc:
                 if attempts > self.settings.max_retries:
                     return RoundResult(tuple(tasks), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc))
 
-    def _locks(self, tasks: Sequence[CompactionTask]) -> contextlib.ExitStack:
-        stack = contextlib.ExitStack()
-        if self.chunk_lock is not None:
-            for tenant, hour in sorted({t.bucket for t in tasks}):  # sorted: two compactors never deadlock
-                stack.enter_context(self.chunk_lock(tenant, hour))
-        return stack
+    def _locks(self, tasks: Sequence[CompactionTask]) -> AbstractContextManager[Sequence[AppTransaction]]:
+        if self.chunk_lock is None:
+            return contextlib.nullcontext(())
+        return self.chunk_lock(sorted({t.bucket for t in tasks}))
 
     def _execute(self, tasks: Sequence[CompactionTask], version: int, files: Sequence[FileInfo],
-                 attempts: int) -> RoundResult:
+                 attempts: int, fences: Sequence[AppTransaction]) -> RoundResult:
         if self.settings.engine == "arrow":
             try:
-                return self._swap(tasks, version, files, attempts, spark_engine=False)
+                return self._swap(tasks, version, files, attempts, fences, spark_engine=False)
             except MergeError as exc:
                 if "is not sorted" not in str(exc):
                     raise
                 # Files written before ingest sorted them: Spark sorts this round instead of merging.
-        return self._swap(tasks, version, files, attempts, spark_engine=True)
+        return self._swap(tasks, version, files, attempts, fences, spark_engine=True)
 
-    def _swap(self, tasks: Sequence[CompactionTask], version: int, files: Sequence[FileInfo], attempts: int, *,
-              spark_engine: bool) -> RoundResult:
+    def _swap(self, tasks: Sequence[CompactionTask], version: int, files: Sequence[FileInfo], attempts: int,
+              fences: Sequence[AppTransaction], *, spark_engine: bool) -> RoundResult:
         by_path = {f.path: f for f in files}
         inputs = [by_path[p] for t in tasks for p in t.inputs]
         levels = {t.bucket: t.output_level for t in tasks}
@@ -277,7 +295,7 @@ class Compactor:
             {"bucket": list(t.bucket), "kind": t.kind, "inputs": len(t.inputs), "rows": t.rows,
              "level": t.output_level, "reason": t.reason} for t in tasks]}
         result = self.store.replace_files(
-            self.table, [f.path for f in inputs], merged, data_change=False,
+            self.table, [f.path for f in inputs], merged, data_change=False, app_transactions=fences,
             metadata={"lakeshard.compaction": summary}, read_version=version, before_commit=describe,
             write=None if spark_engine else self._merge_writer(tasks),
         )

@@ -7,6 +7,8 @@ Data lives in buckets ``(tenant_id, hour)``; a task only ever merges files of on
   merges only once it has ``min_files`` files, because merging lazily — a few dozen files at a time —
   costs an order of magnitude less CPU and storage calls than merging on arrival. In a bucket still
   receiving data the newest files (younger than ``settle_seconds``) wait unless ``include_open`` is set.
+  A *sealed* bucket (closed by the completionist: no file will ever join it) does not wait for a tier to
+  fill: all its small files merge in one task, since waiting can no longer save a later rewrite.
 * :class:`LocalityPlanner` — for files already near target size (levels 1..n), which carry their sort-key
   range. On each level, files whose ranges overlap are merged into outputs disjoint in sort order; a level
   holding more than ``target_rows * growth**level`` rows is merged into the next one. Level capacity grows
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal
@@ -171,10 +173,21 @@ class SizeTieredPlanner:
         """Return whether a bucket may still receive files: its hour plus the grace has not passed."""
         return now < bucket_end(bucket) + timedelta(seconds=self.grace_seconds)
 
-    def plan(self, files: Iterable[FileNode], *, now: datetime, include_open: bool = False) -> list[CompactionTask]:
-        """Return one task per (bucket, tier) that has ``min_files`` settled small files."""
+    def plan(self, files: Iterable[FileNode], *, now: datetime, include_open: bool = False,
+             sealed: Collection[Bucket] = ()) -> list[CompactionTask]:
+        """Return one task per (bucket, tier) that has ``min_files`` settled small files, and one per sealed
+        bucket that has two small files or more (all its tiers together)."""
         tasks = []
         for bucket, members in sorted(_by_bucket(files).items()):
+            if bucket in sealed:
+                small = [f for f in members if f.level == 0 and f.rows < self.target_rows
+                         and f.size_bytes < self.target_bytes]
+                if len(small) >= 2:
+                    rows = sum(f.rows for f in small)
+                    level = 1 if rows >= self.target_rows // self.growth else 0
+                    tasks.append(_task(bucket, small, level, self.target_rows, "size-tiered",
+                                       f"sealed bucket: its {len(small)} small files merge now"))
+                continue
             settle = now - timedelta(seconds=self.settle_seconds)
             open_bucket = self.is_open(bucket, now) and not include_open
             tiers: dict[int, list[FileNode]] = defaultdict(list)
@@ -288,14 +301,18 @@ class CompactionPlan:
 
 
 def plan_compaction(files: Sequence[FileNode], *, now: datetime, size_tiered: SizeTieredPlanner | None = None,
-                    locality: LocalityPlanner | None = None, include_open: bool = False) -> CompactionPlan:
-    """Return size-tiered tasks for level-0 files and locality tasks for the levels, never sharing a file."""
+                    locality: LocalityPlanner | None = None, include_open: bool = False,
+                    sealed: Collection[Bucket] = ()) -> CompactionPlan:
+    """Return size-tiered tasks for level-0 files and locality tasks for the levels, never sharing a file.
+
+    ``sealed``: buckets that receive no more files; their small files merge without waiting for a tier.
+    """
     size_tiered = size_tiered or SizeTieredPlanner()
     locality = locality or LocalityPlanner(target_rows=size_tiered.target_rows)
     # A full-size tiered merge enters the level that fits its rows, so it is not rewritten again at once
     # only to climb levels.
     tiered = [t if t.output_level == 0 else replace(t, output_level=locality.level_for(t.rows))
-              for t in size_tiered.plan(files, now=now, include_open=include_open)]
+              for t in size_tiered.plan(files, now=now, include_open=include_open, sealed=sealed)]
     leveled = locality.plan(files)
     tasks = [*tiered, *leveled]
     used = {p for t in tasks for p in t.inputs}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -201,15 +201,51 @@ class ChunkLocks:
         finally:
             self.release(lease)
 
+    @contextmanager
+    def lock_all(self, chunks: Iterable[Chunk]) -> Iterator[list[ChunkLease]]:
+        """Hold the replace locks of all ``chunks`` for the ``with`` block (taken and released in one commit each).
+
+        Raises:
+            ChunkLocked: another holder's lease is live on one of them (none is taken then).
+        """
+        leases = self.acquire_all(chunks)
+        try:
+            yield leases
+        finally:
+            self.release_all(leases)
+
+    @contextmanager
+    def fenced(self, buckets: Iterable[tuple[str, str]]) -> Iterator[list[AppTransaction]]:
+        """Hold the locks of ``(tenant_id, hour)`` buckets and yield one fencing token per bucket.
+
+        This is the ``chunk_lock`` a :class:`~lakeshard.compaction.Compactor` takes: the tokens ride on its
+        swap commit, so a compactor that stalled past its lease cannot overwrite its successor's work.
+        """
+        with self.lock_all(Chunk(t, h) for t, h in buckets) as leases:
+            yield [lease.fence() for lease in leases]
+
     def state(self, chunk: Chunk, *, version: int | None = None) -> LockState | None:
         """Return the chunk's lock state at ``version`` (default latest), or None if never locked."""
+        return self.states([chunk], version=version).get(chunk)
+
+    def states(self, chunks: Iterable[Chunk], *, version: int | None = None) -> dict[Chunk, LockState]:
+        """Return the lock state of each of ``chunks`` ever locked, at ``version`` (default latest), in one read."""
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
+        wanted = set(chunks)
+        if not wanted:
+            return {}
         self.ensure_table()
-        rows = (self.store.read(self.table, version=version)
-                .where((F.col("tenant_id") == chunk.tenant_id) & (F.col("hour") == chunk.hour))
-                .orderBy(F.col("generation").desc()).limit(1).selectExpr(*_STATE_COLUMNS).collect())
-        return _state_from_row(rows[0]) if rows else None
+        match = F.lit(False)
+        for tenant in sorted({c.tenant_id for c in wanted}):
+            hours = sorted(c.hour for c in wanted if c.tenant_id == tenant)
+            match = match | ((F.col("tenant_id") == tenant) & F.col("hour").isin(hours))
+        newest = Window.partitionBy("tenant_id", "hour").orderBy(F.col("generation").desc())
+        rows = (self.store.read(self.table, version=version).where(match)
+                .withColumn("_n", F.row_number().over(newest)).where("_n = 1").selectExpr(*_STATE_COLUMNS).collect())
+        found = (_state_from_row(r) for r in rows)
+        return {s.chunk: s for s in found if s.chunk in wanted}
 
     def held(self) -> list[LockState]:
         """Return every chunk lock held now (lease not expired), oldest first."""
@@ -230,22 +266,37 @@ class ChunkLocks:
         Raises:
             ChunkLocked: another holder's lease is live (fails at once; nothing waits).
         """
+        return self.acquire_all([chunk])[0]
+
+    def acquire_all(self, chunks: Iterable[Chunk]) -> list[ChunkLease]:
+        """Return leases on all ``chunks`` (in sorted order), taken together in one commit or not at all.
+
+        Raises:
+            ChunkLocked: another holder's lease is live on one of them (fails at once; nothing waits).
+        """
+        wanted = sorted(set(chunks), key=lambda c: (c.tenant_id, c.hour))
+        if not wanted:
+            return []
         self.ensure_table()
         for _ in range(_ATTEMPTS):
             version = self.store.version(self.table)
-            current = self.state(chunk, version=version)
+            current = self.states(wanted, version=version)
             now = self._clock()
-            if current is not None and current.blocks(self.holder, now):
-                raise ChunkLocked(chunk, current)
-            new = LockState(chunk, (current.generation if current else 0) + 1, self.holder, "held", now,
-                            now + self.lease)
+            for chunk in wanted:
+                state = current.get(chunk)
+                if state is not None and state.blocks(self.holder, now):
+                    raise ChunkLocked(chunk, state)
+            new = [LockState(c, (current[c].generation if c in current else 0) + 1, self.holder, "held", now,
+                             now + self.lease) for c in wanted]
             if self._commit(new, version):
-                return ChunkLease(new, self._clock)
-        # Every attempt lost a race: someone holds it now (or keeps changing it); report who.
-        latest = self.state(chunk)
-        if latest is not None and latest.blocks(self.holder, self._clock()):
-            raise ChunkLocked(chunk, latest)
-        raise LockLost(f"could not take the lock on chunk {chunk}: {_ATTEMPTS} concurrent changes in a row")
+                return [ChunkLease(s, self._clock) for s in new]
+        # Every attempt lost a race: someone holds one now (or keeps changing them); report who.
+        now = self._clock()
+        for chunk, state in sorted(self.states(wanted).items(), key=lambda kv: (kv[0].tenant_id, kv[0].hour)):
+            if state.blocks(self.holder, now):
+                raise ChunkLocked(chunk, state)
+        what = f"chunk {wanted[0]}" if len(wanted) == 1 else f"{len(wanted)} chunks (first {wanted[0]})"
+        raise LockLost(f"could not take the lock on {what}: {_ATTEMPTS} concurrent changes in a row")
 
     def renew(self, lease: ChunkLease) -> ChunkLease:
         """Return a fresh lease (new generation, new expiry) on a lock this holder still owns.
@@ -257,19 +308,28 @@ class ChunkLocks:
         now = self._clock()
         new = LockState(lease.chunk, current.generation + 1, self.holder, "held", current.acquired_at,
                         now + self.lease)
-        if not self._commit(new, version):
+        if not self._commit([new], version):
             raise LockLost(f"lock on chunk {lease.chunk} changed while renewing it")
         return ChunkLease(new, self._clock)
 
     def release(self, lease: ChunkLease) -> bool:
         """Release the lock; return False when there was nothing to release (another holder took it over)."""
-        try:
-            version, current = self._owned(lease, "release")
-        except LockLost:
-            return False
-        done = LockState(lease.chunk, current.generation + 1, self.holder, "released", current.acquired_at,
-                         self._clock())
-        return self._commit(done, version)
+        return self.release_all([lease]) == 1
+
+    def release_all(self, leases: Sequence[ChunkLease]) -> int:
+        """Release the locks of ``leases`` this holder still owns, in one commit; return how many it released."""
+        if not leases:
+            return 0
+        version = self.store.version(self.table)
+        current = self.states([lease.chunk for lease in leases], version=version)
+        done = []
+        for lease in leases:
+            now = current.get(lease.chunk)
+            if now is not None and now.generation == lease.state.generation and now.holder == self.holder:
+                done.append(LockState(lease.chunk, now.generation + 1, self.holder, "released", now.acquired_at,
+                                      self._clock()))
+        # A lost race means another holder changed one of these chunks: it took over an expired lease.
+        return len(done) if done and self._commit(done, version) else 0
 
     def _owned(self, lease: ChunkLease, doing: str) -> tuple[int, LockState]:
         version = self.store.version(self.table)
@@ -281,15 +341,18 @@ class ChunkLocks:
                            f"of {self.holder} is no longer current; now {who}")
         return version, current
 
-    def _commit(self, state: LockState, read_version: int) -> bool:
-        """Commit ``state`` as the chunk's next generation; return False when a concurrent change won."""
-        row = (state.chunk.tenant_id, state.chunk.hour, state.generation, state.holder, state.state,
-               state.acquired_at, state.expires_at, self._clock())
-        df = self.store.spark.createDataFrame([row], CHUNK_LOCKS_SCHEMA).coalesce(1)
+    def _commit(self, states: Sequence[LockState], read_version: int) -> bool:
+        """Commit ``states`` as their chunks' next generations; return False when a concurrent change won."""
+        recorded = self._clock()
+        rows = [(s.chunk.tenant_id, s.chunk.hour, s.generation, s.holder, s.state, s.acquired_at, s.expires_at,
+                 recorded) for s in states]
+        df = self.store.spark.createDataFrame(rows, CHUNK_LOCKS_SCHEMA).coalesce(1)
+        what = str(states[0].chunk) if len(states) == 1 else f"{len(states)} chunks"
         try:
             result = self.store.append(
-                self.table, df, app_transactions=[AppTransaction(lock_app_id(state.chunk), state.generation)],
-                metadata={"chunk": str(state.chunk), "state": state.state, "holder": state.holder},
+                self.table, df,
+                app_transactions=[AppTransaction(lock_app_id(s.chunk), s.generation) for s in states],
+                metadata={"chunk": what, "state": states[0].state, "holder": self.holder},
                 read_version=read_version,
             )
         except CommitConflict:
