@@ -1,6 +1,7 @@
 """Writes the pipeline notebooks (one per flow, run by the bundle's job tasks, and an exploration notebook)
 from their cells here, with stable cell ids (run: .venv/bin/python scripts/build_notebook_pipelines.py)."""
 
+import json
 from pathlib import Path
 
 import nbformat as nbf
@@ -23,13 +24,13 @@ from lakeshard.lake import open_store
 from lakeshard.runtime import get_spark
 
 cfg = load_config(overrides={"lakehouse": p["lakehouse"], "landing": p["landing"],
-                             "routing": {"total_shards": p["total_shards"]}})
+                             "routing": {"total_shards": p["total_shards"]}%(config)s})
 spark = get_spark(cfg)
 store = open_store(spark, cfg)
-if p["generate"]:  # by hand: a small landing zone of the last minutes' traffic (recent, so metrics are fresh)
+if p["generate"]:  # by hand: a small landing zone of %(when)s
     from lakeshard.synth import SynthSpec, generate_landing
 
-    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=%(ago)d)
     generate_landing(cfg.landing, SynthSpec(events=p.get("events", 800), tenants=p.get("tenants", 6), hours=0.1,
                                             start=start), overwrite=True)'''
 
@@ -40,6 +41,17 @@ PARAM_TABLE = """| name | meaning |
 | `generate` | write a small synthetic landing zone first (jobs pass `false`) |
 | `upstream` | also run the flows this one depends on, in DAG order (jobs pass `false`: the job's DAG orders them) |
 """
+
+RECENT = {"config": "", "when": "the last minutes' traffic (recent, so metrics are fresh)", "ago": 10}
+# Closing and compacting need hours that are over: a hand run generates traffic of three hours ago, lets
+# buckets close without a quiet period (the generated landing zone is complete), and for compaction has
+# the writers take one routed commit per step (many small files per bucket, as a busy stream leaves them).
+HOURS_AGO = {"config": "", "when": "three hours ago (hours that are over)", "ago": 180,
+             "params": {"close_buckets": {"quiet_minutes": 0}}}
+SMALL_STEPS = {**HOURS_AGO, "config": ',\n                             **({"dedupe": {"max_batch_bytes": 1}} if p["generate"] else {})',
+               "params": {"close_buckets": {"quiet_minutes": 0}, "route": {"batch_files": 1}}}
+PARAMS_ARG = """,
+                      params=hand_run if p["generate"] else None"""
 
 STEPS = {
     "route": ("05", "Validates every new landing record (bad ones to `quarantine` with a reason), gives each event "
@@ -53,6 +65,16 @@ STEPS = {
                   "effective from each tenant's next placement window."),
     "balance": ("08", "Moves tenants off the hottest shards by changing their salts (at most `max_moves` a run), "
                 "committed to `tenant_settings`, effective from each tenant's next placement window."),
+    "close_buckets": ("12", "The completionist: closes each `(tenant, hour)` bucket of `events` that has been quiet "
+                      "for `quiet_minutes`, whose hour ended `grace_minutes` before the oldest unconsumed landing "
+                      "input, and none of whose events is still in flight (unrouted, or routed but not written). "
+                      "A closing bucket's integrity is checked (no key twice, rows as the log promises) and its "
+                      "checksum kept in `buckets`; a closed bucket never changes again (late events go to the open "
+                      "bucket, flagged `late`).", HOURS_AGO),
+    "compact": ("13", "Compacts `events`: closed buckets merge all their small files at once, open ones lazily "
+                "when a size tier fills; leveled (locality) merges keep each level's files disjoint in sort "
+                "order. Each round holds its buckets' replace locks (`chunk_locks`) and commits one atomic "
+                "swap with the outputs' pruning regexes.", SMALL_STEPS),
 }
 
 
@@ -65,8 +87,14 @@ def _notebook(cells: list[nbf.NotebookNode]) -> nbf.NotebookNode:
     return nb
 
 
-def step_notebook(flow: str, number: str, what: str) -> nbf.NotebookNode:
+def step_notebook(flow: str, number: str, what: str, local: dict | None = None) -> nbf.NotebookNode:
     """Return the thin notebook a job task runs for ``flow``: parameters, one pipeline run, its event log."""
+    local = local or RECENT
+    hand = ""
+    if local.get("params"):
+        hand = f"""
+# A hand run (generate) overrides these flow parameters; a job uses the declared ones.
+hand_run = {json.dumps(local["params"])}"""
     return _notebook([
         nbf.v4.new_markdown_cell(f"""# {number} — Flow `{flow}`
 
@@ -79,12 +107,13 @@ lakehouse's `pipeline_events` table; the bundle's job runs this notebook as task
 
 {PARAM_TABLE}"""),
         nbf.v4.new_code_cell(PARAMS % ""),
-        nbf.v4.new_code_cell(SETUP),
+        nbf.v4.new_code_cell(SETUP % local),
         nbf.v4.new_code_cell(f'''from lakeshard.pipelines import lakeshard_pipeline, run_pipeline
-
+{hand}
 pipeline = lakeshard_pipeline()
 report = run_pipeline(spark, store, cfg, pipeline,
-                      flows=pipeline.with_upstream(["{flow}"]) if p["upstream"] else ["{flow}"])
+                      flows=pipeline.with_upstream(["{flow}"]) if p["upstream"] else ["{flow}"]{
+                      PARAMS_ARG if hand else ""})
 print(report.render())
 assert report.ok, "a flow failed: see the table above and the event log"  # fails the job task'''),
         nbf.v4.new_code_cell('''from lakeshard.pipelines import EventLog
@@ -100,7 +129,7 @@ def exploration_notebook() -> nbf.NotebookNode:
     return _notebook([
         nbf.v4.new_markdown_cell(f"""# 09 — Explore a pipeline run and its event log
 
-Runs the declared pipeline (route → ingest → autoshard → balance, in DAG order) on a landing zone, then
+Runs the declared pipeline (route → ingest → close_buckets → compact → autoshard → balance, in DAG order) on a landing zone, then
 queries the event log `pipeline_events` the way one queries Delta Live Tables' event log: what each flow
 did, how every expectation fared, and where every landing record went
 (`records in = events + duplicates dropped + quarantined`).
@@ -110,7 +139,7 @@ did, how every expectation fared, and where every landing record went
 {PARAM_TABLE}| `events`, `tenants` | size of the generated traffic |
 """),
         nbf.v4.new_code_cell(PARAMS % ', "events": 1_000, "tenants": 8'),
-        nbf.v4.new_code_cell(SETUP),
+        nbf.v4.new_code_cell(SETUP % RECENT),
         nbf.v4.new_code_cell('''from lakeshard.pipelines import EventLog, lakeshard_pipeline, run_pipeline
 
 pipeline = lakeshard_pipeline()
@@ -143,10 +172,10 @@ plt.show()'''),
 
 
 def main() -> None:
-    """Write notebooks 05-09."""
-    for flow, (number, what) in STEPS.items():
+    """Write notebooks 05-09, 12 and 13."""
+    for flow, (number, what, *local) in STEPS.items():
         path = NOTEBOOKS / f"{number}_flow_{flow}.ipynb"
-        nbf.write(step_notebook(flow, number, what), path)
+        nbf.write(step_notebook(flow, number, what, *local), path)
         print(f"wrote {path}")
     path = NOTEBOOKS / "09_explore_pipeline.ipynb"
     nbf.write(exploration_notebook(), path)

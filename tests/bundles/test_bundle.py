@@ -127,8 +127,9 @@ def test_a_job_dag_that_drifts_from_the_declaration_is_reported(
 
 def test_a_flow_declared_without_its_job_task_is_reported() -> None:
     p = lakeshard_pipeline()
-    compact = dataclasses.replace(p.flow("autoshard"), name="compact", inputs=("events",), outputs=("events",),
-                                  refresh=(), notebook="notebooks/nn_compact.ipynb")
-    [problem] = job_mismatches(ROOT, declared_jobs(p.extend(compact)))
-    assert problem.startswith("bundles/maintenance.job.yml: tasks (key, depends on, notebook) are [('autoshard'")
-    assert "('compact', [], 'notebooks/nn_compact.ipynb')" in problem
+    vacuum = dataclasses.replace(p.flow("autoshard"), name="vacuum", inputs=("events",), outputs=("events",),
+                                 refresh=(), after=(), notebook="notebooks/nn_vacuum.ipynb")
+    [problem] = job_mismatches(ROOT, declared_jobs(p.extend(vacuum)))
+    assert problem.startswith("bundles/maintenance.job.yml: tasks (key, depends on, notebook) are "
+                              "[('close_buckets', []")
+    assert "('vacuum', [], 'notebooks/nn_vacuum.ipynb')" in problem

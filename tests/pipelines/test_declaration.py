@@ -31,12 +31,15 @@ def _flow(name: str, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = ()
 
 def test_lakeshard_pipeline_runs_in_dependency_order() -> None:
     p = lakeshard_pipeline()
-    assert p.order() == ["route", "ingest", "autoshard", "balance"]
-    assert p.edges() == [("route", "ingest"), ("route", "autoshard"), ("autoshard", "balance"), ("route", "balance")]
-    assert p.jobs() == {"ingest": ["route", "ingest"], "maintenance": ["autoshard", "balance"]}
+    assert p.order() == ["route", "ingest", "close_buckets", "compact", "autoshard", "balance"]
+    assert p.edges() == [("route", "ingest"), ("ingest", "close_buckets"), ("close_buckets", "compact"),
+                         ("ingest", "compact"), ("compact", "autoshard"), ("route", "autoshard"),
+                         ("autoshard", "balance"), ("route", "balance")]
+    assert p.jobs() == {"ingest": ["route", "ingest"],
+                        "maintenance": ["close_buckets", "compact", "autoshard", "balance"]}
     assert p.order(["balance", "route"]) == ["route", "balance"]
-    assert p.downstream("route") == {"ingest", "autoshard", "balance"}
-    assert p.downstream("ingest") == set()
+    assert p.downstream("ingest") == {"close_buckets", "compact", "autoshard", "balance"}
+    assert p.downstream("balance") == set()
 
 
 def test_order_follows_tables_not_declaration_order() -> None:
@@ -68,6 +71,9 @@ def test_repeated_names_unknown_after_and_stray_refresh_are_rejected() -> None:
         Pipeline("p", (_flow("a", after=("ghost",)),))
     with pytest.raises(PipelineError, match=r"would refresh \['other'\], which are not among its outputs"):
         Pipeline("p", (_flow("a", outputs=("mine",), refresh=("other",)),))
+    with pytest.raises(PipelineError, match=r"refresh_with \['elsewhere'\] must name its own inputs"):
+        Pipeline("p", (_flow("a", outputs=("mine",)),
+                       dataclasses.replace(_flow("b", ("mine",), ("state",)), refresh_with=("elsewhere",))))
 
 
 @pytest.mark.parametrize("rule", [expect_or_drop("r", "x > 0"), expect_or_quarantine("r", "x > 0"),
@@ -86,8 +92,8 @@ def test_expectation_names_must_be_unique_in_a_flow() -> None:
 
 def test_unknown_flows_and_parameters_are_rejected_before_a_run() -> None:
     p = lakeshard_pipeline()
-    with pytest.raises(PipelineError, match=r"has no flow 'compact'; flows: \['route', 'ingest', 'autoshard'"):
-        p.order(["compact"])
+    with pytest.raises(PipelineError, match=r"has no flow 'vacuum'; flows: \['route', 'ingest', 'close_buckets'"):
+        p.order(["vacuum"])
     with pytest.raises(PipelineError, match=r"flow 'route' has no parameter 'speed'; parameters: \['batch_files'\]"):
         resolve_params(p, {"route": {"speed": 3}})
     with pytest.raises(PipelineError, match=r"parameter autoshard.apply: expected true or false, found 'maybe'"):
@@ -99,24 +105,29 @@ def test_unknown_flows_and_parameters_are_rejected_before_a_run() -> None:
 
 def test_extend_is_how_later_flows_plug_in() -> None:
     p = lakeshard_pipeline().extend(
-        _flow("close_buckets", ("events",), ("bucket_state",), job="maintenance"),
-        _flow("compact", ("events", "bucket_state"), ("events",), refresh=(), job="maintenance"))
-    assert p.order() == ["route", "ingest", "autoshard", "balance", "close_buckets", "compact"]
-    assert p.upstream("compact") == ["close_buckets", "ingest"]  # its own output among its inputs is no edge
-    # The maintenance job's chain (close buckets -> compact -> autoshard -> balance) is one `after` away.
-    chained = p.replace(dataclasses.replace(p.flow("autoshard"), after=("compact",)))
-    assert chained.jobs()["maintenance"] == ["close_buckets", "compact", "autoshard", "balance"]
+        _flow("hourly_rollup", ("events", "buckets"), ("rollups",), job="reports"),
+        _flow("dedupe_rollup", ("rollups",), ("rollups",), refresh=(), job="reports"))
+    assert p.order()[-2:] == ["hourly_rollup", "dedupe_rollup"]
+    assert p.upstream("hourly_rollup") == ["close_buckets", "ingest"]
+    assert p.upstream("dedupe_rollup") == ["hourly_rollup"]  # its own output among its inputs is no edge
+    assert p.jobs()["reports"] == ["hourly_rollup", "dedupe_rollup"]
+    # The maintenance job's chain (close buckets -> compact -> autoshard -> balance) holds by `after`.
+    assert p.jobs()["maintenance"] == ["close_buckets", "compact", "autoshard", "balance"]
+    assert p.upstream("compact") == ["close_buckets", "ingest"]
 
 
 def test_a_full_refresh_takes_in_the_upstream_flows_it_must_rebuild() -> None:
     p = lakeshard_pipeline()
-    assert refresh_closure(p, ["ingest"]) == ["ingest", "route"]
+    # ingest empties events, so the bucket states describing them are rebuilt too (refresh_with)
+    assert refresh_closure(p, ["ingest"]) == ["close_buckets", "ingest", "route"]
+    assert refresh_closure(p, ["compact"]) == ["compact"]  # rearranges events in place: nothing to rebuild
     assert refresh_closure(p, ["balance"]) == ["balance"]  # keeps its settings: nothing to rebuild upstream
     assert refresh_closure(p, ["route"]) == ["route"]
 
 
 def test_with_upstream_gives_what_a_flow_needs_in_order() -> None:
     p = lakeshard_pipeline()
-    assert p.with_upstream(["balance"]) == ["route", "autoshard", "balance"]
+    assert p.with_upstream(["balance"]) == ["route", "ingest", "close_buckets", "compact", "autoshard", "balance"]
+    assert p.with_upstream(["close_buckets"]) == ["route", "ingest", "close_buckets"]
     assert p.with_upstream(["ingest"]) == ["route", "ingest"]
     assert p.with_upstream(["route"]) == ["route"]

@@ -107,6 +107,9 @@ class Flow:
         after: flows that must run first although no table links them.
         refresh: the outputs a full refresh empties (default: all outputs). Read-modify-write state that
             must survive a refresh (shard settings) is left out.
+        refresh_with: inputs this flow's outputs describe (bucket states describe ``events``): a full
+            refresh that empties one of them refreshes this flow too, or its outputs would describe rows
+            that are gone.
         job: the bundle job that runs this flow as a task (``bundles/<job>.job.yml``).
         notebook: the notebook that job task runs, relative to the repository root.
         description: one line for ``lakeshard pipeline graph``.
@@ -121,6 +124,7 @@ class Flow:
     gated: bool = False
     after: tuple[str, ...] = ()
     refresh: tuple[str, ...] | None = None
+    refresh_with: tuple[str, ...] = ()
     job: str = ""
     notebook: str = ""
     description: str = ""
@@ -183,6 +187,10 @@ class Pipeline:
         if stray:
             raise PipelineError(f"flow {flow.name!r} would refresh {stray}, which are not among its outputs "
                                 f"{list(flow.outputs)}")
+        loose = [t for t in flow.refresh_with if t not in flow.inputs]
+        if loose or (flow.refresh_with and not flow.refreshed_tables):
+            raise PipelineError(f"flow {flow.name!r}: refresh_with {list(flow.refresh_with)} must name its own "
+                                f"inputs {list(flow.inputs)} and the flow must have tables to refresh")
         rules = [e.name for e in flow.expectations]
         if len(set(rules)) != len(rules):
             raise PipelineError(f"flow {flow.name!r}: expectation names repeat: {rules}")

@@ -1,32 +1,30 @@
-"""lakeshard's own pipeline, declared once: route → ingest (the ingest job) and autoshard → balance (the
-hourly maintenance job). Each flow function is a thin call into the library.
+"""lakeshard's own pipeline, declared once: route → ingest (the ingest job) and close_buckets → compact →
+autoshard → balance (the hourly maintenance job). Each flow function is a thin call into the library.
 
-Adding a flow when its module lands (close buckets, compact) takes a function and one :class:`Flow`
-entry, e.g.::
-
-    def run_compact(ctx: FlowContext) -> FlowResult:
-        run = compact(ctx.store, ctx.cfg)                      # lakeshard.compaction
-        return FlowResult(rows_in=run.files_before, rows_out=run.files_after, details={"version": run.version})
-
-    Flow("compact", run_compact, inputs=("events",), outputs=("events",), refresh=(), after=("close_buckets",),
-         job="maintenance", notebook="notebooks/<nn>_compact.ipynb", description="...")
-
-then a task for it in ``bundles/maintenance.job.yml`` (``tests/bundles`` fails until the job matches).
-A flow that both reads and rewrites a table (compaction of ``events``) lists it in ``inputs`` and
-``outputs``; the DAG ignores a flow's own outputs among its inputs, and ``refresh=()`` keeps a full
-refresh from emptying a table the flow does not rebuild from scratch.
+Adding a flow takes a function and one :class:`Flow` entry (see ``run_compact`` below), then a task for it
+in the job's ``bundles/<job>.job.yml`` (``tests/bundles`` fails until the job matches). A flow that both
+reads and rewrites a table (compaction of ``events``) lists it in ``inputs`` and ``outputs``; the DAG
+ignores a flow's own outputs among its inputs, and ``refresh=()`` keeps a full refresh from emptying a
+table the flow does not rebuild from scratch.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from lakeshard.balancing.executor import autoshard, balance
+from lakeshard.buckets.completionist import BUCKETS, Completionist
+from lakeshard.compaction.executor import CompactionSettings, Compactor
+from lakeshard.compaction.planner import SizeTieredPlanner
 from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
 from lakeshard.pipelines.context import FlowContext, FlowResult, new_rows
 from lakeshard.pipelines.declaration import Flow, Pipeline, expect, expect_or_fail
 from lakeshard.routing.router import LANDING_BATCHES, QUARANTINE, ROUTED, ROUTING_METRICS, Router
 from lakeshard.routing.tables import TENANT_SETTINGS, RoutingTables
+from lakeshard.versions.locks import CHUNK_LOCKS, ChunkLocks
 
-__all__ = ["LANDING", "lakeshard_pipeline", "run_autoshard", "run_balance", "run_ingest", "run_route"]
+__all__ = ["LANDING", "lakeshard_pipeline", "run_autoshard", "run_balance", "run_close_buckets", "run_compact",
+           "run_ingest", "run_route"]
 
 LANDING = "landing"  # the pipeline's source: the landing zone of JSON files (cfg.landing)
 
@@ -67,6 +65,38 @@ def run_ingest(ctx: FlowContext) -> FlowResult:
                       details={"steps": len(reports), "conflicts": writer.conflicts})
 
 
+def run_close_buckets(ctx: FlowContext) -> FlowResult:
+    """Return the completionist's run (:class:`~lakeshard.buckets.Completionist`): open buckets in, closed out."""
+    completionist = Completionist(ctx.spark, ctx.store, ctx.cfg,
+                                  quiet=timedelta(minutes=float(ctx.params["quiet_minutes"])),
+                                  grace=timedelta(minutes=float(ctx.params["grace_minutes"])))
+    before = _version(ctx, BUCKETS)
+    run = completionist.run()
+    _observe(ctx, BUCKETS, before)
+    return FlowResult(rows_in=len(run.decisions), rows_out=len(run.closed),
+                      details={"closed": len(run.closed), "still_open": sum(1 for d in run.decisions if not d.close),
+                               "failed_checks": len(run.failed_checks), "in_flight": len(run.backlog.in_flight),
+                               "version": run.committed_version})
+
+
+def run_compact(ctx: FlowContext) -> FlowResult:
+    """Return what compacting ``events`` did (files in, files out): closed buckets merge at once, open ones
+    lazily by tier, every round under the replace locks of its buckets (:mod:`lakeshard.versions`)."""
+    events = ctx.cfg.table_uri(EVENTS)
+    if not ctx.store.exists(events):
+        return FlowResult(details={"rounds": 0})
+    closed = Completionist(ctx.spark, ctx.store, ctx.cfg).closed()
+    settings = CompactionSettings(size_tiered=SizeTieredPlanner(min_files=int(ctx.params["min_files"]),
+                                                                target_rows=int(ctx.params["target_rows"])))
+    locks = ChunkLocks(ctx.store, ctx.cfg.table_uri(CHUNK_LOCKS))
+    report = Compactor(ctx.store, events, settings=settings, chunk_lock=locks.fenced).run(sealed=closed)
+    done = [r for r in report.rounds if not r.gave_up]
+    return FlowResult(rows_in=sum(r.files_removed for r in done), rows_out=sum(r.files_added for r in done),
+                      details={"rounds": len(done), "buckets": len({t.bucket for r in done for t in r.tasks}),
+                               "rows_rewritten": sum(r.rows for r in done), "conflicts": report.conflicts,
+                               "gave_up": len(report.gave_up), "closed_buckets": len(closed)})
+
+
 def run_autoshard(ctx: FlowContext) -> FlowResult:
     """Return the autosharder's run (:func:`~lakeshard.balancing.executor.autoshard`): tenants in, settings out."""
     before = _version(ctx, TENANT_SETTINGS)
@@ -103,8 +133,19 @@ def lakeshard_pipeline() -> Pipeline:
                            expect_or_fail("identified", "tenant_id <> '' AND event_id <> '' AND ts IS NOT NULL")),
              job="ingest", notebook="notebooks/06_flow_ingest.ipynb",
              description="shard writers: drop duplicates against the ID index, commit each event exactly once"),
+        Flow("close_buckets", run_close_buckets, inputs=(EVENTS,), outputs=(BUCKETS,), refresh_with=(EVENTS,),
+             params={"quiet_minutes": 10.0, "grace_minutes": 15.0},
+             expectations=(expect("closed_with_checksum", "state <> 'closed' OR checksum IS NOT NULL"),),
+             job="maintenance", notebook="notebooks/12_flow_close_buckets.ipynb",
+             description="close (tenant, hour) buckets that are quiet and have nothing in flight upstream, after "
+                         "an integrity check"),
+        Flow("compact", run_compact, inputs=(EVENTS, BUCKETS), outputs=(EVENTS, CHUNK_LOCKS), refresh=(),
+             params={"min_files": 32, "target_rows": 1_000_000},
+             job="maintenance", notebook="notebooks/13_flow_compact.ipynb",
+             description="merge closed buckets' small files now and open ones' lazily by tier, sorted, with "
+                         "pruning regexes, under the chunks' replace locks"),
         Flow("autoshard", run_autoshard, inputs=(ROUTING_METRICS,), outputs=(TENANT_SETTINGS,), refresh=(),
-             params={"apply": True},
+             params={"apply": True}, after=("compact",),
              expectations=(expect("shard_count_positive", "shard_count >= 1"),),
              job="maintenance", notebook="notebooks/07_flow_autoshard.ipynb",
              description="size each tenant's shard count from its bytes/s (up fast, down slowly)"),

@@ -13,7 +13,8 @@ cannot or need not run, and writes the event log.
   that only move forward (the writers' ``writer/<shard>`` → routed version), so an emptied flow could not
   re-read an unchanged input: a full refresh therefore also refreshes every flow upstream of a selected
   one that has tables to refresh, back to the sources (``--flows ingest --full-refresh`` re-routes the
-  landing zone too), and the rebuilt input is new to the flow again.
+  landing zone too), and the rebuilt input is new to the flow again. A flow whose outputs describe a
+  refreshed table (``refresh_with``: bucket states describe ``events``) is refreshed with it.
 * **Failure**: a flow that raises is recorded ``failed`` with the message; flows downstream of it are
   recorded ``skipped`` and not called; independent flows still run.
 
@@ -132,14 +133,17 @@ def _convert(flow: str, key: str, value: Any, default: Any) -> Any:
 
 
 def refresh_closure(pipeline: Pipeline, names: Sequence[str]) -> list[str]:
-    """Return ``names`` plus every flow upstream of one that a full refresh empties (see the module docstring)."""
+    """Return ``names`` plus every flow upstream of one that a full refresh empties, and every flow whose
+    outputs describe an emptied table (``refresh_with``); see the module docstring."""
     out: set[str] = set(names)
     stack = [n for n in names if pipeline.flow(n).refreshed_tables]
     while stack:
-        for up in pipeline.upstream(stack.pop()):
-            if up not in out and pipeline.flow(up).refreshed_tables:
-                out.add(up)
-                stack.append(up)
+        flow = pipeline.flow(stack.pop())
+        describing = [f.name for f in pipeline.flows if set(f.refresh_with) & set(flow.refreshed_tables)]
+        for other in [*pipeline.upstream(flow.name), *describing]:
+            if other not in out and pipeline.flow(other).refreshed_tables:
+                out.add(other)
+                stack.append(other)
     return sorted(out)
 
 
