@@ -131,6 +131,11 @@ def _local_session(cfg: LakeshardConfig) -> SparkSession:
         .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
         .config("spark.hadoop.fs.file.impl.disable.cache", "true")
     )
+    if sc.jars:
+        builder = builder.config("spark.jars", sc.jars)
+        if any(Path(j.strip()).name.startswith("delta-spark") for j in sc.jars.split(",")):
+            builder = (builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+                       .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(sc.log_level)
     return spark
