@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakeshard.errors import TableStoreError
+from lakeshard.lake.files import normalise_uri
 from lakeshard.lake.store import FileInfo
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ def read_data_files(spark: SparkSession, root: str, schema: StructType, partitio
     if not files:
         return spark.createDataFrame([], schema)
     data_schema = SparkStruct([f for f in schema.fields if f.name not in parts])
-    paths = [f"{root}/{unquote(f.path)}" for f in files]
+    paths = [_location(root, f.path) for f in files]
     df = spark.read.schema(data_schema).parquet(*paths)
     if not parts:
         return df.select(*[F.col(f"`{f.name}`") for f in schema.fields])
@@ -193,7 +194,7 @@ def read_data_files(spark: SparkSession, root: str, schema: StructType, partitio
         [StructField("__file", StringType(), False), StructField("__known", StringType(), False)]
         + [StructField(f"__p_{i}", StringType(), True) for i in range(len(parts))]
     )
-    rows = [(spark_file_uri(f"{root}/{unquote(f.path)}"), "y", *[f.partition_values.get(p) for p in parts])
+    rows = [(spark_file_uri(_location(root, f.path)), "y", *[f.partition_values.get(p) for p in parts])
             for f in files]
     mapping = spark.createDataFrame(rows, mapping_schema)
     types = {f.name: f.dataType for f in schema.fields}
@@ -211,3 +212,11 @@ def read_data_files(spark: SparkSession, root: str, schema: StructType, partitio
         else:
             out.append(F.col(f"`{f.name}`"))
     return joined.select(*out)
+
+
+def _location(root: str, path: str) -> str:
+    """Return where a file of the log lives: its path is relative to the table root, or an absolute URI."""
+    if path.startswith("file:"):
+        return normalise_uri(path)
+    decoded = unquote(path)
+    return decoded if "://" in path else f"{root}/{decoded}"

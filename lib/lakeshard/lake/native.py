@@ -137,8 +137,10 @@ def scala_call(obj: Any, name: str, *args: Any, max_defaults: int = 8) -> Any:
     for _ in range(max_defaults + 1):
         try:
             return method(*filled)
-        except Exception as exc:  # py4j reports a missing overload as Py4JError("Method ... does not exist")
-            if "does not exist" not in str(exc) and not isinstance(exc, TypeError):
+        except Exception as exc:
+            # py4j reports a missing overload as a Py4JError "Method name([...]) does not exist"; an exception
+            # thrown by the Java method itself (Py4JJavaError, with ``java_exception``) is not retried.
+            if hasattr(exc, "java_exception") or "does not exist" not in str(exc):
                 raise
             last = exc
         default = getattr(obj, f"{name}$default${len(filled) + 1}", None)
@@ -203,12 +205,11 @@ class _DeltaJvm:
         self.package = self._find_package()
 
     def _find_package(self) -> str:
+        from lakeshard.runtime import jvm_has_class
+
         for package in DELTA_PACKAGES:
-            try:
-                self.jvm.java.lang.Class.forName(f"{package}.DeltaLog")
+            if jvm_has_class(self.jvm, f"{package}.DeltaLog"):
                 return package
-            except Exception:  # ClassNotFoundException through py4j
-                continue
         raise EnvironmentProblem(
             f"Delta's DeltaLog class is in none of {list(DELTA_PACKAGES)} on this session's classpath; the native "
             "adapter needs delta-spark's jars or a Databricks runtime"
@@ -335,11 +336,15 @@ class NativeTableStore(TableStore):
             return cached
         names = {n: loc for n, loc, _ in listing}
         parts = checkpoint_parts((n, loc) for n, loc, _ in listing)
-        base_version = max((v for v, p in parts.items() if p and v <= target), default=None)
-        base = None
-        if base_version is not None:
-            base = self._states.get((uri, base_version)) or state_from_checkpoint_rows(
-                base_version, self._checkpoint_rows(parts[base_version]))
+        checkpoint = max((v for v, p in parts.items() if p and v <= target), default=-1)
+        # Start from the newest state already replayed between the checkpoint and the target, if any: a
+        # writer asking after every commit replays one commit, not all of them since the checkpoint.
+        cached_at = max((v for (u, v) in self._states if u == uri and checkpoint <= v <= target), default=None)
+        base: LogState | None = None
+        if cached_at is not None:
+            base = self._states[(uri, cached_at)]
+        elif checkpoint >= 0:
+            base = state_from_checkpoint_rows(checkpoint, self._checkpoint_rows(parts[checkpoint]))
         start = 0 if base is None else base.version + 1
         commits = []
         for v in range(start, target + 1):
@@ -476,7 +481,11 @@ class NativeTableStore(TableStore):
         elif timestamp is not None:
             text = timestamp.astimezone(UTC).isoformat() if isinstance(timestamp, datetime) else timestamp
             reader = reader.option("timestampAsOf", text)
-        return reader.load(uri)
+        try:
+            return reader.load(uri)
+        except Exception as exc:  # e.g. a version whose commit files were cleaned up, a timestamp before v0
+            at = f" at version {version}" if version is not None else f" as of {timestamp}" if timestamp else ""
+            raise TableStoreError(f"cannot load {uri}{at}: {str(exc).splitlines()[0][:300]}") from None
 
     def read_files(self, table: str, files: Sequence[FileInfo]) -> DataFrame:
         """Return the rows of exactly these data files (as :meth:`files` lists them), partition values included.
