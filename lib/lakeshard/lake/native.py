@@ -202,7 +202,14 @@ class _DeltaJvm:
         self.jvm = jvm
         self.jspark = spark._jsparkSession
         self.hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
-        self.package = self._find_package()
+        self._package: str | None = None
+
+    @property
+    def package(self) -> str:
+        """Return the package of Delta's internal classes on this classpath (looked up once)."""
+        if self._package is None:
+            self._package = self._find_package()
+        return self._package
 
     def _find_package(self) -> str:
         from lakeshard.runtime import jvm_has_class
@@ -309,7 +316,24 @@ class NativeTableStore(TableStore):
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
         self._jvm = _DeltaJvm(spark)
+        self._jvm.package  # noqa: B018 (fail now, not at the first commit, when Delta's classes are missing)
         self._states: OrderedDict[tuple[str, int], LogState] = OrderedDict()
+
+    @classmethod
+    def for_log_reads(cls, spark: SparkSession) -> NativeTableStore:
+        """Return a store for reading Delta logs only, on any classic session, Delta's classes or not.
+
+        Its log reads (:meth:`files`, :meth:`log_entries`, :meth:`history`, :meth:`transaction_version`,
+        checkpoints, :meth:`read_files`, schema and version) go through the session's Hadoop filesystem and
+        the protocol; anything that needs Delta itself (writes, :meth:`read`, vacuum, checkpoints written)
+        fails when Delta's classes are absent. The tests use
+        it to check the native adapter's log reading against the embedded adapter where Delta's JVM is absent.
+        """
+        store = cls.__new__(cls)
+        store.spark = spark
+        store._jvm = _DeltaJvm(spark)
+        store._states = OrderedDict()
+        return store
 
     # ------------------------------------------------------------------------------- log reading
     def _listing(self, uri: str) -> list[tuple[str, str, int]]:
@@ -362,9 +386,12 @@ class NativeTableStore(TableStore):
         return state
 
     def _checkpoint_rows(self, parts: Sequence[str]) -> list[dict[str, Any]]:
+        from pyspark.sql import functions as F
+
         df = self.spark.read.parquet(*parts)
         cols = [c for c in ("add", "remove", "txn", "metaData", "protocol") if c in df.columns]
-        return [json.loads(str(row)) for row in df.select(*cols).toJSON().collect()]
+        # One JSON object per row, null actions left out: the same shape as a commit file's lines.
+        return [json.loads(row[0]) for row in df.select(F.to_json(F.struct(*cols))).collect()]
 
     def _supported(self, uri: str, state: LogState, operation: str) -> None:
         found = unsupported_features(state)
@@ -377,10 +404,12 @@ class NativeTableStore(TableStore):
 
     # ----------------------------------------------------------------------------------- lookup
     def exists(self, table: str) -> bool:
-        """Return whether a Delta table exists at ``table``."""
-        from delta.tables import DeltaTable
-
-        return bool(DeltaTable.isDeltaTable(self.spark, normalise_uri(table)))
+        """Return whether a Delta table exists at ``table`` (its log holds a commit or a checkpoint)."""
+        try:
+            self._latest(normalise_uri(table))
+        except TableNotFound:
+            return False
+        return True
 
     def schema(self, table: str) -> StructType:
         """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
