@@ -6,6 +6,7 @@ back through :meth:`NativeTableStore.for_log_reads`, and every answer must equal
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,18 @@ def test_missing_tables_and_versions_are_clear_errors(store: TableStore, reader:
         reader.log_entries(uri, start=0)
     with pytest.raises(TableStoreError, match="commit 0 is missing"):
         reader.files(uri, version=1)
+
+
+def test_a_table_created_again_at_the_same_place_is_read_afresh(store: TableStore, reader: NativeTableStore,
+                                                                 spark: SparkSession, tmp_path: Path) -> None:
+    uri = str(tmp_path / "again")
+    _table(store, spark, uri)
+    assert reader.transaction_version(uri, "writer/1") == 6 and len(reader.files(uri, version=1)) == 1
+    shutil.rmtree(uri)  # a full refresh: dropped and created again, versions start over
+    store.create(uri, _rows(spark, "x", 1).schema, partition_by=["tenant_id"])
+    store.append(uri, _rows(spark, "e", 2))
+    assert reader.transaction_version(uri, "writer/1") is None
+    assert {f.partition_values["tenant_id"] for f in reader.files(uri, version=1)} == {"e"}
 
 
 def test_a_log_reader_refuses_what_needs_delta_itself(reader: NativeTableStore, spark: SparkSession,

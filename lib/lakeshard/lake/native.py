@@ -317,7 +317,8 @@ class NativeTableStore(TableStore):
         self.spark = spark
         self._jvm = _DeltaJvm(spark)
         self._jvm.package  # noqa: B018 (fail now, not at the first commit, when Delta's classes are missing)
-        self._states: OrderedDict[tuple[str, int], LogState] = OrderedDict()
+        # (table, version) -> (replayed state, modification time of that version's commit file)
+        self._states: OrderedDict[tuple[str, int], tuple[LogState, int | None]] = OrderedDict()
 
     @classmethod
     def for_log_reads(cls, spark: SparkSession) -> NativeTableStore:
@@ -355,9 +356,15 @@ class NativeTableStore(TableStore):
         target = latest if version is None else version
         if target > latest or target < 0:
             raise TableStoreError(f"{uri}: no version {target} (the latest is {latest})")
+        mtimes = {n: m for n, _, m in listing}
+        # A cached state is only reused while its commit file is the same one (a table dropped and
+        # created again at the same location starts over at version 0 with new commit files).
+        for key in [k for k in self._states if k[0] == uri]:
+            if self._states[key][1] != mtimes.get(f"{key[1]:020d}.json"):
+                del self._states[key]
         cached = self._states.get((uri, target))
         if cached is not None:
-            return cached
+            return cached[0]
         names = {n: loc for n, loc, _ in listing}
         parts = checkpoint_parts((n, loc) for n, loc, _ in listing)
         checkpoint = max((v for v, p in parts.items() if p and v <= target), default=-1)
@@ -366,7 +373,7 @@ class NativeTableStore(TableStore):
         cached_at = max((v for (u, v) in self._states if u == uri and checkpoint <= v <= target), default=None)
         base: LogState | None = None
         if cached_at is not None:
-            base = self._states[(uri, cached_at)]
+            base = self._states[(uri, cached_at)][0]
         elif checkpoint >= 0:
             base = state_from_checkpoint_rows(checkpoint, self._checkpoint_rows(parts[checkpoint]))
         start = 0 if base is None else base.version + 1
@@ -380,7 +387,7 @@ class NativeTableStore(TableStore):
                 )
             commits.append((v, parse_commit(self._jvm.read_text(names[name]), v)[1]))
         state = replay(commits, base=base)
-        self._states[(uri, target)] = state
+        self._states[(uri, target)] = (state, mtimes.get(f"{target:020d}.json"))
         while len(self._states) > _STATE_CACHE:
             self._states.popitem(last=False)
         return state
