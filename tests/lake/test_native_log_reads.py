@@ -6,14 +6,16 @@ back through :meth:`NativeTableStore.for_log_reads`, and every answer must equal
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from lakeshard.errors import EnvironmentProblem, TableNotFound, TableStoreError
-from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.errors import CommitConflict, EnvironmentProblem, TableNotFound, TableStoreError
+from lakeshard.lake import ROWS_ADDED, AppTransaction, TableStore
+from lakeshard.lake.deltalog import COMMIT_ID
 from lakeshard.lake.native import NativeTableStore
 from lakeshard.runtime import jvm_has_class
 
@@ -116,3 +118,131 @@ def test_a_log_reader_refuses_what_needs_delta_itself(reader: NativeTableStore, 
     assert not jvm_has_class(spark.sparkContext._jvm, "io.delta.tables.DeltaTable")
     with pytest.raises(EnvironmentProblem, match="DeltaLog class is in none of"):
         reader.create_checkpoint(str(tmp_path))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a native commit hands to Delta. Delta's OptimisticTransaction is absent here, so a recording stand-in
+# takes its place: these tests check lakeshard's side of a commit (which actions, which reads, which metadata,
+# how conflicts are reported), not that Delta commits them - that is the delta_jvm contract tests' job.
+
+
+class RecordingTransaction:
+    """Records what the native adapter does with Delta's transaction (reads of app ids, the committed actions)."""
+
+    def __init__(self, read_version: int, spark: SparkSession, fail_with: Exception | None = None) -> None:
+        self.read_version = read_version
+        self.spark = spark
+        self.fail_with = fail_with
+        self.txn_reads: list[str] = []
+        self.committed: list[dict] = []
+        self.user_metadata: str | None = None
+
+    def readVersion(self) -> int:
+        return self.read_version
+
+    def txnVersion(self, app_id: str) -> int:
+        self.txn_reads.append(app_id)
+        return -1
+
+    def commit(self, actions: list[dict], operation: str) -> int:
+        assert operation == "ManualUpdate"
+        self.user_metadata = self.spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None)
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.committed = actions
+        return self.read_version + 1
+
+
+def _recording(reader: NativeTableStore, monkeypatch: pytest.MonkeyPatch, txn: RecordingTransaction) -> None:
+    log = type("Log", (), {"startTransaction": lambda _self: txn})()
+    monkeypatch.setattr(reader._jvm, "delta_log", lambda uri: log)
+    monkeypatch.setattr(reader._jvm, "action", lambda action: action)
+    monkeypatch.setattr(reader._jvm, "seq", list)
+    monkeypatch.setattr(reader._jvm, "manual_update", lambda: "ManualUpdate")
+
+
+def _write_one_file(directory: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    target = Path(directory) / "tenant_id=a%3Ab c"
+    target.mkdir(parents=True)
+    pq.write_table(pa.table({"hour": pa.array([0, 1], pa.int32()), "event_id": ["n-0", "n-1"],
+                             "ts": pa.array([None, None], pa.timestamp("us", tz="UTC"))}), target / "part-0.parquet")
+
+
+def test_a_swap_hands_delta_exact_removes_new_adds_app_transactions_and_metadata(
+    store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "swap")
+    _table(store, spark, uri)
+    reader = NativeTableStore.for_log_reads(spark)
+    live = sorted(f.path for f in reader.files(uri))
+    txn = RecordingTransaction(store.version(uri), spark)
+    _recording(reader, monkeypatch, txn)
+    seen = []
+
+    def describe(table: str, files: list) -> dict[str, str]:
+        seen.extend(files)
+        return {"fragments": "one"}
+
+    result = reader.replace_files(uri, live, None, write=_write_one_file, metadata={"op": "compact"},
+                                  app_transactions=[AppTransaction("lock/a", 3)], before_commit=describe)
+
+    assert (result.version, result.files_added, result.files_removed, result.rows_added) == (5, 1, len(live), 2)
+    assert txn.txn_reads == ["lock/a"]  # read before committing: a concurrent commit of lock/a fails this one
+    adds = [a["add"] for a in txn.committed if "add" in a]
+    removes = [a["remove"] for a in txn.committed if "remove" in a]
+    assert [a["txn"]["appId"] for a in txn.committed if "txn" in a] == ["lock/a"]
+    assert sorted(r["path"] for r in removes) == live and not any(r["dataChange"] for r in removes)
+    (add,) = adds
+    assert add["dataChange"] is False and add["partitionValues"] == {"tenant_id": "a:b c"}
+    assert add["path"].startswith("w-") and add["path"].endswith("/tenant_id=a%253Ab%20c/part-0.parquet")
+    assert json.loads(add["stats"])["numRecords"] == 2
+    # before_commit saw the new file as it lies on disk, before the commit.
+    assert [f.path.split("/", 1)[1] for f in seen] == ["tenant_id=a%3Ab c/part-0.parquet"]
+    meta = json.loads(txn.user_metadata or "{}")
+    assert (meta["op"], meta["fragments"], meta[ROWS_ADDED]) == ("compact", "one", "2") and meta[COMMIT_ID]
+    assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None  # restored
+
+
+def test_a_native_commit_refuses_or_skips_before_writing(
+    store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "refuse")
+    _table(store, spark, uri)
+    reader = NativeTableStore.for_log_reads(spark)
+    txn = RecordingTransaction(store.version(uri), spark)
+    _recording(reader, monkeypatch, txn)
+    writes: list[str] = []
+
+    with pytest.raises(CommitConflict, match="not live at version 4"):
+        reader.replace_files(uri, ["gone.parquet"], None, write=writes.append)
+    with pytest.raises(CommitConflict, match="all new or all replayed"):
+        reader.replace_files(uri, [], None, write=writes.append,
+                             app_transactions=[AppTransaction("writer/1", 6), AppTransaction("writer/2", 1)])
+    replayed = reader.append(uri, _rows(spark, "d", 1), app_transactions=[AppTransaction("writer/1", 6),
+                                                                         AppTransaction("writer/0", 1)])
+    assert replayed.skipped and replayed.version == 4 and "already committed" in replayed.reason
+    # Read at version 2, and writer/1 moved on at version 4 without reaching 7: someone else owns it now.
+    with pytest.raises(CommitConflict, match=r"commit 4 \(after the version read\) carried \['writer/1'\]"):
+        reader.replace_files(uri, [], None, app_transactions=[AppTransaction("writer/1", 7)], read_version=2)
+    assert writes == [] and txn.committed == []
+
+
+def test_a_lost_native_commit_is_a_conflict_and_its_files_are_deleted(
+    store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "lost")
+    _table(store, spark, uri)
+    reader = NativeTableStore.for_log_reads(spark)
+    concurrent = type("Py4JJavaError", (Exception,), {})("lost")
+    cme = type("C", (), {"getName": lambda _s: "java.util.ConcurrentModificationException",
+                         "getSuperclass": lambda _s: None})()
+    concurrent.java_exception = type("J", (), {"getClass": lambda _s: cme, "__str__": lambda _s: "concurrent"})()
+    _recording(reader, monkeypatch, RecordingTransaction(store.version(uri), spark, fail_with=concurrent))
+    before = {p for p in Path(uri).iterdir()}
+
+    with pytest.raises(CommitConflict, match="lost to a concurrent commit: concurrent"):
+        reader.replace_files(uri, [f.path for f in reader.files(uri)], None, write=_write_one_file)
+    assert {p for p in Path(uri).iterdir()} == before  # the write directory is gone again
