@@ -224,6 +224,9 @@ def test_a_native_commit_refuses_or_skips_before_writing(
     replayed = reader.append(uri, _rows(spark, "d", 1), app_transactions=[AppTransaction("writer/1", 6),
                                                                          AppTransaction("writer/0", 1)])
     assert replayed.skipped and replayed.version == 4 and "already committed" in replayed.reason
+    # One app transaction and no read version goes to Delta's writer (txnAppId/txnVersion); a replay never gets there.
+    again = reader.append(uri, _rows(spark, "d", 1), app_transactions=[AppTransaction("writer/1", 5)])
+    assert again.skipped and again.version == 4
     # Read at version 2, and writer/1 moved on at version 4 without reaching 7: someone else owns it now.
     with pytest.raises(CommitConflict, match=r"commit 4 \(after the version read\) carried \['writer/1'\]"):
         reader.replace_files(uri, [], None, app_transactions=[AppTransaction("writer/1", 7)], read_version=2)
