@@ -65,7 +65,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]) -> bool:
     """Start the session, name the adapter and prove a Delta round trip; append what was found to ``rows``."""
-    from lakeshard.lake import adapter_name, open_store
+    from lakeshard.lake import adapter_choice, open_store
     from lakeshard.runtime import RuntimeKind, get_spark
 
     start = time.perf_counter()
@@ -76,11 +76,17 @@ def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]
         return False
     where = cfg.spark.master if kind is RuntimeKind.LOCAL else kind.value
     rows.append(("spark", f"{spark.version} started in {time.perf_counter() - start:.1f}s ({where})"))
-    rows.append(("adapter", adapter_name(spark, cfg)))
+    try:
+        choice = adapter_choice(spark, cfg)
+    except LakeshardError as exc:
+        rows.append(("adapter", f"PROBLEM: {exc}"))
+        return False
+    rows.append(("adapter", f"{choice.name} - {choice.reason}"))
     if kind is RuntimeKind.DATABRICKS_CONNECT:
-        # The embedded adapter commits from this process, which cannot see files the remote cluster writes.
-        rows.append(("delta round trip", "skipped: with databricks-connect the tables need the native adapter "
-                                         "(not written yet, docs/databricks.md)"))
+        # The embedded adapter commits from this process, which cannot see files the remote cluster writes;
+        # the native adapter needs a py4j session, i.e. code running on the cluster (docs/databricks.md).
+        rows.append(("delta round trip", "skipped: databricks-connect commits from this laptop need direct access "
+                                         "to the lakehouse storage; on the cluster the native adapter commits"))
         return True
     with tempfile.TemporaryDirectory(prefix="lakeshard-doctor-") as tmp:
         store = open_store(spark, cfg)

@@ -46,6 +46,10 @@ class SparkConfig:
     shuffle_partitions: int = 4
     # "auto" uses Delta's JVM classes when the session has them, otherwise delta-rs commits.
     adapter: Adapter = "auto"
+    # Comma-separated jar files for a local session, e.g. delta-spark's and delta-storage's for the native
+    # adapter (``spark.jars``; no download). With delta-spark among them, Delta's SQL extension and catalog
+    # are switched on too.
+    jars: str = ""
     # Use databricks-connect when it is installed and this is true (or DATABRICKS_* is configured).
     databricks_connect: bool = False
     log_level: str = "ERROR"

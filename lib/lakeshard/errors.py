@@ -11,6 +11,7 @@ __all__ = [
     "TableExists",
     "TableNotFound",
     "TableStoreError",
+    "UnsupportedByAdapter",
 ]
 
 
@@ -36,6 +37,14 @@ class TableNotFound(TableStoreError):
 
 class TableExists(TableStoreError):
     """A table was to be created where one already exists (with ``exist_ok=False``)."""
+
+
+class UnsupportedByAdapter(TableStoreError):
+    """The chosen TableStore adapter cannot do this operation faithfully on this table or session.
+
+    The message names the operation, the table, and why (e.g. a table feature such as deletion vectors
+    that a plain replay of the log would get wrong, or a session without Delta's JVM classes).
+    """
 
 
 class CommitConflict(TableStoreError):

@@ -1,4 +1,7 @@
-"""The embedded TableStore on real Delta tables: commits, time travel, swaps, conflicts, crashes, vacuum."""
+"""The embedded TableStore only: two processes racing their commits, a writer killed before its commit, vacuum.
+
+The contract every adapter meets is in ``test_store_contract.py``.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +10,12 @@ import os
 import subprocess
 import sys
 import time
-from datetime import date
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from deltalake import DeltaTable  # the independent reader these tests check against
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
-    DateType,
     IntegerType,
-    LongType,
     MapType,
     StringType,
     StructField,
@@ -25,8 +23,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError
-from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.lake import TableStore
 
 EVENTS = StructType([
     StructField("tenant_id", StringType(), False),
@@ -49,170 +46,6 @@ def _shape(schema: StructType) -> list[tuple[str, str]]:
 
 def _ids(df) -> list[str]:
     return sorted(r.event_id for r in df.select("event_id").collect())
-
-
-def test_two_appends_then_time_travel_to_each_version(store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
-    uri = str(tmp_path / "events")
-    v0 = store.create(uri, EVENTS, partition_by=["tenant_id", "hour"])
-    first = store.append(uri, _rows(spark, "acme", 1, 3))
-    second = store.append(uri, _rows(spark, "zeta:co/x y", 2, 2))
-
-    assert (v0, first.version, second.version) == (0, 1, 2)
-    assert first.rows_added == 3 and second.rows_added == 2
-    assert store.read(uri, version=0).count() == 0
-    assert _ids(store.read(uri, version=1)) == ["acme-0", "acme-1", "acme-2"]
-    latest = store.read(uri)
-    assert _shape(latest.schema) == _shape(EVENTS)  # the table's column order and types, partitions included
-    got = {(r.tenant_id, r.hour, r.event_id) for r in latest.collect()}
-    odd = "zeta:co/x y"  # characters that need escaping in paths and URIs
-    assert got == {("acme", 1, f"acme-{i}") for i in range(3)} | {(odd, 2, f"{odd}-{i}") for i in range(2)}
-    assert store.read(uri, timestamp=store.history(uri)[-1].timestamp).count() == 0
-    assert store.version(uri) == 2
-
-
-def test_empty_table_reads_as_empty_frame_with_schema(store: TableStore, tmp_path: Path) -> None:
-    uri = str(tmp_path / "empty")
-    store.create(uri, EVENTS, partition_by=["tenant_id"])
-    df = store.read(uri)
-    assert df.count() == 0 and _shape(df.schema) == _shape(EVENTS)
-
-
-def test_partition_values_restore_with_their_types(store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
-    schema = StructType([StructField("day", DateType()), StructField("shard", LongType()),
-                         StructField("v", StringType())])
-    uri = str(tmp_path / "typed")
-    store.create(uri, schema, partition_by=["day", "shard"])
-    store.append(uri, spark.createDataFrame([(date(2026, 1, 2), 7, "a"), (None, 8, "b")], schema))
-    rows = sorted(store.read(uri).collect(), key=lambda r: r.v)
-    assert [(r.day, r.shard, r.v) for r in rows] == [(date(2026, 1, 2), 7, "a"), (None, 8, "b")]
-    parts = {(f.partition_values["day"], f.partition_values["shard"]) for f in store.files(uri)}
-    assert parts == {(None, "8"), ("2026-01-02", "7")}
-
-
-def test_partition_values_with_any_characters_read_back(
-    store: TableStore, spark: SparkSession, tmp_path: Path
-) -> None:
-    names = ["a:b", "c d", "e%f", "g+h", "é漢", "i#j", "k?l", "m[n]", "o{p}", "q\\r", "s|t", "u^v", "w`x",
-             'y"z', "<>", "a'b", "~!@$&*()=,;", "tab\tx", "/lead", "%2F"]
-    uri = str(tmp_path / "odd names")
-    store.create(uri, EVENTS, partition_by=["tenant_id"])
-    # One write spreads over many partition directories: Spark repeats file names across them.
-    df = spark.createDataFrame([(n, i, f"e{i}", None, None) for i, n in enumerate(names)], EVENTS).coalesce(1)
-    store.append(uri, df)
-    got = {(r.tenant_id, r.hour) for r in store.read(uri).collect()}
-    assert got == {(n, i) for i, n in enumerate(names)}
-
-
-def test_files_report_size_rows_partitions_and_stats(store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
-    uri = str(tmp_path / "stats")
-    store.create(uri, EVENTS, partition_by=["tenant_id"])
-    df = spark.sql("select 'acme' tenant_id, cast(id % 3 as int) hour, concat('e', id) event_id, "
-                   "timestamp_micros(1767225600000000 + id * 1500) ts, map('a','b') attributes from range(10)")
-    store.append(uri, df.coalesce(1))
-    (f,) = store.files(uri)
-    assert f.num_records == 10 and f.size_bytes > 0 and f.partition_values == {"tenant_id": "acme"}
-    assert f.min_values["hour"] == 0 and f.max_values["hour"] == 2
-    # Timestamp stats are kept at millisecond precision; the max is rounded up so it stays an upper bound.
-    assert str(f.min_values["ts"]).startswith("2026-01-01 00:00:00")
-    assert f.max_values["ts"].timestamp() >= 1767225600 + 9 * 0.0015
-
-
-def test_replace_swaps_files_atomically(store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
-    uri = str(tmp_path / "swap")
-    store.create(uri, EVENTS, partition_by=["tenant_id"])
-    for i in range(3):
-        store.append(uri, _rows(spark, "acme", 1, 2, start=10 * i))
-    before = store.files(uri)
-    old_version = store.version(uri)
-    merged = store.read(uri).coalesce(1)
-    result = store.replace_files(uri, [f.path for f in before], merged, metadata={"op": "compact"})
-
-    assert (result.files_removed, result.files_added, result.version) == (3, 1, old_version + 1)
-    after = store.files(uri)
-    assert len(after) == 1 and {f.path for f in after}.isdisjoint({f.path for f in before})
-    assert _ids(store.read(uri)) == _ids(store.read(uri, version=old_version))
-    # A reader pinned to the old version still sees the old file set, and it is still readable.
-    assert {f.path for f in store.files(uri, version=old_version)} == {f.path for f in before}
-    assert store.read(uri, version=old_version).count() == 6
-    assert store.history(uri)[0].custom_metadata["op"] == "compact"
-
-
-def test_replace_of_a_file_no_longer_live_is_a_conflict(store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
-    uri = str(tmp_path / "swap2")
-    store.create(uri, EVENTS)
-    store.append(uri, _rows(spark, "acme", 1, 2))
-    (f,) = store.files(uri)
-    store.replace_files(uri, [f.path], store.read(uri))
-    version = store.version(uri)
-    with pytest.raises(CommitConflict, match="not live"):
-        store.replace_files(uri, [f.path], _rows(spark, "acme", 1, 2))
-    assert store.version(uri) == version and store.read(uri).count() == 2
-
-
-def test_replace_with_nothing_removes_rows(store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
-    uri = str(tmp_path / "drop")
-    store.create(uri, EVENTS, partition_by=["tenant_id"])
-    store.append(uri, _rows(spark, "a", 1, 2))
-    store.append(uri, _rows(spark, "b", 1, 2))
-    drop = [f.path for f in store.files(uri) if f.partition_values["tenant_id"] == "a"]
-    store.replace_files(uri, drop, None, data_change=True)
-    assert _ids(store.read(uri)) == ["b-0", "b-1"]
-
-
-def test_recommitting_an_app_transaction_is_a_noop(store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
-    uri = str(tmp_path / "idem")
-    store.create(uri, EVENTS)
-    txn = [AppTransaction("writer/3", 5)]
-    first = store.append(uri, _rows(spark, "acme", 1, 4), app_transactions=txn)
-    again = store.append(uri, _rows(spark, "acme", 1, 4), app_transactions=txn)
-    older = store.append(uri, _rows(spark, "acme", 1, 4), app_transactions=[AppTransaction("writer/3", 4)])
-
-    assert not first.skipped and again.skipped and older.skipped
-    assert again.version == first.version and "already committed" in again.reason
-    assert store.read(uri).count() == 4
-    assert store.transaction_version(uri, "writer/3") == 5
-    assert store.transaction_version(uri, "writer/9") is None
-    nxt = store.append(uri, _rows(spark, "acme", 1, 1, start=100), app_transactions=[AppTransaction("writer/3", 6)])
-    assert not nxt.skipped and store.transaction_version(uri, "writer/3") == 6
-    with pytest.raises(CommitConflict, match="all new or all replayed"):
-        store.append(uri, _rows(spark, "acme", 1, 1),
-                     app_transactions=[AppTransaction("writer/3", 6), AppTransaction("writer/4", 1)])
-
-
-def test_empty_batch_still_commits_progress(store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
-    uri = str(tmp_path / "progress")
-    store.create(uri, EVENTS, partition_by=["tenant_id"])
-    result = store.append(uri, spark.createDataFrame([], EVENTS), app_transactions=[AppTransaction("w/0", 9)])
-    assert result.files_added == 0 and result.version == 1
-    assert store.transaction_version(uri, "w/0") == 9 and store.read(uri).count() == 0
-
-
-def test_delta_rs_reads_what_the_store_wrote(store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
-    uri = str(tmp_path / "interop")
-    store.create(uri, EVENTS, partition_by=["tenant_id", "hour"])
-    store.append(uri, _rows(spark, "acme", 1, 5))
-    store.append(uri, _rows(spark, "b%c d", 2, 3))
-    theirs = pa.table(DeltaTable(uri).to_pyarrow_table())
-    assert theirs.num_rows == store.read(uri).count() == 8
-    assert sorted(theirs.column("event_id").to_pylist()) == _ids(store.read(uri))
-    assert set(theirs.column("tenant_id").to_pylist()) == {"acme", "b%c d"}
-
-
-def test_create_checks_shape_and_append_checks_columns(store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
-    uri = str(tmp_path / "shape")
-    store.create(uri, EVENTS, partition_by=["tenant_id"])
-    assert store.create(uri, EVENTS, partition_by=["tenant_id"]) == 0  # same shape: fine
-    with pytest.raises(TableExists):
-        store.create(uri, EVENTS, partition_by=["tenant_id"], exist_ok=False)
-    other = StructType([*EVENTS.fields, StructField("extra", StringType())])
-    with pytest.raises(TableStoreError, match="different shape"):
-        store.create(uri, other, partition_by=["tenant_id"])
-    bad = _rows(spark, "a", 1, 1).withColumnRenamed("event_id", "evt")
-    expected = r"unexpected columns \['evt'\].*missing non-nullable columns \['event_id'\]"
-    with pytest.raises(TableStoreError, match=expected):
-        store.append(uri, bad)
-    with pytest.raises(TableNotFound):
-        store.read(str(tmp_path / "nope"))
 
 
 def _spawn(table: str, tag: str, rows: int, *extra: str) -> subprocess.Popen[str]:

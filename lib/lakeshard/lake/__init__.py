@@ -5,6 +5,7 @@ Nothing outside this package imports ``deltalake`` or ``delta`` directly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakeshard.config import LakeshardConfig, load_config
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BYTES_ADDED",
     "ROWS_ADDED",
+    "AdapterChoice",
     "AppTransaction",
     "BeforeCommit",
     "CommitInfo",
@@ -40,33 +42,90 @@ __all__ = [
     "TableStore",
     "VacuumReport",
     "WriteFiles",
+    "adapter_choice",
     "adapter_name",
+    "choose_adapter",
     "open_store",
 ]
 
 
-def adapter_name(spark: SparkSession, cfg: LakeshardConfig | None = None) -> str:
-    """Return which adapter :func:`open_store` picks: ``"embedded"`` (delta-rs) or ``"native"`` (Delta JVM)."""
+@dataclass(frozen=True)
+class AdapterChoice:
+    """Which TableStore adapter a session gets, and why (``lakeshard doctor`` prints both)."""
+
+    name: str  # "embedded" or "native"
+    reason: str
+
+
+_DELTA_CLASS = "io.delta.tables.DeltaTable"
+
+
+def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True) -> AdapterChoice:
+    """Return the adapter for the ``spark.adapter`` setting given what the session has.
+
+    ``delta_jvm``: Delta's JVM classes load in the session; ``gateway``: the session has a py4j gateway
+    (a Spark Connect / databricks-connect session has none, so its Delta classes, if any, are out of reach).
+
+    Raises:
+        EnvironmentProblem: ``native`` is forced and the session cannot run it, with what is missing.
+    """
+    if setting == "embedded":
+        return AdapterChoice("embedded", "spark.adapter = 'embedded' (configured): Spark writes Parquet, "
+                                         "delta-rs commits")
+    if setting == "native":
+        if not gateway:
+            raise EnvironmentProblem(
+                "spark.adapter = 'native' was asked for, but this Spark session has no py4j gateway (Spark Connect "
+                "/ databricks-connect): the native adapter drives Delta's JVM classes through it. Use 'auto' or "
+                "'embedded' here, or run the step on the cluster (a job or notebook)"
+            )
+        if not delta_jvm:
+            raise EnvironmentProblem(
+                f"spark.adapter = 'native' was asked for, but Delta's JVM classes ({_DELTA_CLASS}) are not on this "
+                "session's classpath: start Spark with the delta-spark jars (spark.jars / spark.jars.packages) or "
+                "run on a Databricks runtime, or use 'auto' / 'embedded'"
+            )
+        return AdapterChoice("native", f"spark.adapter = 'native' (configured); {_DELTA_CLASS} loads")
+    if not gateway:
+        return AdapterChoice("embedded", "auto: a Spark Connect session (no py4j gateway to Delta's JVM classes); "
+                                         "delta-rs commits from this process")
+    if delta_jvm:
+        return AdapterChoice("native", f"auto: Delta's JVM classes ({_DELTA_CLASS}) load in this session")
+    return AdapterChoice("embedded", f"auto: Delta's JVM classes ({_DELTA_CLASS}) are not on this session's "
+                                     "classpath; Spark writes Parquet, delta-rs commits")
+
+
+def adapter_choice(spark: SparkSession, cfg: LakeshardConfig | None = None) -> AdapterChoice:
+    """Return which adapter :func:`open_store` picks for this session under ``cfg``, and why."""
     from lakeshard.runtime import has_delta_jvm
 
     cfg = cfg or load_config()
-    if cfg.spark.adapter != "auto":
-        return cfg.spark.adapter
-    return "native" if has_delta_jvm(spark) else "embedded"
+    try:
+        gateway = getattr(spark.sparkContext, "_jvm", None) is not None
+    except Exception:  # a Spark Connect session raises on .sparkContext
+        gateway = False
+    return choose_adapter(cfg.spark.adapter, delta_jvm=gateway and has_delta_jvm(spark), gateway=gateway)
+
+
+def adapter_name(spark: SparkSession, cfg: LakeshardConfig | None = None) -> str:
+    """Return which adapter :func:`open_store` picks: ``"embedded"`` (delta-rs) or ``"native"`` (Delta JVM)."""
+    return adapter_choice(spark, cfg).name
 
 
 def open_store(spark: SparkSession, cfg: LakeshardConfig | None = None) -> TableStore:
     """Return the TableStore for this session: native when Delta's JVM classes load, else embedded.
 
-    The native adapter is not written yet (see docs/decisions.md); a session with Delta's JVM
-    classes uses the embedded adapter unless ``spark.adapter = "native"`` is forced, which raises.
+    ``spark.adapter`` in the config forces one (``"embedded"`` or ``"native"``); ``"auto"`` (the default)
+    decides by the session, as :func:`choose_adapter` says.
+
+    Raises:
+        EnvironmentProblem: ``native`` is forced on a session that cannot run it.
     """
+    choice = adapter_choice(spark, cfg)
+    if choice.name == "native":
+        from lakeshard.lake.native import NativeTableStore
+
+        return NativeTableStore(spark)
     from lakeshard.lake.embedded import EmbeddedTableStore
 
-    cfg = cfg or load_config()
-    if cfg.spark.adapter == "native":
-        raise EnvironmentProblem(
-            "spark.adapter = 'native' was asked for, but the native (Delta JVM) adapter is not implemented "
-            "yet; use 'auto' or 'embedded' (delta-rs commits, which Databricks and delta-spark read)"
-        )
     return EmbeddedTableStore(spark)

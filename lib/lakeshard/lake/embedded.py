@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -35,7 +32,22 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.transaction import AddAction, RemoveAction
 
 from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError
-from lakeshard.lake.files import filesystem
+from lakeshard.lake.datafiles import (
+    conform,
+    footer_stats,
+    is_hidden,
+    partition_values_from_path,
+    read_data_files,
+)
+from lakeshard.lake.deltalog import (
+    COMMIT_ID,
+    checkpoint_parts,
+    commit_versions,
+    custom_metadata,
+    file_from_action,
+    parse_commit,
+)
+from lakeshard.lake.files import filesystem, normalise_uri
 from lakeshard.lake.store import (
     BYTES_ADDED,
     ROWS_ADDED,
@@ -43,7 +55,6 @@ from lakeshard.lake.store import (
     BeforeCommit,
     CommitInfo,
     CommitResult,
-    FileChange,
     FileInfo,
     LogEntry,
     TableStore,
@@ -53,140 +64,23 @@ from lakeshard.lake.store import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import StructType
 
 __all__ = ["EmbeddedTableStore"]
 
 # Deletion vectors and column mapping would make a plain Parquet read of the live files wrong.
 _DEFAULT_PROPERTIES = {"delta.enableDeletionVectors": "false"}
 _PARTITION_TYPES = {"string", "integer", "long", "short", "byte", "date", "boolean"}
-_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _WRITE_PREFIX = "w-"
-# Delta truncates string statistics; longer values get no min/max (readers then treat them as unknown).
-_MAX_STAT_STRING = 32
-# Every commit carries a random id so the writer can find the version it landed at afterwards.
-_COMMIT_ID = "lakeshard.commitId"
 # A swap (removes + adds) re-tries against the newest version at most this often when other commits land.
 _SWAP_RETRIES = 10
-_HISTORY_KEYS = {_COMMIT_ID, "timestamp", "operation", "operationParameters", "operationMetrics", "version",
-                 "engineInfo", "clientVersion", "readVersion", "isBlindAppend"}
 
-
-def _normalise_uri(table: str) -> str:
-    """Return a local table location as a plain absolute path, and a remote one as its URI."""
-    if table.startswith("file:"):
-        # file:/x, file:///x and delta-rs' percent-encoded file:///odd%20names all mean a local path.
-        return os.path.abspath(unquote(urlparse(table).path))
-    if "://" in table:
-        return table.rstrip("/")
-    return os.path.abspath(table)
 
 
 def _spark_path(uri: str) -> str:
-    # Local tables are plain paths (see _normalise_uri) and go to Spark as such: Hadoop takes the text of
+    # Local tables are plain paths (see normalise_uri) and go to Spark as such: Hadoop takes the text of
     # a "file://" string literally, so a space in it would become a directory named "odd%20names".
     return uri
-
-
-# Characters java.net.URI quotes in a path; Spark's ``_metadata.file_path`` is a Hadoop Path's URI string.
-_URI_QUOTED = frozenset(' "#%<>?[\\]^`{|}')
-
-
-def _spark_file_uri(uri: str) -> str:
-    """Return the string Spark's ``_metadata.file_path`` shows for the file at ``uri`` (an on-disk path)."""
-    if "://" in uri:
-        scheme, rest = uri.split("://", 1)
-        authority, _, path = rest.partition("/")
-        prefix, path = ("file:" if scheme == "file" and not authority else f"{scheme}://{authority}"), "/" + path
-    else:
-        prefix, path = "file:", uri
-    quoted = "".join(f"%{ord(c):02X}" if c in _URI_QUOTED or ord(c) < 0x20 or ord(c) == 0x7F else c for c in path)
-    return prefix + quoted
-
-
-def _is_hidden(relative: str) -> bool:
-    return any(part.startswith(("_", ".")) for part in relative.split("/"))
-
-
-def _stat_value(value: Any) -> Any:
-    """Render one footer statistic as Delta's JSON stats expect, or None to leave it out."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Decimal):
-        return None
-    if isinstance(value, datetime):
-        return value  # handled by the caller, which knows whether it is a min or a max
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, str):
-        return value if len(value) <= _MAX_STAT_STRING else None
-    return None
-
-
-def _ts_stat(value: datetime, *, upper: bool) -> str:
-    value = value if value.tzinfo else value.replace(tzinfo=UTC)
-    value = value.astimezone(UTC)
-    # Delta keeps timestamp statistics at millisecond precision: round the max up so it stays an upper bound.
-    millis = value.replace(microsecond=(value.microsecond // 1000) * 1000)
-    if upper and millis != value:
-        millis += timedelta(milliseconds=1)
-    return millis.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis.microsecond // 1000:03d}Z"
-
-
-def _footer_stats(fs: pafs.FileSystem, path: str) -> tuple[int, dict[str, Any]]:
-    """Return the row count of a Parquet file and its Delta stats (numRecords, min/max, nullCount)."""
-    with fs.open_input_file(path) as handle:
-        meta = pq.ParquetFile(handle).metadata
-    mins: dict[str, Any] = {}
-    maxs: dict[str, Any] = {}
-    nulls: dict[str, int] = {}
-    top_level = {meta.schema.column(i).path for i in range(meta.num_columns) if "." not in meta.schema.column(i).path}
-    for col in range(meta.num_columns):
-        name = meta.schema.column(col).path
-        if name not in top_level:
-            continue
-        lo: Any = None
-        hi: Any = None
-        null_count: int | None = 0
-        for rg in range(meta.num_row_groups):
-            stats = meta.row_group(rg).column(col).statistics
-            if stats is None:
-                null_count, lo, hi = None, None, None
-                break
-            if null_count is not None:
-                null_count = null_count + stats.null_count if stats.has_null_count else None
-            if stats.has_min_max:
-                lo = stats.min if lo is None else min(lo, stats.min)
-                hi = stats.max if hi is None else max(hi, stats.max)
-        if null_count is not None:
-            nulls[name] = null_count
-        if lo is not None and hi is not None:
-            lo_v, hi_v = _stat_value(lo), _stat_value(hi)
-            if isinstance(lo_v, datetime) and isinstance(hi_v, datetime):
-                mins[name], maxs[name] = _ts_stat(lo_v, upper=False), _ts_stat(hi_v, upper=True)
-            elif lo_v is not None and hi_v is not None:
-                mins[name], maxs[name] = lo_v, hi_v
-    stats_json = {"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
-    return meta.num_rows, stats_json
-
-
-def _partition_values_from_path(relative: str, partition_by: Sequence[str]) -> dict[str, str | None]:
-    found: dict[str, str | None] = {}
-    for part in relative.split("/")[:-1]:
-        if "=" in part:
-            key, raw = part.split("=", 1)
-            key = unquote(key)
-            if key in partition_by:
-                value = unquote(raw)
-                found[key] = None if value == _HIVE_NULL else value
-    missing = [c for c in partition_by if c not in found]
-    if missing:
-        raise TableStoreError(f"written file {relative} lacks partition directories for {missing}")
-    return found
 
 
 class EmbeddedTableStore(TableStore):
@@ -212,7 +106,7 @@ class EmbeddedTableStore(TableStore):
 
     # ----------------------------------------------------------------------------------- lookup
     def _table(self, table: str, version: int | None = None) -> DeltaTable:
-        uri = _normalise_uri(table)
+        uri = normalise_uri(table)
         try:
             return DeltaTable(uri, version=version, storage_options=self._storage)
         except TableNotFoundError:
@@ -224,7 +118,7 @@ class EmbeddedTableStore(TableStore):
 
     def exists(self, table: str) -> bool:
         """Return whether a Delta table exists at ``table``."""
-        return DeltaTable.is_deltatable(_normalise_uri(table), storage_options=self._storage)
+        return DeltaTable.is_deltatable(normalise_uri(table), storage_options=self._storage)
 
     def schema(self, table: str) -> StructType:
         """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
@@ -256,7 +150,7 @@ class EmbeddedTableStore(TableStore):
             TableStoreError: an existing table's schema or partitioning differs (both are shown), or a
                 partition column has a type that cannot be a partition.
         """
-        uri = _normalise_uri(table)
+        uri = normalise_uri(table)
         fields = {f.name: f for f in schema.fields}
         for col in partition_by:
             if col not in fields:
@@ -334,45 +228,9 @@ class EmbeddedTableStore(TableStore):
         return self._read_snapshot(self._table(table), files)
 
     def _read_snapshot(self, dt: DeltaTable, only: Sequence[FileInfo] | None = None) -> DataFrame:
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import StringType, StructField, StructType
-
-        schema = _to_spark_schema(dt.schema())
-        parts = list(dt.metadata().partition_columns)
         files = _live_files(dt) if only is None else list(only)
-        if not files:
-            return self.spark.createDataFrame([], schema)
-        root = _normalise_uri(dt.table_uri)
-        data_schema = StructType([f for f in schema.fields if f.name not in parts])
-        paths = [_spark_path(f"{root}/{unquote(f.path)}") for f in files]
-        df = self.spark.read.schema(data_schema).parquet(*paths)
-        if not parts:
-            return df.select(*[F.col(f"`{f.name}`") for f in schema.fields])
-        # Spark reports each row's file as a URI string (``_metadata.file_path``); compute the same string
-        # for every live file and join its partition values in. Spark's file names repeat across the
-        # partition directories of one write, so the whole path is the key, not the name.
-        mapping_schema = StructType(
-            [StructField("__file", StringType(), False), StructField("__known", StringType(), False)]
-            + [StructField(f"__p_{i}", StringType(), True) for i in range(len(parts))]
-        )
-        rows = [(_spark_file_uri(f"{root}/{unquote(f.path)}"), "y", *[f.partition_values.get(p) for p in parts])
-                for f in files]
-        mapping = self.spark.createDataFrame(rows, mapping_schema)
-        types = {f.name: f.dataType for f in schema.fields}
-        joined = df.withColumn("__file", F.col("_metadata.file_path")).join(F.broadcast(mapping), "__file", "left")
-        # A row whose file found no add action would get wrong partition values: fail the query instead.
-        guard = F.assert_true(F.col("__known").isNotNull(), F.concat(
-            F.lit(f"{root}: cannot match data file "), F.col("__file"), F.lit(" to its add action")))
-        out = []
-        for f in schema.fields:
-            if f.name in parts:
-                value = F.col(f"__p_{parts.index(f.name)}")
-                if f.name == parts[0]:
-                    value = F.when(guard.isNull(), value)
-                out.append(value.cast(types[f.name]).alias(f.name))
-            else:
-                out.append(F.col(f"`{f.name}`"))
-        return joined.select(*out)
+        return read_data_files(self.spark, normalise_uri(dt.table_uri), _to_spark_schema(dt.schema()),
+                               list(dt.metadata().partition_columns), files)
 
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their stats."""
@@ -448,7 +306,7 @@ class EmbeddedTableStore(TableStore):
         before_commit: BeforeCommit | None = None,
         write: WriteFiles | None = None,
     ) -> CommitResult:
-        uri = _normalise_uri(table)
+        uri = normalise_uri(table)
         if df is not None and write is not None:
             raise TableStoreError(f"{uri}: give the rows to add as a DataFrame or as a write function, not both")
         dt = self._table(uri, read_version)
@@ -485,7 +343,7 @@ class EmbeddedTableStore(TableStore):
                 raise
         commit_id = uuid.uuid4().hex
         props = CommitProperties(
-            custom_metadata={**_metadata_strings(metadata), **_metadata_strings(extra), _COMMIT_ID: commit_id,
+            custom_metadata={**_metadata_strings(metadata), **_metadata_strings(extra), COMMIT_ID: commit_id,
                              ROWS_ADDED: str(rows), BYTES_ADDED: str(sum(a.size for a in adds))},
             app_transactions=[Transaction(t.app_id, t.version) for t in app_transactions] or None,
             # delta-rs 1.6.6 rebases a commit with removes over a concurrent commit that removed the same
@@ -554,14 +412,14 @@ class EmbeddedTableStore(TableStore):
         The commit files after ``read_version`` are read directly: delta-rs' ``history()`` numbers
         entries wrongly when it races a concurrent commit (seen with deltalake 1.6.6).
         """
-        fs, base = filesystem(_normalise_uri(dt.table_uri))
+        fs, base = filesystem(normalise_uri(dt.table_uri))
         version = read_version + 1
         while True:
             path = f"{base}/_delta_log/{version:020d}.json"
             try:
                 with fs.open_input_stream(path) as stream:
                     lines = stream.read().decode("utf-8").splitlines()
-                if any(json.loads(line).get("commitInfo", {}).get(_COMMIT_ID) == commit_id for line in lines if line):
+                if any(json.loads(line).get("commitInfo", {}).get(COMMIT_ID) == commit_id for line in lines if line):
                     return version
             except FileNotFoundError:
                 raise TableStoreError(
@@ -585,10 +443,10 @@ class EmbeddedTableStore(TableStore):
 
     def _write_files(self, dt: DeltaTable, df: DataFrame, data_change: bool) -> tuple[list[AddAction], int, str]:
         """Write ``df`` with Spark under a fresh directory of the table; return its add actions."""
-        uri = _normalise_uri(dt.table_uri)
+        uri = normalise_uri(dt.table_uri)
         parts = list(dt.metadata().partition_columns)
         write_id, target = _new_write_dir(uri)
-        writer = _conform(df, _to_spark_schema(dt.schema()), uri).write.mode("errorifexists")
+        writer = conform(df, _to_spark_schema(dt.schema()), uri).write.mode("errorifexists")
         if parts:
             writer = writer.partitionBy(*parts)
         writer.parquet(_spark_path(target))
@@ -596,7 +454,7 @@ class EmbeddedTableStore(TableStore):
 
     def _write_with(self, dt: DeltaTable, write: WriteFiles, data_change: bool) -> tuple[list[AddAction], int, str]:
         """Let ``write`` write Parquet files under a fresh directory of the table; return their add actions."""
-        write_id, target = _new_write_dir(_normalise_uri(dt.table_uri))
+        write_id, target = _new_write_dir(normalise_uri(dt.table_uri))
         try:
             write(target)
         except BaseException:
@@ -616,9 +474,9 @@ class EmbeddedTableStore(TableStore):
             if info.type != pafs.FileType.File:
                 continue
             relative = info.path[len(base):].lstrip("/")
-            if _is_hidden(relative) or not relative.endswith(".parquet"):
+            if is_hidden(relative) or not relative.endswith(".parquet"):
                 continue
-            n, stats = _footer_stats(fs, info.path)
+            n, stats = footer_stats(fs, info.path)
             if n == 0:
                 fs.delete_file(info.path)
                 continue
@@ -627,7 +485,7 @@ class EmbeddedTableStore(TableStore):
                 # delta-rs URI-encodes the path itself when it writes the log: give it the path as on disk.
                 path=f"{write_id}/{relative}",
                 size=int(info.size or 0),
-                partition_values=_partition_values_from_path(relative, parts),
+                partition_values=partition_values_from_path(relative, parts),
                 modification_time=int(info.mtime_ns // 1_000_000) if info.mtime_ns else _now_ms(),
                 data_change=data_change,
                 stats=json.dumps(stats, separators=(",", ":")),
@@ -652,7 +510,7 @@ class EmbeddedTableStore(TableStore):
             TableStoreError: ``start`` is older than the oldest commit file left in the log, or a commit
                 between ``start`` and ``end`` is missing.
         """
-        uri = _normalise_uri(table)
+        uri = normalise_uri(table)
         latest = self.version(uri)
         commits = _commit_versions(uri)
         first = min(commits, default=latest)
@@ -674,11 +532,11 @@ class EmbeddedTableStore(TableStore):
 
         V2 checkpoints (UUID-named, with sidecars) are not listed: delta-rs does not write them.
         """
-        return sorted(v for v, parts in _checkpoint_parts(_normalise_uri(table)).items() if parts)
+        return sorted(v for v, parts in _checkpoint_parts(normalise_uri(table)).items() if parts)
 
     def checkpoint_files(self, table: str, version: int) -> list[FileInfo]:
         """Return the live data files the checkpoint at ``version`` records (its add actions)."""
-        uri = _normalise_uri(table)
+        uri = normalise_uri(table)
         parts = _checkpoint_parts(uri).get(version)
         if not parts:
             raise TableStoreError(f"{uri}: no complete checkpoint at version {version}")
@@ -687,7 +545,7 @@ class EmbeddedTableStore(TableStore):
         for part in parts:
             with fs.open_input_file(part) as handle:
                 adds = pq.read_table(handle, columns=["add"]).column("add").to_pylist()
-            out += [_file_from_action(a, a.get("modificationTime")) for a in adds if a is not None]
+            out += [file_from_action(a, a.get("modificationTime")) for a in adds if a is not None]
         return out
 
     def create_checkpoint(self, table: str) -> int:
@@ -704,7 +562,7 @@ class EmbeddedTableStore(TableStore):
         """Return the table's commits, newest first, with custom commit metadata separated out."""
         out = []
         for entry in self._table(table).history(limit):
-            custom = {k: v for k, v in entry.items() if k not in _HISTORY_KEYS}
+            custom = custom_metadata(entry)
             out.append(CommitInfo(
                 version=int(entry["version"]),
                 timestamp=datetime.fromtimestamp(entry["timestamp"] / 1000, tz=UTC),
@@ -732,7 +590,7 @@ class EmbeddedTableStore(TableStore):
         retention longer than the longest write: a write still in progress has not committed yet, and
         its files look exactly like orphans.
         """
-        uri = _normalise_uri(table)
+        uri = normalise_uri(table)
         dt = self._table(uri)
         hours = max(0, math.ceil(retention_hours))
         removed = dt.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False, full=True)
@@ -753,7 +611,7 @@ class EmbeddedTableStore(TableStore):
             if newest is not None and newest.replace(tzinfo=newest.tzinfo or UTC) > cutoff:
                 continue
             data_left = [i for i in inside if i.type == pafs.FileType.File
-                         and not _is_hidden(i.path[len(info.path):].lstrip("/"))]
+                         and not is_hidden(i.path[len(info.path):].lstrip("/"))]
             if data_left:
                 continue  # still holds live (or younger) files; only the log may decide about them
             removed.append(name)
@@ -787,70 +645,20 @@ def _live_files(dt: DeltaTable) -> list[FileInfo]:
 
 def _commit_versions(uri: str) -> set[int]:
     fs, base = filesystem(uri)
-    names = [i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True))]
-    return {int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()}
+    return commit_versions(
+        i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True)))
 
 
 def _checkpoint_parts(uri: str) -> dict[int, list[str]]:
     """Return, per checkpoint version, its part files in order, or [] when some part is missing."""
     fs, base = filesystem(uri)
-    found: dict[int, dict[int, str]] = {}
-    expected: dict[int, int] = {}
-    for info in fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True)):
-        bits = info.base_name.split(".")
-        if len(bits) < 3 or bits[1] != "checkpoint" or bits[-1] != "parquet" or not bits[0].isdigit():
-            continue
-        version = int(bits[0])
-        if len(bits) == 3:  # <v>.checkpoint.parquet
-            found.setdefault(version, {})[1] = info.path
-            expected[version] = 1
-        elif len(bits) == 5 and bits[2].isdigit() and bits[3].isdigit():  # <v>.checkpoint.<part>.<parts>.parquet
-            found.setdefault(version, {})[int(bits[2])] = info.path
-            expected[version] = int(bits[3])
-    return {v: [parts[i] for i in sorted(parts)] if len(parts) == expected[v] else [] for v, parts in found.items()}
+    listing = fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True))
+    return checkpoint_parts((i.base_name, i.path) for i in listing)
 
 
 def _log_entry(fs: pafs.FileSystem, path: str, version: int) -> LogEntry:
     with fs.open_input_stream(path) as stream:
-        actions = [json.loads(line) for line in stream.read().decode("utf-8").splitlines() if line.strip()]
-    info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-    changes = []
-    for a in actions:
-        if "add" in a:
-            add = a["add"]
-            changes.append(FileChange("add", _file_from_action(add, add.get("modificationTime")),
-                                      bool(add.get("dataChange", True))))
-        elif "remove" in a:
-            rem = a["remove"]
-            changes.append(FileChange("remove", _file_from_action(rem, rem.get("deletionTimestamp")),
-                                      bool(rem.get("dataChange", True))))
-    txns = tuple(AppTransaction(str(a["txn"]["appId"]), int(a["txn"]["version"])) for a in actions if "txn" in a)
-    return LogEntry(
-        version=version,
-        timestamp=datetime.fromtimestamp(int(info.get("timestamp", 0)) / 1000, tz=UTC),
-        operation=str(info.get("operation", "")),
-        custom_metadata={k: v for k, v in info.items() if k not in _HISTORY_KEYS},
-        changes=tuple(changes),
-        app_transactions=txns,
-    )
-
-
-def _file_from_action(action: Mapping[str, Any], millis: int | None) -> FileInfo:
-    """Return the FileInfo an add or remove action (from a commit file or a checkpoint) describes."""
-    raw_parts = action.get("partitionValues") or {}
-    # A checkpoint's Parquet map reads back as a list of (key, value) pairs; a commit's JSON as an object.
-    parts = dict(raw_parts)
-    stats = json.loads(action["stats"]) if action.get("stats") else {}
-    return FileInfo(
-        path=str(action["path"]),
-        size_bytes=int(action.get("size") or 0),
-        num_records=None if stats.get("numRecords") is None else int(stats["numRecords"]),
-        partition_values=parts,
-        modification_time=datetime.fromtimestamp((millis or 0) / 1000, tz=UTC),
-        min_values=stats.get("minValues") or {},
-        max_values=stats.get("maxValues") or {},
-        null_counts=stats.get("nullCount") or {},
-    )
+        return parse_commit(stream.read().decode("utf-8"), version)[0]
 
 
 def _new_write_dir(uri: str) -> tuple[str, str]:
@@ -877,33 +685,6 @@ def _partition_text(value: Any) -> str:
     if isinstance(value, date):
         return value.isoformat()
     return str(value)
-
-
-def _conform(df: DataFrame, schema: StructType, uri: str) -> DataFrame:
-    """Return ``df`` with the table's columns in order, cast to the table's types."""
-    from pyspark.sql import functions as F
-
-    have = {f.name: f.dataType for f in df.schema.fields}
-    extra = [c for c in have if c not in {f.name for f in schema.fields}]
-    missing = [f.name for f in schema.fields if f.name not in have and not f.nullable]
-    if extra or missing:
-        raise TableStoreError(
-            f"{uri}: the DataFrame does not fit the table schema: unexpected columns {extra}, "
-            f"missing non-nullable columns {missing}; table columns are {[f.name for f in schema.fields]}"
-        )
-    cols = []
-    for f in schema.fields:
-        if f.name not in have:
-            cols.append(F.lit(None).cast(f.dataType).alias(f.name))
-        elif _same_type(have[f.name], f.dataType):
-            cols.append(F.col(f"`{f.name}`"))
-        else:
-            cols.append(F.col(f"`{f.name}`").cast(f.dataType).alias(f.name))
-    return df.select(*cols)
-
-
-def _same_type(a: DataType, b: DataType) -> bool:
-    return bool(a.simpleString() == b.simpleString())
 
 
 def _to_spark_schema(schema: DeltaSchema) -> StructType:

@@ -138,7 +138,8 @@ class TableStore(ABC):
     """All table I/O of lakeshard: create, read, append, swap files, time travel, history, vacuum.
 
     Tables are addressed by URI (``/abs/path``, ``file:///...``, ``s3://...``). Implementations:
-    :class:`~lakeshard.lake.embedded.EmbeddedTableStore` (Spark writes Parquet, delta-rs commits).
+    :class:`~lakeshard.lake.embedded.EmbeddedTableStore` (Spark writes Parquet, delta-rs commits) and
+    :class:`~lakeshard.lake.native.NativeTableStore` (Delta Lake's JVM writer commits); see docs/lake.md.
 
     Example::
 

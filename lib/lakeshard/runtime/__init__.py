@@ -9,6 +9,9 @@ from lakeshard.runtime.session import (
     find_java,
     get_spark,
     has_delta_jvm,
+    jvm_has_class,
 )
 
-__all__ = ["RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "has_delta_jvm"]
+__all__ = [
+    "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "has_delta_jvm", "jvm_has_class",
+]

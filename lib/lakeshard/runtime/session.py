@@ -9,7 +9,7 @@ import subprocess
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
@@ -17,7 +17,9 @@ from lakeshard.errors import EnvironmentProblem
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "has_delta_jvm"]
+__all__ = [
+    "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "has_delta_jvm", "jvm_has_class",
+]
 
 MIN_JAVA = 17
 
@@ -131,6 +133,11 @@ def _local_session(cfg: LakeshardConfig) -> SparkSession:
         .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
         .config("spark.hadoop.fs.file.impl.disable.cache", "true")
     )
+    if sc.jars:
+        builder = builder.config("spark.jars", sc.jars)
+        if any(Path(j.strip()).name.startswith("delta-spark") for j in sc.jars.split(",")):
+            builder = (builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+                       .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(sc.log_level)
     return spark
@@ -170,12 +177,24 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
     return _local_session(cfg)
 
 
+def jvm_has_class(jvm: Any, name: str) -> bool:
+    """Return whether the py4j JVM view can load the class ``name``.
+
+    py4j resolves names with the thread's context class loader, which sees jars added with ``spark.jars``;
+    ``Class.forName(name)`` called through py4j would use py4j's own loader and miss them.
+    """
+    from py4j.java_gateway import JavaClass
+
+    try:
+        return isinstance(getattr(jvm, name), JavaClass)
+    except Exception:
+        return False
+
+
 def has_delta_jvm(spark: SparkSession) -> bool:
     """Return whether the session can load Delta's JVM classes (Databricks, delta-spark jars)."""
     try:
         jvm = spark.sparkContext._jvm
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")  # type: ignore[union-attr]
-        return True
-    except Exception:
-        # Spark Connect sessions have no py4j gateway; ClassNotFound surfaces as a Py4JJavaError.
+    except Exception:  # Spark Connect sessions have no py4j gateway
         return False
+    return jvm is not None and jvm_has_class(jvm, "io.delta.tables.DeltaTable")

@@ -1,0 +1,121 @@
+"""The native adapter's parts that run without Delta's JVM: adapter choice, Scala calls, conflicts, timestamps.
+
+Its contract tests against real Delta commits are in ``test_store_contract.py`` (``delta_jvm``, skipped here).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.errors import EnvironmentProblem
+from lakeshard.lake import adapter_choice, choose_adapter, open_store
+from lakeshard.lake.embedded import EmbeddedTableStore
+from lakeshard.lake.native import NativeTableStore, commit_timestamps, is_concurrent_modification, scala_call
+
+
+@pytest.mark.parametrize(("setting", "delta_jvm", "gateway", "expected", "why"), [
+    ("auto", True, True, "native", "load in this session"),
+    ("auto", False, True, "embedded", "are not on this session's classpath"),
+    ("auto", False, False, "embedded", "Spark Connect session"),
+    ("embedded", True, True, "embedded", "(configured)"),
+    ("native", True, True, "native", "(configured)"),
+])
+def test_adapter_choice_and_its_reason(setting: str, delta_jvm: bool, gateway: bool, expected: str, why: str) -> None:
+    choice = choose_adapter(setting, delta_jvm=delta_jvm, gateway=gateway)
+    assert choice.name == expected and why in choice.reason
+
+
+@pytest.mark.parametrize(("gateway", "missing"), [(True, r"io\.delta\.tables\.DeltaTable"), (False, "no py4j gateway")])
+def test_forcing_native_where_it_cannot_run_says_what_is_missing(gateway: bool, missing: str) -> None:
+    with pytest.raises(EnvironmentProblem, match=missing):
+        choose_adapter("native", delta_jvm=False, gateway=gateway)
+
+
+def test_this_session_gets_the_embedded_store_and_native_refuses(spark: SparkSession) -> None:
+    auto = load_config(overrides={"spark": {"adapter": "auto"}})
+    assert adapter_choice(spark, auto).name == "embedded"
+    assert isinstance(open_store(spark, auto), EmbeddedTableStore)
+    with pytest.raises(EnvironmentProblem, match=r"Delta's JVM classes \(io\.delta\.tables\.DeltaTable\)"):
+        open_store(spark, load_config(overrides={"spark": {"adapter": "native"}}))
+    with pytest.raises(EnvironmentProblem, match="DeltaLog class is in none of"):
+        NativeTableStore(spark)
+
+
+def test_doctor_names_the_adapter_and_why(spark: SparkSession, test_config: LakeshardConfig) -> None:
+    from lakeshard.cli import _doctor_session
+    from lakeshard.runtime import RuntimeKind
+
+    rows: list[tuple[str, str]] = []
+    assert _doctor_session(load_config(overrides={"spark": {**vars(test_config.spark), "adapter": "auto"}}),
+                           RuntimeKind.LOCAL, rows)
+    found = dict(rows)
+    assert found["adapter"].startswith("embedded - auto: Delta's JVM classes (io.delta.tables.DeltaTable) are not")
+    assert found["delta round trip"] == "ok"
+
+
+class _NoSuchMethod(Exception):
+    pass
+
+
+class _ScalaObject:
+    """Stands in for a py4j proxy of a Scala object whose ``checkpoint(snapshot, tags)`` has defaults."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def checkpoint(self, *args: Any) -> str:
+        if len(args) != 2:
+            raise _NoSuchMethod(f"Method checkpoint({list(args)}) does not exist")
+        self.calls.append(args)
+        return "done"
+
+    def __getattr__(self, name: str) -> Any:
+        defaults = {"checkpoint$default$1": lambda: "latest snapshot", "checkpoint$default$2": lambda: "no tags"}
+        if name in defaults:
+            return defaults[name]
+        raise AttributeError(name)
+
+
+def test_scala_call_fills_in_default_arguments() -> None:
+    obj = _ScalaObject()
+    assert scala_call(obj, "checkpoint") == "done"
+    assert scala_call(obj, "checkpoint", "v7") == "done"
+    assert obj.calls == [("latest snapshot", "no tags"), ("v7", "no tags")]
+    with pytest.raises(AttributeError, match="no overload of checkpoint accepts 3 arguments"):
+        scala_call(obj, "checkpoint", 1, 2, 3)
+
+
+class _JavaClass:
+    def __init__(self, name: str, parent: _JavaClass | None = None) -> None:
+        self._name, self._parent = name, parent
+
+    def getName(self) -> str:
+        return self._name
+
+    def getSuperclass(self) -> _JavaClass | None:
+        return self._parent
+
+
+class _Py4JError(Exception):
+    def __init__(self, cls: _JavaClass) -> None:
+        super().__init__(cls.getName())
+        self.java_exception = type("J", (), {"getClass": lambda _self: cls})()
+
+
+def test_delta_concurrent_exceptions_are_conflicts_and_others_are_not() -> None:
+    cme = _JavaClass("java.util.ConcurrentModificationException", _JavaClass("java.lang.RuntimeException"))
+    delta = _JavaClass("io.delta.exceptions.ConcurrentTransactionException",
+                       _JavaClass("org.apache.spark.sql.delta.DeltaConcurrentModificationException", cme))
+    assert is_concurrent_modification(_Py4JError(delta))
+    assert not is_concurrent_modification(_Py4JError(_JavaClass("java.io.FileNotFoundException")))
+    assert not is_concurrent_modification(ValueError("plain Python"))
+
+
+def test_commit_timestamps_follow_time_travel() -> None:
+    times = commit_timestamps([(2, 5_000, None), (0, 1_000, None), (1, 900, None), (3, 4_000, 7_000)])
+    assert [times[v] for v in range(4)] == [datetime.fromtimestamp(s, tz=UTC) for s in (1.0, 1.001, 5.0, 7.0)]

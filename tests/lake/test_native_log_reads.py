@@ -1,0 +1,251 @@
+"""The native adapter's log reads (Hadoop filesystem through py4j + protocol replay) on real Delta tables.
+
+They need no Delta JVM, so they run here: tables written by the embedded adapter (delta-rs commits) are read
+back through :meth:`NativeTableStore.for_log_reads`, and every answer must equal the embedded adapter's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakeshard.errors import CommitConflict, EnvironmentProblem, TableNotFound, TableStoreError
+from lakeshard.lake import ROWS_ADDED, AppTransaction, TableStore
+from lakeshard.lake.deltalog import COMMIT_ID
+from lakeshard.lake.native import NativeTableStore
+from lakeshard.runtime import jvm_has_class
+
+SCHEMA = "tenant_id string, hour int, event_id string, ts timestamp"
+
+
+def _rows(spark: SparkSession, tenant: str, n: int, start: int = 0):
+    return spark.sql(f"select '{tenant}' tenant_id, cast(id % 2 as int) hour, concat('{tenant}-', id + {start}) "
+                     f"event_id, timestamp_micros(1767225600000000 + id * 1500) ts from range({n})").coalesce(1)
+
+
+@pytest.fixture(scope="module")
+def reader(spark: SparkSession) -> NativeTableStore:
+    return NativeTableStore.for_log_reads(spark)
+
+
+def _table(store: TableStore, spark: SparkSession, uri: str) -> None:
+    store.create(uri, _rows(spark, "x", 1).schema, partition_by=["tenant_id"])
+    store.append(uri, _rows(spark, "a:b c", 4), app_transactions=[AppTransaction("writer/0", 1)],
+                 metadata={"step": "one"})
+    store.append(uri, _rows(spark, "d", 3), app_transactions=[AppTransaction("writer/1", 5)])
+    store.create_checkpoint(uri)
+    merged = store.read(uri).coalesce(1)
+    store.replace_files(uri, [f.path for f in store.files(uri)], merged, metadata={"op": "compact"})
+    store.append(uri, _rows(spark, "d", 2, start=10), app_transactions=[AppTransaction("writer/1", 6)])
+
+
+def test_log_reads_equal_the_embedded_adapters(store: TableStore, reader: NativeTableStore, spark: SparkSession,
+                                                tmp_path: Path) -> None:
+    uri = str(tmp_path / "odd name")
+    _table(store, spark, uri)
+
+    assert reader.exists(uri) and not reader.exists(str(tmp_path / "nothing"))
+    assert reader.version(uri) == store.version(uri) == 4
+    assert reader.partition_columns(uri) == ["tenant_id"]
+    assert reader.schema(uri).simpleString() == store.schema(uri).simpleString()
+    for version in (None, 1, 2, 3):
+        ours = sorted(reader.files(uri, version=version), key=lambda f: f.path)
+        theirs = sorted(store.files(uri, version=version), key=lambda f: f.path)
+        assert [(f.path, f.size_bytes, f.num_records, dict(f.partition_values)) for f in ours] == [
+            (f.path, f.size_bytes, f.num_records, dict(f.partition_values)) for f in theirs], version
+        # Typed statistics, as the embedded adapter gives them (timestamps as UTC datetimes).
+        assert [(f.min_values, f.max_values, f.null_counts) for f in ours] == [
+            (f.min_values, f.max_values, f.null_counts) for f in theirs], version
+    assert reader.transaction_versions(uri, ["writer/0", "writer/1", "writer/9"]) == {
+        "writer/0": 1, "writer/1": 6, "writer/9": None}
+    assert reader.transaction_version(uri, "writer/1") == store.transaction_version(uri, "writer/1") == 6
+    assert reader.checkpoint_versions(uri) == store.checkpoint_versions(uri) == [2]
+    assert {f.path for f in reader.checkpoint_files(uri, 2)} == {f.path for f in store.checkpoint_files(uri, 2)}
+
+    ours_log, theirs_log = reader.log_entries(uri, start=1), store.log_entries(uri, start=1)
+    assert [(e.version, e.operation, e.app_transactions, e.changes) for e in ours_log] == [
+        (e.version, e.operation, e.app_transactions, e.changes) for e in theirs_log]
+    assert [e.custom_metadata for e in ours_log] == [e.custom_metadata for e in theirs_log]
+    assert ours_log[0].custom_metadata["step"] == "one" and ours_log[2].custom_metadata["op"] == "compact"
+
+    history = reader.history(uri)
+    assert [c.version for c in history] == [4, 3, 2, 1, 0]
+    assert [c.custom_metadata for c in history] == [c.custom_metadata for c in store.history(uri)]
+    assert [c.version for c in reader.history(uri, limit=2)] == [4, 3]
+    times = [c.timestamp for c in reversed(history)]
+    assert times == sorted(times) and all(t.tzinfo is not None for t in times)
+
+    rows = reader.read_files(uri, reader.files(uri)).collect()
+    assert sorted(r.event_id for r in rows) == sorted(r.event_id for r in store.read(uri).collect())
+    assert {r.tenant_id for r in rows} == {"a:b c", "d"}
+
+
+def test_missing_tables_and_versions_are_clear_errors(store: TableStore, reader: NativeTableStore,
+                                                      spark: SparkSession, tmp_path: Path) -> None:
+    with pytest.raises(TableNotFound, match="no Delta table at"):
+        reader.files(str(tmp_path / "nothing"))
+    uri = str(tmp_path / "t")
+    _table(store, spark, uri)
+    with pytest.raises(TableStoreError, match="no version 9"):
+        reader.files(uri, version=9)
+    (Path(uri) / "_delta_log" / f"{0:020d}.json").unlink()  # log cleanup after the checkpoint at 2
+    assert {f.path for f in reader.files(uri)} == {f.path for f in store.files(uri)}  # from the checkpoint on
+    with pytest.raises(TableStoreError, match="holds commits from version 1"):
+        reader.log_entries(uri, start=0)
+    with pytest.raises(TableStoreError, match="commit 0 is missing"):
+        reader.files(uri, version=1)
+
+
+def test_a_table_created_again_at_the_same_place_is_read_afresh(store: TableStore, reader: NativeTableStore,
+                                                                 spark: SparkSession, tmp_path: Path) -> None:
+    uri = str(tmp_path / "again")
+    _table(store, spark, uri)
+    assert reader.transaction_version(uri, "writer/1") == 6 and len(reader.files(uri, version=1)) == 1
+    shutil.rmtree(uri)  # a full refresh: dropped and created again, versions start over
+    store.create(uri, _rows(spark, "x", 1).schema, partition_by=["tenant_id"])
+    store.append(uri, _rows(spark, "e", 2))
+    assert reader.transaction_version(uri, "writer/1") is None
+    assert {f.partition_values["tenant_id"] for f in reader.files(uri, version=1)} == {"e"}
+
+
+def test_a_log_reader_refuses_what_needs_delta_itself(reader: NativeTableStore, spark: SparkSession,
+                                                      tmp_path: Path) -> None:
+    assert jvm_has_class(spark.sparkContext._jvm, "org.apache.spark.sql.SparkSession")
+    assert not jvm_has_class(spark.sparkContext._jvm, "io.delta.tables.DeltaTable")
+    with pytest.raises(EnvironmentProblem, match="DeltaLog class is in none of"):
+        reader.create_checkpoint(str(tmp_path))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a native commit hands to Delta. Delta's OptimisticTransaction is absent here, so a recording stand-in
+# takes its place: these tests check lakeshard's side of a commit (which actions, which reads, which metadata,
+# how conflicts are reported), not that Delta commits them - that is the delta_jvm contract tests' job.
+
+
+class RecordingTransaction:
+    """Records what the native adapter does with Delta's transaction (reads of app ids, the committed actions)."""
+
+    def __init__(self, read_version: int, spark: SparkSession, fail_with: Exception | None = None) -> None:
+        self.read_version = read_version
+        self.spark = spark
+        self.fail_with = fail_with
+        self.txn_reads: list[str] = []
+        self.committed: list[dict] = []
+        self.user_metadata: str | None = None
+
+    def readVersion(self) -> int:
+        return self.read_version
+
+    def txnVersion(self, app_id: str) -> int:
+        self.txn_reads.append(app_id)
+        return -1
+
+    def commit(self, actions: list[dict], operation: str) -> int:
+        assert operation == "ManualUpdate"
+        self.user_metadata = self.spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None)
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.committed = actions
+        return self.read_version + 1
+
+
+def _recording(reader: NativeTableStore, monkeypatch: pytest.MonkeyPatch, txn: RecordingTransaction) -> None:
+    log = type("Log", (), {"startTransaction": lambda _self: txn})()
+    monkeypatch.setattr(reader._jvm, "delta_log", lambda uri: log)
+    monkeypatch.setattr(reader._jvm, "action", lambda action: action)
+    monkeypatch.setattr(reader._jvm, "seq", list)
+    monkeypatch.setattr(reader._jvm, "manual_update", lambda: "ManualUpdate")
+
+
+def _write_one_file(directory: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    target = Path(directory) / "tenant_id=a%3Ab c"
+    target.mkdir(parents=True)
+    pq.write_table(pa.table({"hour": pa.array([0, 1], pa.int32()), "event_id": ["n-0", "n-1"],
+                             "ts": pa.array([None, None], pa.timestamp("us", tz="UTC"))}), target / "part-0.parquet")
+
+
+def test_a_swap_hands_delta_exact_removes_new_adds_app_transactions_and_metadata(
+    store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "swap")
+    _table(store, spark, uri)
+    reader = NativeTableStore.for_log_reads(spark)
+    live = sorted(f.path for f in reader.files(uri))
+    txn = RecordingTransaction(store.version(uri), spark)
+    _recording(reader, monkeypatch, txn)
+    seen = []
+
+    def describe(table: str, files: list) -> dict[str, str]:
+        seen.extend(files)
+        return {"fragments": "one"}
+
+    result = reader.replace_files(uri, live, None, write=_write_one_file, metadata={"op": "compact"},
+                                  app_transactions=[AppTransaction("lock/a", 3)], before_commit=describe)
+
+    assert (result.version, result.files_added, result.files_removed, result.rows_added) == (5, 1, len(live), 2)
+    assert txn.txn_reads == ["lock/a"]  # read before committing: a concurrent commit of lock/a fails this one
+    adds = [a["add"] for a in txn.committed if "add" in a]
+    removes = [a["remove"] for a in txn.committed if "remove" in a]
+    assert [a["txn"]["appId"] for a in txn.committed if "txn" in a] == ["lock/a"]
+    assert sorted(r["path"] for r in removes) == live and not any(r["dataChange"] for r in removes)
+    (add,) = adds
+    assert add["dataChange"] is False and add["partitionValues"] == {"tenant_id": "a:b c"}
+    assert add["path"].startswith("w-") and add["path"].endswith("/tenant_id=a%253Ab%20c/part-0.parquet")
+    assert json.loads(add["stats"])["numRecords"] == 2
+    # before_commit saw the new file as it lies on disk, before the commit.
+    assert [f.path.split("/", 1)[1] for f in seen] == ["tenant_id=a%3Ab c/part-0.parquet"]
+    meta = json.loads(txn.user_metadata or "{}")
+    assert (meta["op"], meta["fragments"], meta[ROWS_ADDED]) == ("compact", "one", "2") and meta[COMMIT_ID]
+    assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None  # restored
+
+
+def test_a_native_commit_refuses_or_skips_before_writing(
+    store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "refuse")
+    _table(store, spark, uri)
+    reader = NativeTableStore.for_log_reads(spark)
+    txn = RecordingTransaction(store.version(uri), spark)
+    _recording(reader, monkeypatch, txn)
+    writes: list[str] = []
+
+    with pytest.raises(CommitConflict, match="not live at version 4"):
+        reader.replace_files(uri, ["gone.parquet"], None, write=writes.append)
+    with pytest.raises(CommitConflict, match="all new or all replayed"):
+        reader.replace_files(uri, [], None, write=writes.append,
+                             app_transactions=[AppTransaction("writer/1", 6), AppTransaction("writer/2", 1)])
+    replayed = reader.append(uri, _rows(spark, "d", 1), app_transactions=[AppTransaction("writer/1", 6),
+                                                                         AppTransaction("writer/0", 1)])
+    assert replayed.skipped and replayed.version == 4 and "already committed" in replayed.reason
+    # One app transaction and no read version goes to Delta's writer (txnAppId/txnVersion); a replay never gets there.
+    again = reader.append(uri, _rows(spark, "d", 1), app_transactions=[AppTransaction("writer/1", 5)])
+    assert again.skipped and again.version == 4
+    # Read at version 2, and writer/1 moved on at version 4 without reaching 7: someone else owns it now.
+    with pytest.raises(CommitConflict, match=r"commit 4 \(after the version read\) carried \['writer/1'\]"):
+        reader.replace_files(uri, [], None, app_transactions=[AppTransaction("writer/1", 7)], read_version=2)
+    assert writes == [] and txn.committed == []
+
+
+def test_a_lost_native_commit_is_a_conflict_and_its_files_are_deleted(
+    store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "lost")
+    _table(store, spark, uri)
+    reader = NativeTableStore.for_log_reads(spark)
+    concurrent = type("Py4JJavaError", (Exception,), {})("lost")
+    cme = type("C", (), {"getName": lambda _s: "java.util.ConcurrentModificationException",
+                         "getSuperclass": lambda _s: None})()
+    concurrent.java_exception = type("J", (), {"getClass": lambda _s: cme, "__str__": lambda _s: "concurrent"})()
+    _recording(reader, monkeypatch, RecordingTransaction(store.version(uri), spark, fail_with=concurrent))
+    before = {p for p in Path(uri).iterdir()}
+
+    with pytest.raises(CommitConflict, match="lost to a concurrent commit: concurrent"):
+        reader.replace_files(uri, [f.path for f in reader.files(uri)], None, write=_write_one_file)
+    assert {p for p in Path(uri).iterdir()} == before  # the write directory is gone again

@@ -1,0 +1,226 @@
+"""The TableStore contract on real Delta tables, for every adapter (``table_store``: embedded, native).
+
+Commits, time travel, typed partition values, statistics, swaps, conflicts, idempotent app transactions,
+and interoperability (delta-rs reads what each adapter wrote).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable  # the independent reader these tests check against
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    DateType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError
+from lakeshard.lake import AppTransaction, TableStore
+
+EVENTS = StructType([
+    StructField("tenant_id", StringType(), False),
+    StructField("hour", IntegerType(), True),
+    StructField("event_id", StringType(), False),
+    StructField("ts", TimestampType(), True),
+    StructField("attributes", MapType(StringType(), StringType()), True),
+])
+
+
+def _rows(spark: SparkSession, tenant: str, hour: int, n: int, start: int = 0):
+    rows = [(tenant, hour, f"{tenant}-{start + i}", None, {"k": str(i)}) for i in range(n)]
+    return spark.createDataFrame(rows, EVENTS).coalesce(1)
+
+
+def _shape(schema: StructType) -> list[tuple[str, str]]:
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+
+def _ids(df) -> list[str]:
+    return sorted(r.event_id for r in df.select("event_id").collect())
+
+
+def test_two_appends_then_time_travel_to_each_version(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "events")
+    v0 = table_store.create(uri, EVENTS, partition_by=["tenant_id", "hour"])
+    first = table_store.append(uri, _rows(spark, "acme", 1, 3))
+    second = table_store.append(uri, _rows(spark, "zeta:co/x y", 2, 2))
+
+    assert (v0, first.version, second.version) == (0, 1, 2)
+    assert first.rows_added == 3 and second.rows_added == 2
+    assert table_store.read(uri, version=0).count() == 0
+    assert _ids(table_store.read(uri, version=1)) == ["acme-0", "acme-1", "acme-2"]
+    latest = table_store.read(uri)
+    assert _shape(latest.schema) == _shape(EVENTS)  # the table's column order and types, partitions included
+    got = {(r.tenant_id, r.hour, r.event_id) for r in latest.collect()}
+    odd = "zeta:co/x y"  # characters that need escaping in paths and URIs
+    assert got == {("acme", 1, f"acme-{i}") for i in range(3)} | {(odd, 2, f"{odd}-{i}") for i in range(2)}
+    assert table_store.read(uri, timestamp=table_store.history(uri)[-1].timestamp).count() == 0
+    assert table_store.version(uri) == 2
+
+
+def test_empty_table_reads_as_empty_frame_with_schema(table_store: TableStore, tmp_path: Path) -> None:
+    uri = str(tmp_path / "empty")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    df = table_store.read(uri)
+    assert df.count() == 0 and _shape(df.schema) == _shape(EVENTS)
+
+
+def test_partition_values_restore_with_their_types(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    schema = StructType([StructField("day", DateType()), StructField("shard", LongType()),
+                         StructField("v", StringType())])
+    uri = str(tmp_path / "typed")
+    table_store.create(uri, schema, partition_by=["day", "shard"])
+    table_store.append(uri, spark.createDataFrame([(date(2026, 1, 2), 7, "a"), (None, 8, "b")], schema))
+    rows = sorted(table_store.read(uri).collect(), key=lambda r: r.v)
+    assert [(r.day, r.shard, r.v) for r in rows] == [(date(2026, 1, 2), 7, "a"), (None, 8, "b")]
+    parts = {(f.partition_values["day"], f.partition_values["shard"]) for f in table_store.files(uri)}
+    assert parts == {(None, "8"), ("2026-01-02", "7")}
+
+
+def test_partition_values_with_any_characters_read_back(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    names = ["a:b", "c d", "e%f", "g+h", "é漢", "i#j", "k?l", "m[n]", "o{p}", "q\\r", "s|t", "u^v", "w`x",
+             'y"z', "<>", "a'b", "~!@$&*()=,;", "tab\tx", "/lead", "%2F"]
+    uri = str(tmp_path / "odd names")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    # One write spreads over many partition directories: Spark repeats file names across them.
+    df = spark.createDataFrame([(n, i, f"e{i}", None, None) for i, n in enumerate(names)], EVENTS).coalesce(1)
+    table_store.append(uri, df)
+    got = {(r.tenant_id, r.hour) for r in table_store.read(uri).collect()}
+    assert got == {(n, i) for i, n in enumerate(names)}
+
+
+def test_files_report_size_rows_partitions_and_stats(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "stats")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    df = spark.sql("select 'acme' tenant_id, cast(id % 3 as int) hour, concat('e', id) event_id, "
+                   "timestamp_micros(1767225600000000 + id * 1500) ts, map('a','b') attributes from range(10)")
+    table_store.append(uri, df.coalesce(1))
+    (f,) = table_store.files(uri)
+    assert f.num_records == 10 and f.size_bytes > 0 and f.partition_values == {"tenant_id": "acme"}
+    assert f.min_values["hour"] == 0 and f.max_values["hour"] == 2
+    # Timestamp stats are kept at millisecond precision; the max is rounded up so it stays an upper bound.
+    assert str(f.min_values["ts"]).startswith("2026-01-01 00:00:00")
+    assert f.max_values["ts"].timestamp() >= 1767225600 + 9 * 0.0015
+
+
+def test_replace_swaps_files_atomically(table_store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
+    uri = str(tmp_path / "swap")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    for i in range(3):
+        table_store.append(uri, _rows(spark, "acme", 1, 2, start=10 * i))
+    before = table_store.files(uri)
+    old_version = table_store.version(uri)
+    merged = table_store.read(uri).coalesce(1)
+    result = table_store.replace_files(uri, [f.path for f in before], merged, metadata={"op": "compact"})
+
+    assert (result.files_removed, result.files_added, result.version) == (3, 1, old_version + 1)
+    after = table_store.files(uri)
+    assert len(after) == 1 and {f.path for f in after}.isdisjoint({f.path for f in before})
+    assert _ids(table_store.read(uri)) == _ids(table_store.read(uri, version=old_version))
+    # A reader pinned to the old version still sees the old file set, and it is still readable.
+    assert {f.path for f in table_store.files(uri, version=old_version)} == {f.path for f in before}
+    assert table_store.read(uri, version=old_version).count() == 6
+    assert table_store.history(uri)[0].custom_metadata["op"] == "compact"
+
+
+def test_replace_of_a_file_no_longer_live_is_a_conflict(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "swap2")
+    table_store.create(uri, EVENTS)
+    table_store.append(uri, _rows(spark, "acme", 1, 2))
+    (f,) = table_store.files(uri)
+    table_store.replace_files(uri, [f.path], table_store.read(uri))
+    version = table_store.version(uri)
+    with pytest.raises(CommitConflict, match="not live"):
+        table_store.replace_files(uri, [f.path], _rows(spark, "acme", 1, 2))
+    assert table_store.version(uri) == version and table_store.read(uri).count() == 2
+
+
+def test_replace_with_nothing_removes_rows(table_store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
+    uri = str(tmp_path / "drop")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    table_store.append(uri, _rows(spark, "a", 1, 2))
+    table_store.append(uri, _rows(spark, "b", 1, 2))
+    drop = [f.path for f in table_store.files(uri) if f.partition_values["tenant_id"] == "a"]
+    table_store.replace_files(uri, drop, None, data_change=True)
+    assert _ids(table_store.read(uri)) == ["b-0", "b-1"]
+
+
+def test_recommitting_an_app_transaction_is_a_noop(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "idem")
+    table_store.create(uri, EVENTS)
+    txn = [AppTransaction("writer/3", 5)]
+    first = table_store.append(uri, _rows(spark, "acme", 1, 4), app_transactions=txn)
+    again = table_store.append(uri, _rows(spark, "acme", 1, 4), app_transactions=txn)
+    older = table_store.append(uri, _rows(spark, "acme", 1, 4), app_transactions=[AppTransaction("writer/3", 4)])
+
+    assert not first.skipped and again.skipped and older.skipped
+    assert again.version == first.version and "already committed" in again.reason
+    assert table_store.read(uri).count() == 4
+    assert table_store.transaction_version(uri, "writer/3") == 5
+    assert table_store.transaction_version(uri, "writer/9") is None
+    nxt = table_store.append(uri, _rows(spark, "acme", 1, 1, start=100),
+        app_transactions=[AppTransaction("writer/3", 6)])
+    assert not nxt.skipped and table_store.transaction_version(uri, "writer/3") == 6
+    with pytest.raises(CommitConflict, match="all new or all replayed"):
+        table_store.append(uri, _rows(spark, "acme", 1, 1),
+                     app_transactions=[AppTransaction("writer/3", 6), AppTransaction("writer/4", 1)])
+
+
+def test_empty_batch_still_commits_progress(table_store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
+    uri = str(tmp_path / "progress")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    result = table_store.append(uri, spark.createDataFrame([], EVENTS), app_transactions=[AppTransaction("w/0", 9)])
+    assert result.files_added == 0 and result.version == 1
+    assert table_store.transaction_version(uri, "w/0") == 9 and table_store.read(uri).count() == 0
+
+
+def test_delta_rs_reads_what_the_store_wrote(table_store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
+    uri = str(tmp_path / "interop")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id", "hour"])
+    table_store.append(uri, _rows(spark, "acme", 1, 5))
+    table_store.append(uri, _rows(spark, "b%c d", 2, 3))
+    theirs = pa.table(DeltaTable(uri).to_pyarrow_table())
+    assert theirs.num_rows == table_store.read(uri).count() == 8
+    assert sorted(theirs.column("event_id").to_pylist()) == _ids(table_store.read(uri))
+    assert set(theirs.column("tenant_id").to_pylist()) == {"acme", "b%c d"}
+
+
+def test_create_checks_shape_and_append_checks_columns(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "shape")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    assert table_store.create(uri, EVENTS, partition_by=["tenant_id"]) == 0  # same shape: fine
+    with pytest.raises(TableExists):
+        table_store.create(uri, EVENTS, partition_by=["tenant_id"], exist_ok=False)
+    other = StructType([*EVENTS.fields, StructField("extra", StringType())])
+    with pytest.raises(TableStoreError, match="different shape"):
+        table_store.create(uri, other, partition_by=["tenant_id"])
+    bad = _rows(spark, "a", 1, 1).withColumnRenamed("event_id", "evt")
+    expected = r"unexpected columns \['evt'\].*missing non-nullable columns \['event_id'\]"
+    with pytest.raises(TableStoreError, match=expected):
+        table_store.append(uri, bad)
+    with pytest.raises(TableNotFound):
+        table_store.read(str(tmp_path / "nope"))
