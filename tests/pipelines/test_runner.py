@@ -47,7 +47,8 @@ def test_event_log_accounts_for_every_input_record(
     assert report.ok, report.render()
     log = EventLog(store, cfg).read(report.run_id).collect()
     assert [(r["flow"], r["event"]) for r in log] == [
-        (f, e) for f in ("route", "ingest", "autoshard", "balance") for e in ("started", "completed")]
+        (f, e) for f in ("route", "ingest", "close_buckets", "compact", "autoshard", "balance")
+        for e in ("started", "completed")]
     ends = _ends(store, cfg, report.run_id)
     route, ingest = ends["route"], ends["ingest"]
     events = store.read(cfg.table_uri(EVENTS)).count()
@@ -63,6 +64,10 @@ def test_event_log_accounts_for_every_input_record(
     assert rules["has_service"]["passed"] + rules["has_service"]["failed"] == events
     assert ends["route"]["expectations"][0]["passed"] == ingest["rows_in"]  # every routed row has a shard
     assert all(r["duration_seconds"] > 0 for r in ends.values())
+    # Every bucket was closed (quiet period 0, nothing in flight) with a checksum; compaction sealed them.
+    hours = store.read(cfg.table_uri(EVENTS)).select("tenant_id", "hour").distinct().count()
+    assert ends["close_buckets"]["rows_out"] == hours
+    assert ends["close_buckets"]["expectations"][0]["passed"] == hours
 
 
 def test_an_incremental_rerun_does_nothing_new(
@@ -70,10 +75,11 @@ def test_an_incremental_rerun_does_nothing_new(
     copy_lakehouse: Callable[[Path], Path], pipeline_config: Callable[[Path, Path], LakeshardConfig],
 ) -> None:
     cfg = pipeline_config(copy_lakehouse(first_run[0]), landing[0])
-    versions = {t: store.version(cfg.table_uri(t)) for t in ("routed", "events", "tenant_settings")}
+    versions = {t: store.version(cfg.table_uri(t)) for t in ("routed", "events", "tenant_settings", "buckets")}
     report = run_pipeline(spark, store, cfg)
     assert [(f.flow, f.status) for f in report.flows] == [
-        ("route", "completed"), ("ingest", "up_to_date"), ("autoshard", "up_to_date"), ("balance", "up_to_date")]
+        ("route", "completed"), ("ingest", "up_to_date"), ("close_buckets", "completed"), ("compact", "completed"),
+        ("autoshard", "up_to_date"), ("balance", "up_to_date")]  # closing and compacting also follow the clock
     assert report.flow("route").result == FlowResult(details={"batches": 0, "files": 0})
     assert {t: store.version(cfg.table_uri(t)) for t in versions} == versions
     assert set(_ends(store, cfg, report.run_id)["ingest"]["input_versions"]) == {"routed"}
@@ -87,7 +93,8 @@ def test_full_refresh_rebuilds_the_outputs_from_the_landing_zone(
     before = store.version(cfg.table_uri(EVENTS))
     # Refreshing ingest alone re-routes too: the writers' progress over `routed` only moves forward.
     report = run_pipeline(spark, store, cfg, flows=["ingest"], full_refresh=True)
-    assert report.ok and [f.flow for f in report.flows] == ["route", "ingest"]
+    # ... and the bucket states describing the emptied events are rebuilt with them (refresh_with)
+    assert report.ok and [f.flow for f in report.flows] == ["route", "ingest", "close_buckets"]
     ends = _ends(store, cfg, report.run_id)
     assert ends["route"]["rows_in"] == landing[1].records and ends["route"]["full_refresh"]
     # Emptied in one commit, then rebuilt: every event once again, and the old version still readable.
@@ -96,6 +103,8 @@ def test_full_refresh_rebuilds_the_outputs_from_the_landing_zone(
     assert store.version(cfg.table_uri(EVENTS)) >= before + 2
     assert check_against_truth(spark, store.read(cfg.table_uri(EVENTS)), landing[0]).exactly_once
     assert store.read(cfg.table_uri(EVENTS), version=before).count() == landing[1].unique_events
+    # Had the closed states survived, every rebuilt event would have gone to an open bucket as late.
+    assert store.read(cfg.table_uri(EVENTS)).where("late").count() == 0
 
 
 def test_drop_and_quarantine_expectations_account_for_the_rows_they_take(

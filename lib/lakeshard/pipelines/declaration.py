@@ -107,6 +107,8 @@ class Flow:
         after: flows that must run first although no table links them.
         refresh: the outputs a full refresh empties (default: all outputs). Read-modify-write state that
             must survive a refresh (shard settings) is left out.
+        timed: the flow's decisions depend on the clock too (quiet periods, grace, settling files), so it
+            runs even when none of its inputs changed since its last run.
         refresh_with: inputs this flow's outputs describe (bucket states describe ``events``): a full
             refresh that empties one of them refreshes this flow too, or its outputs would describe rows
             that are gone.
@@ -125,6 +127,7 @@ class Flow:
     after: tuple[str, ...] = ()
     refresh: tuple[str, ...] | None = None
     refresh_with: tuple[str, ...] = ()
+    timed: bool = False
     job: str = ""
     notebook: str = ""
     description: str = ""

@@ -134,12 +134,13 @@ def lakeshard_pipeline() -> Pipeline:
              job="ingest", notebook="notebooks/06_flow_ingest.ipynb",
              description="shard writers: drop duplicates against the ID index, commit each event exactly once"),
         Flow("close_buckets", run_close_buckets, inputs=(EVENTS,), outputs=(BUCKETS,), refresh_with=(EVENTS,),
+             timed=True,
              params={"quiet_minutes": 10.0, "grace_minutes": 15.0},
              expectations=(expect("closed_with_checksum", "state <> 'closed' OR checksum IS NOT NULL"),),
              job="maintenance", notebook="notebooks/12_flow_close_buckets.ipynb",
              description="close (tenant, hour) buckets that are quiet and have nothing in flight upstream, after "
                          "an integrity check"),
-        Flow("compact", run_compact, inputs=(EVENTS, BUCKETS), outputs=(EVENTS, CHUNK_LOCKS), refresh=(),
+        Flow("compact", run_compact, inputs=(EVENTS, BUCKETS), outputs=(EVENTS, CHUNK_LOCKS), refresh=(), timed=True,
              params={"min_files": 32, "target_rows": 1_000_000},
              job="maintenance", notebook="notebooks/13_flow_compact.ipynb",
              description="merge closed buckets' small files now and open ones' lazily by tier, sorted, with "

@@ -6,7 +6,8 @@ cannot or need not run, and writes the event log.
 
 * **Incremental** (the default): a flow whose inputs are all tables, none of which changed since its last
   completed run, is recorded ``up_to_date`` and not called. Flows reading a source (the landing zone)
-  always run; the library finds what is new.
+  always run, the library finds what is new; so do ``timed`` flows, whose decisions change with the clock
+  alone (a bucket's quiet period ends, a tier's files settle).
 * **Full refresh**: before running, every selected flow's refreshable outputs are emptied with one Delta
   commit each (all live files removed; history, time travel and app-transaction progress stay), then the
   flows rebuild them from their inputs. A flow's progress over its input lives in Delta app transactions
@@ -176,8 +177,9 @@ class _Run:
         self.log.append(FlowEvent(self.run_id, self.pipeline.name, flow, kind, self.full_refresh, **extra))
 
     def input_versions(self, flow: Flow) -> dict[str, int] | None:
-        """Return the versions of ``flow``'s input tables, or None when it reads a source (always runs)."""
-        if any(t in self.pipeline.sources for t in flow.inputs) or not flow.inputs:
+        """Return the versions of ``flow``'s input tables, or None when it always runs (it reads a source, or its
+        decisions depend on the clock)."""
+        if any(t in self.pipeline.sources for t in flow.inputs) or not flow.inputs or flow.timed:
             return None
         return {t: self.store.version(self.cfg.table_uri(t)) if self.store.exists(self.cfg.table_uri(t)) else -1
                 for t in flow.inputs}
