@@ -17,8 +17,10 @@ A process that dies between 1 and 3 leaves orphan files that :meth:`EmbeddedTabl
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import operator
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +29,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
@@ -374,6 +378,45 @@ class EmbeddedTableStore(TableStore):
                 out.append(F.col(f"`{f.name}`"))
         return joined.select(*out)
 
+    def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None) -> pa.Table:
+        """Return the rows of exactly these data files, read with pyarrow in this process (no Spark job).
+
+        Partition values come from the add actions, every column is cast to the table's Arrow type (a
+        column a file lacks reads as null), as :meth:`read_files` does with Spark. For the small reads of a
+        writer step (its new routed files, an ID interval), where a Spark job's fixed cost would dominate.
+
+        Example::
+
+            ids = store.read_arrow(uri, store.files(uri), columns=["key_hi", "key_lo"])
+        """
+        dt = self._table(table)
+        schema = _arrow_schema(dt)
+        names = list(columns) if columns is not None else schema.names
+        unknown = [c for c in names if c not in schema.names]
+        if unknown:
+            raise TableStoreError(f"{dt.table_uri}: no columns {unknown}; the table has {schema.names}")
+        wanted = pa.schema([schema.field(c).with_nullable(True) for c in names])
+        if not files:
+            return wanted.empty_table()
+        parts = list(dt.metadata().partition_columns)
+        root = _normalise_uri(dt.table_uri)
+        fs, base = filesystem(root)
+        expressions = []
+        for f in files:
+            known = [ds.field(p) == pa.scalar(_partition_scalar(f.partition_values.get(p), schema.field(p).type),
+                                              schema.field(p).type)
+                     for p in parts if f.partition_values.get(p) is not None]
+            expressions.append(functools.reduce(operator.and_, known) if known else ds.scalar(True))
+        read_schema = pa.schema([schema.field(c).with_nullable(True) for c in schema.names])
+        dataset = ds.FileSystemDataset.from_paths(
+            [f"{base}/{unquote(f.path)}" for f in files], schema=read_schema, format=ds.ParquetFileFormat(),
+            filesystem=fs, partitions=expressions)
+        return dataset.to_table(columns=names)
+
+    def arrow_schema(self, table: str) -> pa.Schema:
+        """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
+        return _arrow_schema(self._table(table))
+
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their stats."""
         return _live_files(self._table(table, version))
@@ -382,11 +425,12 @@ class EmbeddedTableStore(TableStore):
     def append(
         self,
         table: str,
-        df: DataFrame,
+        df: DataFrame | None,
         *,
         app_transactions: Sequence[AppTransaction] = (),
         metadata: Mapping[str, Any] | None = None,
         read_version: int | None = None,
+        write: WriteFiles | None = None,
     ) -> CommitResult:
         """Append ``df``'s rows in one commit carrying ``app_transactions`` and ``metadata``.
 
@@ -397,12 +441,17 @@ class EmbeddedTableStore(TableStore):
         If every app transaction is already committed at or past its version the write is skipped
         (nothing is written; ``CommitResult.skipped`` says so): a retried or replayed batch is a no-op.
 
+        Instead of ``df``, ``write(directory)`` may write the Parquet files (Hive-style partition directories,
+        the table's columns minus the partition columns) — the writer's driver-side path writes with pyarrow
+        this way; the add actions are built from the footers as for Spark's files. With neither, the commit
+        carries only the app transactions and metadata.
+
         Raises:
             CommitConflict: a concurrent commit conflicts (e.g. it committed one of the same app
                 transactions); nothing of this append is visible and its files are deleted.
         """
         return self._commit(table, df, remove=(), data_change=True, app_transactions=app_transactions,
-                            metadata=metadata, operation="append", read_version=read_version)
+                            metadata=metadata, operation="append", read_version=read_version, write=write)
 
     def replace_files(
         self,
@@ -783,6 +832,23 @@ def _live_files(dt: DeltaTable) -> list[FileInfo]:
             min_values=mins, max_values=maxs, null_counts=nulls,
         ))
     return out
+
+
+def _arrow_schema(dt: DeltaTable) -> pa.Schema:
+    return pa.schema(dt.schema().to_arrow())
+
+
+def _partition_scalar(text: str | None, arrow_type: pa.DataType) -> Any:
+    """Return a partition value (as the log writes it) as a Python value of the column's type."""
+    if text is None:
+        return None
+    if pa.types.is_integer(arrow_type):
+        return int(text)
+    if pa.types.is_boolean(arrow_type):
+        return text.lower() == "true"
+    if pa.types.is_date(arrow_type):
+        return date.fromisoformat(text)
+    return text
 
 
 def _commit_versions(uri: str) -> set[int]:
