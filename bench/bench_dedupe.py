@@ -24,7 +24,7 @@ writes Parquet, delta-rs commits), except the MERGE, which is delta-rs end to en
 median batch latency of the first and last ten batches, peak resident memory (Python driver + Spark JVM,
 high-water mark reset before each case), the final row count against the exact number of distinct events,
 and the writer's ID page-in rate against its ingest rate. Writes ``bench/results/dedupe.json``, ``dedupe.md``
-and ``dedupe.png``.
+and ``dedupe.png`` (``--output NAME``: ``NAME.json`` ...).
 
     .venv/bin/python bench/bench_dedupe.py                      # 100 x 50k, then 1M: the sizes
     .venv/bin/python bench/bench_dedupe.py --batches 20 --batch-events 20000 --large-events 100000
@@ -309,6 +309,8 @@ def main() -> None:
     parser.add_argument("--batch-events", type=int, default=50_000)
     parser.add_argument("--large-events", type=int, default=1_000_000)
     parser.add_argument("--cases", default="lakeshard,merge,antijoin,plain")
+    parser.add_argument("--output", default="dedupe",
+                        help="results go to bench/results/<output>.json, .md and .png")
     parser.add_argument("--tenants", type=int, default=100,
                         help="tenants (Zipf-like skew); every (tenant, hour) of a batch is one file per commit")
     args = parser.parse_args()
@@ -344,7 +346,7 @@ def main() -> None:
                   "large_events": args.large_events,
                   "distinct_after_stream": distinct, "distinct_after_large": distinct_after_large,
                   "results": results, "goals": _goals(results)}
-        _write(report)
+        _write(report, args.output)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -372,10 +374,10 @@ def _goals(results: list[dict[str, Any]]) -> dict[str, Any]:
     return goals
 
 
-def _write(report: dict[str, Any]) -> None:
+def _write(report: dict[str, Any], name: str) -> None:
     RESULTS.mkdir(exist_ok=True)
     slim = {**report, "results": [{k: v for k, v in r.items() if k != "latencies_s"} for r in report["results"]]}
-    (RESULTS / "dedupe.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
         f"# Exactly-once writers vs peers ({report['when']}, {report['machine']['cpus']} cores)", "",
         f"{report['tenants']} tenants. Streaming: {report['batches']} batches x {report['batch_events']:,} events "
@@ -399,13 +401,13 @@ def _write(report: dict[str, Any]) -> None:
                      f"after it) at {ours['page_in_ids_per_s']} IDs/s vs ingest {ours['ingest_events_per_s']} "
                      f"events/s over all batches. Streaming steps by path: {ours['engines']}; the large batch: "
                      f"{ours['large_batch_engine']}.")
-    (RESULTS / "dedupe.md").write_text("\n".join(lines) + "\n")
-    _plot(report)
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    _plot(report, name)
     print("\n".join(lines))
-    print(f"wrote {RESULTS / 'dedupe.json'}, {RESULTS / 'dedupe.md'}, {RESULTS / 'dedupe.png'}")
+    print(f"wrote {RESULTS / name}.json, .md and .png")
 
 
-def _plot(report: dict[str, Any]) -> None:
+def _plot(report: dict[str, Any], name: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -419,7 +421,7 @@ def _plot(report: dict[str, Any]) -> None:
     ax.set_title(f"Per-batch latency as the table grows to {report['distinct_after_stream']:,} events")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(RESULTS / "dedupe.png", dpi=110)
+    fig.savefig(RESULTS / f"{name}.png", dpi=110)
     plt.close(fig)
 
 

@@ -60,7 +60,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval
-from lakeshard.errors import CommitConflict, LakeshardError
+from lakeshard.errors import CommitConflict, LakeshardError, TableStoreError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, FileInfo, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
@@ -307,6 +307,32 @@ class ShardWriter:
         return version
 
     def _new_routed_files(self, todo: Sequence[int], progress: dict[int, int], version: int) -> list[FileInfo]:
+        """Return the routed files of ``todo`` live at ``version`` that were not live at each shard's progress.
+
+        Read from the commits in between (the log's add and remove actions: cost grows with the new commits,
+        not with the table); from two snapshots when the log no longer holds those commits.
+        """
+        oldest = min(progress[s] for s in todo)
+        try:
+            entries = self.store.log_entries(self.routed_uri, start=oldest + 1 if oldest else 0, end=version)
+        except TableStoreError:
+            return self._new_routed_files_by_snapshot(todo, progress, version)
+        out: list[FileInfo] = []
+        for shard in todo:
+            live: dict[str, FileInfo] = {}
+            for entry in entries:
+                if progress[shard] and entry.version <= progress[shard]:
+                    continue
+                for change in entry.changes:
+                    if change.action != "add":
+                        live.pop(change.file.path, None)  # a remove may not repeat the partition values
+                    elif change.file.partition_values.get("shard") == str(shard):
+                        live[change.file.path] = change.file
+            out += live.values()
+        return out
+
+    def _new_routed_files_by_snapshot(self, todo: Sequence[int], progress: dict[int, int],
+                                      version: int) -> list[FileInfo]:
         def of_shard(files: list[FileInfo], shard: int) -> dict[str, FileInfo]:
             return {f.path: f for f in files if f.partition_values.get("shard") == str(shard)}
 
@@ -473,13 +499,12 @@ class ShardWriter:
     def _arrow_batch(self, files: Sequence[FileInfo], routed_version: int) -> pa.Table:
         """Return the routed rows as events, read in the driver: the Arrow twin of :meth:`_batch`."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         from lakeshard.buckets.late import assign_buckets_arrow
 
         columns = [f.name for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE]
         rows = self.store.read_arrow(self.routed_uri, files, columns=[*columns, "shard"])
-        own = pc.strftime(rows.column("ts"), format="%Y-%m-%dT%H")
+        own = _hours(rows.column("ts"))
         hour, late = assign_buckets_arrow(rows.column("tenant_id"), own, self._closed_buckets(), now=self._clock())
         return (rows.append_column("routed_version", pa.array(np.full(rows.num_rows, routed_version, np.int64)))
                 .append_column("interval", own).append_column("hour", hour).append_column("late", late))
@@ -670,7 +695,6 @@ class ShardWriter:
                           progress: dict[int, int], txns: Sequence[AppTransaction]) -> int:
         """Return how many IDs were rebuilt, reading the candidate event files in the driver (no Spark job)."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         from lakeshard.dedupe.keyhash import key_hashes
         from lakeshard.lake.files import write_partitioned
@@ -682,7 +706,7 @@ class ShardWriter:
             wanted |= (shard == s) & (version > lag[s]) & (version <= progress[s])
         rows = rows.filter(pa.array(wanted))
         hi, lo = key_hashes(rows)
-        rows = (rows.append_column("interval", pc.strftime(rows.column("ts"), format="%Y-%m-%dT%H"))
+        rows = (rows.append_column("interval", _hours(rows.column("ts")))
                 .append_column("key_hi", pa.array(hi)).append_column("key_lo", pa.array(lo)))
         ids_schema = self._arrow_schemas()[1]
         self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"repair": True},
@@ -710,6 +734,20 @@ def _own_hour() -> Column:
     from pyspark.sql import functions as F
 
     return F.date_format("ts", "yyyy-MM-dd'T'HH")
+
+
+def _hours(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Return each timestamp's UTC hour as ``YYYY-MM-DDTHH`` (what :func:`_own_hour` gives in Spark), formatting
+    each distinct hour once: a batch spans a few hours, so this is integer division and a gather."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    micros = pc.cast(pc.cast(ts, pa.timestamp("us", tz="UTC")), pa.int64()).to_numpy(zero_copy_only=False)
+    hours = np.floor_divide(micros, 3_600_000_000)
+    distinct, index = np.unique(hours, return_inverse=True)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    text = [(epoch + timedelta(hours=int(h))).strftime(_HOUR_FORMAT) for h in distinct]
+    return pc.take(pa.array(text, pa.string()), pa.array(index.reshape(-1)))
 
 
 def _interval_of(f: FileInfo) -> Interval:

@@ -213,6 +213,7 @@ class EmbeddedTableStore(TableStore):
         self.spark = spark
         self._storage = dict(storage_options) if storage_options else None
         self._retries = max_commit_retries
+        self._snapshots: dict[str, DeltaTable] = {}  # per table, its latest state seen (see _latest)
 
     # ----------------------------------------------------------------------------------- lookup
     def _table(self, table: str, version: int | None = None) -> DeltaTable:
@@ -226,21 +227,45 @@ class EmbeddedTableStore(TableStore):
                 raise TableStoreError(f"cannot load {uri} at version {version}: {exc}") from None
             raise TableStoreError(f"cannot load the Delta table at {uri}: {exc}") from None
 
+    def _latest(self, table: str) -> DeltaTable:
+        """Return the table at its latest version, for a read-only look (nothing mutates or commits on it).
+
+        One DeltaTable per table is kept and brought up to date incrementally, reading only the commits since
+        the last look: a writer step asks for versions, progress and file lists many times, and a fresh load
+        replays the log from its last checkpoint every time. Like Spark's cached DeltaLog this assumes a table
+        is not deleted and re-created at the same location by another process while this store is in use
+        (:meth:`create` forgets the table's state; a cached version whose commit file is gone is reloaded).
+        """
+        uri = _normalise_uri(table)
+        cached = self._snapshots.get(uri)
+        if cached is not None:
+            try:
+                cached.update_incremental()
+                fs, base = filesystem(uri)
+                if fs.get_file_info(f"{base}/_delta_log/{cached.version():020d}.json").type != pafs.FileType.NotFound:
+                    return cached
+            except DeltaError:
+                pass
+            self._snapshots.pop(uri, None)
+        dt = self._table(uri)
+        self._snapshots[uri] = dt
+        return dt
+
     def exists(self, table: str) -> bool:
         """Return whether a Delta table exists at ``table``."""
         return DeltaTable.is_deltatable(_normalise_uri(table), storage_options=self._storage)
 
     def schema(self, table: str) -> StructType:
         """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
-        return _to_spark_schema(self._table(table).schema())
+        return _to_spark_schema(self._latest(table).schema())
 
     def partition_columns(self, table: str) -> list[str]:
         """Return the table's partition columns in order."""
-        return list(self._table(table).metadata().partition_columns)
+        return list(self._latest(table).metadata().partition_columns)
 
     def version(self, table: str) -> int:
         """Return the table's latest version."""
-        return int(self._table(table).version())
+        return int(self._latest(table).version())
 
     # ----------------------------------------------------------------------------------- create
     def create(
@@ -261,6 +286,7 @@ class EmbeddedTableStore(TableStore):
                 partition column has a type that cannot be a partition.
         """
         uri = _normalise_uri(table)
+        self._snapshots.pop(uri, None)
         fields = {f.name: f for f in schema.fields}
         for col in partition_by:
             if col not in fields:
@@ -389,7 +415,7 @@ class EmbeddedTableStore(TableStore):
 
             ids = store.read_arrow(uri, store.files(uri), columns=["key_hi", "key_lo"])
         """
-        dt = self._table(table)
+        dt = self._latest(table)
         schema = _arrow_schema(dt)
         names = list(columns) if columns is not None else schema.names
         unknown = [c for c in names if c not in schema.names]
@@ -415,11 +441,11 @@ class EmbeddedTableStore(TableStore):
 
     def arrow_schema(self, table: str) -> pa.Schema:
         """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
-        return _arrow_schema(self._table(table))
+        return _arrow_schema(self._latest(table))
 
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their stats."""
-        return _live_files(self._table(table, version))
+        return _live_files(self._table(table, version) if version is not None else self._latest(table))
 
     # ------------------------------------------------------------------------------------ write
     def append(
@@ -752,7 +778,7 @@ class EmbeddedTableStore(TableStore):
     def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:
         """Return the table's commits, newest first, with custom commit metadata separated out."""
         out = []
-        for entry in self._table(table).history(limit):
+        for entry in self._latest(table).history(limit):
             custom = {k: v for k, v in entry.items() if k not in _HISTORY_KEYS}
             out.append(CommitInfo(
                 version=int(entry["version"]),
@@ -766,12 +792,12 @@ class EmbeddedTableStore(TableStore):
 
     def transaction_versions(self, table: str, app_ids: Sequence[str]) -> dict[str, int | None]:
         """Return each app id's committed version from one snapshot (one log read, not one per id)."""
-        dt = self._table(table)
+        dt = self._latest(table)
         return {a: None if (v := dt.transaction_version(a)) is None else int(v) for a in app_ids}
 
     def transaction_version(self, table: str, app_id: str) -> int | None:
         """Return the latest committed version of app transaction ``app_id``, or None if never committed."""
-        version = self._table(table).transaction_version(app_id)
+        version = self._latest(table).transaction_version(app_id)
         return None if version is None else int(version)
 
     def vacuum(self, table: str, *, retention_hours: float = 168.0, dry_run: bool = False) -> VacuumReport:

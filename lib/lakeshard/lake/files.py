@@ -42,28 +42,30 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     if not rows.num_rows:
         return
     keys = [*partition_by, *sort_by]
-    ordered = rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending", "at_start") for c in keys]))
-    n = ordered.num_rows
+    order = pc.sort_indices(rows.select(keys), sort_keys=[(c, "ascending", "at_start") for c in keys])
+    file_schema = pa.schema([f for f in schema if f.name not in partition_by])
+    body = rows.select(file_schema.names).cast(file_schema).take(order)
+    n = body.num_rows
     change = np.zeros(n, dtype=bool)
     change[0] = True
+    values = []
     for col in partition_by:
-        values = ordered.column(col)
-        if values.null_count:
+        column = rows.column(col).take(order)
+        if column.null_count:
             raise ValueError(f"partition column {col!r} holds nulls; partition values must be set")
         if n > 1:
-            change[1:] |= pc.not_equal(values.slice(1), values.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(change).tolist()
-    file_schema = pa.schema([f for f in schema if f.name not in partition_by])
+            change[1:] |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        values.append(column)
+    starts = np.flatnonzero(change)
+    firsts = [v.take(pa.array(starts)).to_pylist() for v in values]
     fs, base = filesystem(directory)
     tag = uuid.uuid4().hex[:12]
-    for i, (start, end) in enumerate(zip(starts, [*starts[1:], n], strict=True)):
-        part = ordered.slice(start, end - start)
-        parts = "/".join(f"{c}={hive_escape(_partition_text(part.column(c)[0].as_py()))}" for c in partition_by)
+
+    for i, (start, end) in enumerate(zip(starts.tolist(), [*starts[1:].tolist(), n], strict=True)):
+        parts = "/".join(f"{c}={hive_escape(_partition_text(firsts[j][i]))}" for j, c in enumerate(partition_by))
         where = f"{base}/{parts}" if parts else base
         fs.create_dir(where, recursive=True)
-        body = part.select(file_schema.names).cast(file_schema)
-        pq.write_table(body, f"{where}/part-{i:05d}-{tag}.parquet", filesystem=fs)
-
+        pq.write_table(body.slice(start, end - start), f"{where}/part-{i:05d}-{tag}.parquet", filesystem=fs)
 
 def _partition_text(value: object) -> str:
     if isinstance(value, bool):
