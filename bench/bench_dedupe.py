@@ -10,17 +10,21 @@ Cases, each on its own fresh lakehouse, all fed the same batches (Parquet files 
 
 * ``lakeshard`` — the real writer (:class:`~lakeshard.dedupe.ShardWriter`, 16 shards, one writer): the batch
   is first appended to ``routed`` (untimed: that is the router's work), then one ``step()`` is timed; the
-  large batch goes to a restarted writer, so its ID cache is cold and pages every interval in;
+  large batch goes to a restarted writer, so its ID cache is cold and pages every interval in. Steps up to
+  ``dedupe.arrow_max_bytes`` (64 MiB) of routed Parquet run in the driver (pyarrow), bigger ones on Spark;
+* ``lakeshard (spark path)`` — the same writer with ``arrow_max_bytes = 0``: every step as Spark jobs (what
+  the writer did before the driver-side path), for a before/after in one run (``--cases ...,lakeshard-spark``);
 * ``delta-rs merge`` — ``DeltaTable.merge(...).when_not_matched_insert_all()`` on the event key, the batch
   deduplicated first (an insert-only MERGE would insert both copies of an in-batch duplicate);
 * ``spark anti-join`` — the batch's distinct keys left-anti-joined against the target's keys, then appended;
 * ``plain append`` — the floor: the batch appended with no dedupe at all (its count is wrong on purpose).
 
-Every case appends through the same embedded Delta store (Spark writes Parquet, delta-rs commits), except the
-MERGE, which is delta-rs end to end. Reported: total time, median batch latency of the first and last ten
-batches, peak resident memory (Python driver + Spark JVM, high-water mark reset before each case), the final
-row count against the exact number of distinct events, and the writer's ID page-in rate against its ingest
-rate. Writes ``bench/results/dedupe.json``, ``dedupe.md`` and ``dedupe.png``.
+Every case appends through the same embedded Delta store (Spark — or, for lakeshard's small steps, pyarrow —
+writes Parquet, delta-rs commits), except the MERGE, which is delta-rs end to end. Reported: total time,
+median batch latency of the first and last ten batches, peak resident memory (Python driver + Spark JVM,
+high-water mark reset before each case), the final row count against the exact number of distinct events,
+and the writer's ID page-in rate against its ingest rate. Writes ``bench/results/dedupe.json``, ``dedupe.md``
+and ``dedupe.png`` (``--output NAME``: ``NAME.json`` ...).
 
     .venv/bin/python bench/bench_dedupe.py                      # 100 x 50k, then 1M: the sizes
     .venv/bin/python bench/bench_dedupe.py --batches 20 --batch-events 20000 --large-events 100000
@@ -29,6 +33,7 @@ rate. Writes ``bench/results/dedupe.json``, ``dedupe.md`` and ``dedupe.png``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -202,6 +207,14 @@ class Lakeshard(Case):
         self.reports.append(report)
 
 
+class LakeshardSparkPath(Lakeshard):
+    name = "lakeshard (spark path)"
+
+    def __init__(self, spark: SparkSession, cfg: LakeshardConfig, store: TableStore) -> None:
+        cfg = dataclasses.replace(cfg, dedupe=dataclasses.replace(cfg.dedupe, arrow_max_bytes=0))
+        super().__init__(spark, cfg, store)
+
+
 class DeltaMerge(Case):
     name = "delta-rs merge"
 
@@ -278,6 +291,8 @@ def run_case(cls: type[Case], spark: SparkSession, work: Path, paths: list[str],
         paged, page_s = sum(r.ids_paged_in for r in reports), sum(r.page_in_seconds for r in reports)
         written, write_s = sum(r.rows_in for r in reports), sum(r.seconds for r in reports)
         stats = case.writer.cache.stats()
+        out["engines"] = {e: sum(r.engine == e for r in reports[:-1]) for e in ("arrow", "spark")}
+        out["large_batch_engine"] = reports[-1].engine
         out.update(ids_paged_in=paged, page_in_ids_per_s=round(paged / page_s) if page_s else None,
                    ingest_events_per_s=round(written / write_s), cache_hit_rate=round(stats.hit_rate, 3),
                    cache_mb=round(stats.bytes / 2**20, 1),
@@ -294,6 +309,8 @@ def main() -> None:
     parser.add_argument("--batch-events", type=int, default=50_000)
     parser.add_argument("--large-events", type=int, default=1_000_000)
     parser.add_argument("--cases", default="lakeshard,merge,antijoin,plain")
+    parser.add_argument("--output", default="dedupe",
+                        help="results go to bench/results/<output>.json, .md and .png")
     parser.add_argument("--tenants", type=int, default=100,
                         help="tenants (Zipf-like skew); every (tenant, hour) of a batch is one file per commit")
     args = parser.parse_args()
@@ -318,7 +335,8 @@ def main() -> None:
 
         spark = get_spark(load_config(overrides={"spark": {"driver_memory": "8g"}}, env={}))
         pids = [os.getpid(), int(spark.sparkContext._jvm.ProcessHandle.current().pid())]  # type: ignore[union-attr]
-        cases = {"lakeshard": Lakeshard, "merge": DeltaMerge, "antijoin": SparkAntiJoin, "plain": PlainAppend}
+        cases = {"lakeshard": Lakeshard, "lakeshard-spark": LakeshardSparkPath, "merge": DeltaMerge,
+                 "antijoin": SparkAntiJoin, "plain": PlainAppend}
         results = []
         for key in args.cases.split(","):
             print(f"case {cases[key].name} ...", flush=True)
@@ -328,7 +346,7 @@ def main() -> None:
                   "large_events": args.large_events,
                   "distinct_after_stream": distinct, "distinct_after_large": distinct_after_large,
                   "results": results, "goals": _goals(results)}
-        _write(report)
+        _write(report, args.output)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -348,15 +366,18 @@ def _goals(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
     if "delta-rs merge" in by:
         goals["merge_over_lakeshard_total"] = round(by["delta-rs merge"]["total_s"] / ours["total_s"], 2)
+        goals["merge_over_lakeshard_large"] = round(by["delta-rs merge"]["large_batch_s"] / ours["large_batch_s"], 2)
     if "plain append (no dedupe)" in by:
         goals["lakeshard_over_plain_total"] = round(ours["total_s"] / by["plain append (no dedupe)"]["total_s"], 2)
+    if "lakeshard (spark path)" in by:
+        goals["spark_path_over_lakeshard_total"] = round(by["lakeshard (spark path)"]["total_s"] / ours["total_s"], 2)
     return goals
 
 
-def _write(report: dict[str, Any]) -> None:
+def _write(report: dict[str, Any], name: str) -> None:
     RESULTS.mkdir(exist_ok=True)
     slim = {**report, "results": [{k: v for k, v in r.items() if k != "latencies_s"} for r in report["results"]]}
-    (RESULTS / "dedupe.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
         f"# Exactly-once writers vs peers ({report['when']}, {report['machine']['cpus']} cores)", "",
         f"{report['tenants']} tenants. Streaming: {report['batches']} batches x {report['batch_events']:,} events "
@@ -378,14 +399,15 @@ def _write(report: dict[str, Any]) -> None:
         lines.append(f"lakeshard writer: {ours['ids_paged_in']:,} IDs paged in (by the restarted writer of the large "
                      f"batch, whose cold cache's hit rate is {ours['cache_hit_rate']}; {ours['cache_mb']} MB cached "
                      f"after it) at {ours['page_in_ids_per_s']} IDs/s vs ingest {ours['ingest_events_per_s']} "
-                     "events/s over all batches.")
-    (RESULTS / "dedupe.md").write_text("\n".join(lines) + "\n")
-    _plot(report)
+                     f"events/s over all batches. Streaming steps by path: {ours['engines']}; the large batch: "
+                     f"{ours['large_batch_engine']}.")
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    _plot(report, name)
     print("\n".join(lines))
-    print(f"wrote {RESULTS / 'dedupe.json'}, {RESULTS / 'dedupe.md'}, {RESULTS / 'dedupe.png'}")
+    print(f"wrote {RESULTS / name}.json, .md and .png")
 
 
-def _plot(report: dict[str, Any]) -> None:
+def _plot(report: dict[str, Any], name: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -399,7 +421,7 @@ def _plot(report: dict[str, Any]) -> None:
     ax.set_title(f"Per-batch latency as the table grows to {report['distinct_after_stream']:,} events")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(RESULTS / "dedupe.png", dpi=110)
+    fig.savefig(RESULTS / f"{name}.png", dpi=110)
     plt.close(fig)
 
 

@@ -29,6 +29,7 @@ def test_layers_win_in_order(tmp_path: Path) -> None:
         ("[spark]\nadapter = 'jvm'\n", {}, r"spark.adapter: expected one of \['auto', 'embedded', 'native'\]"),
         ("spark = 3\n", {}, "configuration section 'spark' must be a table"),
         ("lakehouse = \n", {}, "is not valid TOML"),
+        ("", {"LAKESHARD_DEDUPE_ARROW_MAX_BYTES": "-1"}, r"dedupe.arrow_max_bytes: expected 0 \(always Spark\)"),
     ],
 )
 def test_bad_values_name_what_is_wrong(tmp_path: Path, text: str, env: dict[str, str], message: str) -> None:

@@ -119,6 +119,16 @@ class DedupeConfig:
     # the quarantine table as dead letters (category "write_failed", with the error) and the writer moves on.
     # A negative value never dead-letters: the error is raised instead.
     write_retries: int = 2
+    # A writer step whose new routed files hold at most this many Parquet bytes runs in the driver process
+    # (pyarrow + numpy: read, hash, dedupe, sort, write Parquet, commit) instead of as Spark jobs, whose fixed
+    # cost dominates a micro-batch; bigger steps (and steps with an expectation gate) use Spark. Both paths
+    # give the same rows, files and IDs. 0 = always Spark. The driver holds about 5-10x this in memory.
+    arrow_max_bytes: int = 64 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.arrow_max_bytes < 0:
+            raise ConfigError(f"dedupe.arrow_max_bytes: expected 0 (always Spark) or a positive number of bytes, "
+                              f"found {self.arrow_max_bytes}")
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StringType, StructField, StructType, TimestampType
 
-from lakeshard.buckets import Completionist, assign_buckets, late_target
+from lakeshard.buckets import Completionist, assign_buckets, assign_buckets_arrow, late_target
 from lakeshard.buckets.planner import hour_of
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.lake import TableStore
@@ -115,3 +117,22 @@ def test_two_completionists_deciding_from_the_same_state_close_each_bucket_once(
     assert b._commit(report.closed, read_version) is None
     assert store.read(a.uri).where("state = 'closed'").count() == 1
 
+
+
+_HOURS = [f"2026-01-01T{h:02d}" for h in range(6)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c\x00d", "é"]), st.sampled_from(_HOURS)), max_size=40),
+       closed=st.sets(st.tuples(st.sampled_from(["a", "b", "c\x00d", "é"]), st.sampled_from(_HOURS)), max_size=12))
+def test_arrow_bucket_assignment_equals_late_target_row_by_row(rows: list[tuple[str, str]],
+                                                              closed: set[tuple[str, str]]) -> None:
+    """The writer's driver path assigns buckets with :func:`assign_buckets_arrow`: the same rule per row."""
+    import pyarrow as pa
+
+    now = datetime(2026, 1, 1, 3, 30, tzinfo=UTC)
+    hour, late = assign_buckets_arrow(pa.array([t for t, _ in rows], pa.string()),
+                                      pa.array([h for _, h in rows], pa.string()), closed, now)
+    expected = [late_target(t, datetime.strptime(h, "%Y-%m-%dT%H").replace(tzinfo=UTC), closed, now)
+                for t, h in rows]
+    assert list(zip(hour.to_pylist(), late.to_pylist(), strict=True)) == expected

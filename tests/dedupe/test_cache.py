@@ -28,11 +28,15 @@ def test_membership_equals_a_python_set(stored: list[tuple[int, int]], queried: 
     assert found.tolist() == [q in set(stored) for q in queried]
 
 
-@given(first=pairs, second=pairs)
-def test_union_holds_both_sides(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> None:
+@given(first=pairs, second=pairs, shared_hi=st.booleans())
+def test_union_holds_both_sides_in_order(first: list[tuple[int, int]], second: list[tuple[int, int]],
+                                         shared_hi: bool) -> None:
+    if shared_hi and first:  # inserted among IDs of the same high half: the low half decides the position
+        second = second + [(first[0][0], lo) for _, lo in second]
     both = _interval(first).union(np.array([h for h, _ in second], np.int64),
                                   np.array([lo for _, lo in second], np.int64))
     everything = first + second
+    assert list(zip(both.hi.tolist(), both.lo.tolist(), strict=True)) == sorted(everything)
     assert both.contains(np.array([h for h, _ in everything], np.int64),
                          np.array([lo for _, lo in everything], np.int64)).all()
     assert len(both) == len(everything)

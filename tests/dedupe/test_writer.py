@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 from urllib.parse import unquote
@@ -22,18 +23,39 @@ SPEC = SynthSpec(events=2000, tenants=10, hours=0.2, seed=5, retry_rate=0.08, re
 SHARDS = 4
 
 
+# Steps at most this big run in the driver (pyarrow); "spark" sets a 1-byte bound, so every step goes to Spark.
+ENGINES = {"arrow": {}, "spark": {"arrow_max_bytes": 1}}
+
+
 class Crash(BaseException):
     """Stands in for the writer process dying at a commit point (not an error the writer may retry)."""
 
 
 @pytest.fixture()
-def routed(spark: SparkSession, store: TableStore, tmp_path: Path) -> tuple[LakeshardConfig, str, Manifest]:
+def engine() -> str:
+    """The writer path a test runs on: the default (small steps in the driver); tests that must hold on both
+    paths parametrize it with ``"spark"`` too."""
+    return "arrow"
+
+
+@pytest.fixture()
+def routed(
+    spark: SparkSession, store: TableStore, tmp_path: Path, engine: str
+) -> tuple[LakeshardConfig, str, Manifest]:
     landing = tmp_path / "landing"
     manifest = generate_landing(landing, SPEC)
     cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
-                                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}, env={})
+                                 "routing": {"total_shards": SHARDS, "default_shard_count": 2},
+                                 "dedupe": ENGINES[engine]}, env={})
     Router(spark, store, cfg).run()
     return cfg, str(landing), manifest
+
+
+def _other_engine(cfg: LakeshardConfig, engine: str) -> LakeshardConfig:
+    """Return ``cfg`` with the other writer path: both must read and extend the same ID index."""
+    other = "spark" if engine == "arrow" else "arrow"
+    return dataclasses.replace(cfg, dedupe=dataclasses.replace(cfg.dedupe, **{"arrow_max_bytes": 64 << 20,
+                                                                              **ENGINES[other]}))
 
 
 def _exactly_once(spark: SparkSession, store: TableStore, cfg: LakeshardConfig, landing: str) -> None:
@@ -65,11 +87,13 @@ def _redeliver(landing: str, n: int, tag: str = "late-redelivery") -> int:
     return len(files)
 
 
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
 def test_writers_commit_each_event_once_and_count_every_row(
-    spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest]
+    spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest], engine: str
 ) -> None:
     cfg, landing, m = routed
     reports = ShardWriter(spark, store, cfg, [0, 1]).run() + ShardWriter(spark, store, cfg, [2, 3]).run()
+    assert {r.engine for r in reports} == {engine}
     _exactly_once(spark, store, cfg, landing)
     routed_rows = store.read(cfg.table_uri(ROUTED)).count()
     assert sum(r.rows_in for r in reports) == routed_rows == m.unique_events + m.duplicate_records
@@ -78,15 +102,18 @@ def test_writers_commit_each_event_once_and_count_every_row(
     assert ShardWriter(spark, store, cfg, [0, 1, 2, 3]).step() is None  # caught up: nothing to do
     _assert_files_sorted(store, cfg.table_uri(EVENTS))
 
-    # The same files delivered again later: routed again, dropped by the ID index (empty cache: a new writer).
+    # The same files delivered again later: routed again, dropped by the ID index (empty cache: a new writer),
+    # and by a writer on the other path: both hash keys alike, so they share the index.
     _redeliver(landing, 4)
     Router(spark, store, cfg).run()
-    again = ShardWriter(spark, store, cfg, list(range(SHARDS))).run()
+    again = ShardWriter(spark, store, _other_engine(cfg, engine), list(range(SHARDS))).run()
+    assert {r.engine for r in again} == {"spark" if engine == "arrow" else "arrow"}
     assert sum(r.written for r in again) == 0 and sum(r.duplicates_in_index for r in again) > 0
     _exactly_once(spark, store, cfg, landing)
+    _assert_files_sorted(store, cfg.table_uri(EVENTS))
 
 
-@pytest.mark.parametrize("crash_at", [EVENTS, ID_INDEX])
+@pytest.mark.parametrize(("crash_at", "engine"), [(EVENTS, "arrow"), (ID_INDEX, "arrow"), (ID_INDEX, "spark")])
 def test_a_crash_at_a_commit_point_then_restart_stays_exactly_once(
     spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest], crash_at: str
 ) -> None:
@@ -111,6 +138,7 @@ def test_a_crash_at_a_commit_point_then_restart_stays_exactly_once(
     _exactly_once(spark, store, cfg, landing)
 
 
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
 def test_two_writers_on_one_shard_the_stale_one_loses_and_nothing_doubles(
     spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest]
 ) -> None:
@@ -284,6 +312,7 @@ def test_a_batch_that_keeps_failing_is_dead_lettered_once_and_the_writer_moves_o
     assert sum(r.written for r in others) > 0
 
 
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
 def test_late_events_for_closed_buckets_land_in_the_open_bucket_once_and_closed_buckets_never_change(
     spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest]
 ) -> None:

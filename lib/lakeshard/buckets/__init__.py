@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         CompletionReport,
         check_buckets,
     )
-    from lakeshard.buckets.late import assign_buckets, event_hour
+    from lakeshard.buckets.late import assign_buckets, assign_buckets_arrow, event_hour
     from lakeshard.buckets.planner import (
         Backlog,
         BucketDecision,
@@ -49,6 +49,7 @@ __all__ = [
     "CompletionReport",
     "Completionist",
     "assign_buckets",
+    "assign_buckets_arrow",
     "check_buckets",
     "event_hour",
     "late_target",
@@ -68,6 +69,7 @@ _HOME = {
     "CompletionReport": "completionist",
     "Completionist": "completionist",
     "assign_buckets": "late",
+    "assign_buckets_arrow": "late",
     "check_buckets": "completionist",
     "event_hour": "late",
     "late_target": "planner",

@@ -44,7 +44,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from lakeshard.compaction.fragments import FragmentMeta, describe_file, fragments_metadata, read_fragments
 from lakeshard.compaction.merge import MergeError, batch_rows_for, merge_sorted_files
@@ -60,6 +60,7 @@ from lakeshard.compaction.planner import (
 from lakeshard.compaction.sort_schema import SortSchema, sort_schema_for
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
+from lakeshard.lake.files import hive_escape
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS
 from lakeshard.versions.locks import ChunkLocked
 
@@ -312,7 +313,7 @@ class Compactor:
             root = target.rsplit("/", 1)[0]
             for t in tasks:
                 paths = [f"{root}/{unquote(p)}" for p in t.inputs]
-                directory = f"{target}/tenant_id={_hive_escape(t.bucket[0])}/hour={_hive_escape(t.bucket[1])}"
+                directory = f"{target}/tenant_id={hive_escape(t.bucket[0])}/hour={hive_escape(t.bucket[1])}"
                 os.makedirs(directory, exist_ok=True)
                 merge_sorted_files(paths, self.sort_schema, functools.partial(_part_path, directory),
                                    target_rows=t.target_rows,
@@ -331,11 +332,6 @@ class Compactor:
 
 def _part_path(directory: str, n: int) -> str:
     return f"{directory}/part-{n:05d}.parquet"
-
-
-def _hive_escape(value: str) -> str:
-    """Return a partition value as Spark/Hive write it in a directory name (odd characters percent-encoded)."""
-    return quote(value, safe=" !$&()+,-.;@_`~")
 
 
 def _one_per_bucket(tasks: Sequence[CompactionTask]) -> list[CompactionTask]:

@@ -45,6 +45,12 @@ class IdInterval:
     def empty(cls) -> IdInterval:
         return cls(np.empty(0, np.int64), np.empty(0, np.int64))
 
+    @classmethod
+    def _presorted(cls, hi: Int64s, lo: Int64s) -> IdInterval:
+        out = cls.__new__(cls)
+        out.hi, out.lo = hi, lo
+        return out
+
     def __len__(self) -> int:
         return int(self.hi.shape[0])
 
@@ -54,26 +60,37 @@ class IdInterval:
 
     def contains(self, hi: Int64s, lo: Int64s) -> npt.NDArray[np.bool_]:
         """Return, per queried hash, whether the interval holds it."""
+        hi, lo = np.asarray(hi, np.int64), np.asarray(lo, np.int64)
         found = np.zeros(hi.shape[0], dtype=bool)
         if not len(self) or not hi.shape[0]:
             return found
-        # Sorted by (hi, lo): a structured view makes searchsorted compare both halves at once.
-        keys = _pairs(self.hi, self.lo)
-        query = _pairs(np.asarray(hi, np.int64), np.asarray(lo, np.int64))
-        at = np.searchsorted(keys, query)
-        inside = at < keys.shape[0]
-        found[inside] = keys[at[inside]] == query[inside]
+        # Binary search on the high half alone (a plain int64 search); the IDs sharing a queried high half —
+        # almost always none or one — are then compared on the low half.
+        left = np.searchsorted(self.hi, hi, side="left")
+        run = np.searchsorted(self.hi, hi, side="right") - left
+        for k in range(int(run.max())):
+            at = np.flatnonzero(run > k)
+            found[at] |= self.lo[left[at] + k] == lo[at]
         return found
 
     def union(self, hi: Int64s, lo: Int64s) -> IdInterval:
-        """Return a new interval holding these IDs and the given ones."""
-        return IdInterval(np.concatenate([self.hi, hi]), np.concatenate([self.lo, lo]))
+        """Return a new interval holding these IDs and the given ones.
 
-
-def _pairs(hi: Int64s, lo: Int64s) -> npt.NDArray[np.void]:
-    pairs = np.empty(hi.shape[0], dtype=[("hi", np.int64), ("lo", np.int64)])
-    pairs["hi"], pairs["lo"] = hi, lo
-    return pairs
+        Only the new IDs are sorted; they are then inserted into the sorted arrays at their positions, so
+        adding a batch to a large interval costs a copy of it, not a sort.
+        """
+        order = np.lexsort((lo, hi))
+        hi, lo = np.asarray(hi, np.int64)[order], np.asarray(lo, np.int64)[order]
+        at = np.searchsorted(self.hi, hi, side="left")
+        # Among IDs sharing the high half, keep the order of the low half.
+        while True:
+            inside = at < len(self)
+            step = np.zeros(at.shape[0], dtype=bool)
+            step[inside] = (self.hi[at[inside]] == hi[inside]) & (self.lo[at[inside]] < lo[inside])
+            if not step.any():
+                break
+            at += step
+        return IdInterval._presorted(np.insert(self.hi, at, hi), np.insert(self.lo, at, lo))
 
 
 @dataclass(frozen=True)

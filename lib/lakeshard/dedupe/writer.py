@@ -30,6 +30,17 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
 * **Dead letters**: a step that keeps failing (not a lost race: an error) is retried ``dedupe.write_retries``
   times, then its rows go to ``quarantine`` with the error as the reason and the writer moves on.
 
+* **Two execution paths, one result.** A step whose new routed files hold at most
+  ``dedupe.arrow_max_bytes`` (default 64 MiB) runs in the driver process: pyarrow reads the files, numpy
+  hashes the keys (:mod:`lakeshard.dedupe.keyhash`, bit for bit Spark's ``xxhash64``, so the ID index and the
+  cache are shared by both paths), an Arrow group-by keeps the first row of each key, pyarrow writes one
+  sorted Parquet file per ``(tenant, hour)`` (and per ``(shard, interval)`` of IDs) into the store's write
+  directory, and the store commits them exactly as it commits Spark's files (``append(write=...)``: same add
+  actions, app transactions, metadata and conflict check). Bigger steps, and every step of a writer with an
+  expectation gate (the gate takes a Spark DataFrame), run as Spark jobs. ID page-ins and the repair of a
+  lagging index read with pyarrow on both paths (the repair falls back to Spark past the same bound);
+  dead letters are written by Spark. :attr:`WriteReport.engine` says which path a step took.
+
 Not built (see the issue notes): coalescing the commits of several writer *processes* into one Delta commit
 (one writer process owning many shards already commits them all together).
 """
@@ -49,7 +60,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval
-from lakeshard.errors import CommitConflict, LakeshardError
+from lakeshard.errors import CommitConflict, LakeshardError, TableStoreError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, FileInfo, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
@@ -140,6 +151,7 @@ class WriteReport:
     rejected: int = 0
     dead_lettered: int = 0  # rows sent to quarantine after the step failed write_retries + 1 times
     error: str = ""  # the last failure, when the step was dead-lettered
+    engine: str = "spark"  # "arrow": the step ran in the driver process (pyarrow + numpy), no Spark job
 
 
 @dataclass(frozen=True)
@@ -185,6 +197,7 @@ class ShardWriter:
         self.cache = IdCache(cfg.dedupe.id_cache_bytes)
         self.max_batch_bytes = cfg.dedupe.max_batch_bytes
         self.write_retries = cfg.dedupe.write_retries
+        self.arrow_max_bytes = cfg.dedupe.arrow_max_bytes
         self.quarantine_uri = cfg.table_uri(QUARANTINE)
         self.buckets_uri = cfg.table_uri(BUCKETS)
         self.cfg = cfg
@@ -200,6 +213,7 @@ class ShardWriter:
         self._known_progress: dict[int, int] = {}  # what this writer last saw committed, per shard
         self._newest_hour: dict[int, str] = {}  # per shard, the newest interval committed to the index
         self._closed: tuple[int, set[tuple[str, str]]] | None = None  # (buckets version, closed buckets)
+        self._schemas: tuple[pa.Schema, pa.Schema] | None = None  # events', event_ids' Arrow schemas
 
     def ensure_tables(self) -> None:
         """Create ``events`` and ``event_ids`` if missing."""
@@ -245,9 +259,13 @@ class ShardWriter:
         routed_version = self._intake_version(min(progress.values()), latest)
         todo = tuple(s for s in self.shards if progress[s] < routed_version)
         new_files = self._new_routed_files(todo, progress, routed_version)
-        batch = self._batch(new_files, routed_version)
+        arrow = self._runs_in_driver(new_files)
+        batch = None if arrow else self._batch(new_files, routed_version)
         for attempt in range(max(self.write_retries, 0) + 1):
             try:
+                if batch is None:
+                    return self._dedupe_and_commit_arrow(new_files, todo, routed_version, read_version, repaired,
+                                                         started)
                 return self._dedupe_and_commit(batch, todo, routed_version, read_version, repaired, started)
             except LakeshardError:
                 raise  # a deliberate, explained stop (a failed expectation, a bad table): not retried
@@ -257,7 +275,19 @@ class ShardWriter:
                     raise
                 error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
                 time.sleep(min(0.5 * 2**attempt, 5.0))
+        if batch is None:
+            batch = self._batch(new_files, routed_version)
         return self._dead_letter(batch, todo, routed_version, error[:1000], started)
+
+    def _runs_in_driver(self, files: Sequence[FileInfo]) -> bool:
+        """Return whether a step over these routed files takes the driver-side (Arrow) path.
+
+        Small steps do: a Spark job's fixed cost (scheduling, the partition-value join, a shuffle for the
+        file layout) dominates a micro-batch. A step with an expectation gate stays on Spark, since the gate
+        checks a Spark DataFrame (converting there and back would cost what the Arrow path saves).
+        """
+        return (self._gate is None and self.arrow_max_bytes > 0
+                and sum(f.size_bytes for f in files) <= self.arrow_max_bytes)
 
     # ------------------------------------------------------------------------------------------ reading
     def _intake_version(self, oldest: int, latest: int) -> int:
@@ -277,6 +307,32 @@ class ShardWriter:
         return version
 
     def _new_routed_files(self, todo: Sequence[int], progress: dict[int, int], version: int) -> list[FileInfo]:
+        """Return the routed files of ``todo`` live at ``version`` that were not live at each shard's progress.
+
+        Read from the commits in between (the log's add and remove actions: cost grows with the new commits,
+        not with the table); from two snapshots when the log no longer holds those commits.
+        """
+        oldest = min(progress[s] for s in todo)
+        try:
+            entries = self.store.log_entries(self.routed_uri, start=oldest + 1 if oldest else 0, end=version)
+        except TableStoreError:
+            return self._new_routed_files_by_snapshot(todo, progress, version)
+        out: list[FileInfo] = []
+        for shard in todo:
+            live: dict[str, FileInfo] = {}
+            for entry in entries:
+                if progress[shard] and entry.version <= progress[shard]:
+                    continue
+                for change in entry.changes:
+                    if change.action != "add":
+                        live.pop(change.file.path, None)  # a remove may not repeat the partition values
+                    elif change.file.partition_values.get("shard") == str(shard):
+                        live[change.file.path] = change.file
+            out += live.values()
+        return out
+
+    def _new_routed_files_by_snapshot(self, todo: Sequence[int], progress: dict[int, int],
+                                      version: int) -> list[FileInfo]:
         def of_shard(files: list[FileInfo], shard: int) -> dict[str, FileInfo]:
             return {f.path: f for f in files if f.partition_values.get("shard") == str(shard)}
 
@@ -366,7 +422,8 @@ class ShardWriter:
         found: dict[Interval, IdInterval] = {}
         total = 0
         if wanted:
-            ids = self.store.read_files(self.ids_uri, wanted).select("shard", "interval", *HASH).toArrow()
+            # A driver-side columnar read (pyarrow): two long columns of a few partitions need no Spark job.
+            ids = self.store.read_arrow(self.ids_uri, wanted, columns=["shard", "interval", *HASH])
             total = ids.num_rows
             shard, interval = ids.column("shard").to_numpy(), ids.column("interval").to_numpy(zero_copy_only=False)
             hi, lo = ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy()
@@ -416,11 +473,7 @@ class ShardWriter:
             except CommitConflict:
                 conflict = True
             if conflict:
-                # Another writer committed this progress first: drop the batch and what we cached of these
-                # shards; the next step re-reads the committed progress and pages the IDs in again.
-                self.conflicts += 1
-                self.cache.drop_shards(todo)
-                self._known_progress.clear()
+                self._lost_race(todo)
                 written = 0
             else:
                 for s in todo:
@@ -442,6 +495,90 @@ class ShardWriter:
             ids_repaired=repaired, cache_bytes=self.cache.stats().bytes, seconds=time.perf_counter() - started,
             rejected=0 if conflict else n_new - written,
         )
+
+    def _arrow_batch(self, files: Sequence[FileInfo], routed_version: int) -> pa.Table:
+        """Return the routed rows as events, read in the driver: the Arrow twin of :meth:`_batch`."""
+        import pyarrow as pa
+
+        from lakeshard.buckets.late import assign_buckets_arrow
+
+        columns = [f.name for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE]
+        rows = self.store.read_arrow(self.routed_uri, files, columns=[*columns, "shard"])
+        own = _hours(rows.column("ts"))
+        hour, late = assign_buckets_arrow(rows.column("tenant_id"), own, self._closed_buckets(), now=self._clock())
+        return (rows.append_column("routed_version", pa.array(np.full(rows.num_rows, routed_version, np.int64)))
+                .append_column("interval", own).append_column("hour", hour).append_column("late", late))
+
+    def _dedupe_and_commit_arrow(self, files: Sequence[FileInfo], todo: tuple[int, ...], routed_version: int,
+                                 read_version: int, repaired: int, started: float) -> WriteReport:
+        """Return the report of one step run in the driver: the same dedupe, files and commits as
+        :meth:`_dedupe_and_commit`, with pyarrow and numpy instead of Spark jobs."""
+        import pyarrow as pa
+
+        from lakeshard.dedupe.keyhash import key_hashes
+        from lakeshard.lake.files import write_partitioned
+
+        batch = self._arrow_batch(files, routed_version)
+        rows_in = batch.num_rows
+        hi, lo = key_hashes(batch)
+        # Within the batch: the first row of each exact key (Spark's dropDuplicates keeps one of them too).
+        numbered = batch.select(KEY).append_column("__row", pa.array(np.arange(rows_in, dtype=np.int64)))
+        first = np.sort(numbered.group_by(KEY, use_threads=False).aggregate([("__row", "min")])
+                        .column("__row_min").to_numpy())
+        unique = batch.take(first)
+        keys = pa.table({"shard": unique.column("shard"), "interval": unique.column("interval"),
+                         "key_hi": hi[first], "key_lo": lo[first]})
+        check = self._check_index(keys)
+        new = ~check.duplicate
+        survivors = unique.filter(new).append_column("key_hi", pa.array(hi[first][new])) \
+            .append_column("key_lo", pa.array(lo[first][new]))
+        n_unique, n_new = keys.num_rows, survivors.num_rows
+        txns = [AppTransaction(writer_app_id(s), routed_version) for s in todo]
+        meta = {"shards": list(todo), "routed_version": routed_version, "rows_in": rows_in,
+                "duplicates_in_batch": rows_in - n_unique, "duplicates_in_index": n_unique - n_new, "rejected": 0}
+        events_schema, ids_schema = self._arrow_schemas()
+        conflict = False
+        try:
+            self._before_commit(EVENTS)
+            result = self.store.append(
+                self.events_uri, None, app_transactions=txns, metadata=meta, read_version=read_version,
+                # One file per (tenant, hour), sorted by the sort schema: the layout the Spark path writes.
+                write=lambda target: write_partitioned(survivors, target, events_schema, ["tenant_id", "hour"],
+                                                       EVENTS_SORT_SCHEMA.columns))
+            conflict = result.skipped
+        except CommitConflict:
+            conflict = True
+        if conflict:
+            self._lost_race(todo)
+        else:
+            for s in todo:
+                self._known_progress[s] = routed_version
+            self._before_commit(ID_INDEX)
+            self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"shards": list(todo)},
+                              write=lambda target: write_partitioned(survivors, target, ids_schema,
+                                                                     ["shard", "interval"]))
+            self._remember(keys.filter(new))
+        return WriteReport(
+            shards=todo, routed_version=routed_version, rows_in=rows_in, duplicates_in_batch=rows_in - n_unique,
+            duplicates_in_index=0 if conflict else n_unique - n_new, written=0 if conflict else n_new,
+            intervals_paged_in=check.misses, interval_hits=check.hits, ids_paged_in=check.ids_paged_in,
+            page_in_seconds=check.page_in_seconds, unchecked_expired=int(check.expired.sum()), conflict=conflict,
+            ids_repaired=repaired, cache_bytes=self.cache.stats().bytes, seconds=time.perf_counter() - started,
+            engine="arrow",
+        )
+
+    def _arrow_schemas(self) -> tuple[pa.Schema, pa.Schema]:
+        """Return the Arrow schemas of ``events`` and ``event_ids`` (read once per writer)."""
+        if self._schemas is None:
+            self._schemas = (self.store.arrow_schema(self.events_uri), self.store.arrow_schema(self.ids_uri))
+        return self._schemas
+
+    def _lost_race(self, todo: Sequence[int]) -> None:
+        """Another writer committed this progress first: drop what we cached of these shards; the next step
+        re-reads the committed progress and pages the IDs in again (Husky's reconciliation)."""
+        self.conflicts += 1
+        self.cache.drop_shards(todo)
+        self._known_progress.clear()
 
     def _dead_letter(self, batch: DataFrame, todo: tuple[int, ...], routed_version: int, error: str,
                      started: float) -> WriteReport:
@@ -488,7 +625,7 @@ class ShardWriter:
                 ahead.setdefault(lettered, []).append(s)
         for version, shards in sorted(ahead.items()):
             self._before_commit("dead-letter-progress")
-            self.store.append(self.events_uri, self.spark.createDataFrame([], EVENTS_SCHEMA),
+            self.store.append(self.events_uri, None,  # no rows: the commit carries only the progress
                               app_transactions=[AppTransaction(writer_app_id(s), version) for s in shards],
                               metadata={"dead_lettered": True, "shards": shards, "routed_version": version})
             for s in shards:
@@ -533,6 +670,9 @@ class ShardWriter:
         candidates = [f for f in self.store.files(self.events_uri)
                       if _may_hold(f, "routed_version", oldest + 1, None)
                       and any(_may_hold(f, "shard", s, s) for s in behind)]
+        txns = [AppTransaction(writer_app_id(s), progress[s]) for s in behind]
+        if self.arrow_max_bytes and sum(f.size_bytes for f in candidates) <= self.arrow_max_bytes:
+            return self._repair_ids_arrow(candidates, behind, lag, progress, txns)
         if not candidates:
             rows = self.spark.createDataFrame([], ID_SCHEMA)
         else:
@@ -546,11 +686,32 @@ class ShardWriter:
         rows = rows.persist()
         try:
             n = rows.count()
-            txns = [AppTransaction(writer_app_id(s), progress[s]) for s in behind]
             self.store.append(self.ids_uri, rows, app_transactions=txns, metadata={"repair": True})
         finally:
             rows.unpersist()
         return n
+
+    def _repair_ids_arrow(self, candidates: Sequence[FileInfo], behind: Sequence[int], lag: dict[int, int],
+                          progress: dict[int, int], txns: Sequence[AppTransaction]) -> int:
+        """Return how many IDs were rebuilt, reading the candidate event files in the driver (no Spark job)."""
+        import pyarrow as pa
+
+        from lakeshard.dedupe.keyhash import key_hashes
+        from lakeshard.lake.files import write_partitioned
+
+        rows = self.store.read_arrow(self.events_uri, candidates, columns=[*KEY, "shard", "routed_version"])
+        shard, version = rows.column("shard").to_numpy(), rows.column("routed_version").to_numpy()
+        wanted = np.zeros(rows.num_rows, dtype=bool)
+        for s in behind:
+            wanted |= (shard == s) & (version > lag[s]) & (version <= progress[s])
+        rows = rows.filter(pa.array(wanted))
+        hi, lo = key_hashes(rows)
+        rows = (rows.append_column("interval", _hours(rows.column("ts")))
+                .append_column("key_hi", pa.array(hi)).append_column("key_lo", pa.array(lo)))
+        ids_schema = self._arrow_schemas()[1]
+        self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"repair": True},
+                          write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"]))
+        return int(rows.num_rows)
 
     def expire_ids(self) -> int:
         """Delete the ID index partitions of these shards older than the retention; return files removed.
@@ -575,6 +736,20 @@ def _own_hour() -> Column:
     return F.date_format("ts", "yyyy-MM-dd'T'HH")
 
 
+def _hours(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Return each timestamp's UTC hour as ``YYYY-MM-DDTHH`` (what :func:`_own_hour` gives in Spark), formatting
+    each distinct hour once: a batch spans a few hours, so this is integer division and a gather."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    micros = pc.cast(pc.cast(ts, pa.timestamp("us", tz="UTC")), pa.int64()).to_numpy(zero_copy_only=False)
+    hours = np.floor_divide(micros, 3_600_000_000)
+    distinct, index = np.unique(hours, return_inverse=True)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    text = [(epoch + timedelta(hours=int(h))).strftime(_HOUR_FORMAT) for h in distinct]
+    return pc.take(pa.array(text, pa.string()), pa.array(index.reshape(-1)))
+
+
 def _interval_of(f: FileInfo) -> Interval:
     return int(f.partition_values["shard"] or -1), f.partition_values["interval"] or ""
 
@@ -596,3 +771,4 @@ def _may_hold(f: FileInfo, column: str, low: int | None, high: int | None) -> bo
     if lo is None or hi is None:
         return True
     return (low is None or int(hi) >= low) and (high is None or int(lo) <= high)
+

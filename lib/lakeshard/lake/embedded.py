@@ -17,13 +17,18 @@ A process that dies between 1 and 3 leaves orphan files that :meth:`EmbeddedTabl
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import operator
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
+import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
@@ -103,6 +108,7 @@ class EmbeddedTableStore(TableStore):
         self.spark = spark
         self._storage = dict(storage_options) if storage_options else None
         self._retries = max_commit_retries
+        self._snapshots: dict[str, DeltaTable] = {}  # per table, its latest state seen (see _latest)
 
     # ----------------------------------------------------------------------------------- lookup
     def _table(self, table: str, version: int | None = None) -> DeltaTable:
@@ -116,21 +122,45 @@ class EmbeddedTableStore(TableStore):
                 raise TableStoreError(f"cannot load {uri} at version {version}: {exc}") from None
             raise TableStoreError(f"cannot load the Delta table at {uri}: {exc}") from None
 
+    def _latest(self, table: str) -> DeltaTable:
+        """Return the table at its latest version, for a read-only look (nothing mutates or commits on it).
+
+        One DeltaTable per table is kept and brought up to date incrementally, reading only the commits since
+        the last look: a writer step asks for versions, progress and file lists many times, and a fresh load
+        replays the log from its last checkpoint every time. Like Spark's cached DeltaLog this assumes a table
+        is not deleted and re-created at the same location by another process while this store is in use
+        (:meth:`create` forgets the table's state; a cached version whose commit file is gone is reloaded).
+        """
+        uri = normalise_uri(table)
+        cached = self._snapshots.get(uri)
+        if cached is not None:
+            try:
+                cached.update_incremental()
+                fs, base = filesystem(uri)
+                if fs.get_file_info(f"{base}/_delta_log/{cached.version():020d}.json").type != pafs.FileType.NotFound:
+                    return cached
+            except DeltaError:
+                pass
+            self._snapshots.pop(uri, None)
+        dt = self._table(uri)
+        self._snapshots[uri] = dt
+        return dt
+
     def exists(self, table: str) -> bool:
         """Return whether a Delta table exists at ``table``."""
         return DeltaTable.is_deltatable(normalise_uri(table), storage_options=self._storage)
 
     def schema(self, table: str) -> StructType:
         """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
-        return _to_spark_schema(self._table(table).schema())
+        return _to_spark_schema(self._latest(table).schema())
 
     def partition_columns(self, table: str) -> list[str]:
         """Return the table's partition columns in order."""
-        return list(self._table(table).metadata().partition_columns)
+        return list(self._latest(table).metadata().partition_columns)
 
     def version(self, table: str) -> int:
         """Return the table's latest version."""
-        return int(self._table(table).version())
+        return int(self._latest(table).version())
 
     # ----------------------------------------------------------------------------------- create
     def create(
@@ -151,6 +181,7 @@ class EmbeddedTableStore(TableStore):
                 partition column has a type that cannot be a partition.
         """
         uri = normalise_uri(table)
+        self._snapshots.pop(uri, None)
         fields = {f.name: f for f in schema.fields}
         for col in partition_by:
             if col not in fields:
@@ -232,19 +263,59 @@ class EmbeddedTableStore(TableStore):
         return read_data_files(self.spark, normalise_uri(dt.table_uri), _to_spark_schema(dt.schema()),
                                list(dt.metadata().partition_columns), files)
 
+    def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None) -> pa.Table:
+        """Return the rows of exactly these data files, read with pyarrow in this process (no Spark job).
+
+        Partition values come from the add actions, every column is cast to the table's Arrow type (a
+        column a file lacks reads as null), as :meth:`read_files` does with Spark. For the small reads of a
+        writer step (its new routed files, an ID interval), where a Spark job's fixed cost would dominate.
+
+        Example::
+
+            ids = store.read_arrow(uri, store.files(uri), columns=["key_hi", "key_lo"])
+        """
+        dt = self._latest(table)
+        schema = _arrow_schema(dt)
+        names = list(columns) if columns is not None else schema.names
+        unknown = [c for c in names if c not in schema.names]
+        if unknown:
+            raise TableStoreError(f"{dt.table_uri}: no columns {unknown}; the table has {schema.names}")
+        wanted = pa.schema([schema.field(c).with_nullable(True) for c in names])
+        if not files:
+            return wanted.empty_table()
+        parts = list(dt.metadata().partition_columns)
+        root = normalise_uri(dt.table_uri)
+        fs, base = filesystem(root)
+        expressions = []
+        for f in files:
+            known = [ds.field(p) == pa.scalar(_partition_scalar(f.partition_values.get(p), schema.field(p).type),
+                                              schema.field(p).type)
+                     for p in parts if f.partition_values.get(p) is not None]
+            expressions.append(functools.reduce(operator.and_, known) if known else ds.scalar(True))
+        read_schema = pa.schema([schema.field(c).with_nullable(True) for c in schema.names])
+        dataset = ds.FileSystemDataset.from_paths(
+            [f"{base}/{unquote(f.path)}" for f in files], schema=read_schema, format=ds.ParquetFileFormat(),
+            filesystem=fs, partitions=expressions)
+        return dataset.to_table(columns=names)
+
+    def arrow_schema(self, table: str) -> pa.Schema:
+        """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
+        return _arrow_schema(self._latest(table))
+
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their stats."""
-        return _live_files(self._table(table, version))
+        return _live_files(self._table(table, version) if version is not None else self._latest(table))
 
     # ------------------------------------------------------------------------------------ write
     def append(
         self,
         table: str,
-        df: DataFrame,
+        df: DataFrame | None,
         *,
         app_transactions: Sequence[AppTransaction] = (),
         metadata: Mapping[str, Any] | None = None,
         read_version: int | None = None,
+        write: WriteFiles | None = None,
     ) -> CommitResult:
         """Append ``df``'s rows in one commit carrying ``app_transactions`` and ``metadata``.
 
@@ -255,12 +326,17 @@ class EmbeddedTableStore(TableStore):
         If every app transaction is already committed at or past its version the write is skipped
         (nothing is written; ``CommitResult.skipped`` says so): a retried or replayed batch is a no-op.
 
+        Instead of ``df``, ``write(directory)`` may write the Parquet files (Hive-style partition directories,
+        the table's columns minus the partition columns) — the writer's driver-side path writes with pyarrow
+        this way; the add actions are built from the footers as for Spark's files. With neither, the commit
+        carries only the app transactions and metadata.
+
         Raises:
             CommitConflict: a concurrent commit conflicts (e.g. it committed one of the same app
                 transactions); nothing of this append is visible and its files are deleted.
         """
         return self._commit(table, df, remove=(), data_change=True, app_transactions=app_transactions,
-                            metadata=metadata, operation="append", read_version=read_version)
+                            metadata=metadata, operation="append", read_version=read_version, write=write)
 
     def replace_files(
         self,
@@ -561,7 +637,7 @@ class EmbeddedTableStore(TableStore):
     def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:
         """Return the table's commits, newest first, with custom commit metadata separated out."""
         out = []
-        for entry in self._table(table).history(limit):
+        for entry in self._latest(table).history(limit):
             custom = custom_metadata(entry)
             out.append(CommitInfo(
                 version=int(entry["version"]),
@@ -575,12 +651,12 @@ class EmbeddedTableStore(TableStore):
 
     def transaction_versions(self, table: str, app_ids: Sequence[str]) -> dict[str, int | None]:
         """Return each app id's committed version from one snapshot (one log read, not one per id)."""
-        dt = self._table(table)
+        dt = self._latest(table)
         return {a: None if (v := dt.transaction_version(a)) is None else int(v) for a in app_ids}
 
     def transaction_version(self, table: str, app_id: str) -> int | None:
         """Return the latest committed version of app transaction ``app_id``, or None if never committed."""
-        version = self._table(table).transaction_version(app_id)
+        version = self._latest(table).transaction_version(app_id)
         return None if version is None else int(version)
 
     def vacuum(self, table: str, *, retention_hours: float = 168.0, dry_run: bool = False) -> VacuumReport:
@@ -641,6 +717,23 @@ def _live_files(dt: DeltaTable) -> list[FileInfo]:
             min_values=mins, max_values=maxs, null_counts=nulls,
         ))
     return out
+
+
+def _arrow_schema(dt: DeltaTable) -> pa.Schema:
+    return pa.schema(dt.schema().to_arrow())
+
+
+def _partition_scalar(text: str | None, arrow_type: pa.DataType) -> Any:
+    """Return a partition value (as the log writes it) as a Python value of the column's type."""
+    if text is None:
+        return None
+    if pa.types.is_integer(arrow_type):
+        return int(text)
+    if pa.types.is_boolean(arrow_type):
+        return text.lower() == "true"
+    if pa.types.is_date(arrow_type):
+        return date.fromisoformat(text)
+    return text
 
 
 def _commit_versions(uri: str) -> set[int]:

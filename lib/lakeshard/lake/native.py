@@ -61,6 +61,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+import pyarrow as pa
+
 from lakeshard.errors import (
     CommitConflict,
     EnvironmentProblem,
@@ -540,6 +542,28 @@ class NativeTableStore(TableStore):
         return read_data_files(self.spark, uri, StructType.fromJson(state.schema_json), state.partition_columns,
                                files)
 
+    def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None) -> pa.Table:
+        """Return the rows of exactly these data files as Arrow, typed as :meth:`arrow_schema` says.
+
+        Read through Spark (``read_files`` then ``toArrow``): the files may live on any filesystem the cluster
+        reaches, which pyarrow in the driver may not.
+        """
+        schema = self.arrow_schema(table)
+        names = list(columns) if columns is not None else schema.names
+        unknown = [c for c in names if c not in schema.names]
+        if unknown:
+            raise TableStoreError(f"{normalise_uri(table)}: no columns {unknown}; the table has {schema.names}")
+        wanted = pa.schema([schema.field(c).with_nullable(True) for c in names])
+        if not files:
+            return wanted.empty_table()
+        return self.read_files(table, files).select(*names).toArrow().cast(wanted)
+
+    def arrow_schema(self, table: str) -> pa.Schema:
+        """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(self.schema(table), timezone="UTC")
+
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their typed statistics."""
         uri = normalise_uri(table)
@@ -553,11 +577,12 @@ class NativeTableStore(TableStore):
     def append(
         self,
         table: str,
-        df: DataFrame,
+        df: DataFrame | None,
         *,
         app_transactions: Sequence[AppTransaction] = (),
         metadata: Mapping[str, Any] | None = None,
         read_version: int | None = None,
+        write: WriteFiles | None = None,
     ) -> CommitResult:
         """Append ``df``'s rows in one Delta commit carrying ``app_transactions`` and ``metadata``.
 
@@ -570,10 +595,10 @@ class NativeTableStore(TableStore):
             CommitConflict: a concurrent commit conflicts (e.g. it committed one of the same app
                 transactions); nothing of this append is visible.
         """
-        if len(app_transactions) <= 1 and read_version is None:
+        if df is not None and write is None and len(app_transactions) <= 1 and read_version is None:
             return self._append_with_writer(table, df, app_transactions, metadata)
         return self._commit(table, df, remove=(), data_change=True, app_transactions=app_transactions,
-                            metadata=metadata, read_version=read_version, operation="append")
+                            metadata=metadata, read_version=read_version, operation="append", write=write)
 
     def _append_with_writer(self, table: str, df: DataFrame, app_transactions: Sequence[AppTransaction],
                             metadata: Mapping[str, Any] | None) -> CommitResult:

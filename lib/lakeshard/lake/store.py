@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -191,19 +192,31 @@ class TableStore(ABC):
         """Return the rows of exactly these data files, partition values included."""
 
     @abstractmethod
+    def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None) -> pa.Table:
+        """Return the rows of exactly these data files as an Arrow table read in this process (no Spark job),
+        partition values included, typed as the table's Arrow schema; ``columns`` narrows the read."""
+
+    @abstractmethod
+    def arrow_schema(self, table: str) -> pa.Schema:
+        """Return the table's schema (data and partition columns) as Arrow types, as Parquet files hold them."""
+
+    @abstractmethod
     def append(
         self,
         table: str,
-        df: DataFrame,
+        df: DataFrame | None,
         *,
         app_transactions: Sequence[AppTransaction] = (),
         metadata: Mapping[str, Any] | None = None,
         read_version: int | None = None,
+        write: WriteFiles | None = None,
     ) -> CommitResult:
         """Append ``df``'s rows in one commit that also carries ``app_transactions`` and ``metadata``.
 
         ``read_version`` is the version the caller based its decision on (what it read); commits since
         then are checked for conflicts as if this commit had been prepared right after reading it.
+        Instead of ``df``, ``write(directory)`` may write the Parquet files itself (as for
+        :meth:`replace_files`); with neither, the commit adds no file (it still carries the app transactions).
         """
 
     @abstractmethod
