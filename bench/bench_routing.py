@@ -6,7 +6,12 @@ parsed events), then times, on a fresh lakehouse each:
 * ``plain``  — ``events.repartition(N).write.parquet(...)``: the floor, no routing at all;
 * ``route``  — placement lookup/allocation for every (tenant, window) + event-ID hash + a Parquet write
   partitioned by shard (the same write the router's Delta append does);
+* ``route cached`` — the same again with the placements already in the allocator's cache (a batch whose
+  windows were allocated by an earlier batch);
 * ``route+commit`` — the router's real path: the same, committed to Delta through the TableStore.
+
+``route`` repartitions by shard (one file per shard); ``plain`` repartitions into the session's shuffle
+partitions: both shuffle the same rows once and write the same columns as Parquet.
 
 Also measures placement stability over 10,000 tenants: the share whose first shard moves when the ring
 grows 8 → 10 and 255 → 256 shards, against the ideal 1 - k/k'.
@@ -23,6 +28,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -39,6 +45,8 @@ from lakeshard.runtime import get_spark
 from lakeshard.synth import SynthSpec, generate_landing
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ROUNDS = 3
+CASES = ["plain", "route", "route cached", "route+commit"]
 
 
 def stability(tenants: int = 10_000) -> dict[str, float]:
@@ -73,42 +81,67 @@ def main() -> None:
         parse_s = time.perf_counter() - started
         print(f"parsed {n:,} events in {parse_s:.1f}s (shared by every case below)", flush=True)
 
-        timings: dict[str, float] = {}
+        runs: dict[str, list[float]] = {case: [] for case in CASES}
 
-        def timed(name: str, fn: Any) -> None:
+        def timed(name: str, fn: Any, keep: bool) -> None:
             start = time.perf_counter()
             fn()
-            timings[name] = round(time.perf_counter() - start, 2)
-            print(f"{name}: {timings[name]:.2f}s", flush=True)
+            took = time.perf_counter() - start
+            if keep:
+                runs[name].append(round(took, 2))
+            print(f"{name}: {took:.2f}s", flush=True)
 
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
-        # Two rounds on fresh directories and lakehouses; the first warms the JVM, the second is reported.
-        for rnd in range(2):
+        files_per_write: list[int] = []
+        # A warm-up round (not kept), then ROUNDS measured rounds, each on fresh directories and lakehouses.
+        # The machine may be shared: the cases of a round run back to back and their order rotates from
+        # round to round, so a slow spell does not always fall on the same case; medians are reported.
+        for rnd in range(ROUNDS + 1):
             out = work / f"round{rnd}"
-            rcfg = load_config(overrides={"lakehouse": str(out / "lh"), "routing": {
-                "total_shards": args.shards, "default_shard_count": 2}})
-            ccfg = load_config(overrides={"lakehouse": str(out / "lh-commit"), "routing": {
-                "total_shards": args.shards, "default_shard_count": 2}})
+            routing = {"total_shards": args.shards, "default_shard_count": 2}
+            rcfg = load_config(overrides={"lakehouse": str(out / "lh"), "routing": routing})
+            ccfg = load_config(overrides={"lakehouse": str(out / "lh-commit"), "routing": routing})
             store.create(ccfg.table_uri(ROUTED), ROUTED_SCHEMA, partition_by=["shard"])
-            print(f"round {rnd + 1} of 2", flush=True)
-            timed("plain", lambda o=out: batch.events.repartition(partitions).write.parquet(str(o / "plain")))
-            timed("route", lambda o=out, c=rcfg: route(batch.events, ShardAllocator(store, c))
-                  .write.partitionBy("shard").parquet(str(o / "routed-parquet")))
-            timed("route+commit", lambda c=ccfg: store.append(c.table_uri(ROUTED),
-                                                              route(batch.events, ShardAllocator(store, c))))
+            warm = ShardAllocator(store, rcfg)  # placements allocated by the "route" case, reused by "route cached"
+            cases = {
+                "plain": lambda o=out: batch.events.repartition(partitions).write.parquet(str(o / "plain")),
+                "route": lambda o=out, a=warm: route(batch.events, a).write.partitionBy("shard")
+                .parquet(str(o / "routed-parquet")),
+                "route cached": lambda o=out, a=warm: route(batch.events, a).write.partitionBy("shard")
+                .parquet(str(o / "routed-parquet-cached")),
+                "route+commit": lambda c=ccfg: store.append(c.table_uri(ROUTED),
+                                                            route(batch.events, ShardAllocator(store, c))),
+            }
+            order = [*CASES[rnd % len(CASES):], *CASES[:rnd % len(CASES)]]
+            if order.index("route cached") < order.index("route"):  # it needs the placements "route" allocates
+                order.remove("route cached")
+                order.insert(order.index("route") + 1, "route cached")
+            print(f"round {rnd} of {ROUNDS}" + (" (warm-up)" if rnd == 0 else ""), ": ", ", ".join(order), flush=True)
+            for case in order:
+                timed(case, cases[case], keep=rnd > 0)
+            files_per_write.append(sum(1 for _ in (out / "routed-parquet").rglob("*.parquet")))
         batch.release()
+        timings = {case: round(statistics.median(v), 2) for case, v in runs.items()}
         result = {
             "benchmark": "routing vs plain write",
             "machine": platform.node() or "unknown", "cpus": os.cpu_count(),
+            "load_average_at_end": [round(x, 1) for x in os.getloadavg()],
             "events": n, "tenants": args.tenants, "total_shards": args.shards, "parse_seconds": round(parse_s, 2),
+            "rounds": ROUNDS,
             "seconds": timings,
+            "seconds_per_round": runs,
             "ratio_route_over_plain": round(timings["route"] / timings["plain"], 2),
+            "ratio_route_cached_over_plain": round(timings["route cached"] / timings["plain"], 2),
             "ratio_route_commit_over_plain": round(timings["route+commit"] / timings["plain"], 2),
+            "ratios_route_over_plain_per_round": [round(r / p, 2) for r, p in zip(runs["route"], runs["plain"],
+                                                                                      strict=True)],
+            "routed_files_per_write": files_per_write[-1],
             "goal_ratio": 1.3,
             "stability": stability(),
             "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "note": "second of two rounds (the first warms the JVM); each round on a fresh lakehouse, so "
-                    "'route' includes allocating every placement",
+            "note": f"medians of {ROUNDS} rounds after a warm-up round; each round on a fresh lakehouse, so "
+                    "'route' includes allocating every placement; 'route cached' routes the same events again "
+                    "with those placements in the allocator's cache",
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -117,16 +150,23 @@ def main() -> None:
     s, st = result["seconds"], result["stability"]
     (RESULTS / "routing.md").write_text(
         "# Routing vs plain write (same parsed events, same run)\n\n"
-        "| events | shards | plain write s | route + write s | route + Delta commit s | route / plain | "
-        "route+commit / plain | goal |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
-        f"| {n:,} | {args.shards} | {s['plain']} | {s['route']} | {s['route+commit']} | "
-        f"{result['ratio_route_over_plain']} | {result['ratio_route_commit_over_plain']} | ≤ 1.3 |\n\n"
+        f"Medians of {ROUNDS} rounds (after a warm-up round), seconds.\n\n"
+        "| events | shards | plain write | route + write | route + write, placements cached | "
+        "route + Delta commit | route / plain | route cached / plain | route+commit / plain | goal |\n"
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        f"| {n:,} | {args.shards} | {s['plain']} | {s['route']} | {s['route cached']} | {s['route+commit']} | "
+        f"{result['ratio_route_over_plain']} | {result['ratio_route_cached_over_plain']} | "
+        f"{result['ratio_route_commit_over_plain']} | ≤ 1.3 |\n\n"
+        f"Per round, route / plain: {result['ratios_route_over_plain_per_round']}; seconds per round: "
+        f"{json.dumps(runs)}. A routed write makes {result['routed_files_per_write']} files (one per shard "
+        "that got events).\n\n"
         "Placement stability over 10,000 tenants (share whose first shard moved):\n\n"
         "| ring change | moved | ideal (1 - k/k') |\n| --- | ---: | ---: |\n"
         f"| 8 → 10 | {st['moved_8_to_10']} | {st['ideal_8_to_10']} |\n"
         f"| 255 → 256 | {st['moved_255_to_256']} | {st['ideal_255_to_256']} |\n\n"
         f"Parsing the landing zone (shared, not in the ratios): {result['parse_seconds']} s. "
-        f"Machine: {result['machine']}, {result['cpus']} cpus, {result['date']}.\n",
+        f"Machine: {result['machine']}, {result['cpus']} cpus, load average at the end "
+        f"{result['load_average_at_end']} (shared with other jobs), {result['date']}.\n",
         encoding="utf-8",
     )
     print(json.dumps(result, indent=2))

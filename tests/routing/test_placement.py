@@ -128,8 +128,11 @@ def test_windows_sit_on_a_fixed_grid() -> None:
 @settings(max_examples=5, deadline=None)
 @given(st.lists(st.text(max_size=40), min_size=1, max_size=300))
 def test_spark_and_python_hash_alike(spark, ids: list[str]) -> None:  # type: ignore[no-untyped-def]
-    from lakeshard.routing.hashing import event_hash_column
+    from lakeshard.routing.hashing import _pandas_event_hash, event_hash_column
 
-    df = spark.createDataFrame([(i, s) for i, s in enumerate(ids)], "i int, event_id string")
-    got = {r.i: r.h for r in df.select("i", event_hash_column(df.event_id).alias("h")).collect()}
-    assert got == {i: event_hash(s) for i, s in enumerate(ids)}
+    rows = [(i, s) for i, s in enumerate(ids)] + [(len(ids), None)]
+    df = spark.createDataFrame(rows, "i int, event_id string")
+    # The Arrow UDF (Spark 4.1+) and the pandas UDF older runtimes fall back to: both equal the Python hash.
+    got = {r.i: (r.h, r.p) for r in df.select("i", event_hash_column(df.event_id).alias("h"),
+                                               _pandas_event_hash(df.event_id).alias("p")).collect()}
+    assert got == {i: (None, None) if s is None else (event_hash(s), event_hash(s)) for i, s in rows}

@@ -110,3 +110,22 @@ def test_a_crash_at_any_commit_point_then_restart_routes_everything_once(
     reports = Router(spark, store, cfg, max_batch_files=6).run()
     assert reports[0].replayed == (crash_at != LANDING_BATCHES)
     _assert_routed_exactly(spark, store, cfg, path, m)
+
+
+def test_each_routed_commit_holds_one_file_per_shard_and_metrics_match_it(
+    spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest]
+) -> None:
+    path, _ = landing
+    cfg = _cfg(tmp_path, path)
+    reports = Router(spark, store, cfg, max_batch_files=6).run()
+    uri = cfg.table_uri(ROUTED)
+    for report in reports:
+        version = report.versions[ROUTED]
+        added = [c.file for e in store.log_entries(uri, start=version, end=version) for c in e.changes
+                 if c.action == "add"]
+        shards = [f.partition_values["shard"] for f in added]
+        assert added and len(shards) == len(set(shards)), f"batch {report.batch}: files per shard {sorted(shards)}"
+        # The batch's metrics (computed from exactly these files) count every routed event of the batch.
+        metrics = store.read(cfg.table_uri(ROUTING_METRICS)).where(F.col("batch") == report.batch) \
+            .agg(F.sum("events").alias("events"), F.count_distinct("shard").alias("shards")).first()
+        assert metrics is not None and (metrics["events"], metrics["shards"]) == (report.routed, len(shards))

@@ -28,6 +28,7 @@ from lakeshard.routing.tables import (
     TenantSetting,
     micros,
     placement_from_row,
+    placements_arrow,
 )
 
 __all__ = ["ALLOCATOR_APP_ID", "AllocatorStats", "ShardAllocator", "plan_placements"]
@@ -64,11 +65,15 @@ def plan_placements(
     """
     available = topology.total_shards - len(set(topology.excluded))
     out = []
+    # A tenant's shard list depends on its setting and the topology only: one computation per tenant.
+    shards_of: dict[str, tuple[TenantSetting, tuple[int, ...]]] = {}
     for tenant, start in sorted(set(missing)):
-        setting = settings.get(tenant, TenantSetting(tenant, default_shard_count, 0))
-        count = max(1, min(setting.shard_count, available))
-        first = first_shard(tenant, setting.salt, topology.total_shards)
-        shards = placement_shards(first, count, topology.total_shards, topology.excluded)
+        if tenant not in shards_of:
+            setting = settings.get(tenant, TenantSetting(tenant, default_shard_count, 0))
+            count = max(1, min(setting.shard_count, available))
+            first = first_shard(tenant, setting.salt, topology.total_shards)
+            shards_of[tenant] = (setting, placement_shards(first, count, topology.total_shards, topology.excluded))
+        setting, shards = shards_of[tenant]
         out.append(Placement(
             tenant_id=tenant, window_start=start, window_end=start + timedelta(seconds=window_seconds),
             shards=shards, salt=setting.salt, total_shards=topology.total_shards,
@@ -149,13 +154,11 @@ class ShardAllocator:
                 default_shard_count=self.cfg.routing.default_shard_count,
                 window_seconds=self.window_seconds, now=self._clock(),
             )
-            rows = [(p.tenant_id, p.window_start, p.window_end, list(p.shards), p.salt, p.total_shards,
-                     list(p.excluded), p.created_at, version) for p in new]
-            df = self.store.spark.createDataFrame(rows, PLACEMENT_SCHEMA)
+            df = self.store.spark.createDataFrame(placements_arrow(new, allocation=version), PLACEMENT_SCHEMA)
             try:
                 result = self.store.append(
                     uri, df.coalesce(1), app_transactions=[AppTransaction(ALLOCATOR_APP_ID, version + 1)],
-                    metadata={"placements": len(rows)}, read_version=version,
+                    metadata={"placements": len(new)}, read_version=version,
                 )
             except CommitConflict:
                 result = None
@@ -178,9 +181,10 @@ class ShardAllocator:
 
         self.stats.table_reads += 1
         starts = sorted({k[1] for k in keys})
-        tenants = sorted({k[0] for k in keys})
+        # Filtered by window only: a literal per tenant costs a JVM round trip each (seconds for
+        # thousands of tenants), and the other tenants' placements of these windows are worth caching.
         df = (self.store.read(uri, version=version)
-              .where(F.unix_micros("window_start").isin(starts) & F.col("tenant_id").isin(tenants))
+              .where(F.unix_micros("window_start").isin(starts))
               .selectExpr(*PLACEMENT_COLUMNS_AS_MICROS))
         found: dict[Key, Placement] = {}
         for row in df.collect():

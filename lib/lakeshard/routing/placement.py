@@ -76,7 +76,8 @@ def placement_shards(first: int, count: int, total_shards: int, excluded: Iterab
 def micros(ts: datetime) -> int:
     """Return ``ts`` as microseconds since the Unix epoch (naive datetimes are taken as UTC)."""
     ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
-    return (ts - _EPOCH) // timedelta(microseconds=1)
+    delta = ts - _EPOCH  # exact integer arithmetic (a float timestamp() would round far-off microseconds)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def from_micros(value: int) -> datetime:

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from lakeshard.config import LakeshardConfig
-from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.landing.reader import LandingFile, list_landing_files, read_landing
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from lakeshard.routing.allocator import ShardAllocator
@@ -76,10 +77,13 @@ METRICS_SCHEMA = StructType([
 
 
 def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
-    """Return ``events`` (landing event rows) with ``window_start`` and ``shard`` from their placements.
+    """Return ``events`` (landing event rows) with ``window_start`` and ``shard``, one shard per partition.
 
     Resolves every ``(tenant, window)`` of the frame with one allocator call (one read of the
-    placements table, at most one commit), then joins the placements in by broadcast.
+    placements table, at most one commit), then joins the placements in by broadcast. The rows are
+    repartitioned by shard, so all rows of a shard sit in one partition and a write partitioned by
+    shard makes one file per shard — not one per shard per input partition (hundreds of small files,
+    each also costing a footer read when the commit collects its statistics).
     """
     from pyspark.sql import functions as F
 
@@ -89,15 +93,19 @@ def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
     windowed = events.withColumn("_window_us", us - F.pmod(us, F.lit(size)))
     pairs = [(r[0], from_micros(int(r[1]))) for r in windowed.select("tenant_id", "_window_us").distinct().collect()]
     placements = allocator.resolve(pairs)
-    rows = [(t, micros(start), list(p.shards)) for (t, start), p in placements.items()]
-    lookup = spark.createDataFrame(rows, "tenant_id string, _window_us long, _shards array<int>")
+    # One Arrow transfer: a list of Python rows costs a type check per field (seconds for 30k placements).
+    lookup = spark.createDataFrame(pa.table({
+        "tenant_id": pa.array([t for t, _ in placements], pa.string()),
+        "_window_us": pa.array([micros(start) for _, start in placements], pa.int64()),
+        "_shards": pa.array([list(p.shards) for p in placements.values()], pa.list_(pa.int32())),
+    }), "tenant_id string, _window_us long, _shards array<int>")
     joined = windowed.join(F.broadcast(lookup), ["tenant_id", "_window_us"], "inner")
     shard = F.element_at("_shards", (F.pmod(event_hash_column(F.col("event_id")), F.size("_shards")) + 1).cast("int"))
     return joined.select(
         *[F.col(f.name) for f in EVENT_SCHEMA.fields],
         F.timestamp_micros("_window_us").alias("window_start"),
         shard.cast("int").alias("shard"),
-    )
+    ).repartition("shard")
 
 
 @dataclass(frozen=True)
@@ -213,33 +221,36 @@ class Router:
             total += f.size_bytes
         return out
 
+    def _added_files(self, version: int) -> list[FileInfo]:
+        """Return the data files the ``routed`` commit ``version`` added."""
+        entries = self.store.log_entries(self.uris[ROUTED], start=version, end=version)
+        return [c.file for e in entries for c in e.changes if c.action == "add"]
+
     def _execute(self, batch: int, files: Sequence[LandingFile], *, replayed: bool) -> RouteReport:
-        from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         txn = [AppTransaction(ROUTER_APP_ID, batch)]
         meta = {"batch": batch, "files": len(files)}
         versions: dict[str, int] = {}
         with read_landing(self.spark, list(files), limits=self.cfg.landing_format) as landed:
-            # Written once and aggregated once: keep the routed rows rather than hash every event twice.
-            routed = route(landed.events, self.allocator).persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                self._before_commit(ROUTED, batch)
-                r = self.store.append(self.uris[ROUTED], routed, app_transactions=txn, metadata=meta)
-                versions[ROUTED] = r.version
-                self._before_commit(QUARANTINE, batch)
-                q = self.store.append(self.uris[QUARANTINE], landed.quarantine, app_transactions=txn, metadata=meta)
-                versions[QUARANTINE] = q.version
-                metrics = (routed.groupBy("window_start", "tenant_id", "shard")
-                           .agg(F.count(F.lit(1)).alias("events"), F.sum("size_bytes").cast("long").alias("bytes"))
-                           .withColumn("batch", F.lit(batch).cast("long"))
-                           .withColumn("routed_at", F.lit(datetime.now(UTC))))
-                self._before_commit(ROUTING_METRICS, batch)
-                m = self.store.append(self.uris[ROUTING_METRICS], metrics.coalesce(1), app_transactions=txn,
-                                      metadata=meta)
-                versions[ROUTING_METRICS] = m.version
-            finally:
-                routed.unpersist()
+            routed = route(landed.events, self.allocator)
+            self._before_commit(ROUTED, batch)
+            r = self.store.append(self.uris[ROUTED], routed, app_transactions=txn, metadata=meta)
+            versions[ROUTED] = r.version
+            self._before_commit(QUARANTINE, batch)
+            q = self.store.append(self.uris[QUARANTINE], landed.quarantine, app_transactions=txn, metadata=meta)
+            versions[QUARANTINE] = q.version
+            # Metrics from the files just committed (four narrow columns of one file per shard) rather than a
+            # cache of every routed row; a replay whose routed commit was already made routes again instead.
+            source = routed if r.skipped else self.store.read_files(self.uris[ROUTED], self._added_files(r.version))
+            metrics = (source.groupBy("window_start", "tenant_id", "shard")
+                       .agg(F.count(F.lit(1)).alias("events"), F.sum("size_bytes").cast("long").alias("bytes"))
+                       .withColumn("batch", F.lit(batch).cast("long"))
+                       .withColumn("routed_at", F.lit(datetime.now(UTC))))
+            self._before_commit(ROUTING_METRICS, batch)
+            m = self.store.append(self.uris[ROUTING_METRICS], metrics.coalesce(1), app_transactions=txn,
+                                  metadata=meta)
+            versions[ROUTING_METRICS] = m.version
             # Counts come from the parse itself (cached), so they hold even when a commit was a replayed no-op.
             n_events = landed.events.count()
             by_cat = {str(row["category"]): int(row["n"]) for row in

@@ -26,6 +26,7 @@ from lakeshard.lake import TableStore
 from lakeshard.routing.placement import Placement, RoutingError, from_micros, micros
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Row
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "from_micros",
     "micros",
     "placement_from_row",
+    "placements_arrow",
 ]
 
 PLACEMENTS = "placements"
@@ -112,6 +114,30 @@ def placement_from_row(row: Row) -> Placement:
     )
 
 
+def placements_arrow(placements: Sequence[Placement], *, allocation: int) -> pa.Table:
+    """Return ``placements`` as an Arrow table of :data:`PLACEMENT_SCHEMA` rows (``allocation`` on each).
+
+    ``spark.createDataFrame`` takes an Arrow table in one transfer, where a list of Python rows costs a
+    type check and a conversion per field (seconds for the tens of thousands of placements a big batch
+    allocates).
+    """
+    import pyarrow as pa
+
+    ints = pa.list_(pa.field("element", pa.int32(), nullable=False))
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.table({
+        "tenant_id": pa.array([p.tenant_id for p in placements], pa.string()),
+        "window_start": pa.array([micros(p.window_start) for p in placements], pa.int64()).cast(ts),
+        "window_end": pa.array([micros(p.window_end) for p in placements], pa.int64()).cast(ts),
+        "shards": pa.array([list(p.shards) for p in placements], ints),
+        "salt": pa.array([p.salt for p in placements], pa.int32()),
+        "total_shards": pa.array([p.total_shards for p in placements], pa.int32()),
+        "excluded": pa.array([list(p.excluded) for p in placements], ints),
+        "created_at": pa.array([micros(p.created_at) for p in placements], pa.int64()).cast(ts),
+        "allocation": pa.array([allocation] * len(placements), pa.int64()),
+    })
+
+
 class RoutingTables:
     """Reads and writes the routing state tables of one lakehouse through a TableStore.
 
@@ -174,15 +200,16 @@ class RoutingTables:
         from pyspark.sql import functions as F
 
         self.ensure()
-        df = self.store.read(self.settings_uri)
-        if tenants is not None:
-            wanted = sorted(set(tenants))
-            if not wanted:
-                return {}
-            df = df.where(F.col("tenant_id").isin(wanted))
+        wanted = None if tenants is None else set(tenants)
+        if wanted is not None and not wanted:
+            return {}
+        # Every tenant's newest row, filtered here: an ``isin`` of thousands of tenants costs a JVM round
+        # trip per literal, and the table holds one row per change, not per event.
         newest = Window.partitionBy("tenant_id").orderBy(F.col("updated_at").desc())
-        rows = df.withColumn("_rank", F.row_number().over(newest)).where("_rank = 1").collect()
-        return {r["tenant_id"]: TenantSetting(r["tenant_id"], int(r["shard_count"]), int(r["salt"])) for r in rows}
+        rows = (self.store.read(self.settings_uri).withColumn("_rank", F.row_number().over(newest))
+                .where("_rank = 1").select("tenant_id", "shard_count", "salt").collect())
+        return {r["tenant_id"]: TenantSetting(r["tenant_id"], int(r["shard_count"]), int(r["salt"])) for r in rows
+                if wanted is None or r["tenant_id"] in wanted}
 
     def set_tenant_settings(self, settings: Sequence[TenantSetting], *, reason: str) -> int | None:
         """Record new settings (effective from each tenant's next placement); return the commit version."""
