@@ -45,11 +45,11 @@ PARAM_TABLE = """| name | meaning |
 RECENT = {"config": "", "when": "the last minutes' traffic (recent, so metrics are fresh)", "ago": 10}
 # Closing and compacting need hours that are over: a hand run generates traffic of three hours ago, lets
 # buckets close without a quiet period (the generated landing zone is complete), and for compaction has
-# the writers take one routed commit per step (many small files per bucket, as a busy stream leaves them).
+# the writers take one routed commit per step (several small files per bucket, as a busy stream leaves them).
 HOURS_AGO = {"config": "", "when": "three hours ago (hours that are over)", "ago": 180,
              "params": {"close_buckets": {"quiet_minutes": 0}}}
 SMALL_STEPS = {**HOURS_AGO, "config": ',\n                             **({"dedupe": {"max_batch_bytes": 1}} if p["generate"] else {})',
-               "params": {"close_buckets": {"quiet_minutes": 0}, "route": {"batch_files": 1}}}
+               "params": {"close_buckets": {"quiet_minutes": 0}, "route": {"batch_files": 3}}}
 PARAMS_ARG = """,
                       params=hand_run if p["generate"] else None"""
 
