@@ -75,6 +75,7 @@ def _arrow_schema() -> pa.Schema:
         ("env", pa.string()), ("host", pa.string()), ("message", pa.string()),
         ("attributes", pa.map_(pa.string(), pa.string())), ("size_bytes", pa.int32()),
         ("shard", pa.int32(), False), ("routed_version", pa.int64(), False), ("hour", pa.string(), False),
+        ("late", pa.bool_()),
     ])
 
 
@@ -109,6 +110,7 @@ def _flush(rng: np.random.Generator, tenants: int, hours: list[datetime], rows: 
                 "shard": pa.array(np.full(rows, flush % 16), pa.int32()),
                 "routed_version": pa.array(np.full(rows, flush), pa.int64()),
                 "hour": np.full(rows, start.strftime("%Y-%m-%dT%H")),
+                "late": pa.array(np.zeros(rows, dtype=bool)),
             }, schema=_arrow_schema()))
     return pa.concat_tables(parts)
 

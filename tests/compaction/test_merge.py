@@ -54,7 +54,7 @@ def test_merge_of_inputs_larger_than_the_budget_stays_under_it(tmp_path: Path, a
     assert uncompressed > 3 * budget
     batch = batch_rows_for(inputs, budget)
     stats = merge_sorted_files(inputs, EVENTS_SORT_SCHEMA, lambda n: str(tmp_path / f"out{n}.parquet"),
-                               target_rows=1_000, batch_rows=batch)
+                               target_rows=1_000, memory_budget_bytes=budget, batch_rows=batch)
     print(f"merged {uncompressed} bytes, batch {batch} rows: Arrow peak {arrow_peak.max_memory()}, budget {budget}")
     assert arrow_peak.max_memory() <= budget, f"Arrow peak {arrow_peak.max_memory()} > budget {budget}"
     assert stats.peak_pending_bytes <= budget
@@ -82,6 +82,6 @@ def test_merge_rejects_unsorted_input_and_impossible_budget(tmp_path: Path) -> N
     pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=50)
     with pytest.raises(MergeError, match="is not sorted"):
         merge_sorted_files([str(path)], EVENTS_SORT_SCHEMA, lambda n: str(tmp_path / f"o{n}.parquet"),
-                           target_rows=10, batch_rows=50)
+                           target_rows=10, memory_budget_bytes=2**20, batch_rows=50, strategy="stream")
     with pytest.raises(MergeError, match="cannot hold one row"):
         batch_rows_for([str(path)], 1)
