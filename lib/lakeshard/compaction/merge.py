@@ -87,7 +87,7 @@ class MergeStats:
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        """Return the output paths in the order they were opened."""
+        """Return the output paths: the regular lane's in sort order, then the outlier lane's."""
         return tuple(f.path for f in self.files)
 
 
@@ -316,10 +316,10 @@ class _Lanes:
         self.outliers.write(table.filter(mask), copy=False)
 
     def close(self) -> list[MergedFile]:
-        """Finish both lanes; return every output in the order it was opened."""
+        """Finish both lanes; return the regular outputs in sort order, then the outlier outputs."""
         self.regular.close()
         self.outliers.close()
-        return sorted([*self.regular.files, *self.outliers.files], key=lambda f: f.path)
+        return [*self.regular.files, *self.outliers.files]
 
 
 def _outlier_mask(table: pa.Table, rare: RareValues) -> pa.ChunkedArray:
