@@ -98,6 +98,10 @@ ChunkLock = Callable[[Sequence[Bucket]], AbstractContextManager[Sequence[AppTran
 (app transactions) the swap commit carries."""
 
 
+Snapshot = tuple[int, list[FileInfo], list[FileNode]]
+"""A table version, its live files and the planner's view of them."""
+
+
 class CompactionError(LakeshardError):
     """A table cannot be compacted as asked (wrong partitioning, unknown bucket, bad settings)."""
 
@@ -221,7 +225,7 @@ class Compactor:
         self.sort_schema.check(table, [f.name for f in store.schema(table).fields])
 
     # ------------------------------------------------------------------------------- planning
-    def snapshot(self) -> tuple[int, list[FileInfo], list[FileNode]]:
+    def snapshot(self) -> Snapshot:
         """Return the table version, its live files and the planner's view of them."""
         version = self.store.version(self.table)
         files = self.store.files(self.table, version=version)
@@ -256,13 +260,15 @@ class Compactor:
         without waiting for a tier to fill.
         """
         sealed = frozenset(sealed)
-        first = self.plan(buckets=buckets, now=now, sealed=sealed)
+        snapshot = self.snapshot()
+        first = self._plan(snapshot[2], buckets, now, sealed)
         if not apply or not first.tasks:
             return CompactionReport(self.table, first, applied=False)
         rounds: list[RoundResult] = []
         abandoned: set[Bucket] = set()
-        for _ in range(self.settings.max_rounds):
-            result = self._round(buckets, now, abandoned, sealed)
+        for n in range(self.settings.max_rounds):
+            # The first round starts from the snapshot just planned on (the swap's commit checks it is current).
+            result = self._round(buckets, now, abandoned, sealed, snapshot if n == 0 else None)
             if result is None:
                 break
             rounds.append(result)
@@ -271,11 +277,11 @@ class Compactor:
         return CompactionReport(self.table, first, applied=True, rounds=tuple(rounds))
 
     def _round(self, buckets: Sequence[Bucket] | None, now: datetime | None, abandoned: set[Bucket],
-               sealed: Collection[Bucket]) -> RoundResult | None:
+               sealed: Collection[Bucket], snapshot: Snapshot | None = None) -> RoundResult | None:
         """Run one round (one task per bucket), retrying lost races; None when nothing is left to do."""
         attempts = 0
         while True:
-            version, files, nodes = self.snapshot()
+            version, files, nodes = snapshot if snapshot is not None and attempts == 0 else self.snapshot()
             nodes = [n for n in nodes if n.bucket not in abandoned]
             tasks = _one_per_bucket(self._plan(nodes, buckets, now, sealed).tasks) if nodes else []
             if not tasks:
