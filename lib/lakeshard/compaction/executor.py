@@ -384,6 +384,7 @@ class Compactor:
                         done.result()
                     except OverBudget:
                         alone.append(t)
+                del futures  # their exceptions' tracebacks reference the merges' frames
             for t in alone:
                 merge(t, budget, "auto")
 

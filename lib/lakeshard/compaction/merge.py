@@ -404,6 +404,7 @@ def _merge_in_memory(inputs: Sequence[str], schema: SortSchema, output: Callable
             tables.append(_conform(reader.read_row_group(group), unified, p))
             size += tables[-1].nbytes
             if size > limit:
+                tables.clear()  # a caller keeping the exception (a future) must not keep the rows alive
                 raise OverBudget(f"inputs of {inputs[0]} and {len(inputs) - 1} more pass {limit:.0f} decoded "
                                  "bytes: they do not fit the in-memory merge")
     rows = sum(t.num_rows for t in tables)
