@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -331,7 +331,7 @@ def _outlier_mask(table: pa.Table, rare: RareValues) -> pa.ChunkedArray:
     return mask
 
 
-def _counts(columns: Sequence[str], tables: Sequence[pa.Table]) -> dict[str, Counter[str | None]]:
+def _counts(columns: Sequence[str], tables: Iterable[pa.Table | pa.RecordBatch]) -> dict[str, Counter[str | None]]:
     """Return each column's value counts over ``tables``."""
     out: dict[str, Counter[str | None]] = {c: Counter() for c in columns}
     for table in tables:
@@ -347,7 +347,9 @@ def _rare_values(inputs: Sequence[str] | Sequence[pa.Table], schema: SortSchema,
     columns = list(schema.string_columns[1:])  # the leading column is clustered by the sort already
     if outliers is None or not columns or not outliers.applies(rows, target_rows):
         return {}
-    tables = [pq.read_table(p, columns=columns) if isinstance(p, str) else p for p in inputs]
+    # Files are counted a batch of their sort columns at a time: a streaming merge stays within its budget.
+    tables = (t for p in inputs for t in (pq.ParquetFile(p).iter_batches(batch_size=65_536, columns=columns)
+                                          if isinstance(p, str) else [p]))
     return outliers.rare_values(_counts(columns, tables), rows)
 
 
