@@ -193,3 +193,38 @@ def test_rare_values_go_to_one_outlier_file_per_bucket_and_are_never_missed(
     # A common status is in the outlier files too: they are read on top of the regular files holding it.
     _, common = read_events(spark, store, uri, tenant="t1", start=start, end=end, predicates={"status": "info"})
     assert set(report.read) <= set(common.read)
+
+
+def test_merges_too_big_for_a_threads_share_run_alone_and_stream(
+        store: TableStore, events_table: tuple[str, AppendEvents], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a budget of twice a bucket's decoded input, side-by-side in-memory merges are refused (a share is
+    too small), and each bucket then merges alone, streaming; rows survive, outputs sorted and disjoint."""
+    from lakeshard.compaction import executor
+    from lakeshard.compaction.merge import OverBudget
+
+    uri, append = events_table
+    append("t1", 6, 60)
+    before = checksum(store.read(uri))
+    decoded: dict[str, int] = {}
+    for f in store.files(uri):
+        hour = f.partition_values["hour"]
+        decoded[hour] = decoded.get(hour, 0) + pq.read_table(f"{uri}/{unquote(f.path)}").nbytes
+    calls: list[tuple[str, str]] = []
+    real = executor.merge_sorted_files
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        try:
+            stats = real(*args, **kwargs)
+        except OverBudget:
+            calls.append((kwargs["strategy"], "over budget"))
+            raise
+        calls.append((kwargs["strategy"], "in memory" if stats.in_memory else "streamed"))
+        return stats
+
+    monkeypatch.setattr(executor, "merge_sorted_files", spy)
+    settings = small_settings(memory_budget_bytes=2 * max(decoded.values()), merge_threads=2)
+    report = Compactor(store, uri, settings=settings).run(apply=True)
+    assert report.rounds and not report.gave_up
+    assert sorted(calls) == [("auto", "streamed")] * 2 + [("memory", "over budget")] * 2
+    assert checksum(store.read(uri)) == before
+    assert_sorted_and_disjoint(store, uri, store.files(uri))
