@@ -30,6 +30,7 @@ def test_layers_win_in_order(tmp_path: Path) -> None:
         ("spark = 3\n", {}, "configuration section 'spark' must be a table"),
         ("lakehouse = \n", {}, "is not valid TOML"),
         ("", {"LAKESHARD_DEDUPE_ARROW_MAX_BYTES": "-1"}, r"dedupe.arrow_max_bytes: expected 0 \(always Spark\)"),
+        ("[compaction]\noutlier_fraction = 1.5\n", {}, r"compaction.outlier_fraction and outlier_max_share must be"),
     ],
 )
 def test_bad_values_name_what_is_wrong(tmp_path: Path, text: str, env: dict[str, str], message: str) -> None:
@@ -37,3 +38,16 @@ def test_bad_values_name_what_is_wrong(tmp_path: Path, text: str, env: dict[str,
     toml.write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_config(toml, env=env)
+
+
+def test_compaction_section_becomes_compaction_settings(tmp_path: Path) -> None:
+    """[compaction] keys reach CompactionSettings; outlier_fraction = 0 switches outlier files off."""
+    from lakeshard.compaction import CompactionSettings
+
+    toml = tmp_path / "c.toml"
+    toml.write_text("[compaction]\noutlier_fraction = 0.05\nmerge_threads = 1\n")
+    settings = CompactionSettings.from_config(load_config(toml, env={}).compaction, include_open=True)
+    assert settings.outliers is not None and settings.outliers.fraction == 0.05
+    assert (settings.merge_threads, settings.include_open) == (1, True)
+    off = load_config(toml, env={"LAKESHARD_COMPACTION_OUTLIER_FRACTION": "0"}).compaction
+    assert CompactionSettings.from_config(off).outliers is None

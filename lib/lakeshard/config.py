@@ -29,8 +29,8 @@ from typing import Any, Literal
 from lakeshard.errors import ConfigError
 
 __all__ = [
-    "BalancingConfig", "DedupeConfig", "LakeshardConfig", "LandingConfig", "RoutingConfig", "SparkConfig",
-    "load_config",
+    "BalancingConfig", "CompactionConfig", "DedupeConfig", "LakeshardConfig", "LandingConfig", "RoutingConfig",
+    "SparkConfig", "load_config",
 ]
 
 Adapter = Literal["auto", "embedded", "native"]
@@ -132,6 +132,33 @@ class DedupeConfig:
 
 
 @dataclass(frozen=True)
+class CompactionConfig:
+    """Compaction (Husky): the merge's memory and threads, and the outlier outputs (docs/compaction.md)."""
+
+    # Arrow memory one compaction round's merges may use together (a bucket's inputs that fit are sorted in
+    # memory; bigger ones stream, bounded by row group x inputs).
+    memory_budget_bytes: int = 256 * 1024 * 1024
+    # Merges of one round that fit memory_budget_bytes / merge_threads run this many at a time.
+    merge_threads: int = 2
+    # Rows carrying a value that fewer than this share of a merge's rows carry (non-leading sort columns)
+    # go to a separate sorted outlier file, so needles on rare values read about one file per bucket and
+    # common values one more. 0 switches outlier files off.
+    outlier_fraction: float = 0.02
+    # At most this share of a merge's rows go to outlier files (rarest values first).
+    outlier_max_share: float = 0.1
+    # Only merges that would write at least this many files unsplit get an outlier file.
+    outlier_min_outputs: int = 3
+
+    def __post_init__(self) -> None:
+        if self.memory_budget_bytes < 1 or self.merge_threads < 1:
+            raise ConfigError(f"compaction.memory_budget_bytes and compaction.merge_threads must be >= 1, found "
+                              f"{self.memory_budget_bytes} and {self.merge_threads}")
+        if not 0 <= self.outlier_fraction < 1 or not 0 <= self.outlier_max_share < 1:
+            raise ConfigError(f"compaction.outlier_fraction and outlier_max_share must be in [0, 1), found "
+                              f"{self.outlier_fraction} and {self.outlier_max_share}")
+
+
+@dataclass(frozen=True)
 class LakeshardConfig:
     """Everything lakeshard reads from its environment, in one place."""
 
@@ -142,6 +169,7 @@ class LakeshardConfig:
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     balancing: BalancingConfig = field(default_factory=BalancingConfig)
     dedupe: DedupeConfig = field(default_factory=DedupeConfig)
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
 
     def table_uri(self, table: str) -> str:
         """Return the location of ``table`` inside the lakehouse (``<lakehouse>/<table>``)."""

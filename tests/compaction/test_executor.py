@@ -9,14 +9,18 @@ from urllib.parse import unquote
 import pyarrow.parquet as pq
 import pytest
 
-from lakeshard.compaction import EVENTS_SORT_SCHEMA, CompactionError, Compactor, read_fragments
+from lakeshard.compaction import EVENTS_SORT_SCHEMA, CompactionError, Compactor, read_events, read_fragments
 from lakeshard.compaction.fragments import FRAGMENTS_KEY
+from lakeshard.compaction.outliers import OutlierSplit
 from lakeshard.compaction.sort_schema import key_of
 from lakeshard.lake import FileInfo
+from lakeshard.pruning import may_contain
 
 from .conftest import HOURS, AppendEvents, checksum, small_settings
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from lakeshard.lake import TableStore
 
 
@@ -25,7 +29,8 @@ def _rows_in_file(root: str, f: FileInfo) -> list[dict[str, Any]]:
 
 
 def assert_sorted_and_disjoint(store: TableStore, uri: str, files: list[FileInfo]) -> None:
-    """Every file is sorted by the sort schema; files of one bucket and level do not overlap."""
+    """Every file is sorted by the sort schema; files of one bucket, level and lane (outlier or not) do not
+    overlap."""
     fragments = read_fragments(store, uri, files)
     ranges: dict[tuple[Any, ...], list[tuple[Any, Any]]] = {}
     for f in files:
@@ -34,12 +39,12 @@ def assert_sorted_and_disjoint(store: TableStore, uri: str, files: list[FileInfo
         meta = fragments.get(unquote(f.path))
         if meta is not None:
             assert (meta.first, meta.last) == (keys[0], keys[-1])
-            bucket = (f.partition_values["tenant_id"], f.partition_values["hour"], meta.level)
+            bucket = (f.partition_values["tenant_id"], f.partition_values["hour"], meta.level, meta.outlier)
             ranges.setdefault(bucket, []).append((keys[0], keys[-1]))
     for spans in ranges.values():
         spans.sort()
         for (_, hi), (lo, _) in itertools.pairwise(spans):
-            assert hi < lo, "two outputs of one bucket and level overlap"
+            assert hi < lo, "two outputs of one bucket, level and lane overlap"
 
 
 @pytest.mark.parametrize("sorted_inputs", [True, False], ids=["arrow-merge", "unsorted-spark-fallback"])
@@ -77,8 +82,6 @@ def test_compaction_preserves_rows_sorts_and_describes_outputs(store: TableStore
         meta = fragments[unquote(f.path)]
         rows = _rows_in_file(uri, f)
         assert meta.rows == len(rows)
-        from lakeshard.pruning import may_contain
-
         for col in EVENTS_SORT_SCHEMA.string_columns:
             assert all(may_contain(meta.columns[col], r[col]) for r in rows)
 
@@ -156,3 +159,72 @@ def test_compaction_takes_replace_locks_fences_its_swap_and_leaves_a_locked_buck
     assert store.version(locks_uri) == lock_version + 2
     assert [s.chunk for s in locks.held()] == [Chunk("zeta", HOURS[0])]
     assert replacer.release(held)
+
+
+def test_rare_values_go_to_one_outlier_file_per_bucket_and_are_never_missed(
+        spark: SparkSession, store: TableStore, events_table: tuple[str, AppendEvents]) -> None:
+    """With an outlier split, the rare env (~2% of a bucket) is only in each bucket's outlier file, whose
+    regex is the only one to accept it; a needle reads one file per bucket and finds every row; a common
+    value reads the outlier file too; rows are preserved and each lane is sorted and disjoint."""
+    from datetime import UTC, datetime
+
+    from pyspark.sql import functions as F
+
+    uri, append = events_table
+    append("t1", 8, 60)
+    before = checksum(store.read(uri))
+    Compactor(store, uri, settings=small_settings(outliers=OutlierSplit(fraction=0.05))).run(apply=True)
+    files = store.files(uri)
+    assert checksum(store.read(uri)) == before
+    assert_sorted_and_disjoint(store, uri, files)
+    fragments = read_fragments(store, uri, files)
+    for hour in HOURS:
+        in_bucket = [f for f in files if f.partition_values["hour"] == hour]
+        metas = [fragments[unquote(f.path)] for f in in_bucket]
+        assert sum(m.outlier for m in metas) == 1 and len(metas) >= 4
+        for f, meta in zip(in_bucket, metas, strict=True):
+            holds = "pre.view|1" in {r["env"] for r in _rows_in_file(uri, f)}
+            assert holds == meta.outlier == may_contain(meta.columns["env"], "pre.view|1")
+    start, end = datetime(2026, 1, 1, 10, tzinfo=UTC), datetime(2026, 1, 1, 12, tzinfo=UTC)
+    df, report = read_events(spark, store, uri, tenant="t1", start=start, end=end, predicates={"env": "pre.view|1"})
+    expected = store.read(uri).where(F.col("env") == "pre.view|1").select("event_id").collect()
+    assert expected and sorted(r[0] for r in df.select("event_id").collect()) == sorted(r[0] for r in expected)
+    assert len(report.read) == len(HOURS)
+    # A common status is in the outlier files too: they are read on top of the regular files holding it.
+    _, common = read_events(spark, store, uri, tenant="t1", start=start, end=end, predicates={"status": "info"})
+    assert set(report.read) <= set(common.read)
+
+
+def test_merges_too_big_for_a_threads_share_run_alone_and_stream(
+        store: TableStore, events_table: tuple[str, AppendEvents], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a budget of twice a bucket's decoded input, side-by-side in-memory merges are refused (a share is
+    too small), and each bucket then merges alone, streaming; rows survive, outputs sorted and disjoint."""
+    from lakeshard.compaction import executor
+    from lakeshard.compaction.merge import OverBudget
+
+    uri, append = events_table
+    append("t1", 6, 60)
+    before = checksum(store.read(uri))
+    decoded: dict[str, int] = {}
+    for f in store.files(uri):
+        hour = f.partition_values["hour"]
+        decoded[hour] = decoded.get(hour, 0) + pq.read_table(f"{uri}/{unquote(f.path)}").nbytes
+    calls: list[tuple[str, str]] = []
+    real = executor.merge_sorted_files
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        try:
+            stats = real(*args, **kwargs)
+        except OverBudget:
+            calls.append((kwargs["strategy"], "over budget"))
+            raise
+        calls.append((kwargs["strategy"], "in memory" if stats.in_memory else "streamed"))
+        return stats
+
+    monkeypatch.setattr(executor, "merge_sorted_files", spy)
+    settings = small_settings(memory_budget_bytes=2 * max(decoded.values()), merge_threads=2)
+    report = Compactor(store, uri, settings=settings).run(apply=True)
+    assert report.rounds and not report.gave_up
+    assert sorted(calls) == [("auto", "streamed")] * 2 + [("memory", "over budget")] * 2
+    assert checksum(store.read(uri)) == before
+    assert_sorted_and_disjoint(store, uri, store.files(uri))

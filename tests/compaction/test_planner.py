@@ -25,15 +25,17 @@ _SERVICES = ["api", "auth", "billing", "cart", "db", "etl", "web"]
 
 
 _file = st.tuples(st.sampled_from([0, 0, 0, 1, 2, 3]), st.sampled_from(_BUCKETS), st.integers(1, 3_000),
-                  st.integers(0, 3_600), st.sampled_from(_SERVICES), st.sampled_from(_SERVICES), st.booleans())
+                  st.integers(0, 3_600), st.sampled_from(_SERVICES), st.sampled_from(_SERVICES), st.booleans(),
+                  st.sampled_from([False, False, False, True]))
 
 
-def _node(i: int, level: int, bucket: tuple[str, str], rows: int, age: int, a: str, b: str, ranged: bool) -> FileNode:
+def _node(i: int, level: int, bucket: tuple[str, str], rows: int, age: int, a: str, b: str, ranged: bool,
+          outlier: bool) -> FileNode:
     a, b = min(a, b), max(a, b)
     ranged = ranged and level > 0
     return FileNode(f"f{i}.parquet", bucket, rows, rows * 3, NOW - timedelta(seconds=age), level,
                     key_of([a, "info", None, "x"]) if ranged else None,
-                    key_of([b, "warn", "prod", "y"]) if ranged else None)
+                    key_of([b, "warn", "prod", "y"]) if ranged else None, outlier=outlier and ranged)
 
 
 _files = st.lists(_file, max_size=40).map(lambda rows: [_node(i, *r) for i, r in enumerate(rows)])
@@ -114,23 +116,27 @@ def test_open_bucket_waits_for_arriving_files_unless_asked() -> None:
 
 
 def _apply(files: list[FileNode], tasks: tuple[CompactionTask, ...], step: int) -> list[FileNode]:
-    """Simulate the executor: each task's rows become one file at its output level spanning the inputs' range."""
+    """Simulate the executor: each task's rows become one file at its output level spanning the inputs' range;
+    a big merge also writes an outlier file over the same range; outlier-only merges write an outlier file."""
     by_path = {f.path: f for f in files}
     chosen = {p for t in tasks for p in t.inputs}
     out = [f for f in files if f.path not in chosen]
     for n, t in enumerate(tasks):
         inputs = [by_path[p] for p in t.inputs]
+        assert t.outliers == all(f.outlier for f in inputs)
         known = all(f.first_key and f.last_key for f in inputs)
         lo = min(f.first_key for f in inputs if f.first_key) if known else key_of(["a"])
         hi = max(f.last_key for f in inputs if f.last_key) if known else key_of(["z"])
-        out.append(FileNode(f"s{step}-{n}", t.bucket, t.rows, 1, NOW, t.output_level, lo, hi))
+        out.append(FileNode(f"s{step}-{n}", t.bucket, t.rows, 1, NOW, t.output_level, lo, hi, outlier=t.outliers))
+        if not t.outliers and t.output_level >= 1 and t.rows > 2 * t.target_rows:
+            out.append(FileNode(f"s{step}-{n}-outliers", t.bucket, 1, 1, NOW, t.output_level, lo, hi, outlier=True))
     return out
 
 
 @settings(max_examples=100, deadline=None)
 @given(files=_files)
 def test_repeated_locality_rounds_end_with_disjoint_levels(files: list[FileNode]) -> None:
-    """Applying plans until none is left ends with no two files of one bucket and level overlapping."""
+    """Applying plans until none is left ends with no two files of one bucket, level and lane overlapping."""
     current = [f for f in files if f.level > 0]
     for step in range(30):
         plan = _leveled.plan(current)
@@ -143,7 +149,8 @@ def test_repeated_locality_rounds_end_with_disjoint_levels(files: list[FileNode]
         pytest.fail("locality planning did not reach a fixed point in 30 rounds")
     for f in current:
         for g in current:
-            if f.path < g.path and f.bucket == g.bucket and min(f.level, 3) == min(g.level, 3):
+            if (f.path < g.path and f.bucket == g.bucket and min(f.level, 3) == min(g.level, 3)
+                    and f.outlier == g.outlier):
                 assert not f.overlaps(g), (f, g)
 
 
@@ -179,3 +186,20 @@ def test_full_size_tiered_merges_enter_the_level_that_fits_them() -> None:
     plan = plan_compaction(files, now=NOW, size_tiered=_tiered, locality=_leveled)
     assert [t.output_level for t in plan.tasks] == [2]  # 6,000 rows > L1's 4,000, <= L2's 8,000
     assert _leveled.level_for(1) == 1 and _leveled.level_for(10**9) == _leveled.max_level
+
+
+def test_outlier_files_are_their_own_lane_of_a_level() -> None:
+    """An outlier file spanning the regular files of its level does not make them merge; two overlapping
+    outlier files merge with each other only, as an outlier-only task; an over-full level takes both lanes."""
+    b = ("t", "2026-01-01T00")
+
+    def node(p: str, lo: str, hi: str, *, outlier: bool = False, rows: int = 1_000) -> FileNode:
+        return FileNode(p, b, rows, 1, NOW, 1, key_of([lo]), key_of([hi]), outlier=outlier)
+
+    regular = [node("r1", "a", "c"), node("r2", "d", "f")]
+    assert _leveled.plan([*regular, node("o1", "a", "f", outlier=True)]) == []
+    tasks = _leveled.plan([*regular, node("o1", "a", "e", outlier=True), node("o2", "b", "f", outlier=True)])
+    assert [(sorted(t.inputs), t.outliers, t.output_level) for t in tasks] == [(["o1", "o2"], True, 1)]
+    full = [node("r1", "a", "c", rows=3_000), node("r2", "d", "f", rows=3_000), node("o1", "a", "f", outlier=True)]
+    tasks = _leveled.plan(full)  # L1 holds 7,000 rows > 4,000: both lanes go to L2, split again there
+    assert [(sorted(t.inputs), t.outliers, t.output_level) for t in tasks] == [(["o1", "r1", "r2"], False, 2)]

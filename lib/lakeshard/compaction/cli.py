@@ -37,12 +37,12 @@ def _predicate(text: str) -> tuple[str, str]:
     return column, value
 
 
-def _settings(args: argparse.Namespace) -> Any:
+def _settings(args: argparse.Namespace, cfg: Any) -> Any:
     from dataclasses import replace
 
     from lakeshard.compaction import CompactionSettings
 
-    s = CompactionSettings(include_open=args.include_open)
+    s = CompactionSettings.from_config(cfg.compaction, include_open=args.include_open)
     tiered = s.size_tiered
     if args.min_files is not None:
         tiered = replace(tiered, min_files=args.min_files)
@@ -60,7 +60,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     store = open_store(get_spark(cfg), cfg)
-    compactor = Compactor(store, cfg.table_uri(_EVENTS), settings=_settings(args))
+    compactor = Compactor(store, cfg.table_uri(_EVENTS), settings=_settings(args, cfg))
     report = compactor.run(apply=args.apply, buckets=args.bucket or None)
     tasks = report.plan.tasks
     print(f"{len(tasks)} merge tasks in {len(report.plan.buckets)} buckets; "

@@ -5,20 +5,25 @@ How one round works:
 1. The table's live files and their fragment metadata (level, key range) feed the planners.
 2. Tasks of distinct buckets form a round, merged by one of two engines:
 
-   * ``arrow`` (default): each task's inputs — each already sorted — go through the streaming k-way merge
-     of :mod:`lakeshard.compaction.merge` in this process, memory bounded by ``memory_budget_bytes``
-     (row group x inputs), outputs rotating at ``target_rows`` only where the key changes;
-     A round whose inputs turn out not to be sorted (files written before ingest sorted them) falls
-     back to the Spark engine;
+   * ``arrow`` (default): each task's inputs go through :mod:`lakeshard.compaction.merge` in this process:
+     one Arrow sort when they fit the memory budget, else the streaming k-way merge of sorted inputs
+     (memory bounded by row group x inputs); outputs rotate at ``target_rows`` only where the key changes,
+     and rows with values rare in the merge go to outlier outputs (:mod:`~lakeshard.compaction.outliers`).
+     Tasks that fit ``memory_budget_bytes / merge_threads`` run ``merge_threads`` at a time (Arrow's
+     reads, sorts and writes release the GIL); the others one at a time with the whole budget.
+     A round whose inputs must stream but turn out not to be sorted (files written before ingest sorted
+     them) falls back to the Spark engine;
    * ``spark``: Spark reads the files (``store.read_files``), range-partitions the rows on
      ``(tenant_id, hour, *sort columns)`` into as many partitions as the tasks want outputs, and sorts
      within each partition (Spark spills past its execution memory). For object stores and inputs that
      are not sorted yet.
 
-   Either way each bucket's outputs are sorted and disjoint in sort order.
+   Either way each bucket's outputs are sorted and disjoint in sort order (per lane: outlier outputs
+   overlap the regular ones).
 3. ``store.replace_files`` writes the outputs and, in ONE Delta commit with ``dataChange=false``, removes
-   the inputs and adds the outputs; its ``before_commit`` hook reads each output's sort columns and puts
-   the fragment metadata (level, key range, per-column pruning regex) into that same commit.
+   the inputs and adds the outputs; its ``before_commit`` hook puts the fragment metadata (level, key
+   range, lane, per-column pruning regex) into that same commit — from what the arrow merge recorded while
+   writing, or by reading the outputs' sort columns (Spark engine).
 4. A commit that loses a race (:class:`~lakeshard.errors.CommitConflict`: an input was removed, or the
    log moved under it) is retried from step 1 for that round's buckets, up to ``max_retries`` times; then
    those buckets are given up for this run, and nothing of the failed attempts is visible.
@@ -40,14 +45,22 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
-from lakeshard.compaction.fragments import FragmentMeta, describe_file, fragments_metadata, read_fragments
-from lakeshard.compaction.merge import MergeError, batch_rows_for, merge_sorted_files
+from lakeshard.compaction.fragments import (
+    FragmentMeta,
+    describe_file,
+    fragment_meta,
+    fragments_metadata,
+    read_fragments,
+)
+from lakeshard.compaction.merge import MergedFile, MergeError, OverBudget, merge_sorted_files
+from lakeshard.compaction.outliers import OutlierSplit
 from lakeshard.compaction.planner import (
     Bucket,
     CompactionPlan,
@@ -67,6 +80,8 @@ from lakeshard.versions.locks import ChunkLocked
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from lakeshard.config import CompactionConfig
+
 __all__ = [
     "BUCKET_COLUMNS",
     "ChunkLock",
@@ -81,6 +96,10 @@ BUCKET_COLUMNS = ("tenant_id", "hour")
 ChunkLock = Callable[[Sequence[Bucket]], AbstractContextManager[Sequence[AppTransaction]]]
 """``buckets -> context manager`` held while the buckets are compacted; it yields the fencing tokens
 (app transactions) the swap commit carries."""
+
+
+Snapshot = tuple[int, list[FileInfo], list[FileNode]]
+"""A table version, its live files and the planner's view of them."""
 
 
 class CompactionError(LakeshardError):
@@ -101,6 +120,22 @@ class CompactionSettings:
     # "spark": range-partitioned sort in Spark (bounded by Spark's execution memory; any storage).
     engine: Literal["arrow", "spark"] = "arrow"
     memory_budget_bytes: int = 256 * 1024 * 1024
+    # Arrow merges of one round run this many at a time when each fits memory_budget_bytes / merge_threads.
+    merge_threads: int = 2
+    # Rows with values rare in their merge go to outlier outputs (arrow engine); None: one lane only.
+    outliers: OutlierSplit | None = field(default_factory=OutlierSplit)
+
+    def __post_init__(self) -> None:
+        if self.merge_threads < 1:
+            raise CompactionError(f"merge_threads must be >= 1, found {self.merge_threads}")
+
+    @classmethod
+    def from_config(cls, cfg: CompactionConfig, **changes: Any) -> CompactionSettings:
+        """Return settings from the ``[compaction]`` configuration section, with ``changes`` on top."""
+        outliers = (OutlierSplit(cfg.outlier_fraction, cfg.outlier_max_share, cfg.outlier_min_outputs)
+                    if cfg.outlier_fraction > 0 else None)
+        return cls(memory_budget_bytes=cfg.memory_budget_bytes, merge_threads=cfg.merge_threads,
+                   outliers=outliers, **changes)
 
 
 @dataclass(frozen=True)
@@ -149,6 +184,7 @@ def file_nodes(files: Sequence[FileInfo], fragments: dict[str, FragmentMeta]) ->
             level=meta.level if meta else 0,
             first_key=meta.first if meta and meta.first_key else None,
             last_key=meta.last if meta and meta.last_key else None,
+            outlier=meta.outlier if meta else False,
         ))
     return nodes
 
@@ -189,7 +225,7 @@ class Compactor:
         self.sort_schema.check(table, [f.name for f in store.schema(table).fields])
 
     # ------------------------------------------------------------------------------- planning
-    def snapshot(self) -> tuple[int, list[FileInfo], list[FileNode]]:
+    def snapshot(self) -> Snapshot:
         """Return the table version, its live files and the planner's view of them."""
         version = self.store.version(self.table)
         files = self.store.files(self.table, version=version)
@@ -224,13 +260,15 @@ class Compactor:
         without waiting for a tier to fill.
         """
         sealed = frozenset(sealed)
-        first = self.plan(buckets=buckets, now=now, sealed=sealed)
+        snapshot = self.snapshot()
+        first = self._plan(snapshot[2], buckets, now, sealed)
         if not apply or not first.tasks:
             return CompactionReport(self.table, first, applied=False)
         rounds: list[RoundResult] = []
         abandoned: set[Bucket] = set()
-        for _ in range(self.settings.max_rounds):
-            result = self._round(buckets, now, abandoned, sealed)
+        for n in range(self.settings.max_rounds):
+            # The first round starts from the snapshot just planned on (the swap's commit checks it is current).
+            result = self._round(buckets, now, abandoned, sealed, snapshot if n == 0 else None)
             if result is None:
                 break
             rounds.append(result)
@@ -239,11 +277,11 @@ class Compactor:
         return CompactionReport(self.table, first, applied=True, rounds=tuple(rounds))
 
     def _round(self, buckets: Sequence[Bucket] | None, now: datetime | None, abandoned: set[Bucket],
-               sealed: Collection[Bucket]) -> RoundResult | None:
+               sealed: Collection[Bucket], snapshot: Snapshot | None = None) -> RoundResult | None:
         """Run one round (one task per bucket), retrying lost races; None when nothing is left to do."""
         attempts = 0
         while True:
-            version, files, nodes = self.snapshot()
+            version, files, nodes = snapshot if snapshot is not None and attempts == 0 else self.snapshot()
             nodes = [n for n in nodes if n.bucket not in abandoned]
             tasks = _one_per_bucket(self._plan(nodes, buckets, now, sealed).tasks) if nodes else []
             if not tasks:
@@ -279,17 +317,24 @@ class Compactor:
               fences: Sequence[AppTransaction], *, spark_engine: bool) -> RoundResult:
         by_path = {f.path: f for f in files}
         inputs = [by_path[p] for t in tasks for p in t.inputs]
-        levels = {t.bucket: t.output_level for t in tasks}
+        by_bucket = {t.bucket: t for t in tasks}
         merged = self._merged(inputs, sum(t.outputs for t in tasks)) if spark_engine else None
+        written: dict[str, MergedFile] = {}  # what the arrow merge recorded, by path relative to the table
 
         def describe(root: str, new: Sequence[FileInfo]) -> dict[str, str]:
             if self._before_commit is not None:
                 self._before_commit(new)
             metas = []
             for f in new:
-                bucket = (str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour")))
-                metas.append(describe_file(root, f.path, self.sort_schema, level=levels[bucket],
-                                           max_regex_chars=self.settings.max_regex_chars))
+                task = by_bucket[(str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour")))]
+                out = written.get(unquote(f.path))
+                if out is None:  # written by Spark: read its sort columns back
+                    metas.append(describe_file(root, f.path, self.sort_schema, level=task.output_level,
+                                               outlier=task.outliers, max_regex_chars=self.settings.max_regex_chars))
+                else:
+                    metas.append(fragment_meta(f.path, level=task.output_level, rows=out.rows, first=out.first,
+                                               last=out.last, distinct=out.distinct, outlier=out.outlier,
+                                               max_regex_chars=self.settings.max_regex_chars))
             return fragments_metadata(metas)
 
         summary = {"operation": "compaction", "tasks": [
@@ -298,26 +343,50 @@ class Compactor:
         result = self.store.replace_files(
             self.table, [f.path for f in inputs], merged, data_change=False, app_transactions=fences,
             metadata={"lakeshard.compaction": summary}, read_version=version, before_commit=describe,
-            write=None if spark_engine else self._merge_writer(tasks),
+            write=None if spark_engine else self._merge_writer(tasks, written),
         )
         return RoundResult(tuple(tasks), result.version, result.files_removed, result.files_added,
                            result.rows_added, attempts)
 
-    def _merge_writer(self, tasks: Sequence[CompactionTask]) -> Callable[[str], None]:
-        """Return the store's write function: k-way merge each task's inputs into its partition directory."""
+    def _merge_writer(self, tasks: Sequence[CompactionTask], written: dict[str, MergedFile]) -> Callable[[str], None]:
+        """Return the store's write function: merge each task's inputs into its partition directory, recording
+        each output's description in ``written`` (by path relative to the table)."""
+        budget = self.settings.memory_budget_bytes
+        threads = self.settings.merge_threads
 
         def write(target: str) -> None:
             if "://" in target:
                 raise CompactionError(f"{self.table}: the arrow engine writes local tables only; use "
                                       "CompactionSettings(engine='spark') for object stores")
             root = target.rsplit("/", 1)[0]
-            for t in tasks:
+
+            def merge(t: CompactionTask, budget: int, strategy: Literal["auto", "memory"]) -> None:
                 paths = [f"{root}/{unquote(p)}" for p in t.inputs]
                 directory = f"{target}/tenant_id={hive_escape(t.bucket[0])}/hour={hive_escape(t.bucket[1])}"
                 os.makedirs(directory, exist_ok=True)
-                merge_sorted_files(paths, self.sort_schema, functools.partial(_part_path, directory),
-                                   target_rows=t.target_rows,
-                                   batch_rows=batch_rows_for(paths, self.settings.memory_budget_bytes))
+                # A merge into level 0 stays small: it is not split (outlier files live on the levels).
+                split = self.settings.outliers if t.output_level >= 1 else None
+                stats = merge_sorted_files(paths, self.sort_schema, functools.partial(_part_path, directory),
+                                           target_rows=t.target_rows, memory_budget_bytes=budget,
+                                           outliers=split, all_outliers=t.outliers, strategy=strategy)
+                for out in stats.files:
+                    written[os.path.relpath(out.path, root)] = out
+
+            # Merges that fit a share of the budget in memory run side by side; the others (found out while
+            # reading, before writing anything) then run one at a time with all of it, streaming if need be.
+            alone = list(tasks)
+            if threads > 1 and len(tasks) > 1:
+                alone = []
+                with ThreadPoolExecutor(max_workers=threads) as pool:
+                    futures = [(t, pool.submit(merge, t, budget // threads, "memory")) for t in tasks]
+                for t, done in futures:
+                    try:
+                        done.result()
+                    except OverBudget:
+                        alone.append(t)
+                del futures  # their exceptions' tracebacks reference the merges' frames
+            for t in alone:
+                merge(t, budget, "auto")
 
         return write
 

@@ -31,6 +31,7 @@ __all__ = [
     "FragmentError",
     "FragmentMeta",
     "describe_file",
+    "fragment_meta",
     "fragments_metadata",
     "read_fragments",
 ]
@@ -54,6 +55,8 @@ class FragmentMeta:
     first_key: tuple[Any, ...]  # the sort columns of the first row (timestamps as fixed-width UTC text)
     last_key: tuple[Any, ...]
     columns: Mapping[str, ColumnPruning] = field(default_factory=dict)
+    # An outlier output (lakeshard.compaction.outliers): it overlaps the regular files of its level.
+    outlier: bool = False
 
     @property
     def first(self) -> SortKey:
@@ -67,8 +70,11 @@ class FragmentMeta:
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form stored in the commit."""
-        return {"level": self.level, "rows": self.rows, "first": list(self.first_key),
-                "last": list(self.last_key), "columns": {c: m.to_json() for c, m in self.columns.items()}}
+        out = {"level": self.level, "rows": self.rows, "first": list(self.first_key),
+               "last": list(self.last_key), "columns": {c: m.to_json() for c, m in self.columns.items()}}
+        if self.outlier:
+            out["outlier"] = True  # written only when set: metadata of older versions reads as regular
+        return out
 
     @classmethod
     def from_json(cls, path: str, data: Mapping[str, Any]) -> FragmentMeta:
@@ -80,7 +86,7 @@ class FragmentMeta:
         try:
             columns = {c: ColumnPruning.from_json(m) for c, m in data["columns"].items()}
             return cls(unquote(path), int(data["level"]), int(data["rows"]), tuple(data["first"]),
-                       tuple(data["last"]), columns)
+                       tuple(data["last"]), columns, bool(data.get("outlier", False)))
         except (KeyError, TypeError, ValueError, AttributeError, PruningError) as exc:
             raise FragmentError(f"fragment metadata of {path} is malformed ({exc}): {str(data)[:200]}") from None
 
@@ -91,7 +97,16 @@ def _plain(value: Any) -> Any:
     return timestamp_text(value) if isinstance(value, datetime) else value
 
 
-def describe_file(root: str, path: str, schema: SortSchema, *, level: int,
+def fragment_meta(path: str, *, level: int, rows: int, first: Sequence[Any], last: Sequence[Any],
+                  distinct: Mapping[str, Iterable[str | None]], outlier: bool = False,
+                  max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS) -> FragmentMeta:
+    """Return the fragment metadata of a file from its first and last sort keys and its columns' values."""
+    columns = {c: ColumnPruning.build(v, max_regex_chars=max_regex_chars) for c, v in distinct.items()}
+    return FragmentMeta(unquote(path), level, rows, tuple(_plain(v) for v in first),
+                        tuple(_plain(v) for v in last), columns, outlier)
+
+
+def describe_file(root: str, path: str, schema: SortSchema, *, level: int, outlier: bool = False,
                   max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS) -> FragmentMeta:
     """Return the fragment metadata of one written Parquet file, reading only its sort columns.
 
@@ -112,10 +127,10 @@ def describe_file(root: str, path: str, schema: SortSchema, *, level: int,
             for col in schema.string_columns:
                 distinct[col].update(pc.unique(batch.column(col)).to_pylist())
             if first is None:
-                first = tuple(_plain(batch.column(c)[0].as_py()) for c in schema.columns)
-            last = tuple(_plain(batch.column(c)[batch.num_rows - 1].as_py()) for c in schema.columns)
-    columns = {c: ColumnPruning.build(v, max_regex_chars=max_regex_chars) for c, v in distinct.items()}
-    return FragmentMeta(unquote(path), level, rows, first or (), last, columns)
+                first = tuple(batch.column(c)[0].as_py() for c in schema.columns)
+            last = tuple(batch.column(c)[batch.num_rows - 1].as_py() for c in schema.columns)
+    return fragment_meta(path, level=level, rows=rows, first=first or (), last=last, distinct=distinct,
+                         outlier=outlier, max_regex_chars=max_regex_chars)
 
 
 def fragments_metadata(fragments: Iterable[FragmentMeta]) -> dict[str, str]:

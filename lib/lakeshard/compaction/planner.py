@@ -13,7 +13,10 @@ Data lives in buckets ``(tenant_id, hour)``; a task only ever merges files of on
   range. On each level, files whose ranges overlap are merged into outputs disjoint in sort order; a level
   holding more than ``target_rows * growth**level`` rows is merged into the next one. Level capacity grows
   exponentially while files stay near ``target_rows``, so a higher level's files cover narrower key ranges
-  — which is what makes the per-file pruning regexes selective.
+  — which is what makes the per-file pruning regexes selective. Outlier files (rows with values rare in
+  their merge, :mod:`lakeshard.compaction.outliers`) form a second *lane* of a level: they overlap the
+  regular files by design, so "disjoint" holds per (level, lane); a level's capacity counts both lanes,
+  and an over-full level merges both lanes into the next one.
 
 Both return :class:`CompactionTask` lists whose inputs never overlap; :func:`plan_compaction` runs both.
 """
@@ -58,7 +61,8 @@ class FileNode:
     """What a planner knows about one data file.
 
     ``first_key``/``last_key`` are the sort keys of its first and last row (known for files compaction
-    wrote; ``None`` for writer files, which then count as spanning every key).
+    wrote; ``None`` for writer files, which then count as spanning every key). ``outlier`` marks an outlier
+    output (its own lane of the level).
     """
 
     path: str
@@ -69,6 +73,7 @@ class FileNode:
     level: int = 0
     first_key: SortKey | None = None
     last_key: SortKey | None = None
+    outlier: bool = False
 
     def overlaps(self, other: FileNode) -> bool:
         """Return whether the two files' key ranges intersect (an unknown range intersects everything)."""
@@ -81,7 +86,11 @@ class FileNode:
 
 @dataclass(frozen=True)
 class CompactionTask:
-    """Merge ``inputs`` (all of ``bucket``) into ``outputs`` files disjoint in sort order at ``output_level``."""
+    """Merge ``inputs`` (all of ``bucket``) into ``outputs`` files disjoint in sort order at ``output_level``.
+
+    ``outliers``: every input is an outlier file, so every output is one too (the executor does not split
+    such a merge again).
+    """
 
     bucket: Bucket
     inputs: tuple[str, ...]
@@ -91,6 +100,7 @@ class CompactionTask:
     target_rows: int
     kind: TaskKind
     reason: str = ""
+    outliers: bool = False
 
     @property
     def outputs(self) -> int:
@@ -131,7 +141,8 @@ def _task(bucket: Bucket, files: Sequence[FileNode], level: int, target_rows: in
           reason: str) -> CompactionTask:
     ordered = sorted(files, key=lambda f: f.path)
     return CompactionTask(bucket, tuple(f.path for f in ordered), sum(f.rows for f in ordered),
-                          sum(f.size_bytes for f in ordered), level, target_rows, kind, reason)
+                          sum(f.size_bytes for f in ordered), level, target_rows, kind, reason,
+                          outliers=bool(ordered) and all(f.outlier for f in ordered))
 
 
 @dataclass(frozen=True)
@@ -238,7 +249,7 @@ class LocalityPlanner:
         return level
 
     def plan(self, files: Iterable[FileNode]) -> list[CompactionTask]:
-        """Return merges of overlapping files within a level, then of over-full levels into the next one."""
+        """Return merges of overlapping files within a level and lane, then of over-full levels into the next."""
         tasks = []
         for bucket, members in sorted(_by_bucket(files).items()):
             used: set[str] = set()
@@ -247,12 +258,14 @@ class LocalityPlanner:
                 if f.level >= 1:
                     levels[min(f.level, self.max_level)].append(f)
             for level in sorted(levels):
-                free = [f for f in levels[level] if f.path not in used]
-                for group in overlapping_groups(free):
-                    if len(group) > 1:
-                        tasks.append(_task(bucket, group, level, self.target_rows, "locality",
-                                           f"L{level}: {len(group)} files overlap in sort order"))
-                        used.update(f.path for f in group)
+                for lane in (False, True):
+                    free = [f for f in levels[level] if f.path not in used and f.outlier == lane]
+                    for group in overlapping_groups(free):
+                        if len(group) > 1:
+                            kind = "outlier files" if lane else "files"
+                            tasks.append(_task(bucket, group, level, self.target_rows, "locality",
+                                               f"L{level}: {len(group)} {kind} overlap in sort order"))
+                            used.update(f.path for f in group)
                 free = [f for f in levels[level] if f.path not in used]
                 rows = sum(f.rows for f in levels[level])
                 if level < self.max_level and free and rows > self.level_limit(level):

@@ -86,8 +86,9 @@ def run_compact(ctx: FlowContext) -> FlowResult:
     if not ctx.store.exists(events):
         return FlowResult(details={"rounds": 0})
     closed = Completionist(ctx.spark, ctx.store, ctx.cfg).closed()
-    settings = CompactionSettings(size_tiered=SizeTieredPlanner(min_files=int(ctx.params["min_files"]),
-                                                                target_rows=int(ctx.params["target_rows"])))
+    settings = CompactionSettings.from_config(
+        ctx.cfg.compaction, size_tiered=SizeTieredPlanner(min_files=int(ctx.params["min_files"]),
+                                                          target_rows=int(ctx.params["target_rows"])))
     locks = ChunkLocks(ctx.store, ctx.cfg.table_uri(CHUNK_LOCKS))
     report = Compactor(ctx.store, events, settings=settings, chunk_lock=locks.fenced).run(sealed=closed)
     done = [r for r in report.rounds if not r.gave_up]
