@@ -15,7 +15,7 @@ from datetime import timedelta
 from lakeshard.balancing.executor import autoshard, balance
 from lakeshard.buckets.completionist import BUCKETS, Completionist
 from lakeshard.compaction.executor import CompactionSettings, Compactor
-from lakeshard.compaction.planner import SizeTieredPlanner
+from lakeshard.compaction.planner import LocalityPlanner, SizeTieredPlanner
 from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
 from lakeshard.pipelines.context import FlowContext, FlowResult, new_rows
 from lakeshard.pipelines.declaration import Flow, Pipeline, expect, expect_or_fail
@@ -86,9 +86,11 @@ def run_compact(ctx: FlowContext) -> FlowResult:
     if not ctx.store.exists(events):
         return FlowResult(details={"rounds": 0})
     closed = Completionist(ctx.spark, ctx.store, ctx.cfg).closed()
+    target_rows = int(ctx.params["target_rows"])
+    # Both planners aim at the flow's file size, as `lakeshard compact --target-rows` does.
     settings = CompactionSettings.from_config(
-        ctx.cfg.compaction, size_tiered=SizeTieredPlanner(min_files=int(ctx.params["min_files"]),
-                                                          target_rows=int(ctx.params["target_rows"])))
+        ctx.cfg.compaction, locality=LocalityPlanner(target_rows=target_rows),
+        size_tiered=SizeTieredPlanner(min_files=int(ctx.params["min_files"]), target_rows=target_rows))
     locks = ChunkLocks(ctx.store, ctx.cfg.table_uri(CHUNK_LOCKS))
     report = Compactor(ctx.store, events, settings=settings, chunk_lock=locks.fenced).run(sealed=closed)
     done = [r for r in report.rounds if not r.gave_up]
