@@ -92,7 +92,8 @@ class EmbeddedTableStore(TableStore):
     """A :class:`TableStore` whose commits go through delta-rs and whose data files Spark writes.
 
     Args:
-        spark: the session that writes and reads the Parquet files; None with ``start_spark``.
+        spark: the session that writes and reads the Parquet files; None: ``start_spark`` starts one when needed
+            (with neither, the store does only driver-side work and says so if asked for a DataFrame).
         start_spark: with no ``spark``, called the first time something needs Spark (a DataFrame read or
             a Spark write). Driver-side work — metadata, ``read_arrow``, ``append(write=...)``, commits,
             history — never starts it, so a process doing only small steps runs without a JVM.
@@ -109,8 +110,6 @@ class EmbeddedTableStore(TableStore):
         storage_options: Mapping[str, str] | None = None,
         max_commit_retries: int | None = None,
     ) -> None:
-        if spark is None and start_spark is None:
-            raise TableStoreError("EmbeddedTableStore needs a Spark session or a function that starts one")
         self._spark = spark
         self._start_spark = start_spark
         self._storage = dict(storage_options) if storage_options else None
@@ -121,7 +120,9 @@ class EmbeddedTableStore(TableStore):
     def spark(self) -> SparkSession:
         """The Spark session, started now if this store was opened lazily and nothing needed it before."""
         if self._spark is None:
-            assert self._start_spark is not None  # checked in __init__
+            if self._start_spark is None:
+                raise TableStoreError("this store was opened without Spark (EmbeddedTableStore(None)) and a step "
+                                      "needed a DataFrame; give it a session or start_spark")
             self._spark = self._start_spark()
         return self._spark
 
