@@ -76,6 +76,15 @@ class RoutingConfig:
     default_shard_count: int = 1
     # Allocators racing for the same placements retry this often before giving up with an error.
     allocation_retries: int = 25
+    # A route batch whose landing files hold at most this many bytes is parsed, placed, hashed and written in
+    # the driver process (pyarrow), not as Spark jobs, whose fixed cost dominates a trickle; bigger batches use
+    # Spark's parallel parse. Both give the same rows on the same shards. 0 = always Spark.
+    arrow_max_bytes: int = 32 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.arrow_max_bytes < 0:
+            raise ConfigError(f"routing.arrow_max_bytes: expected 0 (always Spark) or a positive number of bytes, "
+                              f"found {self.arrow_max_bytes}")
 
 
 @dataclass(frozen=True)

@@ -14,5 +14,5 @@ settings = CompactionSettings(
     locality=LocalityPlanner(target_rows=150, growth=2, max_level=3), max_regex_chars=200,
 )
 # The streaming merge and the delta-rs commit never touch Spark, so no session is started here.
-report = Compactor(EmbeddedTableStore(None), sys.argv[1], settings=settings).run(apply=True)  # type: ignore[arg-type]
+report = Compactor(EmbeddedTableStore(None), sys.argv[1], settings=settings).run(apply=True)  # no Spark: driver-side
 print(f"rounds={len(report.rounds)}", flush=True)

@@ -2,7 +2,7 @@
 
 Usage: python _ingest_until_killed.py LAKEHOUSE LANDING KILL
   KILL = "hook:N"    SIGKILL itself at the N-th commit point (before a router or writer commit, or a page-in)
-         "after:S"   SIGKILL itself S seconds after its Spark session is up (anywhere: mid-flush, mid-read...)
+         "after:S"   SIGKILL itself S seconds after it started (anywhere: mid-parse, mid-flush, mid-read...)
          "none"      run to the end
 Prints "caught-up" when it finished without being killed.
 """
@@ -16,9 +16,8 @@ import threading
 
 from lakeshard.config import load_config
 from lakeshard.dedupe.writer import ShardWriter
-from lakeshard.lake import open_store
+from lakeshard.lake import open_lazy_store
 from lakeshard.routing.router import Router
-from lakeshard.runtime import get_spark
 
 SHARDS = 4
 
@@ -28,8 +27,7 @@ def main() -> None:
     cfg = load_config(overrides={"lakehouse": lakehouse, "landing": landing,
                                  "spark": {"master": "local[1]", "shuffle_partitions": 1, "driver_memory": "1g"},
                                  "routing": {"total_shards": SHARDS, "default_shard_count": 2}}, env={})
-    spark = get_spark(cfg)
-    store = open_store(spark, cfg)
+    store = open_lazy_store(cfg)  # small steps run driver-side: Spark (a JVM) starts only if one needs it
     calls = [0]
     mode, _, arg = kill.partition(":")
 
@@ -40,9 +38,9 @@ def main() -> None:
 
     if mode == "after":
         threading.Timer(float(arg), os.kill, (os.getpid(), signal.SIGKILL)).start()
-    router = Router(spark, store, cfg, max_batch_files=3, before_commit=commit_point)
-    writers = [ShardWriter(spark, store, cfg, [0, 1], before_commit=commit_point),
-               ShardWriter(spark, store, cfg, [2, 3], before_commit=commit_point)]
+    router = Router(None, store, cfg, max_batch_files=3, before_commit=commit_point)
+    writers = [ShardWriter(None, store, cfg, [0, 1], before_commit=commit_point),
+               ShardWriter(None, store, cfg, [2, 3], before_commit=commit_point)]
     while True:
         routed = router.route_once()
         wrote = [w.step() for w in writers]

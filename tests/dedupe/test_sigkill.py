@@ -1,11 +1,11 @@
 """Crash safety under SIGKILL: an ingest process killed again and again over one stream ends exactly once.
 
-The stream arrives a few landing files at a time (some delivered twice); between arrivals the ingest process
-(router + two shard writers) is started and killed with SIGKILL — at a random commit point (before a router
-commit, before the events commit = right after the Parquet flush, before the ID commit = right after the
-events commit, before an ID page-in) or at a random moment (mid-flush, mid-read). Nothing is cleaned up
-between runs. At the end the events table must equal the generator's ground truth and the quarantine must
-hold exactly the bad records.
+The stream arrives a file or two at a time (some delivered twice); between arrivals the ingest process (router
++ two shard writers, all driver-side: no JVM) is started and killed with SIGKILL — at a random commit point
+(before a router commit, before the events commit = right after the Parquet flush, before the ID commit = right
+after the events commit, before an ID page-in) or at a random moment (mid-parse, mid-flush, mid-read). Nothing is
+cleaned up between runs. At the end the events table must equal the generator's ground truth and the quarantine
+must hold exactly the bad records.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,9 @@ from lakeshard.routing.router import QUARANTINE
 from lakeshard.synth import SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
 
-# 8 keeps the suite near its time budget; the issue asks for >= 20: LAKESHARD_SIGKILLS=20 (about 11 minutes here).
-KILLS = int(os.environ.get("LAKESHARD_SIGKILLS", "8"))
+# The issue asks for at least 20. Each restart is a process without a JVM (small steps run driver-side), about a
+# second and a half here, so 20 kills take under two minutes; LAKESHARD_SIGKILLS=100 for a longer soak.
+KILLS = int(os.environ.get("LAKESHARD_SIGKILLS", "20"))
 WORKER = Path(__file__).with_name("_ingest_until_killed.py")
 
 
@@ -51,16 +53,24 @@ def test_sigkill_at_random_points_over_one_stream_ends_exactly_once(
     arriving = sorted(p for p in source.rglob("part-*") if "_truth" not in p.parts)
     rng = random.Random(2026)
     kills, survived, runs = 0, 0, 0
-    per_run = -(-len(arriving) // (KILLS // 2))  # the whole stream has arrived by about half the kills
+    trace: list[str] = []
+    # A run with work to do is killed at one of its first commit points or moments; a run with nothing new
+    # finishes. So the stream arrives a file or two a run, lasting about twice as many runs as kills.
+    per_run = max(1, len(arriving) // (2 * KILLS))
     while kills < KILLS or arriving:
+        assert runs < 20 * KILLS, f"{runs} runs made only {kills} kills: the kill points no longer hit the work\n" + \
+            "\n".join(trace)
         k = rng.randint(1, per_run)
         for f in arriving[:k]:  # the next few files arrive
             (landing / f.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(f, landing / f.relative_to(source))
         arriving = arriving[k:]
-        kill = f"hook:{rng.randint(1, 9)}" if rng.random() < 0.6 else f"after:{rng.uniform(0.2, 6.0):.2f}"
+        kill = f"hook:{rng.randint(1, 9)}" if rng.random() < 0.6 else f"after:{rng.uniform(0.05, 1.0):.2f}"
+        t = time.monotonic()
         done = _ingest(lakehouse, landing, kill)
         runs += 1
+        trace.append(f"{k} new, {kill}: {'killed' if done.returncode == -9 else 'ran to the end'} "
+                     f"({time.monotonic() - t:.1f}s)")
         if done.returncode == -9:
             kills += 1
         else:
@@ -76,4 +86,5 @@ def test_sigkill_at_random_points_over_one_stream_ends_exactly_once(
     quarantine = store.read(cfg.table_uri(QUARANTINE))
     by_cat = {r["category"]: r["n"] for r in quarantine.groupBy("category").agg(F.count("*").alias("n")).collect()}
     assert by_cat == {k: v for k, v in m.bad_by_category.items() if v}
+    print("\n".join(trace))
     print(f"{runs} runs: {kills} killed with SIGKILL, {survived} ran to the end; exactly once: {check}")

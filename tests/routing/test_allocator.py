@@ -114,6 +114,7 @@ def test_four_processes_racing_get_identical_placements(store: TableStore, spark
     assert all(o["placements"] == outs[0]["placements"] for o in outs)
     assert len(outs[0]["placements"]) == 60
     assert sum(o["commits"] for o in outs) >= 1
+    assert not any(o["spark_started"] for o in outs)  # the allocator reads and commits in the driver
     table = store.read(cfg.table_uri("placements"))
     assert table.count() == 60  # exactly one placement per (tenant, window), whoever won
     assert table.select("tenant_id", "window_start").distinct().count() == 60

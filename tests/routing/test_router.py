@@ -29,9 +29,19 @@ def landing(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Manifest]:
     return str(path), generate_landing(path, SPEC)
 
 
-def _cfg(tmp_path: Path, landing: str) -> LakeshardConfig:
-    return load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": landing,
-                                  "routing": {"total_shards": 8, "default_shard_count": 2}}, env={})
+# A batch runs in the driver (pyarrow) up to routing.arrow_max_bytes, on Spark above it: tests run both.
+PATHS = {"driver": 1 << 30, "spark": 0}
+
+
+@pytest.fixture(params=list(PATHS))
+def where(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _cfg(tmp_path: Path, landing: str, where: str = "driver", lakehouse: str = "lh") -> LakeshardConfig:
+    return load_config(overrides={"lakehouse": str(tmp_path / lakehouse), "landing": landing,
+                                  "routing": {"total_shards": 8, "default_shard_count": 2,
+                                              "arrow_max_bytes": PATHS[where]}}, env={})
 
 
 def _assert_routed_exactly(spark: SparkSession, store: TableStore, cfg: LakeshardConfig, landing: str,
@@ -50,10 +60,10 @@ def _assert_routed_exactly(spark: SparkSession, store: TableStore, cfg: Lakeshar
 
 
 def test_route_conserves_records_and_keeps_locality(
-    spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest]
+    spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest], where: str
 ) -> None:
     path, m = landing
-    cfg = _cfg(tmp_path, path)
+    cfg = _cfg(tmp_path, path, where)
     reports = Router(spark, store, cfg, max_batch_files=6).run()
     assert len(reports) > 1
     assert sum(r.records for r in reports) == m.records  # records in = routed + quarantined
@@ -92,10 +102,10 @@ def test_routing_twice_gives_the_same_shards(
 
 @pytest.mark.parametrize("crash_at", [LANDING_BATCHES, ROUTED, QUARANTINE, ROUTING_METRICS])
 def test_a_crash_at_any_commit_point_then_restart_routes_everything_once(
-    spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest], crash_at: str
+    spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest], crash_at: str, where: str
 ) -> None:
     path, m = landing
-    cfg = _cfg(tmp_path, path)
+    cfg = _cfg(tmp_path, path, where)
     calls = {"n": 0}
 
     def die_in_batch_two(table: str, batch: int) -> None:
@@ -113,10 +123,10 @@ def test_a_crash_at_any_commit_point_then_restart_routes_everything_once(
 
 
 def test_each_routed_commit_holds_one_file_per_shard_and_metrics_match_it(
-    spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest]
+    spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest], where: str
 ) -> None:
     path, _ = landing
-    cfg = _cfg(tmp_path, path)
+    cfg = _cfg(tmp_path, path, where)
     reports = Router(spark, store, cfg, max_batch_files=6).run()
     uri = cfg.table_uri(ROUTED)
     for report in reports:
@@ -129,3 +139,22 @@ def test_each_routed_commit_holds_one_file_per_shard_and_metrics_match_it(
         metrics = store.read(cfg.table_uri(ROUTING_METRICS)).where(F.col("batch") == report.batch) \
             .agg(F.sum("events").alias("events"), F.count_distinct("shard").alias("shards")).first()
         assert metrics is not None and (metrics["events"], metrics["shards"]) == (report.routed, len(shards))
+
+
+def test_the_driver_and_spark_paths_route_the_same_rows_to_the_same_shards(
+    spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest]
+) -> None:
+    path, _ = landing
+    tables: dict[str, dict[str, set[tuple[object, ...]]]] = {}
+    for where in PATHS:
+        cfg = _cfg(tmp_path, path, where, lakehouse=where)
+        Router(spark, store, cfg, max_batch_files=6).run()
+        routed = store.read(cfg.table_uri(ROUTED)).select(
+            "tenant_id", "event_id", "ts", "source_file", "line_number", "size_bytes", "window_start", "shard")
+        quarantine = store.read(cfg.table_uri(QUARANTINE)).select("source_file", "line_number", "category", "reason")
+        metrics = store.read(cfg.table_uri(ROUTING_METRICS)).drop("routed_at")
+        tables[where] = {name: {tuple(r) for r in df.collect()}
+                         for name, df in (("routed", routed), ("quarantine", quarantine), ("metrics", metrics))}
+    for name in ("routed", "quarantine", "metrics"):
+        assert tables["driver"][name] == tables["spark"][name], name
+        assert tables["driver"][name], name

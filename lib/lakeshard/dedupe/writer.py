@@ -176,7 +176,7 @@ class ShardWriter:
 
     def __init__(
         self,
-        spark: SparkSession,
+        spark: SparkSession | None,
         store: TableStore,
         cfg: LakeshardConfig,
         shards: Sequence[int],
@@ -187,7 +187,7 @@ class ShardWriter:
     ) -> None:
         if not shards:
             raise ValueError("a writer needs at least one shard")
-        self.spark = spark
+        self._spark = spark
         self.store = store
         self.shards = tuple(sorted(set(shards)))
         self.routed_uri = cfg.table_uri(ROUTED)
@@ -214,6 +214,11 @@ class ShardWriter:
         self._newest_hour: dict[int, str] = {}  # per shard, the newest interval committed to the index
         self._closed: tuple[int, set[tuple[str, str]]] | None = None  # (buckets version, closed buckets)
         self._schemas: tuple[pa.Schema, pa.Schema] | None = None  # events', event_ids' Arrow schemas
+
+    @property
+    def spark(self) -> SparkSession:
+        """The session big steps run on: the one given, else the store's (started when first needed)."""
+        return self._spark if self._spark is not None else self.store.spark
 
     def ensure_tables(self) -> None:
         """Create ``events`` and ``event_ids`` if missing."""

@@ -45,6 +45,7 @@ __all__ = [
     "adapter_choice",
     "adapter_name",
     "choose_adapter",
+    "open_lazy_store",
     "open_store",
 ]
 
@@ -129,3 +130,29 @@ def open_store(spark: SparkSession, cfg: LakeshardConfig | None = None) -> Table
     from lakeshard.lake.embedded import EmbeddedTableStore
 
     return EmbeddedTableStore(spark)
+
+
+def open_lazy_store(cfg: LakeshardConfig | None = None) -> TableStore:
+    """Return a TableStore that starts its Spark session only when something needs Spark.
+
+    Small routing and writer steps run in this process with pyarrow and delta-rs, so a process doing only
+    those (a shard writer, ``lakeshard ingest`` on a trickle, a crash-test worker) never pays for a JVM.
+    Only the embedded adapter on a local runtime can wait: which adapter a Databricks or databricks-connect
+    session gets, or a session started with extra jars, depends on that session — there (and with
+    ``spark.adapter = 'native'``) this is ``open_store(get_spark(cfg), cfg)``.
+
+    Example::
+
+        store = open_lazy_store(cfg)
+        writer = ShardWriter(None, store, cfg, shards=[0, 1])   # Spark starts only for a big step
+    """
+    from lakeshard.runtime import RuntimeKind, detect_runtime, get_spark
+
+    cfg = cfg or load_config()
+    lazy = detect_runtime(cfg) is RuntimeKind.LOCAL and (
+        cfg.spark.adapter == "embedded" or (cfg.spark.adapter == "auto" and not cfg.spark.jars.strip()))
+    if not lazy:
+        return open_store(get_spark(cfg), cfg)
+    from lakeshard.lake.embedded import EmbeddedTableStore
+
+    return EmbeddedTableStore(None, start_spark=lambda: get_spark(cfg))

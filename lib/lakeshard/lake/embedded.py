@@ -22,7 +22,7 @@ import json
 import math
 import operator
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -92,7 +92,11 @@ class EmbeddedTableStore(TableStore):
     """A :class:`TableStore` whose commits go through delta-rs and whose data files Spark writes.
 
     Args:
-        spark: the session that writes and reads the Parquet files.
+        spark: the session that writes and reads the Parquet files; None: ``start_spark`` starts one when needed
+            (with neither, the store does only driver-side work and says so if asked for a DataFrame).
+        start_spark: with no ``spark``, called the first time something needs Spark (a DataFrame read or
+            a Spark write). Driver-side work — metadata, ``read_arrow``, ``append(write=...)``, commits,
+            history — never starts it, so a process doing only small steps runs without a JVM.
         storage_options: passed to delta-rs for object stores (credentials, endpoints).
         max_commit_retries: delta-rs' retries on a conflicting concurrent commit that can be
             resolved (two blind appends); real conflicts still raise :class:`CommitConflict`.
@@ -100,15 +104,36 @@ class EmbeddedTableStore(TableStore):
 
     def __init__(
         self,
-        spark: SparkSession,
+        spark: SparkSession | None,
         *,
+        start_spark: Callable[[], SparkSession] | None = None,
         storage_options: Mapping[str, str] | None = None,
         max_commit_retries: int | None = None,
     ) -> None:
-        self.spark = spark
+        self._spark = spark
+        self._start_spark = start_spark
         self._storage = dict(storage_options) if storage_options else None
         self._retries = max_commit_retries
         self._snapshots: dict[str, DeltaTable] = {}  # per table, its latest state seen (see _latest)
+
+    @property
+    def spark(self) -> SparkSession:
+        """The Spark session, started now if this store was opened lazily and nothing needed it before."""
+        if self._spark is None:
+            if self._start_spark is None:
+                raise TableStoreError("this store was opened without Spark (EmbeddedTableStore(None)) and a step "
+                                      "needed a DataFrame; give it a session or start_spark")
+            self._spark = self._start_spark()
+        return self._spark
+
+    @spark.setter
+    def spark(self, session: SparkSession) -> None:
+        self._spark = session
+
+    @property
+    def spark_started(self) -> bool:
+        """Whether this store has a Spark session yet (False while a lazily opened store only did driver work)."""
+        return self._spark is not None
 
     # ----------------------------------------------------------------------------------- lookup
     def _table(self, table: str, version: int | None = None) -> DeltaTable:

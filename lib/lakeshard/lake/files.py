@@ -53,7 +53,8 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     if not rows.num_rows:
         return
     keys = [*partition_by, *sort_by]
-    order = pc.sort_indices(rows.select(keys), sort_keys=[(c, "ascending", "at_start") for c in keys])
+    order = (pc.sort_indices(rows.select(keys), sort_keys=[(c, "ascending", "at_start") for c in keys]) if keys
+             else pa.array(np.arange(rows.num_rows)))
     file_schema = pa.schema([f for f in schema if f.name not in partition_by])
     body = rows.select(file_schema.names).cast(file_schema).take(order)
     n = body.num_rows

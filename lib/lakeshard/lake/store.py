@@ -219,6 +219,33 @@ class TableStore(ABC):
         :meth:`replace_files`); with neither, the commit adds no file (it still carries the app transactions).
         """
 
+    def read_table_arrow(self, table: str, columns: Sequence[str] | None = None, *,
+                         version: int | None = None) -> pa.Table:
+        """Return every row of a small table (latest or at ``version``) read in this process with pyarrow.
+
+        For the routing state, batch plans and other bookkeeping tables a step reads whole: a Spark job's
+        fixed cost (and, in a lazily opened store, a JVM) would dwarf the read.
+        """
+        return self.read_arrow(table, self.files(table, version=version), columns)
+
+    def append_arrow(
+        self,
+        table: str,
+        rows: pa.Table,
+        *,
+        app_transactions: Sequence[AppTransaction] = (),
+        metadata: Mapping[str, Any] | None = None,
+        read_version: int | None = None,
+    ) -> CommitResult:
+        """Append an Arrow table's rows in one commit: pyarrow writes one file per partition value (the
+        table's column order and types), and the commit is :meth:`append`'s in every other respect."""
+        from lakeshard.lake.files import write_partitioned
+
+        schema, parts = self.arrow_schema(table), self.partition_columns(table)
+        return self.append(table, None, app_transactions=app_transactions, metadata=metadata,
+                           read_version=read_version,
+                           write=lambda target: write_partitioned(rows, target, schema, parts))
+
     @abstractmethod
     def replace_files(
         self,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         LandingFile,
         LandingReadError,
         list_landing_files,
+        parse_landing_arrow,
         read_landing,
     )
     from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
@@ -42,6 +43,7 @@ __all__ = [
     "Rejection",
     "is_blank",
     "list_landing_files",
+    "parse_landing_arrow",
     "parse_record",
     "read_landing",
 ]
@@ -53,6 +55,7 @@ _HOME: dict[str, str] = {
     "LandingFile": "reader",
     "LandingReadError": "reader",
     "list_landing_files": "reader",
+    "parse_landing_arrow": "reader",
     "read_landing": "reader",
     "ParsedEvent": "parse",
     "RecordParser": "parse",

@@ -39,6 +39,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from lakeshard.config import LandingConfig
@@ -56,6 +57,7 @@ __all__ = [
     "LandingFile",
     "LandingReadError",
     "list_landing_files",
+    "parse_landing_arrow",
     "read_landing",
 ]
 
@@ -471,6 +473,38 @@ def read_landing(
         *[column(f.name, f.nullable, "") for f in QUARANTINE_SCHEMA.fields]
     )
     return LandingBatch(events=events, quarantine=quarantine, files=files, now_ms=clock, parsed=parsed)
+
+
+def parse_landing_arrow(
+    files: Sequence[LandingFile], *, limits: LandingConfig, now_ms: int | None = None
+) -> tuple[pa.Table, pa.Table]:
+    """Return ``(events, quarantine)`` of these landing files, parsed in this process as Arrow tables.
+
+    The same parse as :func:`read_landing` (the same function over the same bytes, so the same rows and
+    reasons), without Spark: for batches small enough that a Spark job's fixed cost would dominate.
+    ``events`` holds the :data:`EVENT_SCHEMA` columns, ``quarantine`` the :data:`QUARANTINE_SCHEMA` ones
+    (Arrow types as the parse makes them; a store's write casts them to the table's).
+
+    Raises:
+        LandingReadError: a file cannot be read (it vanished, or its location is not understood).
+    """
+    clock = int(time.time() * 1000) if now_ms is None else now_ms
+    parse = _ParseFiles(limits, clock, {_path_key(f.path): f.path for f in files})
+    batches: list[pa.RecordBatch] = []
+    for f in files:
+        fs, path, _ = _resolve(f.path)
+        try:
+            with fs.open_input_stream(path, compression=None) as stream:
+                content = stream.read()
+        except (OSError, pa.ArrowException) as exc:
+            raise LandingReadError(f"cannot read landing file {f.path}: {exc}") from None
+        one = pa.record_batch({"path": pa.array([f.path]), "content": pa.array([content], pa.binary())})
+        batches.extend(parse(iter([one])))
+    parsed = pa.Table.from_batches(batches, schema=_PARSED)
+    is_event = parsed.column("is_event")
+    events = parsed.filter(is_event).select([f.name for f in EVENT_SCHEMA.fields])
+    quarantine = parsed.filter(pc.invert(is_event)).select([f.name for f in QUARANTINE_SCHEMA.fields])
+    return events, quarantine
 
 
 def _spark_schema() -> Any:

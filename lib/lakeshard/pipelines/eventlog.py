@@ -14,11 +14,13 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -99,6 +101,16 @@ class FlowEvent:
                 details)
 
 
+def _arrow_row(row: tuple[Any, ...]) -> list[Any]:
+    """Return an event row with its nested values as pyarrow takes them (struct fields as dicts)."""
+    names = [f.name for f in EXPECTATION_SCHEMA.fields]
+    return [[dict(zip(names, rule, strict=True)) for rule in v] if i == _RULES and v is not None else v
+            for i, v in enumerate(row)]
+
+
+_RULES = [f.name for f in EVENT_SCHEMA.fields].index("expectations")
+
+
 class EventLog:
     """Appends flow events to ``<lakehouse>/pipeline_events`` and reads them back."""
 
@@ -113,8 +125,10 @@ class EventLog:
             self.store.create(self.uri, EVENT_SCHEMA, description="lakeshard pipeline event log: one row per flow "
                               "start and end, with counts, expectations, durations and errors")
             self._ready = True
-        df = self.store.spark.createDataFrame([e.row() for e in events], EVENT_SCHEMA)
-        self.store.append(self.uri, df.coalesce(1), metadata={"run_id": events[0].run_id})
+        schema = self.store.arrow_schema(self.uri)
+        rows = pa.Table.from_pylist([dict(zip(schema.names, _arrow_row(e.row()), strict=True)) for e in events],
+                                    schema=schema)
+        self.store.append_arrow(self.uri, rows, metadata={"run_id": events[0].run_id})
 
     def read(self, run_id: str | None = None) -> DataFrame:
         """Return the log (of one run when ``run_id`` is given), oldest first.
@@ -135,21 +149,21 @@ class EventLog:
 
     def last_completed_inputs(self, flow: str) -> dict[str, int] | None:
         """Return the input versions recorded by ``flow``'s latest ``completed`` or ``up_to_date`` event, or None."""
-        from pyspark.sql import functions as F
-
-        if not self.exists():
+        newest = self._newest(["flow", "event", "timestamp", "input_versions"],
+                              lambda r: r["flow"] == flow and r["event"] in ("completed", "up_to_date"))
+        if newest is None or newest["input_versions"] is None:
             return None
-        row = (self.store.read(self.uri).where((F.col("flow") == flow) & F.col("event").isin("completed", "up_to_date"))
-               .orderBy(F.desc("timestamp")).select("input_versions").first())
-        if row is None or row["input_versions"] is None:
-            return None
-        return {str(k): int(v) for k, v in row["input_versions"].items()}
+        return {str(k): int(v) for k, v in newest["input_versions"]}
 
     def latest_run(self) -> str | None:
         """Return the id of the newest run in the log, or None when it is empty or missing."""
-        from pyspark.sql import functions as F
+        newest = self._newest(["run_id", "timestamp"], lambda r: True)
+        return None if newest is None else str(newest["run_id"])
 
+    def _newest(self, columns: Sequence[str], where: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        """Return the newest event (these columns) passing ``where``, read in this process; None if none."""
         if not self.exists():
             return None
-        row = self.store.read(self.uri).orderBy(F.desc("timestamp")).select("run_id").first()
-        return None if row is None else str(row["run_id"])
+        log = self.store.read_table_arrow(self.uri, columns)
+        rows = log.take(pc.sort_indices(log, sort_keys=[("timestamp", "descending")])).to_pylist()
+        return next((r for r in rows if where(r)), None)

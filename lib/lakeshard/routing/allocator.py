@@ -16,19 +16,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, TableStore
 from lakeshard.routing.placement import Placement, RoutingError, first_shard, placement_shards, window_of
 from lakeshard.routing.tables import (
-    PLACEMENT_COLUMNS_AS_MICROS,
-    PLACEMENT_SCHEMA,
     RoutingTables,
     ShardTopology,
     TenantSetting,
     micros,
-    placement_from_row,
     placements_arrow,
+    placements_from_arrow,
 )
 
 __all__ = ["ALLOCATOR_APP_ID", "AllocatorStats", "ShardAllocator", "plan_placements"]
@@ -154,10 +155,10 @@ class ShardAllocator:
                 default_shard_count=self.cfg.routing.default_shard_count,
                 window_seconds=self.window_seconds, now=self._clock(),
             )
-            df = self.store.spark.createDataFrame(placements_arrow(new, allocation=version), PLACEMENT_SCHEMA)
             try:
-                result = self.store.append(
-                    uri, df.coalesce(1), app_transactions=[AppTransaction(ALLOCATOR_APP_ID, version + 1)],
+                result = self.store.append_arrow(
+                    uri, placements_arrow(new, allocation=version),
+                    app_transactions=[AppTransaction(ALLOCATOR_APP_ID, version + 1)],
                     metadata={"placements": len(new)}, read_version=version,
                 )
             except CommitConflict:
@@ -177,18 +178,14 @@ class ShardAllocator:
         )
 
     def _load(self, uri: str, version: int, keys: Sequence[Key]) -> None:
-        from pyspark.sql import functions as F
-
         self.stats.table_reads += 1
-        starts = sorted({k[1] for k in keys})
-        # Filtered by window only: a literal per tenant costs a JVM round trip each (seconds for
-        # thousands of tenants), and the other tenants' placements of these windows are worth caching.
-        df = (self.store.read(uri, version=version)
-              .where(F.unix_micros("window_start").isin(starts))
-              .selectExpr(*PLACEMENT_COLUMNS_AS_MICROS))
+        starts = pa.array(sorted({k[1] for k in keys}), pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+        # Read in this process (no Spark job): the windows asked for, every tenant's placements in them,
+        # since the other tenants' placements of these windows are worth caching too.
+        rows = self.store.read_table_arrow(uri, version=version)
+        rows = rows.filter(pc.is_in(rows.column("window_start").cast(starts.type), value_set=starts))
         found: dict[Key, Placement] = {}
-        for row in df.collect():
-            p = placement_from_row(row)
+        for p in placements_from_arrow(rows):
             key = (p.tenant_id, micros(p.window_start))
             # Exactly one placement per key is committed (the allocator's consensus). Were there ever two,
             # every reader would still pick the same one: the oldest, then the smallest shard list.

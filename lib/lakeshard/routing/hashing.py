@@ -24,7 +24,7 @@ import pyarrow as pa
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-__all__ = ["event_hash", "event_hash_column", "jump_hash", "tenant_key"]
+__all__ = ["event_hash", "event_hash_column", "event_hashes", "jump_hash", "tenant_key"]
 
 _JUMP_MULTIPLIER = 2862933555777941757
 _MASK64 = (1 << 64) - 1
@@ -33,6 +33,13 @@ _MASK64 = (1 << 64) - 1
 def event_hash(event_id: str) -> int:
     """Return the unsigned 32-bit MurmurHash3 of ``event_id``'s UTF-8 bytes (seed 0)."""
     return int(mmh3.hash(event_id.encode("utf-8"), 0, signed=False))
+
+
+def event_hashes(event_ids: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Return :func:`event_hash` of every ID as an int64 Arrow array (null stays null): the driver's router
+    and Spark's UDF both call this."""
+    return pa.array([None if i is None else int(mmh3.hash(i.encode("utf-8"), 0, signed=False))
+                     for i in event_ids.to_pylist()], pa.int64())
 
 
 def tenant_key(tenant_id: str, salt: int) -> int:
@@ -70,8 +77,7 @@ def event_hash_column(event_id: Column) -> Column:
 
     @arrow_udf("bigint")  # type: ignore[call-overload, untyped-decorator, unused-ignore]
     def _event_hash(ids: pa.Array) -> pa.Array:
-        hashed = [None if i is None else int(mmh3.hash(i.encode("utf-8"), 0, signed=False)) for i in ids.to_pylist()]
-        return pa.array(hashed, pa.int64())
+        return event_hashes(ids)
 
     return _event_hash(event_id)  # type: ignore[no-any-return, unused-ignore]
 

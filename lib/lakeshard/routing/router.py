@@ -21,15 +21,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from lakeshard.config import LakeshardConfig
-from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.landing.reader import LandingFile, list_landing_files, read_landing
+from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
+from lakeshard.landing.reader import LandingFile, list_landing_files, parse_landing_arrow, read_landing
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from lakeshard.routing.allocator import ShardAllocator
-from lakeshard.routing.hashing import event_hash_column
+from lakeshard.routing.hashing import event_hash_column, event_hashes
 from lakeshard.routing.tables import from_micros, micros
 
 if TYPE_CHECKING:
@@ -45,6 +47,7 @@ __all__ = [
     "RouteReport",
     "Router",
     "route",
+    "route_arrow",
 ]
 
 ROUTED = "routed"
@@ -108,6 +111,32 @@ def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
     ).repartition("shard")
 
 
+def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
+    """Return ``events`` (landing event rows as Arrow) with ``window_start`` and ``shard``: :func:`route` in
+    this process, for small batches. Same allocator call, same hash, so the same rows land on the same shards."""
+    size = allocator.window_seconds * 1_000_000
+    us = events.column("ts").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy()
+    window_us = us - np.mod(us, size)  # floor, like Spark's pmod: pre-1970 times stay on the grid
+    tenants = events.column("tenant_id")
+    pairs = (pa.table({"tenant_id": tenants, "_window_us": window_us})
+             .group_by(["tenant_id", "_window_us"]).aggregate([]))
+    keys = list(zip(pairs.column("tenant_id").to_pylist(), pairs.column("_window_us").to_pylist(), strict=True))
+    placements = allocator.resolve([(t, from_micros(w)) for t, w in keys])
+    shard_lists = [placements[(t, from_micros(w))].shards for t, w in keys]
+    counts = np.array([len(x) for x in shard_lists], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    flat = np.fromiter((s for x in shard_lists for s in x), dtype=np.int32, count=int(counts.sum()))
+    # Each row's placement: its (tenant, window)'s position in ``pairs``, found by a join on the two keys.
+    lookup = pairs.append_column("_k", pa.array(np.arange(len(keys), dtype=np.int64)))
+    rows = (pa.table({"tenant_id": tenants, "_window_us": window_us, "_row": np.arange(len(us), dtype=np.int64)})
+            .join(lookup, ["tenant_id", "_window_us"]).sort_by("_row"))
+    k = rows.column("_k").to_numpy()
+    hashes = event_hashes(events.column("event_id")).to_numpy(zero_copy_only=False)
+    shard = flat[offsets[k] + np.mod(hashes, counts[k])]
+    return (events.append_column("window_start", pa.array(window_us).cast(pa.timestamp("us", tz="UTC")))
+            .append_column("shard", pa.array(shard, pa.int32())))
+
+
 @dataclass(frozen=True)
 class RouteReport:
     """What one routed batch did. ``records = routed + quarantined`` always holds for a batch."""
@@ -134,7 +163,7 @@ class Router:
 
     def __init__(
         self,
-        spark: SparkSession,
+        spark: SparkSession | None,
         store: TableStore,
         cfg: LakeshardConfig,
         *,
@@ -143,7 +172,7 @@ class Router:
         max_batch_bytes: int = 2 << 30,
         before_commit: Callable[[str, int], None] | None = None,
     ) -> None:
-        self.spark = spark
+        self._spark = spark
         self.store = store
         self.cfg = cfg
         self.allocator = allocator or ShardAllocator(store, cfg)
@@ -153,6 +182,11 @@ class Router:
         self._before_commit = before_commit or (lambda table, batch: None)
         self.uris = {name: cfg.table_uri(name) for name in (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS)}
         self._ready = False
+
+    @property
+    def spark(self) -> SparkSession:
+        """The session big batches run on: the one given, else the store's (started when first needed)."""
+        return self._spark if self._spark is not None else self.store.spark
 
     def ensure_tables(self) -> None:
         """Create the router's tables if missing."""
@@ -190,26 +224,28 @@ class Router:
         files = self._next_files(landing or self.cfg.landing)
         if not files:
             return None
-        plan = self.spark.createDataFrame(
-            [(batch, f.path, f.size_bytes, f.mtime, datetime.now(UTC)) for f in files], LANDING_BATCHES_SCHEMA)
+        ts = pa.timestamp("us", tz="UTC")
+        plan = pa.table({"batch": pa.array([batch] * len(files), pa.int64()),
+                         "path": pa.array([f.path for f in files], pa.string()),
+                         "size_bytes": pa.array([f.size_bytes for f in files], pa.int64()),
+                         "mtime": pa.array([f.mtime for f in files], ts),
+                         "planned_at": pa.array([datetime.now(UTC)] * len(files), ts)})
         self._before_commit(LANDING_BATCHES, batch)
-        result = self.store.append(self.uris[LANDING_BATCHES], plan.coalesce(1),
-                                   app_transactions=[AppTransaction(ROUTER_APP_ID, batch)],
-                                   metadata={"batch": batch, "files": len(files)})
+        result = self.store.append_arrow(self.uris[LANDING_BATCHES], plan,
+                                         app_transactions=[AppTransaction(ROUTER_APP_ID, batch)],
+                                         metadata={"batch": batch, "files": len(files)})
         if result.skipped:  # another router planned this batch first: finish its plan instead
             return self._execute(batch, self._planned_files(batch), replayed=True)
         return self._execute(batch, files, replayed=False)
 
     def _planned_files(self, batch: int) -> list[LandingFile]:
-        from pyspark.sql import functions as F
-
-        rows = (self.store.read(self.uris[LANDING_BATCHES]).where(F.col("batch") == batch)
-                .selectExpr("path", "size_bytes", "unix_micros(mtime) AS mtime_us").collect())
-        return sorted((LandingFile(r["path"], int(r["size_bytes"]), from_micros(int(r["mtime_us"]))) for r in rows),
+        plans = self.store.read_table_arrow(self.uris[LANDING_BATCHES], ["batch", "path", "size_bytes", "mtime"])
+        rows = plans.filter(pc.equal(plans.column("batch"), batch)).to_pylist()
+        return sorted((LandingFile(r["path"], int(r["size_bytes"]), _utc(r["mtime"])) for r in rows),
                       key=lambda f: f.path)
 
     def _next_files(self, landing: str) -> list[LandingFile]:
-        consumed = {r["path"] for r in self.store.read(self.uris[LANDING_BATCHES]).select("path").collect()}
+        consumed = set(self.store.read_table_arrow(self.uris[LANDING_BATCHES], ["path"]).column("path").to_pylist())
         out: list[LandingFile] = []
         total = 0
         for f in list_landing_files(landing):
@@ -227,19 +263,52 @@ class Router:
         return [c.file for e in entries for c in e.changes if c.action == "add"]
 
     def _execute(self, batch: int, files: Sequence[LandingFile], *, replayed: bool) -> RouteReport:
-        from pyspark.sql import functions as F
+        limit = self.cfg.routing.arrow_max_bytes
+        in_driver = limit > 0 and sum(f.size_bytes for f in files) <= limit
+        counts = (self._execute_in_driver if in_driver else self._execute_on_spark)(batch, files)
+        versions, n_events, by_cat = counts
+        n_quarantined = sum(by_cat.values())
+        return RouteReport(batch=batch, files=len(files), records=n_events + n_quarantined, routed=n_events,
+                           quarantined=n_quarantined, quarantine_by_category=by_cat, replayed=replayed,
+                           versions=versions)
 
+    def _commit(self, table: str, batch: int, files: Sequence[LandingFile], rows: DataFrame | pa.Table
+                ) -> CommitResult:
+        """Append ``rows`` (Spark or Arrow) to one of the router's tables, carrying ``router`` → ``batch``."""
         txn = [AppTransaction(ROUTER_APP_ID, batch)]
         meta = {"batch": batch, "files": len(files)}
+        self._before_commit(table, batch)
+        if isinstance(rows, pa.Table):
+            return self.store.append_arrow(self.uris[table], rows, app_transactions=txn, metadata=meta)
+        return self.store.append(self.uris[table], rows, app_transactions=txn, metadata=meta)
+
+    def _execute_in_driver(self, batch: int, files: Sequence[LandingFile]
+                           ) -> tuple[dict[str, int], int, dict[str, int]]:
+        """Route a small batch in this process: parse, place, hash and write with pyarrow (no Spark job)."""
+        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format)
+        routed = route_arrow(events, self.allocator)
+        versions = {ROUTED: self._commit(ROUTED, batch, files, routed).version,
+                    QUARANTINE: self._commit(QUARANTINE, batch, files, quarantine).version}
+        metrics = (routed.group_by(["window_start", "tenant_id", "shard"])
+                   .aggregate([([], "count_all"), ("size_bytes", "sum")])
+                   .rename_columns(["window_start", "tenant_id", "shard", "events", "bytes"]))
+        metrics = (metrics.append_column("batch", pa.array([batch] * metrics.num_rows, pa.int64()))
+                   .append_column("routed_at", pa.array([datetime.now(UTC)] * metrics.num_rows,
+                                                        pa.timestamp("us", tz="UTC"))))
+        versions[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics).version
+        categories = quarantine.group_by("category").aggregate([([], "count_all")]).to_pylist()
+        return versions, events.num_rows, {str(r["category"]): int(r["count_all"]) for r in categories}
+
+    def _execute_on_spark(self, batch: int, files: Sequence[LandingFile]
+                          ) -> tuple[dict[str, int], int, dict[str, int]]:
+        from pyspark.sql import functions as F
+
         versions: dict[str, int] = {}
         with read_landing(self.spark, list(files), limits=self.cfg.landing_format) as landed:
             routed = route(landed.events, self.allocator)
-            self._before_commit(ROUTED, batch)
-            r = self.store.append(self.uris[ROUTED], routed, app_transactions=txn, metadata=meta)
+            r = self._commit(ROUTED, batch, files, routed)
             versions[ROUTED] = r.version
-            self._before_commit(QUARANTINE, batch)
-            q = self.store.append(self.uris[QUARANTINE], landed.quarantine, app_transactions=txn, metadata=meta)
-            versions[QUARANTINE] = q.version
+            versions[QUARANTINE] = self._commit(QUARANTINE, batch, files, landed.quarantine).version
             # Metrics from the files just committed (four narrow columns of one file per shard) rather than a
             # cache of every routed row; a replay whose routed commit was already made routes again instead.
             source = routed if r.skipped else self.store.read_files(self.uris[ROUTED], self._added_files(r.version))
@@ -247,15 +316,13 @@ class Router:
                        .agg(F.count(F.lit(1)).alias("events"), F.sum("size_bytes").cast("long").alias("bytes"))
                        .withColumn("batch", F.lit(batch).cast("long"))
                        .withColumn("routed_at", F.lit(datetime.now(UTC))))
-            self._before_commit(ROUTING_METRICS, batch)
-            m = self.store.append(self.uris[ROUTING_METRICS], metrics.coalesce(1), app_transactions=txn,
-                                  metadata=meta)
-            versions[ROUTING_METRICS] = m.version
+            versions[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics.coalesce(1)).version
             # Counts come from the parse itself (cached), so they hold even when a commit was a replayed no-op.
             n_events = landed.events.count()
             by_cat = {str(row["category"]): int(row["n"]) for row in
                       landed.quarantine.groupBy("category").agg(F.count(F.lit(1)).alias("n")).collect()}
-        n_quarantined = sum(by_cat.values())
-        return RouteReport(batch=batch, files=len(files), records=n_events + n_quarantined, routed=n_events,
-                           quarantined=n_quarantined, quarantine_by_category=by_cat, replayed=replayed,
-                           versions=versions)
+        return versions, n_events, by_cat
+
+
+def _utc(when: datetime) -> datetime:
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     IntegerType,
@@ -25,13 +26,8 @@ from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
 from lakeshard.routing.placement import Placement, RoutingError, from_micros, micros
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyspark.sql import Row
-
 __all__ = [
     "PLACEMENTS",
-    "PLACEMENT_COLUMNS_AS_MICROS",
     "PLACEMENT_SCHEMA",
     "SHARD_TOPOLOGY",
     "SHARD_TOPOLOGY_SCHEMA",
@@ -42,8 +38,8 @@ __all__ = [
     "TenantSetting",
     "from_micros",
     "micros",
-    "placement_from_row",
     "placements_arrow",
+    "placements_from_arrow",
 ]
 
 PLACEMENTS = "placements"
@@ -68,6 +64,7 @@ TENANT_SETTINGS_SCHEMA = StructType([
     StructField("updated_at", TimestampType(), False),
     StructField("reason", StringType(), True),
 ])
+_INTS = pa.list_(pa.field("element", pa.int32(), nullable=False))  # array<int> as Delta's Parquet holds it
 SHARD_TOPOLOGY_SCHEMA = StructType([
     StructField("effective_at", TimestampType(), False),
     StructField("total_shards", IntegerType(), False),
@@ -93,25 +90,19 @@ class ShardTopology:
     excluded: tuple[int, ...] = ()
 
 
-# Timestamps leave Spark as epoch microseconds: collect() would turn them into naive local datetimes.
-PLACEMENT_COLUMNS_AS_MICROS = (
-    "tenant_id", "unix_micros(window_start) AS window_start_us", "unix_micros(window_end) AS window_end_us",
-    "shards", "salt", "total_shards", "excluded", "unix_micros(created_at) AS created_at_us",
-)
+def placements_from_arrow(rows: pa.Table) -> list[Placement]:
+    """Return the Placements of placements-table rows read as Arrow (e.g. :meth:`TableStore.read_table_arrow`)."""
+    def column(name: str) -> list[Any]:
+        col = rows.column(name)
+        if pa.types.is_timestamp(col.type):  # epoch microseconds, turned into aware datetimes by from_micros
+            col = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        values: list[Any] = col.to_pylist()
+        return values
 
-
-def placement_from_row(row: Row) -> Placement:
-    """Return the Placement of a placements row selected with :data:`PLACEMENT_COLUMNS_AS_MICROS`."""
-    return Placement(
-        tenant_id=row["tenant_id"],
-        window_start=from_micros(row["window_start_us"]),
-        window_end=from_micros(row["window_end_us"]),
-        shards=tuple(row["shards"]),
-        salt=int(row["salt"]),
-        total_shards=int(row["total_shards"]),
-        excluded=tuple(row["excluded"]),
-        created_at=from_micros(row["created_at_us"]),
-    )
+    names = ("tenant_id", "window_start", "window_end", "shards", "salt", "total_shards", "excluded", "created_at")
+    return [Placement(tenant_id=t, window_start=from_micros(ws), window_end=from_micros(we), shards=tuple(sh),
+                      salt=int(sa), total_shards=int(ts), excluded=tuple(ex), created_at=from_micros(ca))
+            for t, ws, we, sh, sa, ts, ex, ca in zip(*(column(n) for n in names), strict=True)]
 
 
 def placements_arrow(placements: Sequence[Placement], *, allocation: int) -> pa.Table:
@@ -121,9 +112,7 @@ def placements_arrow(placements: Sequence[Placement], *, allocation: int) -> pa.
     type check and a conversion per field (seconds for the tens of thousands of placements a big batch
     allocates).
     """
-    import pyarrow as pa
-
-    ints = pa.list_(pa.field("element", pa.int32(), nullable=False))
+    ints = _INTS
     ts = pa.timestamp("us", tz="UTC")
     return pa.table({
         "tenant_id": pa.array([p.tenant_id for p in placements], pa.string()),
@@ -170,13 +159,12 @@ class RoutingTables:
 
     def topology(self) -> ShardTopology:
         """Return the current shard topology: the newest row, or the configured default."""
-        from pyspark.sql import functions as F
-
         self.ensure()
-        row = self.store.read(self.topology_uri).orderBy(F.col("effective_at").desc()).first()
-        if row is None:
+        rows = self.store.read_table_arrow(self.topology_uri, ["effective_at", "total_shards", "excluded"])
+        if not rows.num_rows:
             return ShardTopology(self.cfg.routing.total_shards, ())
-        return ShardTopology(int(row["total_shards"]), tuple(sorted(row["excluded"])))
+        newest = rows.sort_by([("effective_at", "descending")]).slice(0, 1).to_pylist()[0]
+        return ShardTopology(int(newest["total_shards"]), tuple(sorted(newest["excluded"])))
 
     def set_topology(self, topology: ShardTopology, *, reason: str) -> int:
         """Record a new topology for placements allocated from now on; return the commit version."""
@@ -188,28 +176,25 @@ class RoutingTables:
         if len(set(topology.excluded)) >= topology.total_shards:
             raise RoutingError(f"cannot exclude every one of the {topology.total_shards} shards")
         self.ensure()
-        spark = self.store.spark
-        df = spark.createDataFrame(
-            [(datetime.now(UTC), topology.total_shards, sorted(set(topology.excluded)), reason)], SHARD_TOPOLOGY_SCHEMA
-        )
-        return self.store.append(self.topology_uri, df, metadata={"reason": reason}).version
+        row = pa.table({"effective_at": pa.array([datetime.now(UTC)], pa.timestamp("us", tz="UTC")),
+                        "total_shards": pa.array([topology.total_shards], pa.int32()),
+                        "excluded": pa.array([sorted(set(topology.excluded))], _INTS),
+                        "reason": pa.array([reason], pa.string())})
+        return self.store.append_arrow(self.topology_uri, row, metadata={"reason": reason}).version
 
     def tenant_settings(self, tenants: Iterable[str] | None = None) -> dict[str, TenantSetting]:
         """Return the newest setting of each tenant (of ``tenants`` only, when given)."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
         self.ensure()
         wanted = None if tenants is None else set(tenants)
         if wanted is not None and not wanted:
             return {}
-        # Every tenant's newest row, filtered here: an ``isin`` of thousands of tenants costs a JVM round
-        # trip per literal, and the table holds one row per change, not per event.
-        newest = Window.partitionBy("tenant_id").orderBy(F.col("updated_at").desc())
-        rows = (self.store.read(self.settings_uri).withColumn("_rank", F.row_number().over(newest))
-                .where("_rank = 1").select("tenant_id", "shard_count", "salt").collect())
-        return {r["tenant_id"]: TenantSetting(r["tenant_id"], int(r["shard_count"]), int(r["salt"])) for r in rows
-                if wanted is None or r["tenant_id"] in wanted}
+        # The table holds one row per change, not per event: read it whole, newest row per tenant wins.
+        rows = self.store.read_table_arrow(self.settings_uri, ["tenant_id", "shard_count", "salt", "updated_at"])
+        out: dict[str, TenantSetting] = {}
+        for r in rows.sort_by([("updated_at", "ascending")]).to_pylist():
+            if wanted is None or r["tenant_id"] in wanted:
+                out[r["tenant_id"]] = TenantSetting(r["tenant_id"], int(r["shard_count"]), int(r["salt"]))
+        return out
 
     def set_tenant_settings(self, settings: Sequence[TenantSetting], *, reason: str) -> int | None:
         """Record new settings (effective from each tenant's next placement); return the commit version."""
@@ -219,7 +204,10 @@ class RoutingTables:
         if bad:
             raise RoutingError(f"shard_count must be at least 1: {bad[:5]}")
         self.ensure()
-        now = datetime.now(UTC)
-        rows = [(s.tenant_id, s.shard_count, s.salt, now, reason) for s in settings]
-        df = self.store.spark.createDataFrame(rows, TENANT_SETTINGS_SCHEMA)
-        return self.store.append(self.settings_uri, df, metadata={"reason": reason, "tenants": len(rows)}).version
+        rows = pa.table({"tenant_id": pa.array([s.tenant_id for s in settings], pa.string()),
+                         "shard_count": pa.array([s.shard_count for s in settings], pa.int32()),
+                         "salt": pa.array([s.salt for s in settings], pa.int32()),
+                         "updated_at": pa.array([datetime.now(UTC)] * len(settings), pa.timestamp("us", tz="UTC")),
+                         "reason": pa.array([reason] * len(settings), pa.string())})
+        return self.store.append_arrow(self.settings_uri, rows,
+                                       metadata={"reason": reason, "tenants": len(settings)}).version
