@@ -414,22 +414,28 @@ class ShardWriter:
         return (datetime.strptime(newest, _HOUR_FORMAT) - self.retention).strftime(_HOUR_FORMAT)
 
     def _page_in(self, intervals: set[Interval]) -> int:
-        """Read these intervals' key hashes from ``event_ids`` in one columnar read into the cache."""
+        """Read these intervals' key hashes from ``event_ids`` into the cache; return how many IDs were read.
+
+        Only ``key_hi`` and ``key_lo`` of the intervals' files are read (their partition values say which
+        interval a file holds), all files at once on the store's reader threads, no Spark job. Files are
+        written sorted by the hash, so building an interval merges sorted runs instead of sorting.
+        """
         self._before_commit("page-in")
         files = self.store.files(self.ids_uri)
         self._saw_intervals(_interval_of(f) for f in files)
-        wanted = [f for f in files if _interval_of(f) in intervals]
-        found: dict[Interval, IdInterval] = {}
+        wanted: dict[Interval, list[FileInfo]] = {}
+        for f in files:
+            if (key := _interval_of(f)) in intervals:
+                wanted.setdefault(key, []).append(f)
+        read = self.store.read_arrow_groups(self.ids_uri, wanted, columns=HASH) if wanted else {}
         total = 0
-        if wanted:
-            # A driver-side columnar read (pyarrow): two long columns of a few partitions need no Spark job.
-            ids = self.store.read_arrow(self.ids_uri, wanted, columns=["shard", "interval", *HASH])
-            total = ids.num_rows
-            shard, interval = ids.column("shard").to_numpy(), ids.column("interval").to_numpy(zero_copy_only=False)
-            hi, lo = ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy()
-            found = {key: IdInterval(hi[idx], lo[idx]) for key, idx in _group_indices(shard, interval).items()}
         for key in sorted(intervals):
-            self.cache.put(key, found.get(key) or IdInterval.empty())
+            ids = read.get(key)
+            if ids is None or not ids.num_rows:
+                self.cache.put(key, IdInterval.empty())
+                continue
+            total += ids.num_rows
+            self.cache.put(key, IdInterval(ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy()))
         return total
 
     # ----------------------------------------------------------------------------------------- writing
@@ -478,8 +484,10 @@ class ShardWriter:
             else:
                 for s in todo:
                     self._known_progress[s] = routed_version
+                # Sorted by the hash within each (shard, interval), as the driver path writes them: a page-in
+                # then merges sorted runs.
                 ids = (survivors.select("shard", "interval", *KEY, "routed_version", *HASH)
-                       .repartition("shard", "interval"))
+                       .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
                 self._before_commit(ID_INDEX)
                 self.store.append(self.ids_uri, ids, app_transactions=txns, metadata={"shards": list(todo)})
                 self._remember(keys.filter(~check.duplicate))
@@ -556,7 +564,7 @@ class ShardWriter:
             self._before_commit(ID_INDEX)
             self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"shards": list(todo)},
                               write=lambda target: write_partitioned(survivors, target, ids_schema,
-                                                                     ["shard", "interval"]))
+                                                                     ["shard", "interval"], HASH))
             self._remember(keys.filter(new))
         return WriteReport(
             shards=todo, routed_version=routed_version, rows_in=rows_in, duplicates_in_batch=rows_in - n_unique,
@@ -710,7 +718,8 @@ class ShardWriter:
                 .append_column("key_hi", pa.array(hi)).append_column("key_lo", pa.array(lo)))
         ids_schema = self._arrow_schemas()[1]
         self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"repair": True},
-                          write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"]))
+                          write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
+                                                                 HASH))
         return int(rows.num_rows)
 
     def expire_ids(self) -> int:
