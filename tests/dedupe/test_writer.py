@@ -138,13 +138,17 @@ def test_a_crash_at_a_commit_point_then_restart_stays_exactly_once(
     _exactly_once(spark, store, cfg, landing)
 
 
-@pytest.mark.parametrize("engine", ["arrow", "spark"])
+@pytest.mark.parametrize(("engine", "stores"), [("arrow", "shared"), ("spark", "shared"), ("arrow", "own")])
 def test_two_writers_on_one_shard_the_stale_one_loses_and_nothing_doubles(
-    spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest]
+    spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest], stores: str
 ) -> None:
+    """``own``: the winner has its own store, as a second writer process would, so the loser's cached table
+    state (snapshot, app transaction versions, file listing) must not hide the winner's commits."""
+    from lakeshard.lake.embedded import EmbeddedTableStore
+
     cfg, landing, _ = routed
     shards = list(range(SHARDS))
-    winner = ShardWriter(spark, store, cfg, shards)
+    winner = ShardWriter(spark, store if stores == "shared" else EmbeddedTableStore(spark), cfg, shards)
 
     def let_the_other_writer_commit_first(table: str) -> None:
         if table == EVENTS and winner.progress()[0] == 0:
