@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CacheStats", "IdCache", "IdInterval", "Interval"]
+__all__ = ["CacheStats", "IdCache", "IdInterval", "Interval", "hash_order"]
 
 Interval = tuple[int, str]  # (shard, hour "YYYY-MM-DDTHH")
 Int64s = npt.NDArray[np.int64]
@@ -38,7 +38,7 @@ class IdInterval:
         if hi.shape != lo.shape:
             raise ValueError(f"hash halves differ in length: {hi.shape} vs {lo.shape}")
         hi, lo = np.asarray(hi, np.int64), np.asarray(lo, np.int64)
-        order = _hash_order(hi, lo)
+        order = hash_order(hi, lo)
         self.hi: Int64s = np.ascontiguousarray(hi if order is None else hi[order])
         self.lo: Int64s = np.ascontiguousarray(lo if order is None else lo[order])
 
@@ -94,7 +94,7 @@ class IdInterval:
         return IdInterval._presorted(np.insert(self.hi, at, hi), np.insert(self.lo, at, lo))
 
 
-def _hash_order(hi: Int64s, lo: Int64s) -> npt.NDArray[np.intp] | None:
+def hash_order(hi: Int64s, lo: Int64s) -> npt.NDArray[np.intp] | None:
     """Return the permutation that sorts the IDs by ``(hi, lo)``, or None when they are sorted already.
 
     ID files are written sorted by the hash, so a paged-in interval is a few sorted runs (one per file):

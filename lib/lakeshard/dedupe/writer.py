@@ -59,7 +59,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
 from lakeshard.config import LakeshardConfig
-from lakeshard.dedupe.cache import IdCache, IdInterval, Interval
+from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
 from lakeshard.errors import CommitConflict, LakeshardError, TableStoreError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, FileInfo, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
@@ -765,7 +765,12 @@ class ShardWriter:
             return 0
         import pyarrow as pa
 
-        rows = pa.concat_tables(self.store.read_arrow_groups(self.ids_uri, merge).values())
+        runs = []
+        for group in self.store.read_arrow_groups(self.ids_uri, merge).values():
+            # Each file is sorted by the hash: a stable sort of the high half merges the runs.
+            order = hash_order(group.column("key_hi").to_numpy(), group.column("key_lo").to_numpy())
+            runs.append(group if order is None else group.take(pa.array(order)))
+        rows = pa.concat_tables(runs)
         ids_schema = self._arrow_schemas()[1]
         doomed = [f.path for group in merge.values() for f in group]
         self._before_commit("id-compaction")
@@ -773,7 +778,8 @@ class ShardWriter:
             self.store.replace_files(
                 self.ids_uri, doomed, None, data_change=False,
                 metadata={"compacted_intervals": sorted(f"{s}/{h}" for s, h in merge)},
-                write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"], HASH))
+                # The partition sort is stable: each interval keeps its hash order.
+                write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"]))
         except CommitConflict:
             return 0  # an expiry or another writer's merge removed some of these files first: merged next time
         return len(doomed)
