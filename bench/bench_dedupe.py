@@ -296,6 +296,7 @@ def run_case(cls: type[Case], spark: SparkSession, work: Path, paths: list[str],
         out.update(ids_paged_in=paged, page_in_ids_per_s=round(paged / page_s) if page_s else None,
                    ingest_events_per_s=round(written / write_s), cache_hit_rate=round(stats.hit_rate, 3),
                    cache_mb=round(stats.bytes / 2**20, 1),
+                   id_files_merged=sum(r.id_files_merged for r in reports),
                    dropped_in_batch=sum(r.duplicates_in_batch for r in reports),
                    dropped_by_index=sum(r.duplicates_in_index for r in reports))
         if out["page_in_ids_per_s"]:
@@ -400,7 +401,8 @@ def _write(report: dict[str, Any], name: str) -> None:
                      f"batch, whose cold cache's hit rate is {ours['cache_hit_rate']}; {ours['cache_mb']} MB cached "
                      f"after it) at {ours['page_in_ids_per_s']} IDs/s vs ingest {ours['ingest_events_per_s']} "
                      f"events/s over all batches. Streaming steps by path: {ours['engines']}; the large batch: "
-                     f"{ours['large_batch_engine']}.")
+                     f"{ours['large_batch_engine']}. ID files of sealed hours merged by the writer: "
+                     f"{ours.get('id_files_merged', 0)}.")
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
     _plot(report, name)
     print("\n".join(lines))

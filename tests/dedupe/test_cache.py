@@ -79,3 +79,17 @@ def test_add_extends_only_intervals_in_memory_and_drop_shards_forgets_a_shard() 
 def test_a_non_positive_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="positive byte bound"):
         IdCache(max_bytes=0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=pairs, runs=st.integers(min_value=1, max_value=5), shared_hi=st.booleans())
+def test_an_interval_is_sorted_by_both_halves_whether_built_from_sorted_runs_or_any_order(
+        ids: list[tuple[int, int]], runs: int, shared_hi: bool) -> None:
+    """Paged-in intervals arrive as sorted runs (one per ID file); the result must not depend on that."""
+    if shared_hi and ids:  # high halves that tie: only the low half orders them
+        ids = ids + [(ids[0][0], lo) for _, lo in ids]
+    chunks = [sorted(ids[i::runs]) for i in range(runs)]
+    as_runs = [p for chunk in chunks for p in chunk]
+    for given_order in (as_runs, ids, sorted(ids)):
+        built = _interval(given_order)
+        assert list(zip(built.hi.tolist(), built.lo.tolist(), strict=True)) == sorted(ids)

@@ -125,3 +125,43 @@ def test_killed_before_commit_leaves_nothing_visible_and_vacuum_removes_it(
     assert {str(p.relative_to(uri)) for p in Path(uri).rglob("*.parquet")} == committed
     assert not [d for d in os.listdir(uri) if d.startswith("w-") and not any(Path(uri, d).rglob("*.parquet"))]
     assert store.read(uri).count() == 3
+
+
+def test_a_store_that_cached_a_table_still_sees_another_stores_commits_and_loses_to_them(
+    store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    """Each store keeps a DeltaTable per table and carries app transaction versions forward; neither may hide
+    a commit made through another store (another writer process): reads see it, and a commit prepared at a
+    version before it conflicts with it instead of landing next to it."""
+    from lakeshard.errors import CommitConflict
+    from lakeshard.lake import AppTransaction
+    from lakeshard.lake.embedded import EmbeddedTableStore
+
+    other = EmbeddedTableStore(spark)
+    uri = str(tmp_path / "shared")
+    store.create(uri, EVENTS, partition_by=["tenant_id"])
+    store.append(uri, _rows(spark, "a", 1, 2), app_transactions=[AppTransaction("writer/0", 1)])
+    read_version = store.version(uri)
+    assert store.transaction_versions(uri, ["writer/0", "writer/1"]) == {"writer/0": 1, "writer/1": None}
+
+    # The other store commits the next progress of both shards while this one holds its cached table.
+    other.append(uri, _rows(spark, "b", 1, 3), app_transactions=[AppTransaction("writer/0", 2),
+                                                                  AppTransaction("writer/1", 2)])
+    with pytest.raises(CommitConflict):  # prepared at the version this store read: the other commit wins
+        store.append(uri, _rows(spark, "c", 1, 4), app_transactions=[AppTransaction("writer/0", 3)],
+                     read_version=read_version)
+    assert store.transaction_versions(uri, ["writer/0", "writer/1"]) == {"writer/0": 2, "writer/1": 2}
+    assert store.version(uri) == other.version(uri) == 2
+
+    # The same with this store's cached table still exactly at the version read: it must not commit blindly.
+    read_version = store.version(uri)
+    other.append(uri, _rows(spark, "d", 1, 1), app_transactions=[AppTransaction("writer/1", 3)])
+    with pytest.raises(CommitConflict):
+        store.append(uri, _rows(spark, "e", 1, 1), app_transactions=[AppTransaction("writer/1", 4)],
+                     read_version=read_version)
+    same = store.append(uri, _rows(spark, "e", 1, 1), app_transactions=[AppTransaction("writer/1", 3)],
+                        read_version=read_version)
+    assert same.skipped  # exactly the progress the other store committed: a replay, nothing written
+    assert store.transaction_version(uri, "writer/1") == other.transaction_version(uri, "writer/1") == 3
+    assert {f.path for f in store.files(uri)} == {f.path for f in other.files(uri)}
+    assert sorted({r.tenant_id for r in store.read(uri).collect()}) == ["a", "b", "d"]

@@ -121,6 +121,25 @@ def test_files_report_size_rows_partitions_and_stats(
     assert f.max_values["ts"].timestamp() >= 1767225600 + 9 * 0.0015
 
 
+def test_arrow_reads_of_file_groups_give_each_group_its_rows_with_partition_values(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "groups")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id", "hour"])
+    table_store.append(uri, _rows(spark, "acme", 1, 3))
+    table_store.append(uri, _rows(spark, "acme", 1, 2, start=3))
+    table_store.append(uri, _rows(spark, "zeta", 2, 4))
+    files = table_store.files(uri)
+    groups = {t: [f for f in files if f.partition_values["tenant_id"] == t] for t in ("acme", "zeta")}
+    groups["none"] = []
+    read = table_store.read_arrow_groups(uri, groups, columns=["event_id", "hour", "ts"])
+    assert set(read) == {"acme", "zeta", "none"} and read["none"].num_rows == 0
+    assert sorted(read["acme"].column("event_id").to_pylist()) == [f"acme-{i}" for i in range(5)]
+    assert set(read["zeta"].column("hour").to_pylist()) == {2}  # a partition column, typed as the table's
+    assert read["zeta"].schema == table_store.read_arrow(uri, groups["zeta"], columns=["event_id", "hour", "ts"]).schema
+    assert read["zeta"].column("ts").null_count == 4
+
+
 def test_replace_swaps_files_atomically(table_store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
     uri = str(tmp_path / "swap")
     table_store.create(uri, EVENTS, partition_by=["tenant_id"])

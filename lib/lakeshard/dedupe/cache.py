@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CacheStats", "IdCache", "IdInterval", "Interval"]
+__all__ = ["CacheStats", "IdCache", "IdInterval", "Interval", "hash_order"]
 
 Interval = tuple[int, str]  # (shard, hour "YYYY-MM-DDTHH")
 Int64s = npt.NDArray[np.int64]
@@ -37,9 +37,10 @@ class IdInterval:
     def __init__(self, hi: Int64s, lo: Int64s) -> None:
         if hi.shape != lo.shape:
             raise ValueError(f"hash halves differ in length: {hi.shape} vs {lo.shape}")
-        order = np.lexsort((lo, hi))
-        self.hi: Int64s = np.ascontiguousarray(hi[order], dtype=np.int64)
-        self.lo: Int64s = np.ascontiguousarray(lo[order], dtype=np.int64)
+        hi, lo = np.asarray(hi, np.int64), np.asarray(lo, np.int64)
+        order = hash_order(hi, lo)
+        self.hi: Int64s = np.ascontiguousarray(hi if order is None else hi[order])
+        self.lo: Int64s = np.ascontiguousarray(lo if order is None else lo[order])
 
     @classmethod
     def empty(cls) -> IdInterval:
@@ -91,6 +92,23 @@ class IdInterval:
                 break
             at += step
         return IdInterval._presorted(np.insert(self.hi, at, hi), np.insert(self.lo, at, lo))
+
+
+def hash_order(hi: Int64s, lo: Int64s) -> npt.NDArray[np.intp] | None:
+    """Return the permutation that sorts the IDs by ``(hi, lo)``, or None when they are sorted already.
+
+    ID files are written sorted by the hash, so a paged-in interval is a few sorted runs (one per file):
+    a stable sort on the high half (timsort) merges runs in about linear time, where a lexsort of both
+    halves sorted everything twice. High halves that tie (a 64-bit collision, or one ID stored twice) fall
+    back to the lexsort, which orders them by the low half.
+    """
+    if hi.shape[0] < 2 or bool(np.all(hi[1:] > hi[:-1])):
+        return None
+    order = np.argsort(hi, kind="stable")
+    ranked = hi[order]
+    if bool(np.any(ranked[1:] == ranked[:-1])):
+        return np.lexsort((lo, hi))
+    return order
 
 
 @dataclass(frozen=True)

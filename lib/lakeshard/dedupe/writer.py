@@ -59,7 +59,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
 from lakeshard.config import LakeshardConfig
-from lakeshard.dedupe.cache import IdCache, IdInterval, Interval
+from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
 from lakeshard.errors import CommitConflict, LakeshardError, TableStoreError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, FileInfo, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
@@ -152,6 +152,7 @@ class WriteReport:
     dead_lettered: int = 0  # rows sent to quarantine after the step failed write_retries + 1 times
     error: str = ""  # the last failure, when the step was dead-lettered
     engine: str = "spark"  # "arrow": the step ran in the driver process (pyarrow + numpy), no Spark job
+    id_files_merged: int = 0  # ID files of sealed intervals merged into one per interval after the commits
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,7 @@ class ShardWriter:
         self._newest_hour: dict[int, str] = {}  # per shard, the newest interval committed to the index
         self._closed: tuple[int, set[tuple[str, str]]] | None = None  # (buckets version, closed buckets)
         self._schemas: tuple[pa.Schema, pa.Schema] | None = None  # events', event_ids' Arrow schemas
+        self._sealed: set[Interval] = set()  # intervals the stream moved past since their files were last merged
 
     @property
     def spark(self) -> SparkSession:
@@ -269,9 +271,10 @@ class ShardWriter:
         for attempt in range(max(self.write_retries, 0) + 1):
             try:
                 if batch is None:
-                    return self._dedupe_and_commit_arrow(new_files, todo, routed_version, read_version, repaired,
-                                                         started)
-                return self._dedupe_and_commit(batch, todo, routed_version, read_version, repaired, started)
+                    report = self._dedupe_and_commit_arrow(new_files, todo, routed_version, read_version, repaired,
+                                                           started)
+                else:
+                    report = self._dedupe_and_commit(batch, todo, routed_version, read_version, repaired, started)
             except LakeshardError:
                 raise  # a deliberate, explained stop (a failed expectation, a bad table): not retried
             except Exception as exc:
@@ -280,6 +283,14 @@ class ShardWriter:
                     raise
                 error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
                 time.sleep(min(0.5 * 2**attempt, 5.0))
+                continue
+            # Both commits are in: merging sealed intervals' ID files is housekeeping, outside the retries
+            # (an error here is not the batch's; the next step goes on from the committed progress).
+            if not report.conflict and self._sealed:
+                sealed, self._sealed = self._sealed, set()
+                report = dataclasses.replace(report, id_files_merged=self.compact_ids(sealed),
+                                             seconds=time.perf_counter() - started)
+            return report
         if batch is None:
             batch = self._batch(new_files, routed_version)
         return self._dead_letter(batch, todo, routed_version, error[:1000], started)
@@ -407,10 +418,14 @@ class ShardWriter:
         return _IndexCheck(duplicate, expired, len(missing), len(live) - len(missing), paged, page_seconds)
 
     def _saw_intervals(self, intervals: Iterable[Interval]) -> None:
-        """Remember the newest hour seen per shard: the retention cutoff counts back from it."""
+        """Remember the newest hour seen per shard: the retention cutoff counts back from it. The hour it
+        replaces is sealed (the stream moved past it): its ID files are merged after this step's commits."""
         for shard, hour in intervals:
-            if hour > self._newest_hour.get(shard, ""):
+            newest = self._newest_hour.get(shard, "")
+            if hour > newest:
                 self._newest_hour[shard] = hour
+                if newest:
+                    self._sealed.add((shard, newest))
 
     def _cutoff_hour(self, shard: int) -> str:
         newest = self._newest_hour.get(shard)
@@ -419,22 +434,28 @@ class ShardWriter:
         return (datetime.strptime(newest, _HOUR_FORMAT) - self.retention).strftime(_HOUR_FORMAT)
 
     def _page_in(self, intervals: set[Interval]) -> int:
-        """Read these intervals' key hashes from ``event_ids`` in one columnar read into the cache."""
+        """Read these intervals' key hashes from ``event_ids`` into the cache; return how many IDs were read.
+
+        Only ``key_hi`` and ``key_lo`` of the intervals' files are read (their partition values say which
+        interval a file holds), all files at once on the store's reader threads, no Spark job. Files are
+        written sorted by the hash, so building an interval merges sorted runs instead of sorting.
+        """
         self._before_commit("page-in")
         files = self.store.files(self.ids_uri)
         self._saw_intervals(_interval_of(f) for f in files)
-        wanted = [f for f in files if _interval_of(f) in intervals]
-        found: dict[Interval, IdInterval] = {}
+        wanted: dict[Interval, list[FileInfo]] = {}
+        for f in files:
+            if (key := _interval_of(f)) in intervals:
+                wanted.setdefault(key, []).append(f)
+        read = self.store.read_arrow_groups(self.ids_uri, wanted, columns=HASH) if wanted else {}
         total = 0
-        if wanted:
-            # A driver-side columnar read (pyarrow): two long columns of a few partitions need no Spark job.
-            ids = self.store.read_arrow(self.ids_uri, wanted, columns=["shard", "interval", *HASH])
-            total = ids.num_rows
-            shard, interval = ids.column("shard").to_numpy(), ids.column("interval").to_numpy(zero_copy_only=False)
-            hi, lo = ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy()
-            found = {key: IdInterval(hi[idx], lo[idx]) for key, idx in _group_indices(shard, interval).items()}
         for key in sorted(intervals):
-            self.cache.put(key, found.get(key) or IdInterval.empty())
+            ids = read.get(key)
+            if ids is None or not ids.num_rows:
+                self.cache.put(key, IdInterval.empty())
+                continue
+            total += ids.num_rows
+            self.cache.put(key, IdInterval(ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy()))
         return total
 
     # ----------------------------------------------------------------------------------------- writing
@@ -483,8 +504,10 @@ class ShardWriter:
             else:
                 for s in todo:
                     self._known_progress[s] = routed_version
+                # Sorted by the hash within each (shard, interval), as the driver path writes them: a page-in
+                # then merges sorted runs.
                 ids = (survivors.select("shard", "interval", *KEY, "routed_version", *HASH)
-                       .repartition("shard", "interval"))
+                       .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
                 self._before_commit(ID_INDEX)
                 self.store.append(self.ids_uri, ids, app_transactions=txns, metadata={"shards": list(todo)})
                 self._remember(keys.filter(~check.duplicate))
@@ -561,7 +584,7 @@ class ShardWriter:
             self._before_commit(ID_INDEX)
             self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"shards": list(todo)},
                               write=lambda target: write_partitioned(survivors, target, ids_schema,
-                                                                     ["shard", "interval"]))
+                                                                     ["shard", "interval"], HASH))
             self._remember(keys.filter(new))
         return WriteReport(
             shards=todo, routed_version=routed_version, rows_in=rows_in, duplicates_in_batch=rows_in - n_unique,
@@ -715,8 +738,56 @@ class ShardWriter:
                 .append_column("key_hi", pa.array(hi)).append_column("key_lo", pa.array(lo)))
         ids_schema = self._arrow_schemas()[1]
         self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"repair": True},
-                          write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"]))
+                          write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
+                                                                 HASH))
         return int(rows.num_rows)
+
+    def compact_ids(self, intervals: Iterable[Interval] | None = None) -> int:
+        """Merge the ID files of each sealed interval of these shards into one file sorted by the key hash;
+        return how many files were merged away (0 when another commit removed some of them first).
+
+        Each step appends one ID file per ``(shard, interval)`` it wrote to, so an hour of a steady stream
+        ends up as dozens of small files, and paging it in costs a file open each. An interval is *sealed*
+        once an interval after it was committed to its shard; the writer merges those the stream just moved
+        past after each step's commits (``intervals``: only these), so a page-in reads about one file per
+        hour. The swap (:meth:`~lakeshard.lake.TableStore.replace_files`, ``dataChange=false``) removes
+        exactly the files it read and adds their rows in one commit: the index never loses or doubles an
+        ID, and a writer that listed the old files still reads them (they stay on disk until vacuum).
+        """
+        from lakeshard.lake.files import write_partitioned
+
+        self.ensure_tables()
+        files = self.store.files(self.ids_uri)
+        self._saw_intervals(_interval_of(f) for f in files)
+        only = None if intervals is None else set(intervals)
+        merge: dict[Interval, list[FileInfo]] = {}
+        for f in files:
+            key = _interval_of(f)
+            if key[0] in self.shards and key[1] < self._newest_hour.get(key[0], "") and (only is None or key in only):
+                merge.setdefault(key, []).append(f)
+        merge = {k: v for k, v in merge.items() if len(v) > 1}
+        if not merge:
+            return 0
+        import pyarrow as pa
+
+        runs = []
+        for group in self.store.read_arrow_groups(self.ids_uri, merge).values():
+            # Each file is sorted by the hash: a stable sort of the high half merges the runs.
+            order = hash_order(group.column("key_hi").to_numpy(), group.column("key_lo").to_numpy())
+            runs.append(group if order is None else group.take(pa.array(order)))
+        rows = pa.concat_tables(runs)
+        ids_schema = self._arrow_schemas()[1]
+        doomed = [f.path for group in merge.values() for f in group]
+        self._before_commit("id-compaction")
+        try:
+            self.store.replace_files(
+                self.ids_uri, doomed, None, data_change=False,
+                metadata={"compacted_intervals": sorted(f"{s}/{h}" for s, h in merge)},
+                # The partition sort is stable: each interval keeps its hash order.
+                write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"]))
+        except CommitConflict:
+            return 0  # an expiry or another writer's merge removed some of these files first: merged next time
+        return len(doomed)
 
     def expire_ids(self) -> int:
         """Delete the ID index partitions of these shards older than the retention; return files removed.

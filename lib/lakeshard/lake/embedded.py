@@ -17,12 +17,11 @@ A process that dies between 1 and 3 leaves orphan files that :meth:`EmbeddedTabl
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import operator
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -61,6 +60,7 @@ from lakeshard.lake.store import (
     CommitInfo,
     CommitResult,
     FileInfo,
+    K,
     LogEntry,
     TableStore,
     VacuumReport,
@@ -79,6 +79,8 @@ _PARTITION_TYPES = {"string", "integer", "long", "short", "byte", "date", "boole
 _WRITE_PREFIX = "w-"
 # A swap (removes + adds) re-tries against the newest version at most this often when other commits land.
 _SWAP_RETRIES = 10
+# Threads that read data files for read_arrow: pyarrow decodes Parquet without the GIL.
+_READ_THREADS = 4
 
 
 
@@ -115,6 +117,8 @@ class EmbeddedTableStore(TableStore):
         self._storage = dict(storage_options) if storage_options else None
         self._retries = max_commit_retries
         self._snapshots: dict[str, DeltaTable] = {}  # per table, its latest state seen (see _latest)
+        self._txns: dict[str, _AppVersions] = {}  # per table, app transaction versions read so far
+        self._listings: dict[str, tuple[int, list[FileInfo]]] = {}  # per table, its last file listing
 
     @property
     def spark(self) -> SparkSession:
@@ -166,10 +170,30 @@ class EmbeddedTableStore(TableStore):
                     return cached
             except DeltaError:
                 pass
-            self._snapshots.pop(uri, None)
+            self._forget(uri)
         dt = self._table(uri)
         self._snapshots[uri] = dt
         return dt
+
+    def _at_version(self, uri: str, read_version: int | None) -> DeltaTable:
+        """Return the table at ``read_version`` (None: the latest) to prepare a commit on.
+
+        Committing through a DeltaTable does not move it (delta-rs leaves its snapshot where it was), so the
+        cached one serves as long as it sits exactly at ``read_version``; the next :meth:`_latest` brings it up
+        to date. Loading a table replays its log and builds its file list, which costs more the bigger the
+        table is: a writer step that loaded it afresh for each commit slowed down as ``events`` grew.
+        """
+        if read_version is None:
+            return self._latest(uri)
+        cached = self._snapshots.get(uri)
+        if cached is not None and cached.version() == read_version:
+            return cached
+        return self._table(uri, read_version)
+
+    def _forget(self, uri: str) -> None:
+        self._snapshots.pop(uri, None)
+        self._txns.pop(uri, None)
+        self._listings.pop(uri, None)
 
     def exists(self, table: str) -> bool:
         """Return whether a Delta table exists at ``table``."""
@@ -206,7 +230,7 @@ class EmbeddedTableStore(TableStore):
                 partition column has a type that cannot be a partition.
         """
         uri = normalise_uri(table)
-        self._snapshots.pop(uri, None)
+        self._forget(uri)
         fields = {f.name: f for f in schema.fields}
         for col in partition_by:
             if col not in fields:
@@ -281,7 +305,7 @@ class EmbeddedTableStore(TableStore):
 
         This is how a consumer reads what certain commits added, or a planner reads one bucket's files.
         """
-        return self._read_snapshot(self._table(table), files)
+        return self._read_snapshot(self._latest(table), files)
 
     def _read_snapshot(self, dt: DeltaTable, only: Sequence[FileInfo] | None = None) -> DataFrame:
         files = _live_files(dt) if only is None else list(only)
@@ -299,6 +323,16 @@ class EmbeddedTableStore(TableStore):
 
             ids = store.read_arrow(uri, store.files(uri), columns=["key_hi", "key_lo"])
         """
+        return self.read_arrow_groups(table, {0: files}, columns)[0]
+
+    def read_arrow_groups(self, table: str, groups: Mapping[K, Sequence[FileInfo]],
+                          columns: Sequence[str] | None = None) -> dict[K, pa.Table]:
+        """Return, per group of data files, their rows as :meth:`read_arrow` reads them, in one pass.
+
+        The files of all groups are read at once by a pool of threads (pyarrow decodes without the GIL),
+        only the columns asked for; a partition column asked for is filled in from the add actions.
+        This is the ID page-in's read: a few columns of many small files, wanted per ``(shard, interval)``.
+        """
         dt = self._latest(table)
         schema = _arrow_schema(dt)
         names = list(columns) if columns is not None else schema.names
@@ -306,30 +340,50 @@ class EmbeddedTableStore(TableStore):
         if unknown:
             raise TableStoreError(f"{dt.table_uri}: no columns {unknown}; the table has {schema.names}")
         wanted = pa.schema([schema.field(c).with_nullable(True) for c in names])
-        if not files:
-            return wanted.empty_table()
-        parts = list(dt.metadata().partition_columns)
-        root = normalise_uri(dt.table_uri)
-        fs, base = filesystem(root)
-        expressions = []
-        for f in files:
-            known = [ds.field(p) == pa.scalar(_partition_scalar(f.partition_values.get(p), schema.field(p).type),
-                                              schema.field(p).type)
-                     for p in parts if f.partition_values.get(p) is not None]
-            expressions.append(functools.reduce(operator.and_, known) if known else ds.scalar(True))
-        read_schema = pa.schema([schema.field(c).with_nullable(True) for c in schema.names])
-        dataset = ds.FileSystemDataset.from_paths(
-            [f"{base}/{unquote(f.path)}" for f in files], schema=read_schema, format=ds.ParquetFileFormat(),
-            filesystem=fs, partitions=expressions)
-        return dataset.to_table(columns=names)
+        parts = set(dt.metadata().partition_columns)
+        data = [c for c in names if c not in parts]
+        # Data columns as the table types them (a column a file lacks reads as null, as Spark reads it).
+        read_schema = pa.schema([schema.field(c).with_nullable(True) for c in schema.names if c not in parts])
+        fs, base = filesystem(normalise_uri(dt.table_uri))
+        everything = [f for files in groups.values() for f in files]
+        fragments = list(ds.FileSystemDataset.from_paths(
+            [f"{base}/{unquote(f.path)}" for f in everything], schema=read_schema, format=ds.ParquetFileFormat(),
+            filesystem=fs).get_fragments()) if everything else []
+
+        def read(at: int) -> pa.Table:
+            rows = fragments[at].to_table(schema=read_schema, columns=data, use_threads=False)
+            f = everything[at]
+            return pa.table([rows.column(c) if c not in parts else
+                             pa.array([_partition_scalar(f.partition_values.get(c), wanted.field(c).type)]
+                                      * rows.num_rows, wanted.field(c).type) for c in names], schema=wanted)
+
+        with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
+            tables = list(pool.map(read, range(len(fragments))))
+        out: dict[K, pa.Table] = {}
+        at = 0
+        for key, files in groups.items():
+            out[key] = pa.concat_tables(tables[at:at + len(files)]) if files else wanted.empty_table()
+            at += len(files)
+        return out
 
     def arrow_schema(self, table: str) -> pa.Schema:
         """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
         return _arrow_schema(self._latest(table))
 
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
-        """Return the live data files of the table (latest or at ``version``) with their stats."""
-        return _live_files(self._table(table, version) if version is not None else self._latest(table))
+        """Return the live data files of the table (latest or at ``version``) with their stats.
+
+        The latest listing is kept until the table moves: a version's files never change.
+        """
+        if version is not None:
+            return _live_files(self._table(table, version))
+        uri = normalise_uri(table)
+        dt = self._latest(uri)
+        listed = self._listings.get(uri)
+        if listed is None or listed[0] != dt.version():
+            listed = (int(dt.version()), _live_files(dt))
+            self._listings[uri] = listed
+        return list(listed[1])
 
     # ------------------------------------------------------------------------------------ write
     def append(
@@ -410,7 +464,7 @@ class EmbeddedTableStore(TableStore):
         uri = normalise_uri(table)
         if df is not None and write is not None:
             raise TableStoreError(f"{uri}: give the rows to add as a DataFrame or as a write function, not both")
-        dt = self._table(uri, read_version)
+        dt = self._at_version(uri, read_version)
         read_version = int(dt.version())
         if app_transactions and self._already_committed(dt, app_transactions):
             return CommitResult(uri, read_version, skipped=True,
@@ -530,7 +584,8 @@ class EmbeddedTableStore(TableStore):
             version += 1
 
     def _already_committed(self, dt: DeltaTable, txns: Sequence[AppTransaction]) -> bool:
-        done = [(t, dt.transaction_version(t.app_id)) for t in txns]
+        versions = self._app_versions(dt, [t.app_id for t in txns])
+        done = [(t, versions[t.app_id]) for t in txns]
         committed = [t for t, v in done if v is not None and v >= t.version]
         if committed and len(committed) != len(txns):
             # Another writer got part of this progress in first: a conflict, not a replay.
@@ -675,14 +730,33 @@ class EmbeddedTableStore(TableStore):
         return out
 
     def transaction_versions(self, table: str, app_ids: Sequence[str]) -> dict[str, int | None]:
-        """Return each app id's committed version from one snapshot (one log read, not one per id)."""
-        dt = self._latest(table)
-        return {a: None if (v := dt.transaction_version(a)) is None else int(v) for a in app_ids}
+        """Return each app id's committed version, all from one snapshot of the table."""
+        return self._app_versions(self._latest(table), app_ids)
 
     def transaction_version(self, table: str, app_id: str) -> int | None:
         """Return the latest committed version of app transaction ``app_id``, or None if never committed."""
-        version = self._latest(table).transaction_version(app_id)
-        return None if version is None else int(version)
+        return self._app_versions(self._latest(table), [app_id])[app_id]
+
+    def _app_versions(self, dt: DeltaTable, app_ids: Sequence[str]) -> dict[str, int | None]:
+        """Return each app id's version at ``dt``'s version.
+
+        delta-rs answers ``transaction_version`` by scanning the log since its last checkpoint, once per app
+        id, so a writer asking for its shards' progress every step paid more the longer the log got. Here an
+        answer, once known at one version, is carried forward through the ``txn`` actions of the commits
+        after it (read from their commit files, only those), so each commit's file is read once.
+        """
+        uri = normalise_uri(dt.table_uri)
+        version = int(dt.version())
+        known = self._txns.get(uri)
+        if known is not None and known.version > version:  # an older snapshot: a commit prepared back then
+            return {a: None if (v := dt.transaction_version(a)) is None else int(v) for a in app_ids}
+        if known is None or (known.version < version and not known.advance(uri, version)):
+            known = self._txns[uri] = _AppVersions(version)
+        missing = [a for a in app_ids if a not in known.versions]
+        for a in missing:
+            v = dt.transaction_version(a)
+            known.versions[a] = None if v is None else int(v)
+        return {a: known.versions[a] for a in app_ids}
 
     def vacuum(self, table: str, *, retention_hours: float = 168.0, dry_run: bool = False) -> VacuumReport:
         """Delete data files no version within ``retention_hours`` references, orphans included.
@@ -721,25 +795,60 @@ class EmbeddedTableStore(TableStore):
         return removed
 
 
+class _AppVersions:
+    """App transaction versions of one table known exactly at ``version`` (app ids not asked about are absent)."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.versions: dict[str, int | None] = {}
+
+    def advance(self, uri: str, version: int) -> bool:
+        """Apply the ``txn`` actions of the commits up to ``version``; False if a commit file is gone."""
+        fs, base = filesystem(uri)
+        for v in range(self.version + 1, version + 1):
+            try:
+                with fs.open_input_stream(f"{base}/_delta_log/{v:020d}.json") as stream:
+                    text = stream.read().decode("utf-8")
+            except FileNotFoundError:
+                return False
+            for line in text.splitlines():
+                if '"txn"' in line:
+                    txn = json.loads(line).get("txn")
+                    if txn is not None:
+                        self.versions[str(txn["appId"])] = int(txn["version"])
+        self.version = version
+        return True
+
+
 def _live_files(dt: DeltaTable) -> list[FileInfo]:
+    """Return the snapshot's add actions as FileInfo, reading the flattened action table column by column."""
     import pyarrow as pa
 
-    actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    actions = pa.table(dt.get_add_actions(flatten=True))
     parts = list(dt.metadata().partition_columns)
+    names = actions.column_names
+
+    def column(name: str) -> list[Any]:
+        return list(actions.column(name).to_pylist())
+
+    def stats(prefix: str) -> list[tuple[str, list[Any]]]:
+        return [(n[len(prefix):], column(n)) for n in names if n.startswith(prefix)]
+
+    mins, maxs, nulls = stats("min."), stats("max."), stats("null_count.")
+    pvals = [(p, column(f"partition.{p}") if f"partition.{p}" in names else [None] * actions.num_rows) for p in parts]
+    records = column("num_records")
     out = []
-    for a in actions:
-        mins = {k[4:]: v for k, v in a.items() if k.startswith("min.") and v is not None}
-        maxs = {k[4:]: v for k, v in a.items() if k.startswith("max.") and v is not None}
-        nulls = {k[11:]: int(v) for k, v in a.items() if k.startswith("null_count.") and v is not None}
-        pvals = {p: (None if a.get(f"partition.{p}") is None else _partition_text(a[f"partition.{p}"]))
-                 for p in parts}
+    for i, (path, size, millis) in enumerate(zip(column("path"), column("size_bytes"), column("modification_time"),
+                                                 strict=True)):
         out.append(FileInfo(
-            path=str(a["path"]),
-            size_bytes=int(a["size_bytes"]),
-            num_records=None if a.get("num_records") is None else int(a["num_records"]),
-            partition_values=pvals,
-            modification_time=datetime.fromtimestamp(int(a["modification_time"]) / 1000, tz=UTC),
-            min_values=mins, max_values=maxs, null_counts=nulls,
+            path=str(path),
+            size_bytes=int(size),
+            num_records=None if records[i] is None else int(records[i]),
+            partition_values={p: None if v[i] is None else _partition_text(v[i]) for p, v in pvals},
+            modification_time=datetime.fromtimestamp(int(millis) / 1000, tz=UTC),
+            min_values={k: v[i] for k, v in mins if v[i] is not None},
+            max_values={k: v[i] for k, v in maxs if v[i] is not None},
+            null_counts={k: int(v[i]) for k, v in nulls if v[i] is not None},
         ))
     return out
 

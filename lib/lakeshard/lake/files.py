@@ -43,7 +43,8 @@ def hive_escape(value: str) -> str:
 def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partition_by: Sequence[str],
                       sort_by: Sequence[str] = ()) -> None:
     """Write ``rows`` under ``directory`` as one Parquet file per distinct partition value, each sorted by
-    ``sort_by`` (ascending, nulls first: Spark's order); no rows, no file.
+    ``sort_by`` (ascending, nulls first: Spark's order; the sort is stable, so rows equal on every key keep
+    their order); no rows, no file.
 
     ``schema`` is the table's Arrow schema: files hold its columns minus ``partition_by``, in its order and
     types, inside ``col=value`` directories (values escaped as Spark escapes them), which is what

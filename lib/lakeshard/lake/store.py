@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+K = TypeVar("K", bound=Hashable)  # what groups of files are keyed by (read_arrow_groups)
 
 __all__ = [
     "BYTES_ADDED",
@@ -195,6 +197,11 @@ class TableStore(ABC):
     def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None) -> pa.Table:
         """Return the rows of exactly these data files as an Arrow table read in this process (no Spark job),
         partition values included, typed as the table's Arrow schema; ``columns`` narrows the read."""
+
+    def read_arrow_groups(self, table: str, groups: Mapping[K, Sequence[FileInfo]],
+                          columns: Sequence[str] | None = None) -> dict[K, pa.Table]:
+        """Return, per group of data files, :meth:`read_arrow` of those files (an adapter may read all at once)."""
+        return {key: self.read_arrow(table, files, columns) for key, files in groups.items()}
 
     @abstractmethod
     def arrow_schema(self, table: str) -> pa.Schema:
