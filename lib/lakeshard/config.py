@@ -130,7 +130,7 @@ class DedupeConfig:
     write_retries: int = 2
     # A writer step whose new routed files hold at most this many Parquet bytes runs in the driver process
     # (pyarrow + numpy: read, hash, dedupe, sort, write Parquet, commit) instead of as Spark jobs, whose fixed
-    # cost dominates a micro-batch; bigger steps (and steps with an expectation gate) use Spark. Both paths
+    # cost dominates a micro-batch (an expectation gate's checks still run on Spark); bigger steps use Spark. Both paths
     # give the same rows, files and IDs. 0 = always Spark. The driver holds about 5-10x this in memory.
     arrow_max_bytes: int = 64 * 1024 * 1024
 

@@ -36,10 +36,11 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
   cache are shared by both paths), an Arrow group-by keeps the first row of each key, pyarrow writes one
   sorted Parquet file per ``(tenant, hour)`` (and per ``(shard, interval)`` of IDs) into the store's write
   directory, and the store commits them exactly as it commits Spark's files (``append(write=...)``: same add
-  actions, app transactions, metadata and conflict check). Bigger steps, and every step of a writer with an
-  expectation gate (the gate takes a Spark DataFrame), run as Spark jobs. ID page-ins and the repair of a
-  lagging index read with pyarrow on both paths (the repair falls back to Spark past the same bound);
-  dead letters are written by Spark. :attr:`WriteReport.engine` says which path a step took.
+  actions, app transactions, metadata and conflict check). Bigger steps run as Spark jobs; on the driver
+  path an expectation gate's checks (Spark SQL) run on the step's new events handed to Spark as one Arrow
+  table. ID page-ins and the repair of a lagging index read with pyarrow on both paths (the repair falls back
+  to Spark past the same bound); dead letters are written by Spark. :attr:`WriteReport.engine` says which
+  path a step took.
 
 Not built (see the issue notes): coalescing the commits of several writer *processes* into one Delta commit
 (one writer process owning many shards already commits them all together).
@@ -299,11 +300,10 @@ class ShardWriter:
         """Return whether a step over these routed files takes the driver-side (Arrow) path.
 
         Small steps do: a Spark job's fixed cost (scheduling, the partition-value join, a shuffle for the
-        file layout) dominates a micro-batch. A step with an expectation gate stays on Spark, since the gate
-        checks a Spark DataFrame (converting there and back would cost what the Arrow path saves).
+        file layout) dominates a micro-batch. With an expectation gate, only the gate's rule checks run as
+        Spark jobs, on the step's new events handed over as one Arrow table.
         """
-        return (self._gate is None and self.arrow_max_bytes > 0
-                and sum(f.size_bytes for f in files) <= self.arrow_max_bytes)
+        return self.arrow_max_bytes > 0 and sum(f.size_bytes for f in files) <= self.arrow_max_bytes
 
     # ------------------------------------------------------------------------------------------ reading
     def _intake_version(self, oldest: int, latest: int) -> int:
@@ -562,8 +562,10 @@ class ShardWriter:
             .append_column("key_lo", pa.array(lo[first][new]))
         n_unique, n_new = keys.num_rows, survivors.num_rows
         txns = [AppTransaction(writer_app_id(s), routed_version) for s in todo]
+        kept = self._gate_arrow(survivors, txns)
         meta = {"shards": list(todo), "routed_version": routed_version, "rows_in": rows_in,
-                "duplicates_in_batch": rows_in - n_unique, "duplicates_in_index": n_unique - n_new, "rejected": 0}
+                "duplicates_in_batch": rows_in - n_unique, "duplicates_in_index": n_unique - n_new,
+                "rejected": n_new - kept.num_rows}
         events_schema, ids_schema = self._arrow_schemas()
         conflict = False
         try:
@@ -571,7 +573,7 @@ class ShardWriter:
             result = self.store.append(
                 self.events_uri, None, app_transactions=txns, metadata=meta, read_version=read_version,
                 # One file per (tenant, hour), sorted by the sort schema: the layout the Spark path writes.
-                write=lambda target: write_partitioned(survivors, target, events_schema, ["tenant_id", "hour"],
+                write=lambda target: write_partitioned(kept, target, events_schema, ["tenant_id", "hour"],
                                                        EVENTS_SORT_SCHEMA.columns))
             conflict = result.skipped
         except CommitConflict:
@@ -581,6 +583,8 @@ class ShardWriter:
         else:
             for s in todo:
                 self._known_progress[s] = routed_version
+            # Every new key's ID, rejected rows' too (as on Spark): a re-sent copy of a row an expectation
+            # took is a duplicate, not a second chance.
             self._before_commit(ID_INDEX)
             self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"shards": list(todo)},
                               write=lambda target: write_partitioned(survivors, target, ids_schema,
@@ -588,12 +592,25 @@ class ShardWriter:
             self._remember(keys.filter(new))
         return WriteReport(
             shards=todo, routed_version=routed_version, rows_in=rows_in, duplicates_in_batch=rows_in - n_unique,
-            duplicates_in_index=0 if conflict else n_unique - n_new, written=0 if conflict else n_new,
+            duplicates_in_index=0 if conflict else n_unique - n_new, written=0 if conflict else kept.num_rows,
             intervals_paged_in=check.misses, interval_hits=check.hits, ids_paged_in=check.ids_paged_in,
             page_in_seconds=check.page_in_seconds, unchecked_expired=int(check.expired.sum()), conflict=conflict,
             ids_repaired=repaired, cache_bytes=self.cache.stats().bytes, seconds=time.perf_counter() - started,
-            engine="arrow",
+            rejected=0 if conflict else n_new - kept.num_rows, engine="arrow",
         )
+
+    def _gate_arrow(self, survivors: pa.Table, txns: Sequence[AppTransaction]) -> pa.Table:
+        """Return the new events an expectation gate keeps (all of them without a gate).
+
+        The gate's rules are Spark SQL: the events go to Spark as one Arrow table (the columns the Spark
+        path hands its gate) and what the gate keeps comes back the same way.
+        """
+        if self._gate is None:
+            return survivors
+        events = survivors.drop_columns([*HASH, "interval"])
+        handed = self.spark.createDataFrame(events)
+        kept = self._gate(handed, txns)
+        return survivors if kept is handed else kept.toArrow()
 
     def _arrow_schemas(self) -> tuple[pa.Schema, pa.Schema]:
         """Return the Arrow schemas of ``events`` and ``event_ids`` (read once per writer)."""

@@ -62,7 +62,8 @@ def run_ingest(ctx: FlowContext) -> FlowResult:
     return FlowResult(rows_in=sum(r.rows_in for r in reports), rows_out=sum(r.written for r in reports),
                       duplicates_dropped=sum(r.duplicates_in_batch + r.duplicates_in_index for r in reports),
                       quarantined=ctx.gate.quarantined, dropped=ctx.gate.dropped,
-                      details={"steps": len(reports), "conflicts": writer.conflicts})
+                      details={"steps": len(reports), "conflicts": writer.conflicts,
+                               "engines": ",".join(sorted({r.engine for r in reports}))})
 
 
 def run_close_buckets(ctx: FlowContext) -> FlowResult:
