@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -119,6 +120,9 @@ class EmbeddedTableStore(TableStore):
         self._snapshots: dict[str, DeltaTable] = {}  # per table, its latest state seen (see _latest)
         self._txns: dict[str, _AppVersions] = {}  # per table, app transaction versions read so far
         self._listings: dict[str, tuple[int, list[FileInfo]]] = {}  # per table, its last file listing
+        # Threads sharing this store share those DeltaTables: bringing one up to date and committing on it
+        # take turns, so no commit is prepared at one version and sent from another (see _commit).
+        self._lock = threading.RLock()
 
     @property
     def spark(self) -> SparkSession:
@@ -161,6 +165,10 @@ class EmbeddedTableStore(TableStore):
         (:meth:`create` forgets the table's state; a cached version whose commit file is gone is reloaded).
         """
         uri = normalise_uri(table)
+        with self._lock:
+            return self._latest_locked(uri)
+
+    def _latest_locked(self, uri: str) -> DeltaTable:
         cached = self._snapshots.get(uri)
         if cached is not None:
             try:
@@ -378,12 +386,13 @@ class EmbeddedTableStore(TableStore):
         if version is not None:
             return _live_files(self._table(table, version))
         uri = normalise_uri(table)
-        dt = self._latest(uri)
-        listed = self._listings.get(uri)
-        if listed is None or listed[0] != dt.version():
-            listed = (int(dt.version()), _live_files(dt))
-            self._listings[uri] = listed
-        return list(listed[1])
+        with self._lock:
+            dt = self._latest(uri)
+            listed = self._listings.get(uri)
+            if listed is None or listed[0] != dt.version():
+                listed = (int(dt.version()), _live_files(dt))
+                self._listings[uri] = listed
+            return list(listed[1])
 
     # ------------------------------------------------------------------------------------ write
     def append(
@@ -464,7 +473,9 @@ class EmbeddedTableStore(TableStore):
         uri = normalise_uri(table)
         if df is not None and write is not None:
             raise TableStoreError(f"{uri}: give the rows to add as a DataFrame or as a write function, not both")
-        dt = self._at_version(uri, read_version)
+        # A swap checks that the files it removes are live at the read version and commits at exactly that
+        # version, so it gets a table of its own (swaps are rare); appends may use the shared cached one.
+        dt = self._table(uri, read_version) if remove else self._at_version(uri, read_version)
         read_version = int(dt.version())
         if app_transactions and self._already_committed(dt, app_transactions):
             return CommitResult(uri, read_version, skipped=True,
@@ -510,10 +521,13 @@ class EmbeddedTableStore(TableStore):
             if removes:
                 self._commit_removes(dt, uri, [*adds, *removes], remove, props, app_transactions)
             else:
-                dt.create_write_transaction(
-                    [*adds, *removes], mode="append", schema=dt.schema(),
-                    partition_by=list(dt.metadata().partition_columns) or None, commit_properties=props,
-                )
+                with self._lock:
+                    if dt is self._snapshots.get(uri) and dt.version() != read_version:
+                        dt = self._table(uri, read_version)  # another thread brought the shared table up to date
+                    dt.create_write_transaction(
+                        [*adds, *removes], mode="append", schema=dt.schema(),
+                        partition_by=list(dt.metadata().partition_columns) or None, commit_properties=props,
+                    )
         except CommitFailedError as exc:
             # Only a known-failed commit deletes its files; any other error leaves them for vacuum, since
             # an unknown outcome might be a commit that references them.
@@ -745,6 +759,10 @@ class EmbeddedTableStore(TableStore):
         answer, once known at one version, is carried forward through the ``txn`` actions of the commits
         after it (read from their commit files, only those), so each commit's file is read once.
         """
+        with self._lock:
+            return self._app_versions_locked(dt, app_ids)
+
+    def _app_versions_locked(self, dt: DeltaTable, app_ids: Sequence[str]) -> dict[str, int | None]:
         uri = normalise_uri(dt.table_uri)
         version = int(dt.version())
         known = self._txns.get(uri)
