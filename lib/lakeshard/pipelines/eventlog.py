@@ -14,7 +14,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -149,21 +149,27 @@ class EventLog:
 
     def last_completed_inputs(self, flow: str) -> dict[str, int] | None:
         """Return the input versions recorded by ``flow``'s latest ``completed`` or ``up_to_date`` event, or None."""
-        newest = self._newest(["flow", "event", "timestamp", "input_versions"],
-                              lambda r: r["flow"] == flow and r["event"] in ("completed", "up_to_date"))
+        newest = self._newest(["flow", "event", "timestamp", "input_versions"], flow=flow)
         if newest is None or newest["input_versions"] is None:
             return None
         return {str(k): int(v) for k, v in newest["input_versions"]}
 
     def latest_run(self) -> str | None:
         """Return the id of the newest run in the log, or None when it is empty or missing."""
-        newest = self._newest(["run_id", "timestamp"], lambda r: True)
+        newest = self._newest(["run_id", "timestamp"])
         return None if newest is None else str(newest["run_id"])
 
-    def _newest(self, columns: Sequence[str], where: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
-        """Return the newest event (these columns) passing ``where``, read in this process; None if none."""
+    def _newest(self, columns: Sequence[str], *, flow: str | None = None) -> dict[str, Any] | None:
+        """Return the newest event (these columns; of ``flow``'s completed or up-to-date ends when given), read
+        in this process; None if there is none."""
         if not self.exists():
             return None
         log = self.store.read_table_arrow(self.uri, columns)
-        rows = log.take(pc.sort_indices(log, sort_keys=[("timestamp", "descending")])).to_pylist()
-        return next((r for r in rows if where(r)), None)
+        if flow is not None:
+            log = log.filter(pc.and_(pc.equal(log.column("flow"), flow),
+                                     pc.is_in(log.column("event"), pa.array(["completed", "up_to_date"]))))
+        if not log.num_rows:
+            return None
+        newest = pc.sort_indices(log, sort_keys=[("timestamp", "descending")])[:1]
+        rows: list[dict[str, Any]] = log.take(newest).to_pylist()
+        return rows[0]

@@ -265,8 +265,7 @@ class Router:
     def _execute(self, batch: int, files: Sequence[LandingFile], *, replayed: bool) -> RouteReport:
         limit = self.cfg.routing.arrow_max_bytes
         in_driver = limit > 0 and sum(f.size_bytes for f in files) <= limit
-        counts = (self._execute_in_driver if in_driver else self._execute_on_spark)(batch, files)
-        versions, n_events, by_cat = counts
+        versions, n_events, by_cat = (self._execute_in_driver if in_driver else self._execute_on_spark)(batch, files)
         n_quarantined = sum(by_cat.values())
         return RouteReport(batch=batch, files=len(files), records=n_events + n_quarantined, routed=n_events,
                            quarantined=n_quarantined, quarantine_by_category=by_cat, replayed=replayed,

@@ -108,20 +108,17 @@ def placements_from_arrow(rows: pa.Table) -> list[Placement]:
 def placements_arrow(placements: Sequence[Placement], *, allocation: int) -> pa.Table:
     """Return ``placements`` as an Arrow table of :data:`PLACEMENT_SCHEMA` rows (``allocation`` on each).
 
-    ``spark.createDataFrame`` takes an Arrow table in one transfer, where a list of Python rows costs a
-    type check and a conversion per field (seconds for the tens of thousands of placements a big batch
-    allocates).
+    The allocator commits it with :meth:`TableStore.append_arrow` (no Spark job).
     """
-    ints = _INTS
     ts = pa.timestamp("us", tz="UTC")
     return pa.table({
         "tenant_id": pa.array([p.tenant_id for p in placements], pa.string()),
         "window_start": pa.array([micros(p.window_start) for p in placements], pa.int64()).cast(ts),
         "window_end": pa.array([micros(p.window_end) for p in placements], pa.int64()).cast(ts),
-        "shards": pa.array([list(p.shards) for p in placements], ints),
+        "shards": pa.array([list(p.shards) for p in placements], _INTS),
         "salt": pa.array([p.salt for p in placements], pa.int32()),
         "total_shards": pa.array([p.total_shards for p in placements], pa.int32()),
-        "excluded": pa.array([list(p.excluded) for p in placements], ints),
+        "excluded": pa.array([list(p.excluded) for p in placements], _INTS),
         "created_at": pa.array([micros(p.created_at) for p in placements], pa.int64()).cast(ts),
         "allocation": pa.array([allocation] * len(placements), pa.int64()),
     })
