@@ -80,8 +80,21 @@ class RoutingConfig:
     # the driver process (pyarrow), not as Spark jobs, whose fixed cost dominates a trickle; bigger batches use
     # Spark's parallel parse. Both give the same rows on the same shards. 0 = always Spark.
     arrow_max_bytes: int = 32 * 1024 * 1024
+    # The event hash new placements route by: 2 = Spark's built-in xxhash64 (no Python in the Spark plan),
+    # 1 = mmh3 (what lakeshard used before versions; a Python UDF in Spark). Existing placements keep theirs.
+    # Set 1 while processes of an older lakeshard (which route by mmh3 only) still route into the lakehouse.
+    event_hash_version: int = 2
+    # Spark path: how many tasks write a batch's routed rows (each writes one file per shard it has rows of).
+    # 0 = one per core Spark runs tasks on. No shuffle: fewer tasks mean fewer files, not less data moved.
+    write_tasks: int = 0
 
     def __post_init__(self) -> None:
+        if self.event_hash_version not in (1, 2):
+            raise ConfigError(f"routing.event_hash_version: expected 1 (mmh3) or 2 (xxhash64), "
+                              f"found {self.event_hash_version!r}")
+        if self.write_tasks < 0:
+            raise ConfigError(f"routing.write_tasks: expected 0 (one per core) or a positive number of tasks, "
+                              f"found {self.write_tasks}")
         if self.arrow_max_bytes < 0:
             raise ConfigError(f"routing.arrow_max_bytes: expected 0 (always Spark) or a positive number of bytes, "
                               f"found {self.arrow_max_bytes}")

@@ -20,6 +20,7 @@ from lakeshard.balancing.autosharder import (
 )
 from lakeshard.config import BalancingConfig
 from lakeshard.routing.allocator import plan_placements
+from lakeshard.routing.hashing import HASH_XXHASH64
 from lakeshard.routing.placement import Placement
 from lakeshard.routing.tables import ShardTopology, TenantSetting
 
@@ -152,7 +153,8 @@ def test_new_counts_shape_only_windows_that_start_later(steps: list[list[float]]
         start = T0 + timedelta(seconds=WS * w)
         before = dict(book)
         missing = [(t, start) for t in tenants if (t, start) not in book]
-        for p in plan_placements(missing, settings, topology, default_shard_count=1, window_seconds=WS, now=start):
+        for p in plan_placements(missing, settings, topology, default_shard_count=1, window_seconds=WS, now=start,
+                                   hash_version=HASH_XXHASH64):
             book[(p.tenant_id, p.window_start)] = p
             setting = settings.get(p.tenant_id, TenantSetting(p.tenant_id, 1))
             in_force[(p.tenant_id, p.window_start)] = setting.shard_count

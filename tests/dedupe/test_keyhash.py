@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from lakeshard.dedupe.keyhash import key_hashes, xxhash64_strings
+from lakeshard.dedupe.keyhash import key_hashes
 from lakeshard.dedupe.writer import key_hash_columns
+from lakeshard.sparkhash import xxhash64_strings
 
 # Any Unicode scalar value (surrogates cannot be UTF-8), lengths across every XXH64 branch: < 4, < 8, < 32,
 # one and several 32-byte stripes, with 4-byte and 1-byte tails (multi-byte characters shift them all).

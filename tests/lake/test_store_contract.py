@@ -243,3 +243,28 @@ def test_create_checks_shape_and_append_checks_columns(
         table_store.append(uri, bad)
     with pytest.raises(TableNotFound):
         table_store.read(str(tmp_path / "nope"))
+
+
+def test_added_columns_read_as_null_in_older_rows_and_take_values_after(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "grows")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    table_store.append(uri, _rows(spark, "acme", 1, 2))
+    added = StructField("version", IntegerType(), True)
+    version = table_store.add_columns(uri, [added])
+    assert version == table_store.version(uri) == 2
+    grown = StructType([*EVENTS.fields, added])
+    assert _shape(table_store.schema(uri)) == _shape(grown)
+    assert table_store.create(uri, grown, partition_by=["tenant_id"]) == 2  # the new shape is now the table's
+    newer = spark.createDataFrame([("acme", 1, "acme-new", None, {}, 7)], grown)
+    table_store.append(uri, newer)
+    got = {r.event_id: r.version for r in table_store.read(uri).collect()}
+    assert got == {"acme-0": None, "acme-1": None, "acme-new": 7}
+    arrow = table_store.read_table_arrow(uri, ["event_id", "version"]).to_pylist()
+    assert {r["event_id"]: r["version"] for r in arrow} == got  # the in-process read agrees
+    with pytest.raises(TableStoreError, match=r"cannot add the columns \['version'\]: the table has them"):
+        table_store.add_columns(uri, [added])
+    with pytest.raises(TableStoreError, match=r"as NOT NULL"):
+        table_store.add_columns(uri, [StructField("must", StringType(), False)])
+    assert table_store.version(uri) == 3  # the refused changes committed nothing

@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from itertools import pairwise
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakeshard.routing.hashing import event_hash, jump_hash
+from lakeshard.routing.hashing import HASH_MMH3, HASH_XXHASH64, event_hash, jump_hash
 from lakeshard.routing.placement import RoutingError, first_shard, placement_shards, window_of
 
 
@@ -112,11 +113,22 @@ def test_salt_moves_the_first_shard() -> None:
     assert moved > 0.9 * 2000
 
 
-def test_event_hash_is_murmur3_x86_32_of_utf8() -> None:
+def test_event_hash_version_1_is_murmur3_x86_32_of_utf8() -> None:
     # Reference values of MurmurHash3_x86_32, seed 0 (as published with the algorithm's test vectors).
-    assert event_hash("") == 0
-    assert event_hash("hello") == 0x248BFA47
-    assert event_hash("The quick brown fox jumps over the lazy dog") == 0x2E4FF723
+    assert event_hash("", HASH_MMH3) == 0
+    assert event_hash("hello", HASH_MMH3) == 0x248BFA47
+    assert event_hash("The quick brown fox jumps over the lazy dog", HASH_MMH3) == 0x2E4FF723
+
+
+def test_event_hash_version_2_is_xxh64_of_utf8_with_sparks_seed() -> None:
+    # What Spark 4 gives for xxhash64(''): XXH64 of the empty input with seed 42.
+    assert event_hash("", HASH_XXHASH64) == _signed(0x98B1582B0977E704)
+    with pytest.raises(ValueError, match="unknown event hash version 3"):
+        event_hash("x", 3)
+
+
+def _signed(u: int) -> int:
+    return u - (1 << 64) if u >= 1 << 63 else u
 
 
 def test_windows_sit_on_a_fixed_grid() -> None:
@@ -126,13 +138,19 @@ def test_windows_sit_on_a_fixed_grid() -> None:
 
 
 @settings(max_examples=5, deadline=None)
-@given(st.lists(st.text(max_size=40), min_size=1, max_size=300))
+@given(st.lists(st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=80), min_size=1, max_size=300))
 def test_spark_and_python_hash_alike(spark, ids: list[str]) -> None:  # type: ignore[no-untyped-def]
-    from lakeshard.routing.hashing import _pandas_event_hash, event_hash_column
+    from lakeshard.routing.hashing import _pandas_event_hash, event_hash_column, event_hashes
 
     rows = [(i, s) for i, s in enumerate(ids)] + [(len(ids), None)]
     df = spark.createDataFrame(rows, "i int, event_id string")
-    # The Arrow UDF (Spark 4.1+) and the pandas UDF older runtimes fall back to: both equal the Python hash.
-    got = {r.i: (r.h, r.p) for r in df.select("i", event_hash_column(df.event_id).alias("h"),
-                                               _pandas_event_hash(df.event_id).alias("p")).collect()}
-    assert got == {i: (None, None) if s is None else (event_hash(s), event_hash(s)) for i, s in rows}
+    # Version 1: the Arrow UDF (Spark 4.1+) and the pandas UDF older runtimes fall back to; version 2: Spark's
+    # built-in xxhash64. Each equals the driver's hash of the same ID, one ID at a time and a column at once.
+    got = {r.i: (r.h, r.p, r.x) for r in df.select(
+        "i", event_hash_column(df.event_id, HASH_MMH3).alias("h"), _pandas_event_hash(df.event_id).alias("p"),
+        event_hash_column(df.event_id, HASH_XXHASH64).alias("x")).collect()}
+    assert got == {i: (None, None, None) if s is None else
+                   (event_hash(s, HASH_MMH3), event_hash(s, HASH_MMH3), event_hash(s, HASH_XXHASH64)) for i, s in rows}
+    column = pa.array([s for _, s in rows], pa.string())
+    for version, at in ((HASH_MMH3, 0), (HASH_XXHASH64, 2)):
+        assert event_hashes(column, version).to_pylist() == [got[i][at] for i, _ in rows]

@@ -5,14 +5,8 @@ The ID index stores, per event, ``key_hi = xxhash64(tenant_id, event_id, ts)`` a
 (:func:`lakeshard.dedupe.writer.key_hash_columns`). The writer's driver-side (Arrow) path must produce the
 same numbers so that both paths share one index and one cache; this module does, without Spark.
 
-Spark's ``xxhash64(c1, c2, ...)`` is XXH64 chained over its inputs: the seed starts at 42, and each non-null
-input is hashed with the previous result as its seed (a null input leaves it unchanged). A string is hashed
-as its UTF-8 bytes, a timestamp as its ``long`` of microseconds since the epoch (eight little-endian bytes),
-exactly as the reference XXH64 does (Spark's ``XXH64.hashUnsafeBytes`` / ``hashLong``). Every step here runs
-over whole columns at once: strings of different lengths advance in lock-step, each taking the next 32-byte
-stripe, 8-byte word, 4-byte word or byte only while it has one (masks), so the cost is a few dozen numpy
-passes over the batch, not a Python call per row. ``tests/dedupe/test_keyhash.py`` checks it against Spark
-over arbitrary Unicode (hypothesis).
+Spark's ``xxhash64(c1, c2, ...)`` chains XXH64 over its inputs (:mod:`lakeshard.sparkhash` implements it over
+whole columns); ``tests/dedupe/test_keyhash.py`` checks the key hash against Spark over arbitrary Unicode.
 
 Example::
 
@@ -26,103 +20,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["SPARK_HASH_SEED", "key_hashes", "xxhash64_longs", "xxhash64_strings"]
+from lakeshard.sparkhash import SPARK_HASH_SEED, U64, xxhash64_longs, xxhash64_strings
 
-SPARK_HASH_SEED = 42  # the seed of Spark's xxhash64 expression
+__all__ = ["key_hashes"]
+
 KEY_LO_PREFIX = "lakeshard/key-lo"  # the constant first input that seeds the second half differently
-
-U64 = npt.NDArray[np.uint64]
-
-_P1 = np.uint64(0x9E3779B185EBCA87)
-_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
-_P3 = np.uint64(0x165667B19E3779F9)
-_P4 = np.uint64(0x85EBCA77C2B2AE63)
-_P5 = np.uint64(0x27D4EB2F165667C5)
-
-
-def _rotl(x: U64, r: int) -> U64:
-    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
-
-
-def _round(acc: U64, word: U64) -> U64:
-    return _rotl(acc + word * _P2, 31) * _P1
-
-
-def _fmix(h: U64) -> U64:
-    h = h ^ (h >> np.uint64(33))
-    h = h * _P2
-    h = h ^ (h >> np.uint64(29))
-    h = h * _P3
-    return h ^ (h >> np.uint64(32))
-
-
-def xxhash64_longs(values: npt.NDArray[np.int64], seeds: U64) -> U64:
-    """Return XXH64 of each ``long`` (its eight little-endian bytes) with its own seed: Spark's ``hashLong``."""
-    with np.errstate(over="ignore"):
-        h = seeds + _P5 + np.uint64(8)
-        h = h ^ _round(np.zeros_like(h), values.astype(np.int64).view(np.uint64))
-        h = _rotl(h, 27) * _P1 + _P4
-        return _fmix(h)
-
-
-def xxhash64_strings(strings: pa.Array | pa.ChunkedArray, seeds: U64) -> U64:
-    """Return XXH64 of each string's UTF-8 bytes with its own seed (Spark's ``hashUnsafeBytes``); a null keeps
-    its seed, as Spark's chaining skips null inputs."""
-    arr = pc.cast(strings, pa.large_string())
-    arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-    n = len(arr)
-    if n == 0:
-        return np.empty(0, np.uint64)
-    _, offsets_buf, data_buf = arr.buffers()
-    offsets = np.frombuffer(offsets_buf, np.int64)[arr.offset: arr.offset + n + 1]
-    data = np.zeros(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, np.uint8)
-    # Eight zero bytes after the end: a masked-off lane may still read a word there.
-    padded = np.concatenate([data[: int(offsets[-1])], np.zeros(8, np.uint8)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, 8)
-    start, length = offsets[:-1].copy(), np.diff(offsets)
-
-    def words(at: npt.NDArray[np.int64]) -> U64:
-        return np.ascontiguousarray(windows[at]).view("<u8").reshape(-1)
-
-    seeds = np.broadcast_to(np.asarray(seeds, np.uint64), (n,)).copy()
-    with np.errstate(over="ignore"):
-        h = seeds + _P5
-        big = np.flatnonzero(length >= 32)
-        if len(big):
-            s = seeds[big]
-            v = [s + _P1 + _P2, s + _P2, s.copy(), s - _P1]
-            stripes = length[big] // 32
-            for k in range(int(stripes.max())):
-                act = np.flatnonzero(stripes > k)
-                at = start[big[act]] + 32 * k
-                for lane in range(4):
-                    v[lane][act] = _round(v[lane][act], words(at + 8 * lane))
-            acc = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
-            for lane in range(4):
-                acc = (acc ^ _round(np.zeros_like(acc), v[lane])) * _P1 + _P4
-            h[big] = acc
-        h = h + length.astype(np.uint64)
-        at = start + (length // 32) * 32
-        tail_words = (length % 32) // 8
-        for k in range(int(tail_words.max(initial=0))):
-            act = np.flatnonzero(tail_words > k)
-            h[act] = _rotl(h[act] ^ _round(np.zeros(len(act), np.uint64), words(at[act])), 27) * _P1 + _P4
-            at[act] += 8
-        act = np.flatnonzero(length % 8 >= 4)
-        if len(act):
-            four = words(at[act]) & np.uint64(0xFFFFFFFF)
-            h[act] = _rotl(h[act] ^ (four * _P1), 23) * _P2 + _P3
-            at[act] += 4
-        tail_bytes = length % 4
-        for k in range(3):
-            act = np.flatnonzero(tail_bytes > k)
-            if not len(act):
-                break
-            h[act] = _rotl(h[act] ^ (padded[at[act]].astype(np.uint64) * _P5), 11) * _P1
-            at[act] += 1
-        h = _fmix(h)
-    valid = arr.is_valid().to_numpy(zero_copy_only=False)
-    return np.where(valid, h, seeds)
 
 
 def _strings_hashed_once(strings: pa.Array | pa.ChunkedArray, seed: int) -> U64:

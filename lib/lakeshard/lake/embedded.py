@@ -66,11 +66,12 @@ from lakeshard.lake.store import (
     TableStore,
     VacuumReport,
     WriteFiles,
+    check_new_columns,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructField, StructType
 
 __all__ = ["EmbeddedTableStore"]
 
@@ -210,6 +211,22 @@ class EmbeddedTableStore(TableStore):
     def schema(self, table: str) -> StructType:
         """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
         return _to_spark_schema(self._latest(table).schema())
+
+    def add_columns(self, table: str, fields: Sequence[StructField]) -> int:
+        """Add nullable columns to an existing table with delta-rs' schema change; return the new version."""
+        from deltalake.schema import Field
+
+        uri = normalise_uri(table)
+        check_new_columns(uri, self.schema(uri), fields)
+        dt = self._table(uri)
+        try:
+            dt.alter.add_columns([Field.from_json(json.dumps(f.jsonValue())) for f in fields])
+        except DeltaError as exc:
+            raise TableStoreError(f"{uri}: cannot add the columns {[f.name for f in fields]}: {exc}") from None
+        finally:
+            with self._lock:
+                self._forget(uri)
+        return int(dt.version())
 
     def partition_columns(self, table: str) -> list[str]:
         """Return the table's partition columns in order."""

@@ -102,11 +102,12 @@ from lakeshard.lake.store import (
     TableStore,
     VacuumReport,
     WriteFiles,
+    check_new_columns,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructField, StructType
 
 __all__ = ["DELTA_PACKAGES", "NativeTableStore", "commit_timestamps", "is_concurrent_modification", "scala_call"]
 
@@ -425,6 +426,17 @@ class NativeTableStore(TableStore):
         from pyspark.sql.types import StructType
 
         return StructType.fromJson(self._state(normalise_uri(table)).schema_json)
+
+    def add_columns(self, table: str, fields: Sequence[StructField]) -> int:
+        """Add nullable columns to an existing table with ``ALTER TABLE ... ADD COLUMNS``; return the new version."""
+        uri = normalise_uri(table)
+        check_new_columns(uri, self.schema(uri), fields)
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in fields)
+        try:
+            self.spark.sql(f"ALTER TABLE delta.`{uri}` ADD COLUMNS ({columns})")
+        except Exception as exc:  # py4j or Spark Connect errors; the message names the cause
+            raise TableStoreError(f"{uri}: cannot add the columns {[f.name for f in fields]}: {exc}") from None
+        return self.version(uri)
 
     def partition_columns(self, table: str) -> list[str]:
         """Return the table's partition columns in order."""

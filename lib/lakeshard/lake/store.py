@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from lakeshard.errors import TableStoreError
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructField, StructType
 
 K = TypeVar("K", bound=Hashable)  # what groups of files are keyed by (read_arrow_groups)
 
@@ -28,6 +30,7 @@ __all__ = [
     "TableStore",
     "VacuumReport",
     "WriteFiles",
+    "check_new_columns",
 ]
 
 
@@ -137,6 +140,18 @@ class VacuumReport:
     removed_staging: tuple[str, ...]
 
 
+def check_new_columns(uri: str, schema: StructType, fields: Sequence[StructField]) -> None:
+    """Raise TableStoreError unless every field is nullable and absent from ``schema`` (for add_columns)."""
+    names = set(schema.fieldNames())
+    taken = [f.name for f in fields if f.name in names]
+    if taken:
+        raise TableStoreError(f"{uri}: cannot add the columns {taken}: the table has them already")
+    required = [f.name for f in fields if not f.nullable]
+    if required:
+        raise TableStoreError(f"{uri}: cannot add the columns {required} as NOT NULL: the rows already in the "
+                              "table have no value for them; add them nullable")
+
+
 class TableStore(ABC):
     """All table I/O of lakeshard: create, read, append, swap files, time travel, history, vacuum.
 
@@ -170,6 +185,15 @@ class TableStore(ABC):
         exist_ok: bool = True,
     ) -> int:
         """Create the table (or check an existing one's schema) and return its current version."""
+
+    @abstractmethod
+    def add_columns(self, table: str, fields: Sequence[StructField]) -> int:
+        """Add nullable columns to an existing table (its rows, and files written before, read them as null);
+        return the new version.
+
+        Raises:
+            TableStoreError: a column exists already, is not nullable, or the commit failed.
+        """
 
     @abstractmethod
     def schema(self, table: str) -> StructType:

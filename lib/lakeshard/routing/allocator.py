@@ -57,6 +57,7 @@ def plan_placements(
     default_shard_count: int,
     window_seconds: int,
     now: datetime,
+    hash_version: int,
 ) -> list[Placement]:
     """Return new placements for ``(tenant, window start)`` pairs that have none (pure; no I/O).
 
@@ -78,7 +79,7 @@ def plan_placements(
         out.append(Placement(
             tenant_id=tenant, window_start=start, window_end=start + timedelta(seconds=window_seconds),
             shards=shards, salt=setting.salt, total_shards=topology.total_shards,
-            excluded=tuple(sorted(set(topology.excluded))), created_at=now,
+            excluded=tuple(sorted(set(topology.excluded))), created_at=now, hash_version=hash_version,
         ))
     return out
 
@@ -154,6 +155,7 @@ class ShardAllocator:
                 [wanted[k] for k in missing], self.tables.tenant_settings(tenants), self.tables.topology(),
                 default_shard_count=self.cfg.routing.default_shard_count,
                 window_seconds=self.window_seconds, now=self._clock(),
+                hash_version=self.cfg.routing.event_hash_version,
             )
             try:
                 result = self.store.append_arrow(

@@ -106,10 +106,11 @@ class Placement:
     total_shards: int
     excluded: tuple[int, ...]
     created_at: datetime
+    hash_version: int  # the event hash this placement routes by (lakeshard.routing.hashing), fixed for good
 
     def shard_for(self, event_id: str) -> int:
-        """Return the shard of an event of this placement: ``shards[event_hash(event_id) % len(shards)]``."""
-        return self.shards[event_hash(event_id) % len(self.shards)]
+        """Return the shard of an event of this placement: ``shards[event_hash(event_id, v) % len(shards)]``."""
+        return self.shards[event_hash(event_id, self.hash_version) % len(self.shards)]
 
     def covers(self, ts: datetime) -> bool:
         """Return whether ``ts`` lies in this placement's window."""

@@ -1,8 +1,8 @@
 """The shard router (Husky): landing records → ``routed`` (by shard) + ``quarantine`` + metrics, exactly once.
 
 Each event gets its tenant's placement for the event's time window and
-``shard = placement.shards[event_hash(event_id) % len(placement.shards)]``, so an event — and every
-re-sent copy of it — always lands on the same shard.
+``shard = placement.shards[event_hash(event_id, placement.hash_version) % len(placement.shards)]``, so an
+event — and every re-sent copy of it — always lands on the same shard.
 
 How a run is made exactly once without a transaction spanning tables: the router first commits a
 **batch plan** (which landing files batch *n* consists of) to ``landing_batches`` with the app
@@ -16,6 +16,8 @@ are written (true of bus captures and uploads), which makes a replay produce the
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,7 +37,7 @@ from lakeshard.routing.hashing import event_hash_column, event_hashes
 from lakeshard.routing.tables import from_micros, micros
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "LANDING_BATCHES",
@@ -48,6 +50,7 @@ __all__ = [
     "Router",
     "route",
     "route_arrow",
+    "write_tasks",
 ]
 
 ROUTED = "routed"
@@ -80,13 +83,14 @@ METRICS_SCHEMA = StructType([
 
 
 def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
-    """Return ``events`` (landing event rows) with ``window_start`` and ``shard``, one shard per partition.
+    """Return ``events`` (landing event rows) with ``window_start`` and ``shard``, ready for a write by shard.
 
     Resolves every ``(tenant, window)`` of the frame with one allocator call (one read of the
-    placements table, at most one commit), then joins the placements in by broadcast. The rows are
-    repartitioned by shard, so all rows of a shard sit in one partition and a write partitioned by
-    shard makes one file per shard — not one per shard per input partition (hundreds of small files,
-    each also costing a footer read when the commit collects its statistics).
+    placements table, at most one commit), then joins the placements in by broadcast; each placement's
+    hash version picks the event hash (Spark's built-in ``xxhash64`` for new placements). There is no
+    shuffle: the rows are coalesced into ``routing.write_tasks`` tasks (default one per core), each writing
+    one file per shard it holds rows of — so a write partitioned by shard makes at most that many files per
+    shard, and moving every row across a shuffle (which cost more than the routing) is saved.
     """
     from pyspark.sql import functions as F
 
@@ -101,19 +105,48 @@ def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
         "tenant_id": pa.array([t for t, _ in placements], pa.string()),
         "_window_us": pa.array([micros(start) for _, start in placements], pa.int64()),
         "_shards": pa.array([list(p.shards) for p in placements.values()], pa.list_(pa.int32())),
-    }), "tenant_id string, _window_us long, _shards array<int>")
+        "_hash_version": pa.array([p.hash_version for p in placements.values()], pa.int32()),
+    }), "tenant_id string, _window_us long, _shards array<int>, _hash_version int")
     joined = windowed.join(F.broadcast(lookup), ["tenant_id", "_window_us"], "inner")
-    shard = F.element_at("_shards", (F.pmod(event_hash_column(F.col("event_id")), F.size("_shards")) + 1).cast("int"))
-    return joined.select(
+
+    def shard_by(version: int) -> Column:
+        hashed = event_hash_column(F.col("event_id"), version)
+        return F.element_at("_shards", (F.pmod(hashed, F.size("_shards")) + 1).cast("int"))
+
+    versions = sorted({p.hash_version for p in placements.values()}) or [allocator.cfg.routing.event_hash_version]
+    shard = shard_by(versions[0])
+    for version in versions[1:]:  # only a batch spanning placements of both versions (an upgraded lakehouse)
+        shard = F.when(F.col("_hash_version") == version, shard_by(version)).otherwise(shard)
+    routed = joined.select(
         *[F.col(f.name) for f in EVENT_SCHEMA.fields],
         F.timestamp_micros("_window_us").alias("window_start"),
         shard.cast("int").alias("shard"),
-    ).repartition("shard")
+    )
+    tasks = write_tasks(spark, allocator.cfg.routing.write_tasks)
+    return routed.coalesce(tasks) if tasks else routed.repartition("shard")
+
+
+def write_tasks(spark: SparkSession, configured: int = 0) -> int:
+    """Return how many tasks write a routed batch: ``configured``, else the cores Spark runs tasks on
+    (0 when the session does not say, e.g. over Spark Connect: then :func:`route` shuffles by shard)."""
+    if configured:
+        return configured
+    try:
+        master = spark.conf.get("spark.master") or ""
+        local = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
+        if local:
+            cores = local[1]
+            if cores is None:
+                return 1
+            return (os.cpu_count() or 1) if cores == "*" else int(cores)
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # no such conf, or no SparkContext (Spark Connect, serverless)
+        return 0
 
 
 def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
     """Return ``events`` (landing event rows as Arrow) with ``window_start`` and ``shard``: :func:`route` in
-    this process, for small batches. Same allocator call, same hash, so the same rows land on the same shards."""
+    this process, for small batches. Same allocator call, same hashes, so the same rows land on the same shards."""
     size = allocator.window_seconds * 1_000_000
     us = events.column("ts").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy()
     window_us = us - np.mod(us, size)  # floor, like Spark's pmod: pre-1970 times stay on the grid
@@ -122,17 +155,22 @@ def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
              .group_by(["tenant_id", "_window_us"]).aggregate([]))
     keys = list(zip(pairs.column("tenant_id").to_pylist(), pairs.column("_window_us").to_pylist(), strict=True))
     placements = allocator.resolve([(t, from_micros(w)) for t, w in keys])
-    shard_lists = [placements[(t, from_micros(w))].shards for t, w in keys]
-    counts = np.array([len(x) for x in shard_lists], dtype=np.int64)
+    ordered = [placements[(t, from_micros(w))] for t, w in keys]
+    counts = np.array([len(p.shards) for p in ordered], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    flat = np.fromiter((s for x in shard_lists for s in x), dtype=np.int32, count=int(counts.sum()))
+    flat = np.fromiter((s for p in ordered for s in p.shards), dtype=np.int32, count=int(counts.sum()))
     # Each row's placement: its (tenant, window)'s position in ``pairs``, found by a join on the two keys.
     lookup = pairs.append_column("_k", pa.array(np.arange(len(keys), dtype=np.int64)))
     rows = (pa.table({"tenant_id": tenants, "_window_us": window_us, "_row": np.arange(len(us), dtype=np.int64)})
             .join(lookup, ["tenant_id", "_window_us"]).sort_by("_row"))
     k = rows.column("_k").to_numpy()
-    hashes = event_hashes(events.column("event_id")).to_numpy(zero_copy_only=False)
-    shard = flat[offsets[k] + np.mod(hashes, counts[k])]
+    row_versions = np.array([p.hash_version for p in ordered], dtype=np.int32)[k]
+    hashes = np.zeros(len(us), dtype=np.int64)
+    for version in np.unique(row_versions):
+        mask = row_versions == version
+        chosen = events.column("event_id").filter(pa.array(mask))
+        hashes[mask] = event_hashes(chosen, int(version)).to_numpy(zero_copy_only=False)
+    shard = flat[offsets[k] + np.mod(hashes, counts[k])]  # np.mod of a negative hash is >= 0, like Spark's pmod
     return (events.append_column("window_start", pa.array(window_us).cast(pa.timestamp("us", tz="UTC")))
             .append_column("shard", pa.array(shard, pa.int32())))
 
@@ -308,7 +346,7 @@ class Router:
             r = self._commit(ROUTED, batch, files, routed)
             versions[ROUTED] = r.version
             versions[QUARANTINE] = self._commit(QUARANTINE, batch, files, landed.quarantine).version
-            # Metrics from the files just committed (four narrow columns of one file per shard) rather than a
+            # Metrics from the files just committed (four narrow columns of a few files per shard) rather than a
             # cache of every routed row; a replay whose routed commit was already made routes again instead.
             source = routed if r.skipped else self.store.read_files(self.uris[ROUTED], self._added_files(r.version))
             metrics = (source.groupBy("window_start", "tenant_id", "shard")

@@ -23,7 +23,9 @@ from pyspark.sql.types import (
 )
 
 from lakeshard.config import LakeshardConfig
+from lakeshard.errors import TableStoreError
 from lakeshard.lake import TableStore
+from lakeshard.routing.hashing import HASH_MMH3
 from lakeshard.routing.placement import Placement, RoutingError, from_micros, micros
 
 __all__ = [
@@ -56,6 +58,9 @@ PLACEMENT_SCHEMA = StructType([
     StructField("excluded", ArrayType(IntegerType(), False), False),
     StructField("created_at", TimestampType(), False),
     StructField("allocation", LongType(), False),  # the placements-table version the allocator read
+    # The event hash the placement routes by (lakeshard.routing.hashing). Null in rows written before the
+    # column existed: those placements were routed by mmh3, version 1, and keep it.
+    StructField("hash_version", IntegerType(), True),
 ])
 TENANT_SETTINGS_SCHEMA = StructType([
     StructField("tenant_id", StringType(), False),
@@ -100,9 +105,11 @@ def placements_from_arrow(rows: pa.Table) -> list[Placement]:
         return values
 
     names = ("tenant_id", "window_start", "window_end", "shards", "salt", "total_shards", "excluded", "created_at")
+    versions = column("hash_version") if "hash_version" in rows.column_names else [None] * rows.num_rows
     return [Placement(tenant_id=t, window_start=from_micros(ws), window_end=from_micros(we), shards=tuple(sh),
-                      salt=int(sa), total_shards=int(ts), excluded=tuple(ex), created_at=from_micros(ca))
-            for t, ws, we, sh, sa, ts, ex, ca in zip(*(column(n) for n in names), strict=True)]
+                      salt=int(sa), total_shards=int(ts), excluded=tuple(ex), created_at=from_micros(ca),
+                      hash_version=HASH_MMH3 if hv is None else int(hv))
+            for t, ws, we, sh, sa, ts, ex, ca, hv in zip(*(column(n) for n in names), versions, strict=True)]
 
 
 def placements_arrow(placements: Sequence[Placement], *, allocation: int) -> pa.Table:
@@ -121,6 +128,7 @@ def placements_arrow(placements: Sequence[Placement], *, allocation: int) -> pa.
         "excluded": pa.array([list(p.excluded) for p in placements], _INTS),
         "created_at": pa.array([micros(p.created_at) for p in placements], pa.int64()).cast(ts),
         "allocation": pa.array([allocation] * len(placements), pa.int64()),
+        "hash_version": pa.array([p.hash_version for p in placements], pa.int32()),
     })
 
 
@@ -146,6 +154,7 @@ class RoutingTables:
         """Create the three tables if they do not exist yet (idempotent, safe to race)."""
         if self._ready:
             return
+        self._add_hash_version()
         self.store.create(self.placements_uri, PLACEMENT_SCHEMA,
                           description="immutable time-bounded shard placements per tenant")
         self.store.create(self.settings_uri, TENANT_SETTINGS_SCHEMA,
@@ -153,6 +162,22 @@ class RoutingTables:
         self.store.create(self.topology_uri, SHARD_TOPOLOGY_SCHEMA,
                           description="total shards and excluded shards; the newest row wins")
         self._ready = True
+
+    def _add_hash_version(self) -> None:
+        """Give a placements table made before hash versions its ``hash_version`` column (null: version 1).
+
+        Run by every process that opens the tables; two racing to add it both end with the column.
+        """
+        if not self.store.exists(self.placements_uri):
+            return
+        if "hash_version" in self.store.schema(self.placements_uri).fieldNames():
+            return
+        field = next(f for f in PLACEMENT_SCHEMA.fields if f.name == "hash_version")
+        try:
+            self.store.add_columns(self.placements_uri, [field])
+        except TableStoreError:
+            if "hash_version" not in self.store.schema(self.placements_uri).fieldNames():
+                raise
 
     def topology(self) -> ShardTopology:
         """Return the current shard topology: the newest row, or the configured default."""
