@@ -657,13 +657,13 @@ class EmbeddedTableStore(TableStore):
         adds: list[AddAction] = []
         rows = 0
         selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
-        for info in fs.get_file_info(selector):
-            if info.type != pafs.FileType.File:
-                continue
-            relative = info.path[len(base):].lstrip("/")
-            if is_hidden(relative) or not relative.endswith(".parquet"):
-                continue
-            n, stats = footer_stats(fs, info.path)
+        written = [(info, info.path[len(base):].lstrip("/")) for info in fs.get_file_info(selector)
+                   if info.type == pafs.FileType.File]
+        written = [(info, rel) for info, rel in written if not is_hidden(rel) and rel.endswith(".parquet")]
+        # One footer per file: a routed batch writes a file per shard per task, so read them on threads.
+        with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
+            footers = list(pool.map(lambda item: footer_stats(fs, item[0].path), written))
+        for (info, relative), (n, stats) in zip(written, footers, strict=True):
             if n == 0:
                 fs.delete_file(info.path)
                 continue
