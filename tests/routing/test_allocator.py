@@ -48,6 +48,27 @@ def test_resolving_a_batch_costs_one_read_and_one_commit(store: TableStore, tmp_
     assert a.stats.cache_hits == 60 and a.stats.table_reads == 1
 
 
+def test_a_lookup_reads_only_the_placement_files_of_its_windows(store: TableStore, tmp_path: Path) -> None:
+    """The placements table grows by a file per allocation; a lookup must not read it whole."""
+    cfg = _cfg(tmp_path)
+    a = ShardAllocator(store, cfg)
+    windows = [T0 + timedelta(minutes=5 * w) for w in range(6)]
+    for w in windows:  # one allocation commit, so one file, per window
+        a.resolve([(f"t{i}", w) for i in range(10)])
+    assert len(store.files(cfg.table_uri("placements"))) == 6
+    fresh = ShardAllocator(store, cfg)
+    got = fresh.resolve([("t3", windows[2]), ("t4", windows[3])])
+    assert fresh.stats.files_read == 2 and fresh.stats.placements_created == 0
+    assert got == {("t3", windows[2]): a.get_placement("t3", windows[2]),
+                   ("t4", windows[3]): a.get_placement("t4", windows[3])}
+    # The other tenants of the windows read came along into the cache: no further read for them.
+    fresh.resolve([("t7", windows[2])])
+    assert fresh.stats.table_reads == 1
+    later = windows[-1] + timedelta(minutes=5)
+    fresh.resolve([("t3", later)])  # a window no file covers: nothing read, one new placement
+    assert fresh.stats.files_read == 2 and fresh.stats.placements_created == 1
+
+
 def test_new_settings_take_effect_at_the_next_window_only(store: TableStore, tmp_path: Path) -> None:
     cfg = _cfg(tmp_path)
     a = ShardAllocator(store, cfg)

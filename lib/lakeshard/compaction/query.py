@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from lakeshard.compaction.fragments import FragmentMeta, read_fragments
@@ -58,18 +58,6 @@ def _hour(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H")
 
 
-def _as_datetime(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    return None
-
-
 def _values(predicates: Predicates | None) -> dict[str, tuple[str | None, ...]]:
     out: dict[str, tuple[str | None, ...]] = {}
     for col, want in (predicates or {}).items():
@@ -96,8 +84,8 @@ def _outside_min_max(f: FileInfo, col: str, values: Sequence[str | None]) -> boo
 
 
 def _time_outside(f: FileInfo, column: str, start: datetime, end: datetime) -> bool:
-    lo, hi = _as_datetime(f.min_values.get(column)), _as_datetime(f.max_values.get(column))
-    return lo is not None and hi is not None and (hi < start or lo >= end)
+    span = f.time_range(column)
+    return span is not None and (span[1] < start or span[0] >= end)
 
 
 def _regex_rejects(meta: FragmentMeta | None, wanted: Mapping[str, Sequence[str | None]]) -> bool:

@@ -398,13 +398,14 @@ class EmbeddedTableStore(TableStore):
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their stats.
 
-        The latest listing is kept until the table moves: a version's files never change.
+        The latest listing is kept until the table moves: a version's files never change. A ``version`` that is
+        the latest one (a reader that just asked for the version) is served from it too, not from a fresh load.
         """
-        if version is not None:
-            return _live_files(self._table(table, version))
         uri = normalise_uri(table)
         with self._lock:
             dt = self._latest(uri)
+            if version is not None and version != dt.version():
+                return _live_files(self._table(uri, version))
             listed = self._listings.get(uri)
             if listed is None or listed[0] != dt.version():
                 listed = (int(dt.version()), _live_files(dt))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakeshard.errors import TableStoreError
@@ -58,6 +58,14 @@ class FileInfo:
     min_values: Mapping[str, Any] = field(default_factory=dict)
     max_values: Mapping[str, Any] = field(default_factory=dict)
     null_counts: Mapping[str, int] = field(default_factory=dict)
+
+    def time_range(self, column: str) -> tuple[datetime, datetime] | None:
+        """Return the min and max of a timestamp column from the file's statistics (None without them).
+
+        Delta keeps timestamp statistics in milliseconds, the max rounded up: a range is a bound, not exact.
+        """
+        lo, hi = _as_datetime(self.min_values.get(column)), _as_datetime(self.max_values.get(column))
+        return None if lo is None or hi is None else (lo, hi)
 
 
 BeforeCommit = Callable[[str, Sequence[FileInfo]], Mapping[str, Any] | None]
@@ -150,6 +158,19 @@ def check_new_columns(uri: str, schema: StructType, fields: Sequence[StructField
     if required:
         raise TableStoreError(f"{uri}: cannot add the columns {required} as NOT NULL: the rows already in the "
                               "table have no value for them; add them nullable")
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    """A statistics value as an aware datetime: adapters give datetimes or ISO strings."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None
 
 
 class TableStore(ABC):

@@ -54,6 +54,7 @@ class AllocatorStats:
     placements_created: int = 0
     commits: int = 0
     lost_races: int = 0
+    files_read: int = 0  # placements-table files read (those whose windows overlap the ones asked for)
 
 
 def plan_placements(
@@ -204,10 +205,17 @@ class ShardAllocator:
 
     def _load(self, uri: str, version: int, keys: Sequence[Key]) -> None:
         self.stats.table_reads += 1
-        starts = pa.array(sorted({k[1] for k in keys}), pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+        wanted = sorted({k[1] for k in keys})
+        starts = pa.array(wanted, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
         # Read in this process (no Spark job): the windows asked for, every tenant's placements in them,
-        # since the other tenants' placements of these windows are worth caching too.
-        rows = self.store.read_table_arrow(uri, version=version)
+        # since the other tenants' placements of these windows are worth caching too. The table only grows
+        # (a row per tenant per window), so only the files whose window_start statistics overlap the windows
+        # asked for are read: each allocation commit adds one file, covering the few windows it allocated.
+        lo, hi = from_micros(wanted[0]), from_micros(wanted[-1])
+        files = [f for f in self.store.files(uri, version=version)
+                 if (span := f.time_range("window_start")) is None or not (span[1] < lo or span[0] > hi)]
+        self.stats.files_read += len(files)
+        rows = self.store.read_arrow(uri, files) if files else placements_arrow([], allocation=0)
         rows = rows.filter(pc.is_in(rows.column("window_start").cast(starts.type), value_set=starts))
         found: dict[Key, Placement] = {}
         for p in placements_from_arrow(rows):
