@@ -44,3 +44,22 @@ def test_generate_refuses_a_non_empty_landing_without_overwrite(tmp_path: Path) 
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and run.stderr.startswith("error: ") and "Traceback" not in run.stderr
     assert (landing / "keep.jsonl").read_text() == "{}\n"
+
+
+def test_ingest_routes_and_writes_a_small_landing_exactly_once_even_when_run_twice(tmp_path: Path) -> None:
+    """``lakeshard ingest`` as a user runs it (a small landing zone: no JVM needed); a second run adds nothing."""
+    from deltalake import DeltaTable  # an independent reader of what the command committed
+
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
+    gen = subprocess.run([*LAKESHARD, "generate", "--landing", str(landing), "--events", "400", "--tenants", "5",
+                          "--quiet"], capture_output=True, text=True, timeout=120)
+    assert gen.returncode == 0, gen.stderr
+    counts = []
+    for _ in range(2):
+        run = subprocess.run([*LAKESHARD, "ingest", *common], capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+        counts.append(DeltaTable(str(lakehouse / "events")).to_pyarrow_table(columns=["event_id"]).num_rows)
+    assert "wrote" in run.stdout and counts[0] == counts[1] > 0
+    ids = DeltaTable(str(lakehouse / "events")).to_pyarrow_table(columns=["tenant_id", "event_id"]).to_pylist()
+    assert len({(r["tenant_id"], r["event_id"]) for r in ids}) == len(ids)  # no duplicate

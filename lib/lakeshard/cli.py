@@ -100,13 +100,12 @@ def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]
 
 def cmd_route(args: argparse.Namespace) -> int:
     """Route new landing files: validate, quarantine bad records, place and shard events, commit exactly once."""
-    from lakeshard.lake import open_store
+    from lakeshard.lake import open_lazy_store
     from lakeshard.routing.router import Router, RouteReport
-    from lakeshard.runtime import get_spark
 
     cfg = config_from_args(args)
-    spark = get_spark(cfg)
-    router = Router(spark, open_store(spark, cfg), cfg, max_batch_files=args.batch_files)
+    # Spark starts only if a batch is too big for the driver (routing.arrow_max_bytes).
+    router = Router(None, open_lazy_store(cfg), cfg, max_batch_files=args.batch_files)
 
     def show(r: RouteReport) -> None:
         again = " (finished a batch an earlier run had planned)" if r.replayed else ""
@@ -128,16 +127,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     Without --follow it processes what is there and stops; with --follow it keeps polling.
     """
     from lakeshard.dedupe.writer import ShardWriter
-    from lakeshard.lake import open_store
+    from lakeshard.lake import open_lazy_store
     from lakeshard.routing.router import Router
-    from lakeshard.runtime import get_spark
 
     cfg = config_from_args(args)
-    spark = get_spark(cfg)
-    store = open_store(spark, cfg)
-    router = Router(spark, store, cfg)
+    # Spark starts only if a route batch or a writer step is too big for the driver (arrow_max_bytes).
+    store = open_lazy_store(cfg)
+    router = Router(None, store, cfg)
     shards = args.shards or list(range(router.allocator.tables.topology().total_shards))
-    writer = ShardWriter(spark, store, cfg, shards)
+    writer = ShardWriter(None, store, cfg, shards)
     while True:
         routed = router.run()
         writes = writer.run()
