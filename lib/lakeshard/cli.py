@@ -138,7 +138,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     writer = ShardWriter(None, store, cfg, shards)
     while True:
         routed = router.run()
-        writes = writer.run()
+        writes = writer.run(flush=not args.follow)  # following: commits coalesce (dedupe.commit_min_bytes)
         if routed or writes or not args.follow:
             print(f"routed {sum(r.routed for r in routed):,} events ({sum(r.quarantined for r in routed):,} "
                   f"quarantined); wrote {sum(w.written for w in writes):,} events, dropped "

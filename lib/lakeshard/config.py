@@ -146,8 +146,17 @@ class DedupeConfig:
     # cost dominates a micro-batch (an expectation gate's checks still run on Spark); bigger steps use Spark. Both paths
     # give the same rows, files and IDs. 0 = always Spark. The driver holds about 5-10x this in memory.
     arrow_max_bytes: int = 64 * 1024 * 1024
+    # Commit coalescing for a following writer (``lakeshard ingest --follow``): a step waits until its shards'
+    # new routed commits hold commit_min_bytes of Parquet, or the oldest of them is commit_max_wait_seconds
+    # old, so a trickle makes fewer, bigger commits (fewer log entries and small files). 0 = commit whatever
+    # is there. A run that processes what is available and stops (batch mode, the pipeline) never waits.
+    commit_min_bytes: int = 0
+    commit_max_wait_seconds: float = 60.0
 
     def __post_init__(self) -> None:
+        if self.commit_min_bytes < 0 or self.commit_max_wait_seconds < 0:
+            raise ConfigError("dedupe.commit_min_bytes and dedupe.commit_max_wait_seconds must not be negative, "
+                              f"found {self.commit_min_bytes} and {self.commit_max_wait_seconds}")
         if self.arrow_max_bytes < 0:
             raise ConfigError(f"dedupe.arrow_max_bytes: expected 0 (always Spark) or a positive number of bytes, "
                               f"found {self.arrow_max_bytes}")

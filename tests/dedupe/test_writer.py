@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -411,3 +412,45 @@ def test_sealed_intervals_id_files_merge_into_one_sorted_file_and_the_index_stay
     again = ShardWriter(spark, store, cfg, [0, 1]).run()
     assert sum(r.written for r in again) == 0 and sum(r.duplicates_in_index for r in again) > 0
     _exactly_once(spark, store, cfg, str(landing))
+
+
+@pytest.mark.parametrize("released_by", ["size", "latency"])
+def test_a_following_writer_coalesces_routed_commits_until_size_or_latency(
+    spark: SparkSession, store: TableStore, tmp_path: Path, released_by: str
+) -> None:
+    landing = tmp_path / "landing"
+    generate_landing(landing, SPEC)
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}, env={})
+    Router(spark, store, cfg, max_batch_files=3).run()
+    routed_uri = cfg.table_uri(ROUTED)
+    commits = [c for c in store.history(routed_uri) if BYTES_ADDED in c.custom_metadata]
+    pending = sum(int(c.custom_metadata[BYTES_ADDED]) for c in commits)
+    assert len(commits) >= 3  # several routed commits wait to be coalesced
+    now = [max(c.timestamp for c in commits)]
+    wait = 600.0
+    cfg = dataclasses.replace(cfg, dedupe=dataclasses.replace(cfg.dedupe, commit_min_bytes=pending + 1,
+                                                              commit_max_wait_seconds=wait))
+    writer = ShardWriter(spark, store, cfg, range(SHARDS), clock=lambda: now[0])
+    assert writer.step(flush=False) is None and writer.deferred == 1
+    assert writer.progress() == dict.fromkeys(range(SHARDS), 0)  # nothing committed while waiting
+    if released_by == "size":
+        writer.commit_min_bytes = pending
+    else:
+        now[0] = min(c.timestamp for c in commits) + timedelta(seconds=wait)
+    report = writer.step(flush=False)
+    assert report is not None and report.routed_version == store.version(routed_uri)  # all of them, one step
+    writer_commits = [c for c in store.history(cfg.table_uri(EVENTS)) if c.operation != "CREATE TABLE"]
+    assert len(writer_commits) == 1
+    assert writer.run(flush=False) == []
+    _exactly_once(spark, store, cfg, str(landing))
+
+
+def test_a_run_that_stops_when_done_never_waits_to_coalesce(
+    spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest]
+) -> None:
+    cfg, landing, _ = routed
+    cfg = dataclasses.replace(cfg, dedupe=dataclasses.replace(cfg.dedupe, commit_min_bytes=1 << 40,
+                                                              commit_max_wait_seconds=3600))
+    assert ShardWriter(spark, store, cfg, range(SHARDS)).run()  # flush=True: batch mode takes what is there
+    _exactly_once(spark, store, cfg, landing)

@@ -42,8 +42,12 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
   to Spark past the same bound); dead letters are written by Spark. :attr:`WriteReport.engine` says which
   path a step took.
 
+* **Commit coalescing**: one writer owning many shards commits them all in one Delta commit (their files and
+  app transactions), and one step takes every routed commit waiting (up to the memory gate); a following
+  writer may also wait for ``dedupe.commit_min_bytes`` or ``dedupe.commit_max_wait_seconds`` (:meth:`step`).
+
 Not built (see the issue notes): coalescing the commits of several writer *processes* into one Delta commit
-(one writer process owning many shards already commits them all together).
+(delta-dotnet's single committer of files flushed by many replicas).
 """
 
 from __future__ import annotations
@@ -198,6 +202,8 @@ class ShardWriter:
         self.retention = timedelta(hours=cfg.dedupe.id_retention_hours)
         self.cache = IdCache(cfg.dedupe.id_cache_bytes)
         self.max_batch_bytes = cfg.dedupe.max_batch_bytes
+        self.commit_min_bytes = cfg.dedupe.commit_min_bytes
+        self.commit_max_wait_seconds = cfg.dedupe.commit_max_wait_seconds
         self.write_retries = cfg.dedupe.write_retries
         self.arrow_max_bytes = cfg.dedupe.arrow_max_bytes
         self.quarantine_uri = cfg.table_uri(QUARANTINE)
@@ -206,6 +212,7 @@ class ShardWriter:
         self._clock = clock or (lambda: datetime.now(UTC))
         self.failures = 0
         self.conflicts = 0
+        self.deferred = 0  # steps that waited for more routed data to coalesce (step(flush=False))
         # Called with the table name right before each commit (and "page-in" before reading IDs): the crash
         # tests stop the process there.
         self._before_commit = before_commit or (lambda table: None)
@@ -233,11 +240,12 @@ class ShardWriter:
                           description="IDs of committed events, by shard and hour, for deduplication")
         self._ready = True
 
-    def run(self, *, max_steps: int = 1000) -> list[WriteReport]:
-        """Return the reports of stepping until the shards have consumed every committed routed version."""
+    def run(self, *, max_steps: int = 1000, flush: bool = True) -> list[WriteReport]:
+        """Return the reports of stepping until the shards have consumed every committed routed version
+        (with ``flush=False``: until the rest is waiting to be coalesced, see :meth:`step`)."""
         reports = []
         for _ in range(max_steps):
-            report = self.step()
+            report = self.step(flush=flush)
             if report is None:
                 break
             reports.append(report)
@@ -249,8 +257,13 @@ class ShardWriter:
         done = self.store.transaction_versions(self.events_uri, [writer_app_id(s) for s in self.shards])
         return {s: done[writer_app_id(s)] or 0 for s in self.shards}
 
-    def step(self) -> WriteReport | None:
-        """Return the report of consuming the shards' new routed commits, or None when there are none."""
+    def step(self, *, flush: bool = True) -> WriteReport | None:
+        """Return the report of consuming the shards' new routed commits, or None when there are none.
+
+        With ``flush=False`` (a writer that keeps following the stream) new commits also wait — None, counted in
+        :attr:`deferred` — while they hold less than ``dedupe.commit_min_bytes`` and the oldest of them is
+        younger than ``dedupe.commit_max_wait_seconds``: commits coalesced by size and latency.
+        """
         started = time.perf_counter()
         self.ensure_tables()
         read_version = self.store.version(self.events_uri)
@@ -263,6 +276,9 @@ class ShardWriter:
         repaired = self.repair_ids(progress)
         latest = self.store.version(self.routed_uri) if self.store.exists(self.routed_uri) else 0
         if all(progress[s] >= latest for s in self.shards):
+            return None
+        if not flush and self.commit_min_bytes > 0 and self._coalescing(min(progress.values()), latest):
+            self.deferred += 1
             return None
         routed_version = self._intake_version(min(progress.values()), latest)
         todo = tuple(s for s in self.shards if progress[s] < routed_version)
@@ -306,6 +322,14 @@ class ShardWriter:
         return self.arrow_max_bytes > 0 and sum(f.size_bytes for f in files) <= self.arrow_max_bytes
 
     # ------------------------------------------------------------------------------------------ reading
+    def _coalescing(self, oldest: int, latest: int) -> bool:
+        """Return whether the routed commits after ``oldest`` should wait for more (see :meth:`step`)."""
+        waiting = [c for c in self.store.history(self.routed_uri, limit=latest - oldest) if c.version > oldest]
+        pending = sum(int(c.custom_metadata.get(BYTES_ADDED, 0)) for c in waiting)
+        first = min((c.timestamp for c in waiting), default=self._clock())
+        return (pending < self.commit_min_bytes
+                and (self._clock() - first).total_seconds() < self.commit_max_wait_seconds)
+
     def _intake_version(self, oldest: int, latest: int) -> int:
         """Return the newest routed version this step consumes: the memory gate on intake.
 
