@@ -750,8 +750,10 @@ class ShardWriter:
             for s in behind:
                 cond = cond | ((F.col("shard") == s) & (F.col("routed_version") > lag[s])
                                & (F.col("routed_version") <= progress[s]))
+            # Laid out as a step writes IDs: one file per (shard, interval), sorted by hash (a page-in's order).
             rows = (events.where(cond).withColumns(key_hash_columns())
-                    .select("shard", _own_hour().alias("interval"), *KEY, "routed_version", *HASH))
+                    .select("shard", _own_hour().alias("interval"), *KEY, "routed_version", *HASH)
+                    .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
         rows = rows.persist()
         try:
             n = rows.count()
