@@ -84,8 +84,8 @@ class RoutingConfig:
     # 1 = mmh3 (what lakeshard used before versions; a Python UDF in Spark). Existing placements keep theirs.
     # Set 1 while processes of an older lakeshard (which route by mmh3 only) still route into the lakehouse.
     event_hash_version: int = 2
-    # Spark path: how many tasks write a batch's routed rows (each writes one file per shard it has rows of).
-    # 0 = one per core Spark runs tasks on. No shuffle: fewer tasks mean fewer files, not less data moved.
+    # Spark path: how many tasks write a batch's routed rows, without a shuffle (each writes one file per shard
+    # it has rows of). 0 = one per core on up to 8 cores; on a bigger cluster a shuffle by shard (one file each).
     write_tasks: int = 0
 
     def __post_init__(self) -> None:

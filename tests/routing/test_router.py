@@ -219,3 +219,31 @@ def test_the_driver_and_spark_paths_route_the_same_rows_to_the_same_shards(
     for name in ("routed", "quarantine", "metrics"):
         assert tables["driver"][name] == tables["spark"][name], name
         assert tables["driver"][name], name
+
+
+class _Session:
+    """Just what write_tasks reads of a session: its master and, off local mode, the default parallelism."""
+
+    def __init__(self, master: str | None, parallelism: int = 0) -> None:
+        self.conf = self
+        self._master = master
+        self.sparkContext = type("Context", (), {"defaultParallelism": parallelism})()
+
+    def get(self, key: str) -> str:
+        if self._master is None:
+            raise RuntimeError(f"{key} is not available over Spark Connect")
+        return self._master
+
+
+@pytest.mark.parametrize(("master", "parallelism", "configured", "expected"), [
+    ("local[2]", 0, 0, 2),        # a small machine: one unshuffled write task per core
+    ("local", 0, 0, 1),
+    ("local[16]", 0, 0, 0),       # more cores than AUTO_WRITE_TASKS_MAX: shuffle by shard, one file per shard
+    ("spark://m:7077", 4, 0, 4),
+    ("spark://m:7077", 64, 0, 0),
+    (None, 0, 0, 0),              # the session does not say (Spark Connect): shuffle
+    ("local[16]", 0, 3, 3),       # configured wins
+])
+def test_write_tasks_skip_the_shuffle_only_on_few_cores(master: str | None, parallelism: int, configured: int,
+                                                         expected: int) -> None:
+    assert write_tasks(_Session(master, parallelism), configured) == expected  # type: ignore[arg-type]

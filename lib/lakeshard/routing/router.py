@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
+    "AUTO_WRITE_TASKS_MAX",
     "LANDING_BATCHES",
     "QUARANTINE",
     "ROUTED",
@@ -87,9 +88,10 @@ def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
     Resolves every ``(tenant, window)`` of the frame with one allocator call (one read of the
     placements table, at most one commit), then joins the placements in by broadcast; each placement's
     hash version picks the event hash (Spark's built-in ``xxhash64`` for new placements). There is no
-    shuffle: the rows are coalesced into ``routing.write_tasks`` tasks (default one per core), each writing
-    one file per shard it holds rows of — so a write partitioned by shard makes at most that many files per
-    shard, and moving every row across a shuffle (which cost more than the routing) is saved.
+    shuffle on a small machine: the rows are coalesced into :func:`write_tasks` tasks (one per core), each
+    writing one file per shard it holds rows of — so a write partitioned by shard makes at most that many files
+    per shard, and moving every row across a shuffle (which cost more than the routing) is saved. A big
+    cluster shuffles by shard instead: one file per shard.
     """
     from pyspark.sql import functions as F
 
@@ -128,22 +130,29 @@ def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
     return routed.coalesce(tasks) if tasks else routed.repartition("shard")
 
 
+# Up to this many cores, routing skips the shuffle (coalesce, one file per shard per core); a bigger cluster
+# shuffles by shard instead, for one file per shard per commit rather than cores x shards small files.
+AUTO_WRITE_TASKS_MAX = 8
+
+
 def write_tasks(spark: SparkSession, configured: int = 0) -> int:
-    """Return how many tasks write a routed batch: ``configured``, else the cores Spark runs tasks on
-    (0 when the session does not say, e.g. over Spark Connect: then :func:`route` shuffles by shard)."""
+    """Return how many tasks write a routed batch (each one file per shard it holds), 0 for a shuffle by shard.
+
+    ``configured`` if set; else the cores Spark runs tasks on, up to :data:`AUTO_WRITE_TASKS_MAX`; else 0 (more
+    cores, or a session that does not say, e.g. over Spark Connect).
+    """
     if configured:
         return configured
     try:
         master = spark.conf.get("spark.master") or ""
         local = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
         if local:
-            cores = local[1]
-            if cores is None:
-                return 1
-            return (os.cpu_count() or 1) if cores == "*" else int(cores)
-        return int(spark.sparkContext.defaultParallelism)
+            cores = 1 if local[1] is None else (os.cpu_count() or 1) if local[1] == "*" else int(local[1])
+        else:
+            cores = int(spark.sparkContext.defaultParallelism)
     except Exception:  # no such conf, or no SparkContext (Spark Connect, serverless)
         return 0
+    return cores if cores <= AUTO_WRITE_TASKS_MAX else 0
 
 
 def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
