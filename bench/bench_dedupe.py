@@ -11,7 +11,10 @@ Cases, each on its own fresh lakehouse, all fed the same batches (Parquet files 
 * ``lakeshard`` — the real writer (:class:`~lakeshard.dedupe.ShardWriter`, 16 shards, one writer): the batch
   is first appended to ``routed`` (untimed: that is the router's work), then one ``step()`` is timed; the
   large batch goes to a restarted writer, so its ID cache is cold and pages every interval in. Steps up to
-  ``dedupe.arrow_max_bytes`` (64 MiB) of routed Parquet run in the driver (pyarrow), bigger ones on Spark;
+  ``dedupe.arrow_max_bytes`` (64 MiB) of routed Parquet run in the driver (pyarrow), bigger ones on Spark.
+  Once the stream has moved past an hour, the step that saw it also compacts that hour's ``events`` buckets
+  with the ``compact`` flow's :func:`~lakeshard.pipelines.flows.compact_events`, timed as part of that step
+  (the product keeps ``events`` compacted; without it each commit's cost grows with the live files);
 * ``lakeshard (spark path)`` — the same writer with ``arrow_max_bytes = 0``: every step as Spark jobs (what
   the writer did before the driver-side path), for a before/after in one run (``--cases ...,lakeshard-spark``);
 * ``delta-rs merge`` — ``DeltaTable.merge(...).when_not_matched_insert_all()`` on the event key, the batch
@@ -23,8 +26,10 @@ Every case appends through the same embedded Delta store (Spark — or, for lake
 writes Parquet, delta-rs commits), except the MERGE, which is delta-rs end to end. Reported: total time,
 median batch latency of the first and last ten batches, peak resident memory (Python driver + Spark JVM,
 high-water mark reset before each case), the final row count against the exact number of distinct events,
-and the writer's ID page-in rate against its ingest rate. Writes ``bench/results/dedupe.json``, ``dedupe.md``
-and ``dedupe.png`` (``--output NAME``: ``NAME.json`` ...).
+and the writer's ID page-in rate against its ingest rate (the writer's steps only, compaction not included).
+``--cap-minutes M`` stops a case's stream after the batch that takes its total past M minutes (at least 20
+batches run) and says so in the results; a capped case runs no large batch. Writes
+``bench/results/dedupe.json``, ``dedupe.md`` and ``dedupe.png`` (``--output NAME``: ``NAME.json`` ...).
 
     .venv/bin/python bench/bench_dedupe.py                      # 100 x 50k, then 1M: the sizes
     .venv/bin/python bench/bench_dedupe.py --batches 20 --batch-events 20000 --large-events 100000

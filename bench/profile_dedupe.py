@@ -71,7 +71,7 @@ def _timed(name: str, fn: Callable[..., Any], per_table: bool = False) -> Callab
 def _instrument() -> None:
     store = embedded.EmbeddedTableStore
     dt = embedded.DeltaTable
-    dt.update_incremental = _timed("snapshot update (update_incremental)", dt.update_incremental)
+    dt.update_incremental = _timed("snapshot update (update_incremental)", dt.update_incremental, per_table=True)
     dt.create_write_transaction = _timed("delta-rs commit (create_write_transaction)", dt.create_write_transaction,
                                          per_table=True)
     dt.transaction_version = _timed("delta-rs transaction_version", dt.transaction_version)
