@@ -11,7 +11,10 @@ Cases, each on its own fresh lakehouse, all fed the same batches (Parquet files 
 * ``lakeshard`` — the real writer (:class:`~lakeshard.dedupe.ShardWriter`, 16 shards, one writer): the batch
   is first appended to ``routed`` (untimed: that is the router's work), then one ``step()`` is timed; the
   large batch goes to a restarted writer, so its ID cache is cold and pages every interval in. Steps up to
-  ``dedupe.arrow_max_bytes`` (64 MiB) of routed Parquet run in the driver (pyarrow), bigger ones on Spark;
+  ``dedupe.arrow_max_bytes`` (64 MiB) of routed Parquet run in the driver (pyarrow), bigger ones on Spark.
+  Once the stream has moved past an hour, the step that saw it also compacts that hour's ``events`` buckets
+  with the ``compact`` flow's :func:`~lakeshard.pipelines.flows.compact_events`, timed as part of that step
+  (the product keeps ``events`` compacted; without it each commit's cost grows with the live files);
 * ``lakeshard (spark path)`` — the same writer with ``arrow_max_bytes = 0``: every step as Spark jobs (what
   the writer did before the driver-side path), for a before/after in one run (``--cases ...,lakeshard-spark``);
 * ``delta-rs merge`` — ``DeltaTable.merge(...).when_not_matched_insert_all()`` on the event key, the batch
@@ -23,8 +26,10 @@ Every case appends through the same embedded Delta store (Spark — or, for lake
 writes Parquet, delta-rs commits), except the MERGE, which is delta-rs end to end. Reported: total time,
 median batch latency of the first and last ten batches, peak resident memory (Python driver + Spark JVM,
 high-water mark reset before each case), the final row count against the exact number of distinct events,
-and the writer's ID page-in rate against its ingest rate. Writes ``bench/results/dedupe.json``, ``dedupe.md``
-and ``dedupe.png`` (``--output NAME``: ``NAME.json`` ...).
+and the writer's ID page-in rate against its ingest rate (the writer's steps only, compaction not included).
+``--cap-minutes M`` stops a case's stream after the batch that takes its total past M minutes (at least 20
+batches run) and says so in the results; a capped case runs no large batch. Writes
+``bench/results/dedupe.json``, ``dedupe.md`` and ``dedupe.png`` (``--output NAME``: ``NAME.json`` ...).
 
     .venv/bin/python bench/bench_dedupe.py                      # 100 x 50k, then 1M: the issue's sizes
     .venv/bin/python bench/bench_dedupe.py --batches 20 --batch-events 20000 --large-events 100000
@@ -57,6 +62,7 @@ from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.dedupe.writer import EVENTS, EVENTS_SCHEMA, KEY, ShardWriter
 from lakeshard.lake import TableStore, open_store
 from lakeshard.landing.schema import EVENT_SCHEMA
+from lakeshard.pipelines.flows import compact_events
 from lakeshard.routing.router import ROUTED, ROUTED_SCHEMA
 from lakeshard.runtime import get_spark
 
@@ -192,8 +198,16 @@ class Lakeshard(Case):
         self.routed = self.cfg.table_uri(ROUTED)
         self.store.create(self.routed, ROUTED_SCHEMA, partition_by=["shard"])
         self.reports: list[Any] = []
+        self.compact = True  # merge the buckets of hours the stream moved past, inside the timed step
+        self.compactions: list[dict[str, Any]] = []
+        self._newest_hour = ""  # the newest event hour of the batches so far
+        self._seen_hours: set[str] = set()  # the event hours of the batches so far
+        self._compacted: set[str] = set()  # hours whose buckets were compacted
 
     def prepare(self, batch_path: str) -> None:
+        ts = pq.read_table(batch_path, columns=["ts"]).column("ts")
+        self._seen_hours.update(pc.unique(pc.strftime(ts, format="%Y-%m-%dT%H")).to_pylist())
+        self._newest_hour = max(self._seen_hours)
         rows = self.spark.read.parquet(batch_path)
         routed = rows.select(
             *[c.name for c in EVENT_SCHEMA.fields],
@@ -205,6 +219,34 @@ class Lakeshard(Case):
         report = self.writer.step()
         assert report is not None and not report.conflict
         self.reports.append(report)
+        if self.compact:
+            self._compact_sealed_hours()
+
+    def _compact_sealed_hours(self) -> None:
+        """Merge the ``(tenant, hour)`` buckets of every hour before the newest one written, once, with the
+        pipeline's ``compact`` flow's own function (:func:`~lakeshard.pipelines.flows.compact_events`: same
+        Compactor, settings and replace locks) — timed as part of the step during which it runs.
+
+        In the bench's stream every event after a batch is newer, and a re-sent old event is a duplicate, so an
+        hour the stream moved past receives no more files: sealed. Without this the table keeps every step's
+        file of every bucket (~75 per step), and delta-rs' commit and snapshot update, whose cost grows with the
+        live files, made the last steps slower than the first (docs/lake.md).
+        """
+        hours = sorted(h for h in self._seen_hours - self._compacted if h < self._newest_hour)
+        if not hours:
+            return
+        started = time.perf_counter()
+        files = self.store.files(self.target)
+        buckets = sorted({(str(f.partition_values["tenant_id"]), str(f.partition_values["hour"])) for f in files
+                          if f.partition_values["hour"] in hours})
+        report = compact_events(self.store, self.cfg, sealed=buckets, buckets=buckets)
+        done = [r for r in report.rounds if not r.gave_up]
+        self._compacted.update(hours)
+        self.compactions.append({
+            "batch": len(self.reports), "hours": hours, "buckets": len(buckets),
+            "files_removed": sum(r.files_removed for r in done), "files_added": sum(r.files_added for r in done),
+            "conflicts": report.conflicts, "seconds": round(time.perf_counter() - started, 3)})
+
 
 
 class LakeshardSparkPath(Lakeshard):
@@ -258,7 +300,7 @@ class PlainAppend(Case):
 
 # ---------------------------------------------------------------------------------------------- run
 def run_case(cls: type[Case], spark: SparkSession, work: Path, paths: list[str], large: str,
-             pids: list[int]) -> dict[str, Any]:
+             pids: list[int], cap_s: float | None = None) -> dict[str, Any]:
     cfg = load_config(overrides={"lakehouse": str(work / cls.name.replace(" ", "-")),
                                  "routing": {"total_shards": SHARDS}}, env={})
     case = cls(spark, cfg, open_store(spark, cfg))
@@ -272,27 +314,42 @@ def run_case(cls: type[Case], spark: SparkSession, work: Path, paths: list[str],
         if i % 10 == 9 or i == len(paths) - 1:
             print(f"  {cls.name}: batch {i + 1}/{len(paths)}  last {latencies[-1]:.2f}s  "
                   f"total {sum(latencies):.1f}s", flush=True)
+        if cap_s is not None and sum(latencies) > cap_s and i + 1 < len(paths) and i + 1 >= 20:
+            print(f"  {cls.name}: stopped after batch {i + 1}: {sum(latencies):.0f}s > the cap of {cap_s:.0f}s",
+                  flush=True)
+            break
     streaming_count = case.count()
+    capped = len(latencies) < len(paths)
     if isinstance(case, Lakeshard):  # the large batch goes to a restarted writer: a cold ID cache pages in
         case.writer = ShardWriter(case.spark, case.store, case.cfg, list(range(SHARDS)))
-    case.prepare(large)
-    started = time.perf_counter()
-    case.write(large)
-    large_s = time.perf_counter() - started
+        case.compact = False  # the large batch is timed as the write alone, as for the peers
+    large_s = None
+    if not capped:  # a capped case's table is smaller than the others': its large batch would not compare
+        case.prepare(large)
+        started = time.perf_counter()
+        case.write(large)
+        large_s = time.perf_counter() - started
     out: dict[str, Any] = {
         "case": cls.name, "total_s": round(sum(latencies), 2),
         "first10_median_s": round(statistics.median(latencies[:10]), 3),
         "last10_median_s": round(statistics.median(latencies[-10:]), 3),
         "latencies_s": [round(x, 3) for x in latencies], "rows_after_stream": streaming_count,
-        "large_batch_s": round(large_s, 2), "rows_after_large": case.count(), "peak_rss_mb": _peak_mb(pids),
+        "large_batch_s": None if large_s is None else round(large_s, 2),
+        "rows_after_large": None if large_s is None else case.count(), "peak_rss_mb": _peak_mb(pids),
     }
+    if capped:
+        out["capped_after_batches"] = len(latencies)
     if isinstance(case, Lakeshard):
         reports = case.reports
         paged, page_s = sum(r.ids_paged_in for r in reports), sum(r.page_in_seconds for r in reports)
         written, write_s = sum(r.rows_in for r in reports), sum(r.seconds for r in reports)
         stats = case.writer.cache.stats()
-        out["engines"] = {e: sum(r.engine == e for r in reports[:-1]) for e in ("arrow", "spark")}
-        out["large_batch_engine"] = reports[-1].engine
+        if case.compactions:  # inside the timed steps above: counted in total_s and in those batches' latency
+            out["compactions"] = case.compactions
+            out["compaction_s"] = round(sum(c["seconds"] for c in case.compactions), 2)
+        streamed = reports if capped else reports[:-1]
+        out["engines"] = {e: sum(r.engine == e for r in streamed) for e in ("arrow", "spark")}
+        out["large_batch_engine"] = None if capped else reports[-1].engine
         out.update(ids_paged_in=paged, page_in_ids_per_s=round(paged / page_s) if page_s else None,
                    ingest_events_per_s=round(written / write_s), cache_hit_rate=round(stats.hit_rate, 3),
                    cache_mb=round(stats.bytes / 2**20, 1),
@@ -312,6 +369,9 @@ def main() -> None:
     parser.add_argument("--cases", default="lakeshard,merge,antijoin,plain")
     parser.add_argument("--output", default="dedupe",
                         help="results go to bench/results/<output>.json, .md and .png")
+    parser.add_argument("--cap-minutes", type=float, default=None,
+                        help="stop a case's stream once its batches took this long (at least 20 batches run); "
+                             "the result says after how many batches, and the case skips the large batch")
     parser.add_argument("--tenants", type=int, default=100,
                         help="tenants (Zipf-like skew); every (tenant, hour) of a batch is one file per commit")
     args = parser.parse_args()
@@ -341,7 +401,11 @@ def main() -> None:
         results = []
         for key in args.cases.split(","):
             print(f"case {cases[key].name} ...", flush=True)
-            results.append(run_case(cases[key], spark, work, paths, large, pids))
+            cap = None if args.cap_minutes is None else args.cap_minutes * 60
+            results.append(run_case(cases[key], spark, work, paths, large, pids, cap))
+            if "capped_after_batches" in results[-1]:
+                n = results[-1]["capped_after_batches"]
+                results[-1]["distinct_after_capped_stream"] = len(np.unique(np.concatenate(plan[:n])))
         report = {"when": datetime.now(UTC).isoformat(timespec="seconds"), "machine": _machine(),
                   "tenants": args.tenants, "batches": args.batches, "batch_events": args.batch_events,
                   "large_events": args.large_events,
@@ -367,7 +431,11 @@ def _goals(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
     if "delta-rs merge" in by:
         goals["merge_over_lakeshard_total"] = round(by["delta-rs merge"]["total_s"] / ours["total_s"], 2)
-        goals["merge_over_lakeshard_large"] = round(by["delta-rs merge"]["large_batch_s"] / ours["large_batch_s"], 2)
+        if by["delta-rs merge"]["large_batch_s"] and ours["large_batch_s"]:
+            goals["merge_over_lakeshard_large"] = round(by["delta-rs merge"]["large_batch_s"] / ours["large_batch_s"],
+                                                        2)
+    if "spark anti-join" in by and "capped_after_batches" not in by["spark anti-join"]:
+        goals["antijoin_over_lakeshard_total"] = round(by["spark anti-join"]["total_s"] / ours["total_s"], 2)
     if "plain append (no dedupe)" in by:
         goals["lakeshard_over_plain_total"] = round(ours["total_s"] / by["plain append (no dedupe)"]["total_s"], 2)
     if "lakeshard (spark path)" in by:
@@ -391,9 +459,17 @@ def _write(report: dict[str, Any], name: str) -> None:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in slim["results"]:
-        lines.append(f"| {r['case']} | {r['total_s']} | {r['first10_median_s']} | {r['last10_median_s']} "
-                     f"| {r['rows_after_stream']:,} | {r['large_batch_s']} | {r['rows_after_large']:,} "
+        after_large = "—" if r["rows_after_large"] is None else f"{r['rows_after_large']:,}"
+        label = r["case"] + (f" (first {r['capped_after_batches']} batches)" if "capped_after_batches" in r else "")
+        lines.append(f"| {label} | {r['total_s']} | {r['first10_median_s']} | {r['last10_median_s']} "
+                     f"| {r['rows_after_stream']:,} | {r['large_batch_s'] or '—'} | {after_large} "
                      f"| {r['peak_rss_mb']} |")
+    for r in slim["results"]:
+        if "capped_after_batches" in r:
+            lines += ["", f"**{r['case']} was stopped after {r['capped_after_batches']} of {report['batches']} "
+                      f"batches** (`--cap-minutes`): its total and last-10 median are of those batches, its row "
+                      f"count is against {r['distinct_after_capped_stream']:,} distinct events, and it ran no "
+                      "large batch."]
     lines += ["", "Goals (issue): " + ", ".join(f"{k} = {v}" for k, v in report["goals"].items()), ""]
     ours = next((r for r in slim["results"] if r["case"] == "lakeshard"), None)
     if ours:
@@ -403,6 +479,13 @@ def _write(report: dict[str, Any], name: str) -> None:
                      f"events/s over all batches. Streaming steps by path: {ours['engines']}; the large batch: "
                      f"{ours['large_batch_engine']}. ID files of sealed hours merged by the writer: "
                      f"{ours.get('id_files_merged', 0)}.")
+        if ours.get("compactions"):
+            lines += ["", f"lakeshard's stream compacted the `events` buckets of each hour it moved past with the "
+                      f"pipeline's `compact_events`, inside the timed step during which the hour was sealed: "
+                      f"{len(ours['compactions'])} runs, {ours['compaction_s']} s in all (counted in its total), "
+                      + "; ".join(f"after batch {c['batch']}: {c['buckets']} buckets, {c['files_removed']} → "
+                                  f"{c['files_added']} files in {c['seconds']} s" for c in ours["compactions"])
+                      + ". The peers' tables are not compacted."]
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
     _plot(report, name)
     print("\n".join(lines))

@@ -467,3 +467,52 @@ def test_a_run_that_stops_when_done_never_waits_to_coalesce(
                                                               commit_max_wait_seconds=3600))
     assert ShardWriter(spark, store, cfg, range(SHARDS)).run()  # flush=True: batch mode takes what is there
     _exactly_once(spark, store, cfg, landing)
+
+
+def test_compacting_the_hours_a_stream_moved_past_between_writer_steps_keeps_every_event_once(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    """What the dedupe bench's lakeshard stream does to keep its commits cheap: after each writer step, the
+    ``events`` buckets of the hours the stream moved past are compacted with the ``compact`` flow's function.
+    Each swap keeps the rows as they were; the writer's next step commits on top of it without a conflict; at
+    the end ``events`` equals the ground truth, each compacted bucket is one file, and a re-sent copy of a
+    compacted hour's event is still dropped."""
+    from lakeshard.pipelines.flows import compact_events
+
+    landing = tmp_path / "landing"
+    generate_landing(landing, SynthSpec(events=1200, tenants=4, hours=3, seed=3, file_seconds=600, retry_rate=0.05,
+                                        redelivered_files=0.1, late_rate=0.0, bad_rate=0.0))
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                                 "routing": {"total_shards": 2, "default_shard_count": 2},
+                                 "dedupe": {"max_batch_bytes": 1}}, env={})  # one routed commit per step
+    Router(spark, store, cfg, max_batch_files=2).run()
+    events_uri = cfg.table_uri(EVENTS)
+    writer = ShardWriter(spark, store, cfg, [0, 1])
+    compacted: set[tuple[str, str]] = set()
+    files_merged = steps = 0
+    while (report := writer.step()) is not None:
+        steps += 1
+        assert not report.conflict
+        files = store.files(events_uri)
+        newest = max(str(f.partition_values["hour"]) for f in files)
+        buckets = sorted({(str(f.partition_values["tenant_id"]), str(f.partition_values["hour"])) for f in files
+                          if str(f.partition_values["hour"]) < newest} - compacted)
+        if not buckets:
+            continue
+        rows_before = store.read(events_uri).count()
+        result = compact_events(store, cfg, sealed=buckets, buckets=buckets)
+        assert result.conflicts == 0 and not result.gave_up
+        assert store.read(events_uri).count() == rows_before  # a swap moves rows, never adds or drops one
+        files_merged += sum(r.files_removed for r in result.rounds)
+        compacted.update(buckets)
+    assert steps > 3 and compacted and files_merged > len(compacted)  # several hours, merged as the stream went
+    files = store.files(events_uri)
+    for bucket in compacted:
+        assert len([f for f in files if (f.partition_values["tenant_id"], f.partition_values["hour"]) == bucket]) == 1
+    _exactly_once(spark, store, cfg, str(landing))
+
+    _redeliver(str(landing), 6)  # re-sent copies of compacted hours' events: dropped by the ID index
+    Router(spark, store, cfg).run()
+    again = ShardWriter(spark, store, cfg, [0, 1]).run()
+    assert sum(r.written for r in again) == 0 and sum(r.duplicates_in_index for r in again) > 0
+    _exactly_once(spark, store, cfg, str(landing))

@@ -10,11 +10,13 @@ table the flow does not rebuild from scratch.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from lakeshard.balancing.executor import autoshard, balance
 from lakeshard.buckets.completionist import BUCKETS, Completionist
-from lakeshard.compaction.executor import CompactionSettings, Compactor
+from lakeshard.compaction.executor import CompactionReport, CompactionSettings, Compactor
 from lakeshard.compaction.planner import LocalityPlanner, SizeTieredPlanner
 from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
 from lakeshard.pipelines.context import FlowContext, FlowResult, new_rows
@@ -23,8 +25,13 @@ from lakeshard.routing.router import LANDING_BATCHES, QUARANTINE, ROUTED, ROUTIN
 from lakeshard.routing.tables import TENANT_SETTINGS, RoutingTables
 from lakeshard.versions.locks import CHUNK_LOCKS, ChunkLocks
 
-__all__ = ["LANDING", "lakeshard_pipeline", "run_autoshard", "run_balance", "run_close_buckets", "run_compact",
-           "run_ingest", "run_route"]
+if TYPE_CHECKING:
+    from lakeshard.compaction.planner import Bucket
+    from lakeshard.config import LakeshardConfig
+    from lakeshard.lake import TableStore
+
+__all__ = ["LANDING", "compact_events", "lakeshard_pipeline", "run_autoshard", "run_balance", "run_close_buckets",
+           "run_compact", "run_ingest", "run_route"]
 
 LANDING = "landing"  # the pipeline's source: the landing zone of JSON files (cfg.landing)
 
@@ -87,18 +94,45 @@ def run_compact(ctx: FlowContext) -> FlowResult:
     if not ctx.store.exists(events):
         return FlowResult(details={"rounds": 0})
     closed = Completionist(ctx.spark, ctx.store, ctx.cfg).closed()
-    target_rows = int(ctx.params["target_rows"])
-    # Both planners aim at the flow's file size, as `lakeshard compact --target-rows` does.
-    settings = CompactionSettings.from_config(
-        ctx.cfg.compaction, locality=LocalityPlanner(target_rows=target_rows),
-        size_tiered=SizeTieredPlanner(min_files=int(ctx.params["min_files"]), target_rows=target_rows))
-    locks = ChunkLocks(ctx.store, ctx.cfg.table_uri(CHUNK_LOCKS))
-    report = Compactor(ctx.store, events, settings=settings, chunk_lock=locks.fenced).run(sealed=closed)
+    report = compact_events(ctx.store, ctx.cfg, sealed=closed, min_files=int(ctx.params["min_files"]),
+                            target_rows=int(ctx.params["target_rows"]))
     done = [r for r in report.rounds if not r.gave_up]
     return FlowResult(rows_in=sum(r.files_removed for r in done), rows_out=sum(r.files_added for r in done),
                       details={"rounds": len(done), "buckets": len({t.bucket for r in done for t in r.tasks}),
                                "rows_rewritten": sum(r.rows for r in done), "conflicts": report.conflicts,
                                "gave_up": len(report.gave_up), "closed_buckets": len(closed)})
+
+
+def compact_events(store: TableStore, cfg: LakeshardConfig, *, sealed: Collection[Bucket] = (),
+                   buckets: Sequence[Bucket] | None = None, min_files: int = 32,
+                   target_rows: int = 1_000_000) -> CompactionReport:
+    """Return the report of compacting ``events`` as the ``compact`` flow does: ``sealed`` buckets' small files
+    merge at once, others lazily by tier, every round under the replace locks of its buckets.
+
+    Args:
+        store: the table store.
+        cfg: the configuration (``[compaction]`` settings, where ``events`` and ``chunk_locks`` live).
+        sealed: buckets that receive no more files (the completionist's closed ones).
+        buckets: only these buckets (None: every bucket with live files).
+        min_files: files a tier needs before it merges in a bucket that is not sealed.
+        target_rows: rows an output file aims for (both planners).
+
+    Compacting keeps the number of live files of ``events`` in step with its buckets instead of its writer
+    steps (one file per bucket per step). That number is what each embedded commit and snapshot update costs
+    (delta-rs keeps every live file's add action in its snapshot; see docs/lake.md), so an ingest that runs
+    without this lets its commits slow down as the table grows.
+
+    Example::
+
+        report = compact_events(store, cfg, sealed=Completionist(spark, store, cfg).closed())
+    """
+    # Both planners aim at the same file size, as `lakeshard compact --target-rows` does.
+    settings = CompactionSettings.from_config(
+        cfg.compaction, locality=LocalityPlanner(target_rows=target_rows),
+        size_tiered=SizeTieredPlanner(min_files=min_files, target_rows=target_rows))
+    locks = ChunkLocks(store, cfg.table_uri(CHUNK_LOCKS))
+    return Compactor(store, cfg.table_uri(EVENTS), settings=settings, chunk_lock=locks.fenced).run(
+        buckets=buckets, sealed=sealed)
 
 
 def run_autoshard(ctx: FlowContext) -> FlowResult:
