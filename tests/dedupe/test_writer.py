@@ -90,6 +90,18 @@ def _assert_id_files_sorted(store: TableStore, uri: str) -> None:
         assert keys == sorted(keys), f.path
 
 
+def _three_hour_stream(spark: SparkSession, store: TableStore, tmp_path: Path) -> tuple[LakeshardConfig, Path]:
+    """Route a stream over three hours, 2 shards, into ``routed``; writers then take one routed commit per step."""
+    landing = tmp_path / "landing"
+    generate_landing(landing, SynthSpec(events=1200, tenants=4, hours=3, seed=3, file_seconds=600, retry_rate=0.05,
+                                        redelivered_files=0.1, late_rate=0.0, bad_rate=0.0))
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                                 "routing": {"total_shards": 2, "default_shard_count": 2},
+                                 "dedupe": {"max_batch_bytes": 1}}, env={})  # one routed commit per step
+    Router(spark, store, cfg, max_batch_files=2).run()
+    return cfg, landing
+
+
 def _redeliver(landing: str, n: int, tag: str = "late-redelivery") -> int:
     """Copy the first ``n`` landing files under new names, as an at-least-once producer would; return lines."""
     files = sorted(p for p in Path(landing).rglob("part-*") if "_truth" not in p.parts)[:n]
@@ -384,13 +396,7 @@ def test_sealed_intervals_id_files_merge_into_one_sorted_file_and_the_index_stay
 
     from lakeshard.dedupe.writer import _interval_of
 
-    landing = tmp_path / "landing"
-    generate_landing(landing, SynthSpec(events=1200, tenants=4, hours=3, seed=3, file_seconds=600, retry_rate=0.05,
-                                        redelivered_files=0.1, late_rate=0.0, bad_rate=0.0))
-    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
-                                 "routing": {"total_shards": 2, "default_shard_count": 2},
-                                 "dedupe": {"max_batch_bytes": 1}}, env={})  # one routed commit per step
-    Router(spark, store, cfg, max_batch_files=2).run()
+    cfg, landing = _three_hour_stream(spark, store, tmp_path)
     crashed = [False]
 
     def die_before_the_first_merge(table: str) -> None:
@@ -479,13 +485,7 @@ def test_compacting_the_hours_a_stream_moved_past_between_writer_steps_keeps_eve
     compacted hour's event is still dropped."""
     from lakeshard.pipelines.flows import compact_events
 
-    landing = tmp_path / "landing"
-    generate_landing(landing, SynthSpec(events=1200, tenants=4, hours=3, seed=3, file_seconds=600, retry_rate=0.05,
-                                        redelivered_files=0.1, late_rate=0.0, bad_rate=0.0))
-    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
-                                 "routing": {"total_shards": 2, "default_shard_count": 2},
-                                 "dedupe": {"max_batch_bytes": 1}}, env={})  # one routed commit per step
-    Router(spark, store, cfg, max_batch_files=2).run()
+    cfg, landing = _three_hour_stream(spark, store, tmp_path)
     events_uri = cfg.table_uri(EVENTS)
     writer = ShardWriter(spark, store, cfg, [0, 1])
     compacted: set[tuple[str, str]] = set()
