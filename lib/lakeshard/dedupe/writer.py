@@ -66,7 +66,7 @@ from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
 from lakeshard.errors import CommitConflict, LakeshardError, TableStoreError
-from lakeshard.lake import BYTES_ADDED, AppTransaction, FileInfo, TableStore
+from lakeshard.lake import BYTES_ADDED, AppTransaction, CommitInfo, FileInfo, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 from lakeshard.routing.router import QUARANTINE, ROUTED, ROUTED_SCHEMA
@@ -277,10 +277,14 @@ class ShardWriter:
         latest = self.store.version(self.routed_uri) if self.store.exists(self.routed_uri) else 0
         if all(progress[s] >= latest for s in self.shards):
             return None
-        if not flush and self.commit_min_bytes > 0 and self._coalescing(min(progress.values()), latest):
+        oldest = min(progress.values())
+        coalesce = not flush and self.commit_min_bytes > 0
+        # The routed commits this step may take, read once for the coalescing rule and the memory gate.
+        waiting = self._routed_commits(oldest, latest) if coalesce or latest - oldest > 1 else []
+        if coalesce and self._coalescing(waiting):
             self.deferred += 1
             return None
-        routed_version = self._intake_version(min(progress.values()), latest)
+        routed_version = self._intake_version(oldest, latest, waiting)
         todo = tuple(s for s in self.shards if progress[s] < routed_version)
         new_files = self._new_routed_files(todo, progress, routed_version)
         arrow = self._runs_in_driver(new_files)
@@ -322,24 +326,27 @@ class ShardWriter:
         return self.arrow_max_bytes > 0 and sum(f.size_bytes for f in files) <= self.arrow_max_bytes
 
     # ------------------------------------------------------------------------------------------ reading
-    def _coalescing(self, oldest: int, latest: int) -> bool:
-        """Return whether the routed commits after ``oldest`` should wait for more (see :meth:`step`)."""
-        waiting = [c for c in self.store.history(self.routed_uri, limit=latest - oldest) if c.version > oldest]
+    def _routed_commits(self, oldest: int, latest: int) -> list[CommitInfo]:
+        """Return the routed commits after ``oldest`` up to ``latest``, oldest first."""
+        found = self.store.history(self.routed_uri, limit=latest - oldest)
+        return sorted((c for c in found if oldest < c.version <= latest), key=lambda c: c.version)
+
+    def _coalescing(self, waiting: Sequence[CommitInfo]) -> bool:
+        """Return whether the routed commits ``waiting`` should wait for more (see :meth:`step`)."""
         pending = sum(int(c.custom_metadata.get(BYTES_ADDED, 0)) for c in waiting)
         first = min((c.timestamp for c in waiting), default=self._clock())
         return (pending < self.commit_min_bytes
                 and (self._clock() - first).total_seconds() < self.commit_max_wait_seconds)
 
-    def _intake_version(self, oldest: int, latest: int) -> int:
+    def _intake_version(self, oldest: int, latest: int, waiting: Sequence[CommitInfo]) -> int:
         """Return the newest routed version this step consumes: the memory gate on intake.
 
-        Routed commits after ``oldest`` are taken in order while their bytes (all shards': an upper bound of
-        this writer's share) stay within ``max_batch_bytes``; at least one is taken, however large.
+        Routed commits after ``oldest`` (``waiting``) are taken in order while their bytes (all shards': an upper
+        bound of this writer's share) stay within ``max_batch_bytes``; at least one is taken, however large.
         """
         if latest - oldest <= 1:
             return latest
-        sizes = {c.version: int(c.custom_metadata.get(BYTES_ADDED, 0))
-                 for c in self.store.history(self.routed_uri, limit=latest - oldest)}
+        sizes = {c.version: int(c.custom_metadata.get(BYTES_ADDED, 0)) for c in waiting}
         version, total = oldest + 1, sizes.get(oldest + 1, 0)
         while version < latest and total + sizes.get(version + 1, 0) <= self.max_batch_bytes:
             version += 1
