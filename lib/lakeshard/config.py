@@ -152,8 +152,17 @@ class DedupeConfig:
     # is there. A run that processes what is available and stops (batch mode, the pipeline) never waits.
     commit_min_bytes: int = 0
     commit_max_wait_seconds: float = 60.0
+    # Expiry of consumed routed data: once a writer consumed this many routed files since it last did, it removes
+    # from ``routed`` every file of its shards that their committed progress has passed (one commit; the rows
+    # are in ``events`` or were dropped as duplicates; vacuum reclaims the storage). ``routed`` then holds
+    # about what is not consumed yet instead of everything ever routed: its snapshot, which every router commit
+    # and writer step brings up to date, stops growing. 0 = never (routed keeps every file).
+    routed_expire_files: int = 256
 
     def __post_init__(self) -> None:
+        if self.routed_expire_files < 0:
+            raise ConfigError(f"dedupe.routed_expire_files: expected 0 (never) or a positive number of files, "
+                              f"got {self.routed_expire_files}")
         if self.commit_min_bytes < 0 or self.commit_max_wait_seconds < 0:
             raise ConfigError("dedupe.commit_min_bytes and dedupe.commit_max_wait_seconds must not be negative, "
                               f"found {self.commit_min_bytes} and {self.commit_max_wait_seconds}")

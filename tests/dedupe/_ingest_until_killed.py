@@ -26,7 +26,9 @@ def main() -> None:
     lakehouse, landing, kill = sys.argv[1:4]
     cfg = load_config(overrides={"lakehouse": lakehouse, "landing": landing,
                                  "spark": {"master": "local[1]", "shuffle_partitions": 1, "driver_memory": "1g"},
-                                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}, env={})
+                                 "routing": {"total_shards": SHARDS, "default_shard_count": 2},
+                                 # consumed routed files expire often, so kills land in expiries too
+                                 "dedupe": {"routed_expire_files": 4}}, env={})
     store = open_lazy_store(cfg)  # small steps run driver-side: Spark (a JVM) starts only if one needs it
     calls = [0]
     mode, _, arg = kill.partition(":")

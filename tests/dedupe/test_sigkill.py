@@ -23,9 +23,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lakeshard.config import load_config
-from lakeshard.dedupe.writer import EVENTS
+from lakeshard.dedupe.writer import EVENTS, ShardWriter
 from lakeshard.lake import TableStore
-from lakeshard.routing.router import QUARANTINE
+from lakeshard.routing.router import QUARANTINE, ROUTED
 from lakeshard.synth import SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
 
@@ -86,5 +86,11 @@ def test_sigkill_at_random_points_over_one_stream_ends_exactly_once(
     quarantine = store.read(cfg.table_uri(QUARANTINE))
     by_cat = {r["category"]: r["n"] for r in quarantine.groupBy("category").agg(F.count("*").alias("n")).collect()}
     assert by_cat == {k: v for k, v in m.bad_by_category.items() if v}
+    # The writers expired consumed routed files along the way, and a stream ended by kills left no unconsumed
+    # routed file behind: every file still in routed is one a writer has consumed since its last expiry.
+    routed_uri = cfg.table_uri(ROUTED)
+    assert any("expired_consumed" in c.custom_metadata for c in store.history(routed_uri))
+    ShardWriter(spark, store, cfg, [0, 1, 2, 3]).expire_routed()
+    assert store.files(routed_uri) == []
     print("\n".join(trace))
     print(f"{runs} runs: {kills} killed with SIGKILL, {survived} ran to the end; exactly once: {check}")

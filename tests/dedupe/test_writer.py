@@ -433,6 +433,48 @@ def test_sealed_intervals_id_files_merge_into_one_sorted_file_and_the_index_stay
     _exactly_once(spark, store, cfg, str(landing))
 
 
+def test_consumed_routed_files_expire_and_unconsumed_ones_stay_through_a_crash_and_a_replay(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    """Writers remove from ``routed`` the files their shards consumed (every 3 consumed files here): a shard
+    no writer took yet keeps every routed file, a crash right before an expiry commit loses nothing, and
+    events re-sent after the expiry are still caught by the ID index."""
+    cfg, landing = _three_hour_stream(spark, store, tmp_path)
+    cfg = dataclasses.replace(cfg, dedupe=dataclasses.replace(cfg.dedupe, routed_expire_files=3))
+    routed_uri = cfg.table_uri(ROUTED)
+
+    def live(shard: int) -> set[str]:
+        return {f.path for f in store.files(routed_uri) if f.partition_values["shard"] == str(shard)}
+
+    shard1_before, rows_before = live(1), store.read(routed_uri).where("shard = 1").count()
+    assert len(live(0)) > 3 and shard1_before
+    crashed = [False]
+
+    def die_before_the_first_expiry(table: str) -> None:
+        if table == "routed-expiry" and not crashed[0]:
+            crashed[0] = True
+            raise Crash("killed before a routed expiry commit")
+
+    with pytest.raises(Crash):
+        ShardWriter(spark, store, cfg, [0], before_commit=die_before_the_first_expiry).run()
+    writer = ShardWriter(spark, store, cfg, [0])
+    reports = writer.run()
+    assert sum(r.routed_files_expired for r in reports) > 0
+    writer.expire_routed()  # whatever the last steps consumed since the last expiry
+    assert live(0) == set()  # shard 0 consumed everything routed to it
+    assert live(1) == shard1_before and store.read(routed_uri).where("shard = 1").count() == rows_before
+    assert ShardWriter(spark, store, cfg, [0]).expire_routed() == 0  # nothing left to expire
+
+    ShardWriter(spark, store, cfg, [1]).run()  # the other shard reads its files, untouched
+    _exactly_once(spark, store, cfg, str(landing))
+
+    _redeliver(str(landing), 6)  # re-sent copies of expired routed rows
+    Router(spark, store, cfg).run()
+    again = ShardWriter(spark, store, cfg, [0, 1]).run()
+    assert sum(r.written for r in again) == 0 and sum(r.duplicates_in_index for r in again) > 0
+    _exactly_once(spark, store, cfg, str(landing))
+
+
 @pytest.mark.parametrize("released_by", ["size", "latency"])
 def test_a_following_writer_coalesces_routed_commits_until_size_or_latency(
     spark: SparkSession, store: TableStore, tmp_path: Path, released_by: str

@@ -121,6 +121,27 @@ def test_files_report_size_rows_partitions_and_stats(
     assert f.max_values["ts"].timestamp() >= 1767225600 + 9 * 0.0015
 
 
+@pytest.mark.parametrize(("properties", "with_stats"), [
+    ({}, {"hour", "event_id", "ts"}),
+    ({"delta.dataSkippingNumIndexedCols": "0"}, set()),
+    ({"delta.dataSkippingNumIndexedCols": "3"}, {"hour", "event_id"}),  # the first 3 columns: one is a partition
+    ({"delta.dataSkippingStatsColumns": "ts,hour"}, {"hour", "ts"}),
+])
+def test_a_tables_stats_properties_choose_the_columns_its_files_keep_stats_for(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path, properties: dict[str, str], with_stats: set[str]
+) -> None:
+    uri = str(tmp_path / "stats")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"], properties=properties)
+    df = spark.sql("select 'acme' tenant_id, cast(id % 3 as int) hour, concat('e', id) event_id, "
+                   "timestamp_micros(1767225600000000 + id * 1500) ts, map('a','b') attributes from range(10)")
+    table_store.append(uri, df.coalesce(1))
+    (f,) = table_store.files(uri)
+    assert f.num_records == 10  # the row count is always there
+    assert set(f.min_values) == set(f.max_values) == with_stats
+    (add,) = pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist()  # what another reader sees
+    assert {k[len("min."):] for k, v in add.items() if k.startswith("min.") and v is not None} == with_stats
+
+
 def test_arrow_reads_of_file_groups_give_each_group_its_rows_with_partition_values(
     table_store: TableStore, spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -67,6 +67,7 @@ from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
 from lakeshard.errors import CommitConflict, LakeshardError, TableStoreError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, CommitInfo, FileInfo, TableStore
+from lakeshard.lake.datafiles import NO_STATS
 from lakeshard.landing.reasons import WRITE_FAILED
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 from lakeshard.routing.router import QUARANTINE, ROUTED, ROUTED_SCHEMA
@@ -158,6 +159,7 @@ class WriteReport:
     error: str = ""  # the last failure, when the step was dead-lettered
     engine: str = "spark"  # "arrow": the step ran in the driver process (pyarrow + numpy), no Spark job
     id_files_merged: int = 0  # ID files of sealed intervals merged into one per interval after the commits
+    routed_files_expired: int = 0  # consumed files removed from ``routed`` after the commits (see expire_routed)
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,7 @@ class ShardWriter:
         self.commit_max_wait_seconds = cfg.dedupe.commit_max_wait_seconds
         self.write_retries = cfg.dedupe.write_retries
         self.arrow_max_bytes = cfg.dedupe.arrow_max_bytes
+        self.routed_expire_files = cfg.dedupe.routed_expire_files
         self.quarantine_uri = cfg.table_uri(QUARANTINE)
         self.buckets_uri = cfg.table_uri(BUCKETS)
         self.cfg = cfg
@@ -224,6 +227,7 @@ class ShardWriter:
         self._closed: tuple[int, set[tuple[str, str]]] | None = None  # (buckets version, closed buckets)
         self._schemas: tuple[pa.Schema, pa.Schema] | None = None  # events', event_ids' Arrow schemas
         self._sealed: set[Interval] = set()  # intervals the stream moved past since their files were last merged
+        self._consumed = 0  # routed files consumed since this writer last expired routed data
 
     @property
     def spark(self) -> SparkSession:
@@ -236,7 +240,7 @@ class ShardWriter:
             return
         self.store.create(self.events_uri, EVENTS_SCHEMA, partition_by=["tenant_id", "hour"],
                           description="each event exactly once; one tenant and one hour per file")
-        self.store.create(self.ids_uri, ID_SCHEMA, partition_by=["shard", "interval"],
+        self.store.create(self.ids_uri, ID_SCHEMA, partition_by=["shard", "interval"], properties=NO_STATS,
                           description="IDs of committed events, by shard and hour, for deduplication")
         self._ready = True
 
@@ -305,12 +309,18 @@ class ShardWriter:
                 error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
                 time.sleep(min(0.5 * 2**attempt, 5.0))
                 continue
-            # Both commits are in: merging sealed intervals' ID files is housekeeping, outside the retries
-            # (an error here is not the batch's; the next step goes on from the committed progress).
-            if not report.conflict and self._sealed:
-                sealed, self._sealed = self._sealed, set()
-                report = dataclasses.replace(report, id_files_merged=self.compact_ids(sealed),
-                                             seconds=time.perf_counter() - started)
+            # Both commits are in: merging sealed intervals' ID files and expiring consumed routed files is
+            # housekeeping, outside the retries (an error here is not the batch's; the next step goes on from
+            # the committed progress).
+            if not report.conflict:
+                self._consumed += len(new_files)
+                merged = self.compact_ids(self._sealed) if self._sealed else 0
+                self._sealed = set()
+                expired = (self.expire_routed() if self.routed_expire_files
+                           and self._consumed >= self.routed_expire_files else 0)
+                if merged or expired:
+                    report = dataclasses.replace(report, id_files_merged=merged, routed_files_expired=expired,
+                                                 seconds=time.perf_counter() - started)
             return report
         if batch is None:
             batch = self._batch(new_files, routed_version)
@@ -791,6 +801,39 @@ class ShardWriter:
                           write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
                                                                  HASH))
         return int(rows.num_rows)
+
+    def expire_routed(self) -> int:
+        """Remove from ``routed`` the files of this writer's shards that their committed progress has passed;
+        return how many (0 when a concurrent commit removed one of them first: expired next time).
+
+        A routed file of shard ``s`` is consumed once ``writer/s`` in ``events`` reached a version at which the
+        file was live: its rows are in ``events`` (or were dropped as duplicates, or dead-lettered). Those are
+        the files live at the shard's progress version and still live now. Progress only moves forward, so a
+        file consumed when progress was read stays consumed when the removal commits; a router appending at
+        the same time does not conflict (blind appends), and every reader of ``routed`` asks only for files
+        added after some shard's progress (the writers' log reads, the completionist's pending rows), which
+        this never removes. The files stay on disk until ``routed`` is vacuumed.
+        """
+        self._consumed = 0
+        if not self.store.exists(self.routed_uri):
+            return 0
+        by_version: dict[int, set[str]] = {}  # progress version -> the shards at it, as partition values
+        for shard, version in self.progress().items():
+            if version:
+                by_version.setdefault(version, set()).add(str(shard))
+        live = {f.path for f in self.store.files(self.routed_uri)}
+        doomed = sorted({f.path for version, shards in by_version.items()
+                         for f in self.store.files(self.routed_uri, version=version)
+                         if str(f.partition_values["shard"]) in shards and f.path in live})
+        if not doomed:
+            return 0
+        self._before_commit("routed-expiry")
+        try:
+            self.store.replace_files(self.routed_uri, doomed, None, data_change=True,
+                                     metadata={"expired_consumed": len(doomed), "shards": list(self.shards)})
+        except CommitConflict:
+            return 0
+        return len(doomed)
 
     def compact_ids(self, intervals: Iterable[Interval] | None = None) -> int:
         """Merge the ID files of each sealed interval of these shards into one file sorted by the key hash;

@@ -7,7 +7,7 @@ Hive-style partition directories, and its add action's statistics come from the 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HIVE_NULL",
+    "NO_STATS",
     "conform",
     "footer_stats",
     "is_hidden",
     "partition_values_from_path",
     "read_data_files",
     "spark_file_uri",
+    "stats_columns",
 ]
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -89,14 +91,44 @@ def _ts_stat(value: datetime, *, upper: bool) -> str:
     return millis.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis.microsecond // 1000:03d}Z"
 
 
-def footer_stats(fs: pafs.FileSystem, path: str) -> tuple[int, dict[str, Any]]:
-    """Return the row count of a Parquet file and its Delta stats (numRecords, min/max, nullCount)."""
+# Delta's table properties that choose the columns a data file's stats cover (PROTOCOL.md, "Per-file Statistics").
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
+_DEFAULT_INDEXED_COLS = 32
+# For tables that no reader prunes by file statistics (``routed``: read by the commits that added the files;
+# ``event_ids``: paged in by partition): their add actions, which delta-rs parses for every live file on each
+# snapshot update and commit, hold only the row count.
+NO_STATS = {NUM_INDEXED_COLS: "0"}
+
+
+def stats_columns(configuration: Mapping[str, str | None], columns: Sequence[str]) -> set[str] | None:
+    """Return the columns whose min/max/null counts a new file's stats hold, or None for every column.
+
+    As Delta writers do: the columns named by ``delta.dataSkippingStatsColumns``, else the first
+    ``delta.dataSkippingNumIndexedCols`` columns of the schema (default 32, -1 = all). A table that no reader
+    prunes by statistics (lakeshard's ``routed`` and ``event_ids``) sets 0: its add actions carry only the row
+    count, so its log, snapshots and commits are smaller (delta-rs parses every live file's stats).
+    """
+    named = configuration.get(STATS_COLUMNS)
+    if named:
+        return {c.strip().strip("`") for c in named.split(",") if c.strip()}
+    raw = configuration.get(NUM_INDEXED_COLS)
+    n = _DEFAULT_INDEXED_COLS if raw is None else int(raw)
+    return None if n < 0 or n >= len(columns) else set(columns[:n])
+
+
+def footer_stats(fs: pafs.FileSystem, path: str,
+                 columns: Collection[str] | None = None) -> tuple[int, dict[str, Any]]:
+    """Return the row count of a Parquet file and its Delta stats (numRecords, min/max, nullCount), the
+    min/max/null counts of ``columns`` only (None: every top-level column; see :func:`stats_columns`)."""
     with fs.open_input_file(path) as handle:
         meta = pq.ParquetFile(handle).metadata
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, int] = {}
     top_level = {meta.schema.column(i).path for i in range(meta.num_columns) if "." not in meta.schema.column(i).path}
+    if columns is not None:
+        top_level &= set(columns)
     for col in range(meta.num_columns):
         name = meta.schema.column(col).path
         if name not in top_level:

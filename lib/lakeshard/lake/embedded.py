@@ -43,6 +43,7 @@ from lakeshard.lake.datafiles import (
     is_hidden,
     partition_values_from_path,
     read_data_files,
+    stats_columns,
 )
 from lakeshard.lake.deltalog import (
     COMMIT_ID,
@@ -662,8 +663,9 @@ class EmbeddedTableStore(TableStore):
                    if info.type == pafs.FileType.File]
         written = [(info, rel) for info, rel in written if not is_hidden(rel) and rel.endswith(".parquet")]
         # One footer per file: a routed batch writes a file per shard per task, so read them on threads.
+        indexed = stats_columns(dt.metadata().configuration, [f.name for f in dt.schema().fields])
         with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
-            footers = list(pool.map(lambda item: footer_stats(fs, item[0].path), written))
+            footers = list(pool.map(lambda item: footer_stats(fs, item[0].path, indexed), written))
         for (info, relative), (n, stats) in zip(written, footers, strict=True):
             if n == 0:
                 fs.delete_file(info.path)

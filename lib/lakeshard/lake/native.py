@@ -71,7 +71,14 @@ from lakeshard.errors import (
     TableStoreError,
     UnsupportedByAdapter,
 )
-from lakeshard.lake.datafiles import conform, footer_stats, is_hidden, partition_values_from_path, read_data_files
+from lakeshard.lake.datafiles import (
+    conform,
+    footer_stats,
+    is_hidden,
+    partition_values_from_path,
+    read_data_files,
+    stats_columns,
+)
 from lakeshard.lake.deltalog import (
     COMMIT_ID,
     LogState,
@@ -769,12 +776,14 @@ class NativeTableStore(TableStore):
         import pyarrow.fs as pafs
 
         fs, base = filesystem(target)
+        indexed = stats_columns(state.metadata.get("configuration") or {},
+                                [f["name"] for f in state.schema_json["fields"]])
         out: list[tuple[FileInfo, dict[str, Any]]] = []
         for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
             relative = info.path[len(base):].lstrip("/")
             if info.type != pafs.FileType.File or is_hidden(relative) or not relative.endswith(".parquet"):
                 continue
-            n, stats = footer_stats(fs, info.path)
+            n, stats = footer_stats(fs, info.path, indexed)
             if n == 0:
                 fs.delete_file(info.path)
                 continue

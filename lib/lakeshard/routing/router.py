@@ -30,6 +30,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
+from lakeshard.lake.datafiles import NO_STATS
 from lakeshard.landing.reader import LandingFile, list_landing_files, parse_landing_arrow, read_landing
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from lakeshard.routing.allocator import ShardAllocator
@@ -239,7 +240,7 @@ class Router:
         """Create the router's tables if missing."""
         if self._ready:
             return
-        self.store.create(self.uris[ROUTED], ROUTED_SCHEMA, partition_by=["shard"],
+        self.store.create(self.uris[ROUTED], ROUTED_SCHEMA, partition_by=["shard"], properties=NO_STATS,
                           description="landing events with their placement window and shard")
         self.store.create(self.uris[QUARANTINE], QUARANTINE_SCHEMA,
                           description="landing records that broke the format, with the reason")
