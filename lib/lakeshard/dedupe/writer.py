@@ -822,9 +822,12 @@ class ShardWriter:
             if version:
                 by_version.setdefault(version, set()).add(str(shard))
         live = {f.path for f in self.store.files(self.routed_uri)}
-        doomed = sorted({f.path for version, shards in by_version.items()
-                         for f in self.store.files(self.routed_uri, version=version)
-                         if str(f.partition_values["shard"]) in shards and f.path in live})
+        try:
+            doomed = sorted({f.path for version, shards in by_version.items()
+                             for f in self.store.files(self.routed_uri, version=version)
+                             if str(f.partition_values["shard"]) in shards and f.path in live})
+        except TableStoreError:
+            return 0  # a progress version the log no longer holds (log cleanup): nothing is removed
         if not doomed:
             return 0
         self._before_commit("routed-expiry")
