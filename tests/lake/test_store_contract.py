@@ -142,6 +142,15 @@ def test_a_tables_stats_properties_choose_the_columns_its_files_keep_stats_for(
     assert {k[len("min."):] for k, v in add.items() if k.startswith("min.") and v is not None} == with_stats
 
 
+def test_a_malformed_stats_property_is_named_in_the_error() -> None:
+    from lakeshard.lake.datafiles import stats_columns
+
+    with pytest.raises(TableStoreError, match="dataSkippingNumIndexedCols = 'many'"):
+        stats_columns({"delta.dataSkippingNumIndexedCols": "many"}, ["a", "b"])
+    assert stats_columns({"delta.dataSkippingNumIndexedCols": "-1"}, ["a", "b"]) is None
+    assert stats_columns({}, ["a", "b"]) is None  # fewer columns than the default 32: all of them
+
+
 def test_arrow_reads_of_file_groups_give_each_group_its_rows_with_partition_values(
     table_store: TableStore, spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -113,7 +113,10 @@ def stats_columns(configuration: Mapping[str, str | None], columns: Sequence[str
     if named:
         return {c.strip().strip("`") for c in named.split(",") if c.strip()}
     raw = configuration.get(NUM_INDEXED_COLS)
-    n = _DEFAULT_INDEXED_COLS if raw is None else int(raw)
+    try:
+        n = _DEFAULT_INDEXED_COLS if raw is None else int(raw)
+    except ValueError:
+        raise TableStoreError(f"the table property {NUM_INDEXED_COLS} = {raw!r} is not a whole number") from None
     return None if n < 0 or n >= len(columns) else set(columns[:n])
 
 
