@@ -61,10 +61,9 @@ from pyspark.sql import functions as F
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.dedupe.writer import EVENTS, EVENTS_SCHEMA, KEY, ShardWriter
 from lakeshard.lake import TableStore, open_store
-from lakeshard.lake.datafiles import NO_STATS
 from lakeshard.landing.schema import EVENT_SCHEMA
 from lakeshard.pipelines.flows import compact_events
-from lakeshard.routing.router import ROUTED, ROUTED_SCHEMA
+from lakeshard.routing.router import ROUTED, ROUTED_SCHEMA, Router
 from lakeshard.runtime import get_spark
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -197,7 +196,7 @@ class Lakeshard(Case):
         super().__init__(*args)
         self.writer = ShardWriter(self.spark, self.store, self.cfg, list(range(SHARDS)))
         self.routed = self.cfg.table_uri(ROUTED)
-        self.store.create(self.routed, ROUTED_SCHEMA, partition_by=["shard"], properties=NO_STATS)  # as the router
+        Router(self.spark, self.store, self.cfg).ensure_tables()  # routed as the router makes it
         self.reports: list[Any] = []
         self.compact = True  # merge the buckets of hours the stream moved past, inside the timed step
         self.compactions: list[dict[str, Any]] = []

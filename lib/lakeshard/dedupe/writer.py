@@ -314,8 +314,9 @@ class ShardWriter:
             # the committed progress).
             if not report.conflict:
                 self._consumed += len(new_files)
-                merged = self.compact_ids(self._sealed) if self._sealed else 0
-                self._sealed = set()
+                # Taken before merging: the merge's listing may seal more intervals, which the next step merges.
+                sealed, self._sealed = self._sealed, set()
+                merged = self.compact_ids(sealed) if sealed else 0
                 expired = (self.expire_routed() if self.routed_expire_files
                            and self._consumed >= self.routed_expire_files else 0)
                 if merged or expired:
