@@ -3,7 +3,7 @@
 Usage: python _ingest_until_killed.py LAKEHOUSE LANDING KILL
   KILL = "hook:N"    SIGKILL itself at the N-th commit point (before a router or writer commit, or a page-in)
          "after:S"   SIGKILL itself S seconds after it started (anywhere: mid-parse, mid-flush, mid-read...)
-         "none"      run to the end
+         "none"      not by itself (the test may still kill it from outside, following its phase trace)
 Prints "caught-up" when it finished without being killed.
 """
 

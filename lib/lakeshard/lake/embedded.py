@@ -69,6 +69,7 @@ from lakeshard.lake.store import (
     WriteFiles,
     check_new_columns,
 )
+from lakeshard.lake.trace import COMMIT, WRITE, phase
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -515,9 +516,11 @@ class EmbeddedTableStore(TableStore):
         adds: list[AddAction] = []
         rows, write_dir = 0, None
         if write is not None:
-            adds, rows, write_dir = self._write_with(dt, write, data_change)
+            with phase(WRITE, uri):
+                adds, rows, write_dir = self._write_with(dt, write, data_change)
         elif df is not None:
-            adds, rows, write_dir = self._write_files(dt, df, data_change)
+            with phase(WRITE, uri):
+                adds, rows, write_dir = self._write_files(dt, df, data_change)
         extra: Mapping[str, Any] | None = None
         if before_commit is not None:
             try:
@@ -543,10 +546,10 @@ class EmbeddedTableStore(TableStore):
                 with self._lock:
                     if dt is self._snapshots.get(uri) and dt.version() != read_version:
                         dt = self._table(uri, read_version)  # another thread brought the shared table up to date
-                    dt.create_write_transaction(
-                        [*adds, *removes], mode="append", schema=dt.schema(),
-                        partition_by=list(dt.metadata().partition_columns) or None, commit_properties=props,
-                    )
+                    schema, partition_by = dt.schema(), list(dt.metadata().partition_columns) or None
+                    with phase(COMMIT, uri):
+                        dt.create_write_transaction([*adds, *removes], mode="append", schema=schema,
+                                                    partition_by=partition_by, commit_properties=props)
         except CommitFailedError as exc:
             # Only a known-failed commit deletes its files; any other error leaves them for vacuum, since
             # an unknown outcome might be a commit that references them.
@@ -576,10 +579,10 @@ class EmbeddedTableStore(TableStore):
         attempts = max(self._retries or 0, _SWAP_RETRIES)
         for attempt in range(attempts + 1):
             try:
-                dt.create_write_transaction(
-                    list(actions), mode="append", schema=dt.schema(),
-                    partition_by=list(dt.metadata().partition_columns) or None, commit_properties=props,
-                )
+                schema, partition_by = dt.schema(), list(dt.metadata().partition_columns) or None
+                with phase(COMMIT, uri):
+                    dt.create_write_transaction(list(actions), mode="append", schema=schema,
+                                                partition_by=partition_by, commit_properties=props)
                 return
             except CommitFailedError:
                 dt = self._table(uri)

@@ -1,0 +1,68 @@
+"""Two shard-writer processes race over the same shards of one routed stream, with random timing.
+
+The stream (retries and redelivered files included) is routed first, in small batches; then two processes each
+run a :class:`~lakeshard.dedupe.writer.ShardWriter` over all four shards, each after a random start delay and
+with a random pause after each step, until caught up. Whichever commits a routed version's progress first wins;
+the other loses the commit race (a conflict), drops its batch and goes on from the committed progress. At the
+end ``events`` must hold every key of the generator's ground truth exactly once, counted against the truth,
+not against the writers' reports. Timings come from a fresh seed per run (``LAKESHARD_KILL_SEED`` replays it).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakeshard.config import load_config
+from lakeshard.dedupe.writer import EVENTS, ShardWriter
+from lakeshard.lake import TableStore, open_lazy_store
+from lakeshard.routing.router import ROUTED, Router
+from lakeshard.synth import SynthSpec, generate_landing
+from lakeshard.synth.verify import check_against_truth
+from phase_kills import child_env, kill_seed
+
+WORKER = Path(__file__).with_name("_write_racing.py")
+SHARDS = 4
+
+
+@pytest.mark.slow
+def test_two_writers_racing_on_the_same_shards_write_each_event_exactly_once(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    seed = kill_seed()
+    print(f"LAKESHARD_KILL_SEED={seed}")
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    m = generate_landing(landing, SynthSpec(events=1500, tenants=8, hours=0.5, seed=seed % 100_000,
+                                            file_seconds=60, retry_rate=0.05, redelivered_files=0.1, bad_rate=0.01))
+    cfg = load_config(overrides={"lakehouse": str(lakehouse), "landing": str(landing),
+                                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}, env={})
+    # Routed driver-side in small batches: many routed commits, so the writers race for many steps.
+    Router(None, open_lazy_store(cfg), cfg, max_batch_files=2).run()
+    routed_version = store.version(cfg.table_uri(ROUTED))
+
+    rng = random.Random(seed)
+    racers = [subprocess.Popen([sys.executable, str(WORKER), str(lakehouse), str(rng.randrange(2**31))],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+              for _ in range(2)]
+    outcomes = []
+    for racer in racers:
+        out, err = racer.communicate(timeout=600)
+        assert racer.returncode == 0, (seed, err[-3000:])
+        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    conflicts = sum(o["conflicts"] for o in outcomes)
+    summary = f"seed {seed}: {routed_version} routed versions; writers {outcomes}; {conflicts} conflicts"
+    print(summary)
+    assert conflicts >= 1, f"the writers never lost a commit race, so this run tested no race: {summary}"
+
+    # Both stopped because every shard had consumed every routed version: nothing was left for a third writer.
+    assert ShardWriter(spark, store, cfg, list(range(SHARDS))).progress() == dict.fromkeys(range(SHARDS),
+                                                                                            routed_version), summary
+    check = check_against_truth(spark, store.read(cfg.table_uri(EVENTS)), str(landing))
+    assert (check.missing, check.duplicate_rows, check.unexpected) == (0, 0, 0), (summary, check)
+    assert check.rows == check.truth_events == m.unique_events, (summary, check)

@@ -1,0 +1,146 @@
+"""Crash-test helper: run a process writing through the embedded store, SIGKILL it, and say where it died.
+
+The child runs with ``LAKESHARD_TRACE_PHASES`` (:mod:`lakeshard.lake.trace`) pointing at a FIFO that the parent
+reads while the child runs, so a kill "right after the child entered its n-th commit" follows the child's own
+line within the scheduler's wake-up time (a delta-rs commit here takes 1-10 ms; polling a plain file would
+miss most of them). Where the kill landed is read from the last line the child wrote:
+
+* ``enter write``  → :data:`PARQUET_WRITE` (its Parquet files were being written),
+* ``enter commit`` → :data:`DELTA_COMMIT` (delta-rs was writing the next log entry),
+* ``exit ...``     → :data:`BETWEEN_COMMITS` (planning, reading, deduplicating, hooks),
+* no line at all   → :data:`IDLE` (starting up, reading, nothing written yet).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import select
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lakeshard.lake.trace import COMMIT, TRACE_ENV, WRITE
+
+__all__ = ["BETWEEN_COMMITS", "DELTA_COMMIT", "IDLE", "PARQUET_WRITE", "SEED_ENV", "KillAt", "Run", "child_env",
+           "kill_seed", "run_traced"]
+
+PARQUET_WRITE = "parquet write"
+DELTA_COMMIT = "delta commit"
+BETWEEN_COMMITS = "between commits"
+IDLE = "idle"
+SEED_ENV = "LAKESHARD_KILL_SEED"
+LIB = Path(__file__).parents[1] / "lib"
+
+
+def kill_seed() -> int:
+    """Return the seed of this run's kill timings: ``LAKESHARD_KILL_SEED`` if set (to reproduce), else fresh."""
+    given = os.environ.get(SEED_ENV)
+    return int(given) if given else secrets.randbelow(2**31)
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Return the environment of a child process: this worktree's library first on the path."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")]), **extra}
+
+
+@dataclass(frozen=True)
+class KillAt:
+    """Kill the child ``delay`` seconds after it entered phase ``phase`` (write or commit) the ``nth`` time."""
+
+    phase: str
+    nth: int
+    delay: float
+
+    def __str__(self) -> str:
+        return f"{self.phase}#{self.nth}+{self.delay * 1000:.1f}ms"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One child process: how it ended, what it printed and the phase lines it traced."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def killed(self) -> bool:
+        """Return whether the process died of SIGKILL."""
+        return self.returncode == -signal.SIGKILL
+
+    @property
+    def landed(self) -> str:
+        """Return where the process was when it ended, from its last trace line."""
+        if not self.lines:
+            return IDLE
+        _, event, phase, *_ = self.lines[-1].split(" ")
+        if event == "enter":
+            return {WRITE: PARQUET_WRITE, COMMIT: DELTA_COMMIT}[phase]
+        return BETWEEN_COMMITS
+
+    @property
+    def table(self) -> str:
+        """Return the table of the last phase the process traced ('' if none)."""
+        return Path(self.lines[-1].split(" ", 3)[3]).name if self.lines else ""
+
+    def entered(self, phase: str) -> int:
+        """Return how often the process entered ``phase``."""
+        return sum(1 for line in self.lines if line.split(" ")[1:3] == ["enter", phase])
+
+
+def run_traced(argv: Sequence[str], *, kill_at: KillAt | None = None, env: Mapping[str, str] | None = None,
+               timeout: float = 600.0) -> Run:
+    """Return the run of ``argv`` traced through a FIFO, SIGKILLed as ``kill_at`` says (None: not by us)."""
+    workdir = Path(tempfile.mkdtemp(prefix="lakeshard-trace-"))
+    fifo = workdir / f"{uuid.uuid4().hex}.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # before the child: its open for writing then succeeds
+    out, err = workdir / "stdout", workdir / "stderr"
+    started = time.monotonic()
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen(list(argv), stdout=stdout, stderr=stderr,
+                                env={**(env or child_env()), TRACE_ENV: str(fifo)})
+    lines: list[str] = []
+    pending, entered, fired = b"", 0, kill_at is None
+    try:
+        while True:
+            exited = proc.poll() is not None
+            readable, _, _ = select.select([reader], [], [], 0.05)
+            chunk = os.read(reader, 1 << 16) if readable else b""
+            if not chunk:
+                if exited:
+                    break
+                if readable:
+                    time.sleep(0.005)  # end of file while the child lives: it has not opened the FIFO yet
+                if time.monotonic() - started > timeout:
+                    proc.kill()
+                    raise TimeoutError(f"{argv} ran longer than {timeout}s")
+                continue
+            *complete, pending = (pending + chunk).split(b"\n")
+            for raw in complete:
+                line = raw.decode("utf-8")
+                lines.append(line)
+                if not fired and kill_at is not None and line.split(" ")[1:3] == ["enter", kill_at.phase]:
+                    entered += 1
+                    if entered == kill_at.nth:
+                        if kill_at.delay > 0:
+                            time.sleep(kill_at.delay)
+                        proc.send_signal(signal.SIGKILL)
+                        fired = True
+        proc.wait(timeout=60)
+    finally:
+        os.close(reader)
+    run = Run(proc.returncode, out.read_text(), err.read_text(), time.monotonic() - started,
+              [line for line in lines if line.startswith(f"{proc.pid} ")])
+    for path in (fifo, out, err):
+        path.unlink()
+    workdir.rmdir()
+    return run
