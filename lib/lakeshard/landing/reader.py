@@ -28,12 +28,13 @@ is for (Spark's ``binaryFile`` refuses files over 2 GB).
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import time
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -56,9 +57,13 @@ __all__ = [
     "LandingBatch",
     "LandingFile",
     "LandingReadError",
+    "LandingScan",
+    "content_checksum",
     "list_landing_files",
+    "open_landing_file",
     "parse_landing_arrow",
     "read_landing",
+    "scan_landing",
 ]
 
 LANDING_SUFFIXES: tuple[str, ...] = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
@@ -110,11 +115,47 @@ class LandingReadError(LakeshardError):
 
 @dataclass(frozen=True)
 class LandingFile:
-    """One input file of a landing zone: its URI (``file:///...`` locally), size and modification time."""
+    """One input file of a landing zone: its URI (``file:///...`` locally), size and modification time, and
+    which of its bytes a read takes.
+
+    A listed file is read whole. A batch plan narrows it to the byte range ``[start, end)`` whose first line is
+    physical line ``first_line`` (line numbers stay those of the file), and records the range's ``checksum``
+    (:func:`content_checksum`): a read that finds other bytes there quarantines one ``file_changed`` row for the
+    range instead of parsing them. ``target`` is the file the path resolves to when it is (or lies below) a
+    symbolic link, as a URI; empty otherwise. :attr:`identity` is what the router tracks a file by.
+    """
 
     path: str
     size_bytes: int
     mtime: datetime  # UTC
+    start: int = 0
+    end: int | None = None  # None: to the end of the file
+    first_line: int = 1
+    checksum: str | None = None
+    target: str = ""
+
+    @property
+    def identity(self) -> str:
+        """Return the URI of the real file: ``target`` for a link, else ``path``."""
+        return self.target or self.path
+
+    @property
+    def read_bytes(self) -> int:
+        """Return how many bytes a read of this file takes (the range's length, or the size)."""
+        return (self.size_bytes if self.end is None else self.end) - self.start
+
+
+@dataclass(frozen=True)
+class LandingScan:
+    """A landing zone's listing: the files to read, and the symbolic links whose target does not exist."""
+
+    files: list[LandingFile]
+    dangling: list[str] = field(default_factory=list)  # URIs of links with a landing name and no target
+
+
+def content_checksum(data: bytes) -> str:
+    """Return the checksum a batch plan records for a byte range of a landing file: SHA-256, as hex."""
+    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True, eq=False)  # DataFrames have no meaningful equality
@@ -198,7 +239,7 @@ def list_landing_files(landing: str | os.PathLike[str]) -> list[LandingFile]:
     ``pyarrow.fs`` understands, e.g. ``s3://``, are listed the same way) for files named
     ``*.json``, ``*.jsonl``, ``*.json.gz`` or ``*.jsonl.gz``, skipping every file or directory below the
     root whose name starts with ``_`` or ``.`` (``_truth/``, ``_checkpoints/``, ``.part-0001.jsonl``).
-    ``landing`` may also name one file, which is then the whole list.
+    ``landing`` may also name one file, which is then the whole list. Symbolic links: see :func:`scan_landing`.
 
     Raises:
         LandingReadError: ``landing`` does not exist or its location is not understood.
@@ -208,13 +249,29 @@ def list_landing_files(landing: str | os.PathLike[str]) -> list[LandingFile]:
         files = list_landing_files("/data/landing")
         files[0].path  # 'file:///data/landing/2026-01-01/00/part-000000.jsonl'
     """
+    return scan_landing(landing).files
+
+
+def scan_landing(landing: str | os.PathLike[str]) -> LandingScan:
+    """Return the landing zone's input files (as :func:`list_landing_files`) and its dangling links.
+
+    Symbolic links on a local file system: a link to a file is read as that file, and each real file once —
+    under the first of its names in path order (``target`` says which file it is); a link to a directory is
+    followed, each real directory at most once, so a link cycle ends; a link with a landing name whose target
+    does not exist is listed in ``dangling`` (it is read once its target appears).
+
+    Raises:
+        LandingReadError: ``landing`` does not exist or its location is not understood.
+    """
     text = os.fspath(landing)
     fs, root, prefix = _resolve(text)
+    if isinstance(fs, pafs.LocalFileSystem):
+        return _scan_local(text, root, prefix)
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.NotFound:
         raise LandingReadError(f"landing zone {text} does not exist")
     if info.type == pafs.FileType.File:
-        return [LandingFile(prefix + root, info.size or 0, _mtime(info))] if _is_landing_name(root) else []
+        return LandingScan([LandingFile(prefix + root, info.size or 0, _mtime(info))] if _is_landing_name(root) else [])
     out: list[LandingFile] = []
     for entry in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
         if entry.type != pafs.FileType.File or not _is_landing_name(entry.base_name):
@@ -224,7 +281,78 @@ def list_landing_files(landing: str | os.PathLike[str]) -> list[LandingFile]:
             continue
         out.append(LandingFile(prefix + entry.path, entry.size or 0, _mtime(entry)))
     out.sort(key=lambda f: f.path)
-    return out
+    return LandingScan(out)
+
+
+def _stat_mtime(st: os.stat_result) -> datetime:
+    # Integer microseconds: a float of seconds since 1970 loses the last digits, and the router compares mtimes.
+    return _EPOCH + timedelta(microseconds=st.st_mtime_ns // 1000)
+
+
+def _scan_local(text: str, root: str, prefix: str) -> LandingScan:
+    """Return the scan of a local landing zone, walking it with ``os.scandir`` to see its symbolic links."""
+    if not os.path.exists(root):
+        raise LandingReadError(f"landing zone {text} does not exist")
+    real_root = os.path.realpath(root)
+
+    def uri_of_real(real: str) -> str:
+        # A target inside the landing zone is named as the zone names it (its root unresolved), so a file's
+        # identity does not depend on links above the root.
+        if real == real_root or real.startswith(real_root + os.sep):
+            return prefix + root + real[len(real_root) :]
+        return prefix + real
+
+    if not os.path.isdir(root):
+        if not _is_landing_name(root):
+            return LandingScan([])
+        real, st = os.path.realpath(root), os.stat(root)
+        return LandingScan([LandingFile(prefix + root, st.st_size, _stat_mtime(st),
+                                        target=prefix + real if real != root else "")])
+    found: list[tuple[str, os.stat_result, str]] = []  # (path, stat of the real file, target URI or "")
+    dangling: list[str] = []
+    visited = {real_root}  # real directories entered through a link (and the root): each once
+    stack: list[tuple[str, bool]] = [(root, False)]  # (directory, whether a link led into it)
+    while stack:
+        directory, linked = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:  # vanished or unreadable between listing and walking: like a file that is gone
+            continue
+        for entry in entries:
+            if entry.name.startswith(("_", ".")):
+                continue
+            link = entry.is_symlink()
+            try:
+                is_dir = entry.is_dir()
+                is_file = not is_dir and entry.is_file()
+            except OSError:
+                is_dir = is_file = False
+            if is_dir:
+                if link:
+                    real = os.path.realpath(entry.path)
+                    if real in visited:
+                        continue
+                    visited.add(real)
+                stack.append((entry.path, linked or link))
+            elif is_file and _is_landing_name(entry.name):
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue
+                target = uri_of_real(os.path.realpath(entry.path)) if link or linked else ""
+                found.append((entry.path, st, target))
+            elif link and not is_file and _is_landing_name(entry.name) and not os.path.exists(entry.path):
+                dangling.append(prefix + entry.path)
+    found.sort(key=lambda f: f[0])
+    files: list[LandingFile] = []
+    seen: set[str] = set()
+    for path, st, target in found:
+        identity = target or prefix + path
+        if identity in seen:  # a second name of a file listed already
+            continue
+        seen.add(identity)
+        files.append(LandingFile(prefix + path, st.st_size, _stat_mtime(st), target=target))
+    return LandingScan(files, sorted(dangling))
 
 
 # --------------------------------------------------------------------------------------------- parsing
@@ -364,12 +492,14 @@ def _parse_file(parser: RecordParser, source_file: str, content: bytes) -> Itera
 class _ParseFiles:
     """The ``mapInArrow`` function: ``(path, content)`` batches in, combined parse batches out.
 
-    A picklable object rather than a closure, so what ships to executors is exactly these fields.
+    A picklable object rather than a closure, so what ships to executors is exactly these fields. ``content``
+    is a file's bytes from ``offset`` on (0 on Spark, which reads files whole); each file's planned range is cut
+    out of it and checked against its checksum before the parse.
     """
 
     limits: LandingConfig
     now_ms: int
-    sources: dict[str, str]  # Spark's spelling of a path (see _path_key) -> LandingFile.path
+    sources: dict[str, LandingFile]  # Spark's spelling of a path (see _path_key) -> the file and its range
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parser = RecordParser(self.limits, self.now_ms)
@@ -381,12 +511,31 @@ class _ParseFiles:
             for batch in batches:
                 paths = batch.column("path").to_pylist()
                 contents = batch.column("content")
+                offsets = batch.column("offset").to_pylist() if "offset" in batch.schema.names else None
                 for i, path in enumerate(paths):
-                    source = self.sources.get(_path_key(path), path)
-                    yield from _parse_file(parser, source, contents[i].as_py())
+                    f = self.sources.get(_path_key(path)) or LandingFile(path, 0, _EPOCH)
+                    yield from _parse_range(parser, f, contents[i].as_py(), offsets[i] if offsets else 0)
         finally:
             if collecting:
                 gc.enable()
+
+
+def _parse_range(parser: RecordParser, f: LandingFile, content: bytes, offset: int) -> Iterator[pa.RecordBatch]:
+    """Return the parse batches of ``f``'s range, given the file's bytes from ``offset`` on."""
+    data = content[f.start - offset :] if f.end is None else content[f.start - offset : f.end - offset]
+    if f.checksum is not None and content_checksum(data) != f.checksum:
+        sink = _Sink(f.path, parser.now_ms * 1000)
+        sink.reject(b"", f"{reasons.FILE_CHANGED}: bytes [{f.start}, {f.end}) of the file are not the ones its "
+                         "batch was planned with (it was rewritten meanwhile); its new content is routed as a "
+                         "rewritten file", f.first_line)
+        yield from sink.batches()
+        return
+    shift = f.first_line - 1
+    for batch in _parse_file(parser, f.path, data):
+        if shift:  # line numbers of the file, not of the range
+            index = batch.schema.get_field_index("line_number")
+            batch = batch.set_column(index, "line_number", pc.add(batch.column(index), shift))
+        yield batch
 
 
 def _path_key(uri: str) -> str:
@@ -455,7 +604,7 @@ def read_landing(
             now_ms=clock,
         )
 
-    sources = {_path_key(f.path): f.path for f in files}
+    sources = {_path_key(f.path): f for f in files}
     contents = spark.read.format("binaryFile").load([_spark_path(f.path) for f in files]).select("path", "content")
     parsed = contents.mapInArrow(_ParseFiles(limits, clock, sources), _spark_schema()).persist(
         StorageLevel.MEMORY_AND_DISK_DESER
@@ -489,22 +638,34 @@ def parse_landing_arrow(
         LandingReadError: a file cannot be read (it vanished, or its location is not understood).
     """
     clock = int(time.time() * 1000) if now_ms is None else now_ms
-    parse = _ParseFiles(limits, clock, {_path_key(f.path): f.path for f in files})
+    parse = _ParseFiles(limits, clock, {_path_key(f.path): f for f in files})
     batches: list[pa.RecordBatch] = []
     for f in files:
-        fs, path, _ = _resolve(f.path)
         try:
-            with fs.open_input_stream(path, compression=None) as stream:
-                content = stream.read()
+            with open_landing_file(f.path) as stream:  # exactly the planned bytes
+                stream.seek(f.start)
+                content = stream.read() if f.end is None else stream.read(f.end - f.start)
         except (OSError, pa.ArrowException) as exc:
             raise LandingReadError(f"cannot read landing file {f.path}: {exc}") from None
-        one = pa.record_batch({"path": pa.array([f.path]), "content": pa.array([content], pa.binary())})
+        one = pa.record_batch({"path": pa.array([f.path]), "content": pa.array([content], pa.binary()),
+                               "offset": pa.array([f.start], pa.int64())})
         batches.extend(parse(iter([one])))
     parsed = pa.Table.from_batches(batches, schema=_PARSED)
     is_event = parsed.column("is_event")
     events = parsed.filter(is_event).select([f.name for f in EVENT_SCHEMA.fields])
     quarantine = parsed.filter(pc.invert(is_event)).select([f.name for f in QUARANTINE_SCHEMA.fields])
     return events, quarantine
+
+
+def open_landing_file(uri: str) -> pa.NativeFile:
+    """Return a landing file (a URI as :class:`LandingFile` holds it) opened for random access; close it after.
+
+    Raises:
+        OSError, pyarrow.ArrowException: the file cannot be opened.
+        LandingReadError: the location is not understood.
+    """
+    fs, path, _ = _resolve(uri)
+    return fs.open_input_file(path)
 
 
 def _spark_schema() -> Any:
