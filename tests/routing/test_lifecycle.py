@@ -214,3 +214,26 @@ def test_symlinks_are_read_once_and_a_dangling_one_is_reported_until_its_target_
         cfg.table_uri(ROUTED), ["source_file", "event_id"]).to_pylist() if r["event_id"] == "a0"} == {"0-alias.jsonl"}
     (landing / "0-alias.jsonl").unlink()
     assert Router(spark, store, cfg).run() == []
+
+
+def test_a_file_rewritten_before_its_batch_is_replayed_is_named_and_its_new_content_routed(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    part = landing / "a.jsonl"
+    part.write_bytes(b"".join(_line(i) for i in range(4)) + b"not json\n")
+    cfg = _cfg(tmp_path, landing)
+
+    def die_before_quarantine(table: str, batch: int) -> None:
+        if table == QUARANTINE:
+            raise Crash(f"killed before committing {table} of batch {batch}")
+
+    with pytest.raises(Crash):
+        Router(spark, store, cfg, before_commit=die_before_quarantine).run()
+    part.write_bytes(b"".join(_line(i, prefix="n") for i in range(3)))  # rewritten while the router was down
+
+    reports = Router(spark, store, cfg).run()
+    assert [(r.replayed, r.routed, r.quarantine_by_category, r.rewritten_files) for r in reports] == [
+        (True, 0, {"file_changed": 1}, 0), (False, 3, {}, 1)]
+    assert sorted(_routed_ids(store, cfg)) == sorted([f"e{i}" for i in range(4)] + [f"n{i}" for i in range(3)])
