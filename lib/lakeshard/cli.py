@@ -118,6 +118,13 @@ def cmd_route(args: argparse.Namespace) -> int:
     else:
         print(f"routed {sum(r.routed for r in reports):,} events, quarantined "
               f"{sum(r.quarantined for r in reports):,} records, into {cfg.lakehouse}")
+    left = router.last_intake
+    if left is not None and left.held_back:
+        print(f"held back {len(left.held_back)} files ({left.held_back_bytes:,} bytes) still being written: routed "
+              f"once their last record is complete or the file is quiet for {cfg.landing_format.settle_seconds} s")
+    for link in left.dangling if left is not None else []:
+        print(f"warning: {link} is a symbolic link to a file that does not exist; it is routed once it does",
+              file=sys.stderr)
     return 0
 
 

@@ -19,7 +19,14 @@ from pyspark.sql.types import StructType
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.lake import TableStore
 from lakeshard.landing import reader
-from lakeshard.routing.router import LANDING_BATCHES, LANDING_BATCHES_SCHEMA, QUARANTINE, ROUTED, Router
+from lakeshard.routing.router import (
+    LANDING_BATCHES,
+    LANDING_BATCHES_SCHEMA,
+    QUARANTINE,
+    ROUTED,
+    Router,
+    unrouted_landing,
+)
 
 PATHS = {"driver": 1 << 30, "spark": 0}
 HOUR_MS = 3_600_000
@@ -65,6 +72,8 @@ def test_a_file_still_being_written_loses_nothing(
     first = Router(spark, store, cfg).run()
     assert [(r.routed, r.quarantined) for r in first] == [(50, 0)]
     assert first[0].held_back_files == 1 and first[0].held_back_bytes == half
+    # What the completionist's backlog sees: the held-back tail, from where routing stopped.
+    assert [(f.start, f.first_line) for f in unrouted_landing(store, cfg)] == [(part.stat().st_size - half, 51)]
 
     with part.open("ab") as f:  # the producer finishes the line and appends 69 more
         f.write(lines[50][half:] + b"".join(lines[51:]))
@@ -73,6 +82,7 @@ def test_a_file_still_being_written_loses_nothing(
 
     ids = _routed_ids(store, cfg)
     assert sorted(ids) == sorted(f"e{i}" for i in range(120))  # every event, each exactly once
+    assert unrouted_landing(store, cfg) == []
     assert _quarantined(store, cfg) == []
     # Line numbers stay physical across the two ranges of the file.
     numbers = store.read_table_arrow(cfg.table_uri(ROUTED), ["event_id", "line_number"]).to_pylist()
@@ -237,3 +247,32 @@ def test_a_file_rewritten_before_its_batch_is_replayed_is_named_and_its_new_cont
     assert [(r.replayed, r.routed, r.quarantine_by_category, r.rewritten_files) for r in reports] == [
         (True, 0, {"file_changed": 1}, 0), (False, 3, {}, 1)]
     assert sorted(_routed_ids(store, cfg)) == sorted([f"e{i}" for i in range(4)] + [f"n{i}" for i in range(3)])
+
+
+def test_ingest_writes_every_event_of_a_growing_file_once_and_says_what_it_held_back(tmp_path: Path) -> None:
+    """``lakeshard route`` / ``ingest`` as a user runs them (small: no JVM), through the writers into ``events``."""
+    import subprocess
+    import sys
+
+    from deltalake import DeltaTable  # an independent reader of what the commands committed
+
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    landing.mkdir()
+    part = landing / "part-0.jsonl"
+    lines = [_line(i) for i in range(120)]
+    half = len(lines[50]) // 2
+    part.write_bytes(b"".join(lines[:50]) + lines[50][:half])
+    (landing / "later.jsonl").symlink_to(tmp_path / "not-yet.jsonl")
+    command = [sys.executable, "-m", "lakeshard.cli"]
+    common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
+    run = subprocess.run([*command, "route", *common], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert f"held back 1 files ({half:,} bytes) still being written" in run.stdout
+    assert f"warning: file://{landing / 'later.jsonl'} is a symbolic link to a file that does not exist" in run.stderr
+
+    with part.open("ab") as f:
+        f.write(lines[50][half:] + b"".join(lines[51:]))
+    run = subprocess.run([*command, "ingest", *common], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    ids = DeltaTable(str(lakehouse / "events")).to_pyarrow_table(columns=["event_id"]).column("event_id").to_pylist()
+    assert sorted(ids) == sorted(f"e{i}" for i in range(120))

@@ -53,8 +53,10 @@ __all__ = [
     "ROUTING_METRICS",
     "RouteReport",
     "Router",
+    "consumed_landing",
     "route",
     "route_arrow",
+    "unrouted_landing",
     "write_tasks",
 ]
 
@@ -353,21 +355,10 @@ class Router:
         files = sorted((_planned_file(r) for r in rows), key=lambda f: f.path)
         return files, max(_epoch_ms(_utc(r["planned_at"])) for r in rows)
 
-    def _consumed(self) -> dict[str, Consumed]:
-        """Return what was routed of each landing file (by identity): its newest plan entry."""
-        columns = ["batch", "path", "file_id", "size_bytes", "mtime", "end_byte", "next_line", "anchor"]
-        rows = self.store.read_table_arrow(self.uris[LANDING_BATCHES], columns).sort_by("batch")
-        out: dict[str, Consumed] = {}
-        for path, file_id, size, mtime, end, next_line, anchor in zip(
-                *(rows.column(c).to_pylist() for c in columns[1:]), strict=True):
-            # Plans made before byte ranges consumed whole files, by path.
-            out[file_id or path] = Consumed(path, int(size if end is None else end), int(size), _utc(mtime), anchor,
-                                            int(next_line or 1))
-        return out
-
     def _next_files(self, landing: str, now: datetime) -> Intake:
         settle = self.cfg.landing_format.settle_seconds
-        return plan_intake(scan_landing(landing), self._consumed(), now=now, settle_seconds=settle,
+        consumed = consumed_landing(self.store, self.uris[LANDING_BATCHES])
+        return plan_intake(scan_landing(landing), consumed, now=now, settle_seconds=settle,
                            max_files=self.max_batch_files, max_bytes=self.max_batch_bytes)
 
     def _added_files(self, version: int) -> list[FileInfo]:
@@ -436,6 +427,45 @@ class Router:
             by_cat = {str(row["category"]): int(row["n"]) for row in
                       landed.quarantine.groupBy("category").agg(F.count(F.lit(1)).alias("n")).collect()}
         return versions, n_events, by_cat
+
+
+def consumed_landing(store: TableStore, batches_uri: str, up_to_batch: int | None = None) -> dict[str, Consumed]:
+    """Return what was routed of each landing file, by identity: its newest entry in the batch plans
+    ``batches_uri`` (only batches up to ``up_to_batch``, when given)."""
+    columns = ["batch", "path", "file_id", "size_bytes", "mtime", "end_byte", "next_line", "anchor"]
+    rows = store.read_table_arrow(batches_uri, columns).sort_by("batch")  # only what deciding a range needs
+    if up_to_batch is not None:
+        rows = rows.filter(pc.less_equal(rows.column("batch"), up_to_batch))
+    out: dict[str, Consumed] = {}
+    for path, file_id, size, mtime, end, next_line, anchor in zip(
+            *(rows.column(c).to_pylist() for c in columns[1:]), strict=True):
+        # Plans made before byte ranges consumed whole files, by path.
+        out[file_id or path] = Consumed(path, int(size if end is None else end), int(size), _utc(mtime), anchor,
+                                        int(next_line or 1))
+    return out
+
+
+def unrouted_landing(store: TableStore, cfg: LakeshardConfig, landing: str | None = None) -> list[LandingFile]:
+    """Return the landing bytes not in ``routed`` yet: each file's range after what the routed batches consumed
+    (the whole file when it is new or changed other than by an append; a held-back tail included).
+
+    Decided from sizes alone, without reading the files: an estimate for watermarks, not a batch plan.
+    """
+    files = scan_landing(landing or cfg.landing).files
+    batches_uri = cfg.table_uri(LANDING_BATCHES)
+    if not store.exists(batches_uri):
+        return files
+    routed_uri = cfg.table_uri(ROUTED)
+    routed = (store.transaction_version(routed_uri, ROUTER_APP_ID) or 0) if store.exists(routed_uri) else 0
+    consumed = consumed_landing(store, batches_uri, routed)
+    out = []
+    for f in files:
+        last = consumed.get(f.identity)
+        if last is None or f.size_bytes < last.end or (f.size_bytes == last.size_bytes and f.mtime != last.mtime):
+            out.append(f)
+        elif f.size_bytes > last.end:
+            out.append(dataclasses.replace(f, start=last.end, first_line=last.next_line))
+    return out
 
 
 def _utc(when: datetime) -> datetime:
