@@ -195,8 +195,9 @@ def test_a_batch_plan_table_made_before_byte_ranges_keeps_working(
     assert sorted(_routed_ids(store, cfg)) == sorted(f"g{i}" for i in range(8))
 
 
+@pytest.mark.parametrize("where", list(PATHS))
 def test_symlinks_are_read_once_and_a_dangling_one_is_reported_until_its_target_appears(
-    spark: SparkSession, store: TableStore, tmp_path: Path
+    spark: SparkSession, store: TableStore, tmp_path: Path, where: str
 ) -> None:
     landing, outside = tmp_path / "landing", tmp_path / "elsewhere"
     (landing / "sub").mkdir(parents=True)
@@ -209,7 +210,7 @@ def test_symlinks_are_read_once_and_a_dangling_one_is_reported_until_its_target_
     (outside / "d.jsonl").write_bytes(b"".join(_line(i, prefix="d") for i in range(4)))
     (landing / "d.jsonl").symlink_to(outside / "d.jsonl")  # a file kept elsewhere
     (landing / "e.jsonl").symlink_to(outside / "e.jsonl")  # dangling: its target is not there yet
-    cfg = _cfg(tmp_path, landing)
+    cfg = _cfg(tmp_path, landing, where)
 
     reports = Router(spark, store, cfg).run()
     assert sorted(_routed_ids(store, cfg)) == sorted([f"a{i}" for i in range(3)] + ["c0", "c1"]

@@ -34,7 +34,7 @@ import time
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from operator import itemgetter
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -285,8 +285,9 @@ def scan_landing(landing: str | os.PathLike[str]) -> LandingScan:
 
 
 def _stat_mtime(st: os.stat_result) -> datetime:
-    # Integer microseconds: a float of seconds since 1970 loses the last digits, and the router compares mtimes.
-    return _EPOCH + timedelta(microseconds=st.st_mtime_ns // 1000)
+    # Exactly as pyarrow's FileInfo.mtime rounds it (checked): the router compares a file's mtime with the one a
+    # batch plan recorded, and plans made by earlier versions recorded pyarrow's.
+    return datetime.fromtimestamp(st.st_mtime_ns / 1e9, UTC)
 
 
 def _scan_local(text: str, root: str, prefix: str) -> LandingScan:
