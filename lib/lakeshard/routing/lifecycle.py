@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakeshard.landing.reader import LandingFile, LandingScan, content_checksum, open_landing_file
+from lakeshard.landing.listing import LandingFile, LandingScan, content_checksum, open_landing_file
 
 __all__ = [
     "ANCHOR_BYTES",

@@ -10,8 +10,10 @@ transaction ``router`` → *n*; that plan is the write-ahead log. Then it append
 events, its quarantined records and its metrics, each commit carrying ``router`` → *n* as well. A
 router that starts (or restarts after a crash) finds the newest plan; every table whose ``router``
 version is behind it gets that batch replayed from the plan's files, and tables already at it skip
-the commit (the app transaction makes a replay a no-op). Landing files must not change after they
-are written (true of bus captures and uploads), which makes a replay produce the same rows.
+the commit (the app transaction makes a replay a no-op). A plan holds byte ranges of files with their
+checksums, and its ``planned_at`` is the clock the parse validates by, so a replay parses the same bytes
+by the same clock and reaches the same verdicts. Which bytes a batch takes — files consumed like logs,
+growing and rewritten files, held-back tails, symbolic links — is :mod:`lakeshard.routing.lifecycle`'s.
 """
 
 from __future__ import annotations
