@@ -66,6 +66,12 @@ def test_a_log_written_in_arbitrary_pieces_is_taken_once_in_whole_lines(cuts: li
     assert [line for _, _, line in taken] == [full[:s].count(b"\n") + 1 for s, _, _ in taken]
 
 
+def test_an_empty_file_is_neither_routed_nor_held_back_until_it_has_bytes() -> None:
+    assert _step(b"", T0, None, now=T0 + timedelta(hours=1)) == (None, None)
+    got, _ = _step(_record(0) + b"\n", T0 + timedelta(seconds=1), None, now=T0 + timedelta(seconds=1))
+    assert isinstance(got, PlannedRange) and (got.file.start, got.file.end) == (0, len(_record(0)) + 1)
+
+
 def test_a_half_written_last_line_waits_until_the_file_settles() -> None:
     data = _record(0) + b"\n" + _record(1)[:10]
     got, last = _step(data, T0, None, now=T0)

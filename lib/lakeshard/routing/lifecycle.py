@@ -171,8 +171,9 @@ def next_range(f: LandingFile, last: Consumed | None, read: Read, *, now: dateti
         end = f.size_bytes
     else:
         end = _end_of(read, start, f.size_bytes, settled)
-        if end <= start:
-            return HeldBack(f.path, f.size_bytes - start, "last line still being written")
+        if end <= start:  # nothing complete yet; an empty file is not held back, it is empty
+            return HeldBack(f.path, f.size_bytes - start, "last line still being written") if f.size_bytes > start \
+                else None
     digest = hashlib.sha256()
     newlines = 0
     offset = start
