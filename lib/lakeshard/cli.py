@@ -17,11 +17,14 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakeshard.cli_args import config_from_args
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
+
+if TYPE_CHECKING:
+    from lakeshard.routing.router import Router
 
 __all__ = ["main"]
 
@@ -118,7 +121,19 @@ def cmd_route(args: argparse.Namespace) -> int:
     else:
         print(f"routed {sum(r.routed for r in reports):,} events, quarantined "
               f"{sum(r.quarantined for r in reports):,} records, into {cfg.lakehouse}")
+    _show_left(router, cfg)
     return 0
+
+
+def _show_left(router: Router, cfg: LakeshardConfig) -> None:
+    """Print what the router's last look at the landing zone left for later: held-back tails, dangling links."""
+    left = router.last_intake
+    if left is not None and left.held_back:
+        print(f"held back {len(left.held_back)} files ({left.held_back_bytes:,} bytes) still being written: routed "
+              f"once their last record is complete or the file is quiet for {cfg.landing_format.settle_seconds} s")
+    for link in left.dangling if left is not None else []:
+        print(f"warning: {link} is a symbolic link to a file that does not exist; it is routed once it does",
+              file=sys.stderr)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -144,6 +159,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                   f"quarantined); wrote {sum(w.written for w in writes):,} events, dropped "
                   f"{sum(w.duplicates_in_batch + w.duplicates_in_index for w in writes):,} duplicates, "
                   f"{writer.conflicts} commit conflicts", flush=True)
+            _show_left(router, cfg)
         if not args.follow:
             return 0
         time.sleep(args.poll_seconds)

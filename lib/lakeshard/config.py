@@ -65,6 +65,10 @@ class LandingConfig:
     # Timestamps outside [earliest, now + max_future] are "absurd" and quarantined.
     earliest_ts: str = "2000-01-01T00:00:00Z"
     max_future_seconds: int = 24 * 3600
+    # An unterminated last line of a landing file is routed when it is a whole JSON object, or once the file has
+    # not changed for this long (then it is final, and quarantined if it is not a record); until then the router
+    # holds it back as a record still being written. Also how long a fresh gzip file may stay unfinished.
+    settle_seconds: int = 60
 
 
 @dataclass(frozen=True)

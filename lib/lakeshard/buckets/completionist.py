@@ -244,23 +244,16 @@ class Completionist:
         return Backlog(min(oldest.mtime, now), frozenset(in_flight), oldest.path)
 
     def _unconsumed_landing(self) -> list[LandingFile]:
-        """Return landing files not routed yet: never planned, or planned in a batch ``routed`` lacks."""
+        """Return the landing bytes not routed yet: files never planned, planned in a batch ``routed`` lacks, grown
+        since, or with a tail still being written (each as the range not routed)."""
         import os
 
-        from lakeshard.landing.reader import list_landing_files
-        from lakeshard.routing.router import ROUTER_APP_ID
+        from lakeshard.routing.router import unrouted_landing
 
         landing = self.cfg.landing
         if "://" not in landing and not os.path.exists(landing):
             return []
-        files = list_landing_files(landing)
-        consumed: set[str] = set()
-        if self.store.exists(self.batches_uri):
-            routed_batch = (self.store.transaction_version(self.routed_uri, ROUTER_APP_ID) or 0
-                            if self.store.exists(self.routed_uri) else 0)
-            rows = self.store.read(self.batches_uri).where(f"batch <= {routed_batch}").select("path").collect()
-            consumed = {str(r["path"]) for r in rows}
-        return [f for f in files if f.path not in consumed]
+        return unrouted_landing(self.store, self.cfg, landing)
 
     def _landing_buckets(self, files: Sequence[LandingFile]) -> set[Bucket]:
         """Return the buckets the unconsumed landing files hold events of (they are parsed: we can look)."""

@@ -1,9 +1,8 @@
 """Read a landing zone with Spark: list its files, split them into lines, parse each line once.
 
-:func:`list_landing_files` finds the input (``*.json``, ``*.jsonl``, ``*.json.gz``, ``*.jsonl.gz``
-below the landing root, skipping every path component that starts with ``_`` or ``.``: ground truth,
-checkpoints, in-progress uploads). :func:`read_landing` reads exactly those files with Spark's
-``binaryFile`` source (the bytes as written, so sizes and line numbers are exact), and one vectorised
+:func:`list_landing_files` (:mod:`lakeshard.landing.listing`) finds the input. :func:`read_landing` reads
+exactly those files — or the byte range of each that a batch plan names, checked against the plan's checksum —
+with Spark's ``binaryFile`` source (the bytes as written, so sizes and line numbers are exact), and one vectorised
 ``mapInArrow`` pass per partition gunzips, splits lines and calls
 :meth:`lakeshard.landing.parse.RecordParser.check`. The result is cached once and split into
 ``events`` and ``quarantine``: every non-blank line lands in exactly one of them.
@@ -40,11 +39,19 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from lakeshard.config import LandingConfig
-from lakeshard.errors import LakeshardError
 from lakeshard.landing import reasons
+from lakeshard.landing.listing import (
+    LANDING_SUFFIXES,
+    LandingFile,
+    LandingReadError,
+    LandingScan,
+    content_checksum,
+    list_landing_files,
+    open_landing_file,
+    scan_landing,
+)
 from lakeshard.landing.parse import EventFields, RecordParser
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 
@@ -56,13 +63,14 @@ __all__ = [
     "LandingBatch",
     "LandingFile",
     "LandingReadError",
+    "LandingScan",
+    "content_checksum",
     "list_landing_files",
+    "open_landing_file",
     "parse_landing_arrow",
     "read_landing",
+    "scan_landing",
 ]
-
-LANDING_SUFFIXES: tuple[str, ...] = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
-"""File names the reader takes as landing input (case-sensitive)."""
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -104,19 +112,6 @@ _EVENT_ONLY = ("tenant_id", "event_id", "ts", "service", "status", "env", "host"
 _REJECTION_ONLY = ("raw", "raw_truncated", "reason", "category", "quarantined_at")
 
 
-class LandingReadError(LakeshardError):
-    """The landing zone cannot be listed: it does not exist, or its location is not understood."""
-
-
-@dataclass(frozen=True)
-class LandingFile:
-    """One input file of a landing zone: its URI (``file:///...`` locally), size and modification time."""
-
-    path: str
-    size_bytes: int
-    mtime: datetime  # UTC
-
-
 @dataclass(frozen=True, eq=False)  # DataFrames have no meaningful equality
 class LandingBatch:
     """What one :func:`read_landing` call read: valid events, quarantined records and the files.
@@ -148,83 +143,6 @@ class LandingBatch:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
-
-
-# --------------------------------------------------------------------------------------------- listing
-
-
-def _local_path_of_file_uri(uri: str) -> str:
-    rest = uri[len("file:") :]
-    if rest.startswith("//"):
-        rest = rest[2:]
-        host, sep, path = rest.partition("/")
-        if host not in ("", "localhost"):
-            raise LandingReadError(f"landing zone {uri}: file URIs on another host ({host}) are not supported")
-        rest = sep + path
-    if not rest.startswith("/"):
-        raise LandingReadError(f"landing zone {uri}: a file URI needs an absolute path, e.g. file:///data/landing")
-    return rest
-
-
-def _resolve(landing: str) -> tuple[pafs.FileSystem, str, str]:
-    """Return ``(filesystem, path inside it, URI prefix)``; a file's URI is prefix + its path."""
-    if landing.startswith("file:"):
-        return pafs.LocalFileSystem(), os.path.normpath(_local_path_of_file_uri(landing)), "file://"
-    if "://" in landing:
-        scheme = landing.split("://", 1)[0]
-        try:
-            fs, path = pafs.FileSystem.from_uri(landing)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
-            raise LandingReadError(f"landing zone {landing}: cannot open this location ({exc})") from None
-        return fs, path.rstrip("/"), f"{scheme}://"
-    return pafs.LocalFileSystem(), os.path.abspath(landing), "file://"
-
-
-def _is_landing_name(name: str) -> bool:
-    return name.endswith(LANDING_SUFFIXES)
-
-
-def _mtime(info: pafs.FileInfo) -> datetime:
-    when: datetime | None = info.mtime
-    if when is None:
-        return _EPOCH
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-def list_landing_files(landing: str | os.PathLike[str]) -> list[LandingFile]:
-    """Return the landing zone's input files, sorted by path (for generated zones: arrival order).
-
-    Looks recursively below ``landing`` (a local path or a ``file:`` URI; other URIs that
-    ``pyarrow.fs`` understands, e.g. ``s3://``, are listed the same way) for files named
-    ``*.json``, ``*.jsonl``, ``*.json.gz`` or ``*.jsonl.gz``, skipping every file or directory below the
-    root whose name starts with ``_`` or ``.`` (``_truth/``, ``_checkpoints/``, ``.part-0001.jsonl``).
-    ``landing`` may also name one file, which is then the whole list.
-
-    Raises:
-        LandingReadError: ``landing`` does not exist or its location is not understood.
-
-    Example::
-
-        files = list_landing_files("/data/landing")
-        files[0].path  # 'file:///data/landing/2026-01-01/00/part-000000.jsonl'
-    """
-    text = os.fspath(landing)
-    fs, root, prefix = _resolve(text)
-    info = fs.get_file_info(root)
-    if info.type == pafs.FileType.NotFound:
-        raise LandingReadError(f"landing zone {text} does not exist")
-    if info.type == pafs.FileType.File:
-        return [LandingFile(prefix + root, info.size or 0, _mtime(info))] if _is_landing_name(root) else []
-    out: list[LandingFile] = []
-    for entry in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
-        if entry.type != pafs.FileType.File or not _is_landing_name(entry.base_name):
-            continue
-        relative = entry.path[len(root) :].lstrip("/")
-        if any(part.startswith(("_", ".")) for part in relative.split("/")):
-            continue
-        out.append(LandingFile(prefix + entry.path, entry.size or 0, _mtime(entry)))
-    out.sort(key=lambda f: f.path)
-    return out
 
 
 # --------------------------------------------------------------------------------------------- parsing
@@ -364,12 +282,14 @@ def _parse_file(parser: RecordParser, source_file: str, content: bytes) -> Itera
 class _ParseFiles:
     """The ``mapInArrow`` function: ``(path, content)`` batches in, combined parse batches out.
 
-    A picklable object rather than a closure, so what ships to executors is exactly these fields.
+    A picklable object rather than a closure, so what ships to executors is exactly these fields. ``content``
+    is a file's bytes from ``offset`` on (0 on Spark, which reads files whole); each file's planned range is cut
+    out of it and checked against its checksum before the parse.
     """
 
     limits: LandingConfig
     now_ms: int
-    sources: dict[str, str]  # Spark's spelling of a path (see _path_key) -> LandingFile.path
+    sources: dict[str, LandingFile]  # Spark's spelling of a path (see _path_key) -> the file and its range
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parser = RecordParser(self.limits, self.now_ms)
@@ -381,12 +301,31 @@ class _ParseFiles:
             for batch in batches:
                 paths = batch.column("path").to_pylist()
                 contents = batch.column("content")
+                offsets = batch.column("offset").to_pylist() if "offset" in batch.schema.names else None
                 for i, path in enumerate(paths):
-                    source = self.sources.get(_path_key(path), path)
-                    yield from _parse_file(parser, source, contents[i].as_py())
+                    f = self.sources.get(_path_key(path)) or LandingFile(path, 0, _EPOCH)
+                    yield from _parse_range(parser, f, contents[i].as_py(), offsets[i] if offsets else 0)
         finally:
             if collecting:
                 gc.enable()
+
+
+def _parse_range(parser: RecordParser, f: LandingFile, content: bytes, offset: int) -> Iterator[pa.RecordBatch]:
+    """Return the parse batches of ``f``'s range, given the file's bytes from ``offset`` on."""
+    data = content[f.start - offset :] if f.end is None else content[f.start - offset : f.end - offset]
+    if f.checksum is not None and content_checksum(data) != f.checksum:
+        sink = _Sink(f.path, parser.now_ms * 1000)
+        sink.reject(b"", f"{reasons.FILE_CHANGED}: bytes [{f.start}, {f.end}) of the file are not the ones its "
+                         "batch was planned with (it was rewritten meanwhile); its new content is routed as a "
+                         "rewritten file", f.first_line)
+        yield from sink.batches()
+        return
+    shift = f.first_line - 1
+    for batch in _parse_file(parser, f.path, data):
+        if shift:  # line numbers of the file, not of the range
+            index = batch.schema.get_field_index("line_number")
+            batch = batch.set_column(index, "line_number", pc.add(batch.column(index), shift))
+        yield batch
 
 
 def _path_key(uri: str) -> str:
@@ -455,7 +394,7 @@ def read_landing(
             now_ms=clock,
         )
 
-    sources = {_path_key(f.path): f.path for f in files}
+    sources = {_path_key(f.path): f for f in files}
     contents = spark.read.format("binaryFile").load([_spark_path(f.path) for f in files]).select("path", "content")
     parsed = contents.mapInArrow(_ParseFiles(limits, clock, sources), _spark_schema()).persist(
         StorageLevel.MEMORY_AND_DISK_DESER
@@ -489,16 +428,17 @@ def parse_landing_arrow(
         LandingReadError: a file cannot be read (it vanished, or its location is not understood).
     """
     clock = int(time.time() * 1000) if now_ms is None else now_ms
-    parse = _ParseFiles(limits, clock, {_path_key(f.path): f.path for f in files})
+    parse = _ParseFiles(limits, clock, {_path_key(f.path): f for f in files})
     batches: list[pa.RecordBatch] = []
     for f in files:
-        fs, path, _ = _resolve(f.path)
         try:
-            with fs.open_input_stream(path, compression=None) as stream:
-                content = stream.read()
+            with open_landing_file(f.path) as stream:  # exactly the planned bytes
+                stream.seek(f.start)
+                content = stream.read() if f.end is None else stream.read(f.end - f.start)
         except (OSError, pa.ArrowException) as exc:
             raise LandingReadError(f"cannot read landing file {f.path}: {exc}") from None
-        one = pa.record_batch({"path": pa.array([f.path]), "content": pa.array([content], pa.binary())})
+        one = pa.record_batch({"path": pa.array([f.path]), "content": pa.array([content], pa.binary()),
+                               "offset": pa.array([f.start], pa.int64())})
         batches.extend(parse(iter([one])))
     parsed = pa.Table.from_batches(batches, schema=_PARSED)
     is_event = parsed.column("is_event")

@@ -13,6 +13,7 @@ __all__ = [
     "BAD_TYPE",
     "CATEGORIES",
     "EMPTY_FIELD",
+    "FILE_CHANGED",
     "INVALID_JSON",
     "MISSING_FIELD",
     "NOT_AN_OBJECT",
@@ -33,6 +34,9 @@ ABSURD_TIMESTAMP = "absurd_timestamp"  # ts parses but lies before 2000 or too f
 OVERSIZE = "oversize"  # the raw record is larger than the configured maximum (default 256 KiB)
 # Not a parse rule (so not in CATEGORIES): a valid record the shard writer dead-lettered after its retries.
 WRITE_FAILED = "write_failed"
+# Not a parse rule either: a landing file no longer holds the bytes its batch plan recorded (it was rewritten
+# between planning and reading); the change itself is routed as a rewritten file by a later batch.
+FILE_CHANGED = "file_changed"
 
 CATEGORIES: tuple[str, ...] = (
     INVALID_JSON,

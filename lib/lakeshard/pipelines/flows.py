@@ -54,9 +54,14 @@ def run_route(ctx: FlowContext) -> FlowResult:
     before = _version(ctx, ROUTED)
     reports = router.run()
     _observe(ctx, ROUTED, before)
+    details: dict[str, int] = {"batches": len(reports), "files": sum(r.files for r in reports)}
+    left = router.last_intake
+    if left is not None and left.held_back:  # left for a later run: records still being written
+        details["held_back_bytes"] = left.held_back_bytes
+    if left is not None and left.dangling:  # links without a target (routed once it appears)
+        details["dangling_links"] = len(left.dangling)
     return FlowResult(rows_in=sum(r.records for r in reports), rows_out=sum(r.routed for r in reports),
-                      quarantined=sum(r.quarantined for r in reports),
-                      details={"batches": len(reports), "files": sum(r.files for r in reports)})
+                      quarantined=sum(r.quarantined for r in reports), details=details)
 
 
 def run_ingest(ctx: FlowContext) -> FlowResult:

@@ -10,18 +10,21 @@ transaction ``router`` → *n*; that plan is the write-ahead log. Then it append
 events, its quarantined records and its metrics, each commit carrying ``router`` → *n* as well. A
 router that starts (or restarts after a crash) finds the newest plan; every table whose ``router``
 version is behind it gets that batch replayed from the plan's files, and tables already at it skip
-the commit (the app transaction makes a replay a no-op). Landing files must not change after they
-are written (true of bus captures and uploads), which makes a replay produce the same rows.
+the commit (the app transaction makes a replay a no-op). A plan holds byte ranges of files with their
+checksums, and its ``planned_at`` is the clock the parse validates by, so a replay parses the same bytes
+by the same clock and reaches the same verdicts. Which bytes a batch takes — files consumed like logs,
+growing and rewritten files, held-back tails, symbolic links — is :mod:`lakeshard.routing.lifecycle`'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,12 +32,14 @@ import pyarrow.compute as pc
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from lakeshard.config import LakeshardConfig
+from lakeshard.errors import TableStoreError
 from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
 from lakeshard.lake.datafiles import NO_STATS
-from lakeshard.landing.reader import LandingFile, list_landing_files, parse_landing_arrow, read_landing
+from lakeshard.landing.reader import LandingFile, parse_landing_arrow, read_landing, scan_landing
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.hashing import event_hash_column, event_hashes
+from lakeshard.routing.lifecycle import Consumed, Intake, plan_intake
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -42,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AUTO_WRITE_TASKS_MAX",
     "LANDING_BATCHES",
+    "LANDING_BATCHES_SCHEMA",
     "QUARANTINE",
     "ROUTED",
     "ROUTED_SCHEMA",
@@ -49,8 +55,10 @@ __all__ = [
     "ROUTING_METRICS",
     "RouteReport",
     "Router",
+    "consumed_landing",
     "route",
     "route_arrow",
+    "unrouted_landing",
     "write_tasks",
 ]
 
@@ -59,6 +67,7 @@ QUARANTINE = "quarantine"
 LANDING_BATCHES = "landing_batches"
 ROUTING_METRICS = "routing_metrics"
 ROUTER_APP_ID = "router"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 ROUTED_SCHEMA = StructType([
     *EVENT_SCHEMA.fields,
@@ -70,8 +79,19 @@ LANDING_BATCHES_SCHEMA = StructType([
     StructField("path", StringType(), False),
     StructField("size_bytes", LongType(), False),
     StructField("mtime", TimestampType(), False),
-    StructField("planned_at", TimestampType(), False),
+    StructField("planned_at", TimestampType(), False),  # also the clock the batch's parse validates by
+    # The byte range [start_byte, end_byte) of the file the batch routes, the physical line numbers at its two
+    # ends, a checksum of its bytes and one of the ANCHOR_BYTES before its end, and the file's identity (its
+    # resolved path when it is a link). All null in plans made before byte ranges: the whole file, by path.
+    StructField("start_byte", LongType(), True),
+    StructField("end_byte", LongType(), True),
+    StructField("first_line", LongType(), True),
+    StructField("next_line", LongType(), True),
+    StructField("checksum", StringType(), True),
+    StructField("anchor", StringType(), True),
+    StructField("file_id", StringType(), True),
 ])
+_RANGE_COLUMNS = ("start_byte", "end_byte", "first_line", "next_line", "checksum", "anchor", "file_id")
 METRICS_SCHEMA = StructType([
     StructField("window_start", TimestampType(), False),
     StructField("tenant_id", StringType(), False),
@@ -197,6 +217,12 @@ class RouteReport:
     quarantine_by_category: dict[str, int]
     replayed: bool  # True when this run finished a batch a previous (crashed) run had planned
     versions: dict[str, int] = field(default_factory=dict)
+    bytes: int = 0  # landing bytes the batch covers
+    rewritten_files: int = 0  # files routed again from their start because they changed other than by appends
+    # Left for a later run when the batch was planned: files with a record still being written, and their bytes.
+    held_back_files: int = 0
+    held_back_bytes: int = 0
+    dangling_links: tuple[str, ...] = ()  # landing links whose target does not exist (read once it does)
 
 
 class Router:
@@ -219,6 +245,7 @@ class Router:
         max_batch_files: int = 200,
         max_batch_bytes: int = 2 << 30,
         before_commit: Callable[[str, int], None] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._spark = spark
         self.store = store
@@ -228,6 +255,8 @@ class Router:
         self.max_batch_bytes = max_batch_bytes
         # A hook called before each commit with (table, batch): the crash tests kill the process there.
         self._before_commit = before_commit or (lambda table, batch: None)
+        self._clock = clock  # when a batch is planned: the clock its parse validates by, on every attempt
+        self.last_intake: Intake | None = None  # what the latest look at the landing zone found and left
         self.uris = {name: cfg.table_uri(name) for name in (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS)}
         self._ready = False
 
@@ -244,8 +273,9 @@ class Router:
                           description="landing events with their placement window and shard")
         self.store.create(self.uris[QUARANTINE], QUARANTINE_SCHEMA,
                           description="landing records that broke the format, with the reason")
+        self._add_range_columns()
         self.store.create(self.uris[LANDING_BATCHES], LANDING_BATCHES_SCHEMA,
-                          description="the router's batch plans: which landing files each batch holds")
+                          description="the router's batch plans: which bytes of which landing files each batch holds")
         self.store.create(self.uris[ROUTING_METRICS], METRICS_SCHEMA,
                           description="events and bytes per window, tenant and shard (autosharder input)")
         self._ready = True
@@ -260,6 +290,24 @@ class Router:
                 on_batch(report)
         return reports
 
+    def _add_range_columns(self) -> None:
+        """Give a batch plan table made before byte ranges its range columns (null in old rows: whole files).
+
+        Run by every process that opens the tables; two racing to add them both end with the columns.
+        """
+        uri = self.uris[LANDING_BATCHES]
+        if not self.store.exists(uri):
+            return
+        missing = [f for f in LANDING_BATCHES_SCHEMA.fields
+                   if f.name in _RANGE_COLUMNS and f.name not in self.store.schema(uri).fieldNames()]
+        if not missing:
+            return
+        try:
+            self.store.add_columns(uri, missing)
+        except TableStoreError:
+            if any(f.name not in self.store.schema(uri).fieldNames() for f in missing):
+                raise
+
     def route_once(self, landing: str | None = None) -> RouteReport | None:
         """Return the report of the next batch (a replay of an unfinished one first), or None when idle."""
         self.ensure_tables()
@@ -267,57 +315,69 @@ class Router:
         behind = [t for t in (ROUTED, QUARANTINE, ROUTING_METRICS)
                   if (self.store.transaction_version(self.uris[t], ROUTER_APP_ID) or 0) < planned]
         if planned and behind:
-            return self._execute(planned, self._planned_files(planned), replayed=True)
+            return self._execute(planned, *self._planned_files(planned), replayed=True)
         batch = planned + 1
-        files = self._next_files(landing or self.cfg.landing)
-        if not files:
+        # The plan's clock, in whole milliseconds: the parse validates by it, on this attempt and on any replay.
+        now = self._clock()
+        now = now.replace(microsecond=now.microsecond // 1000 * 1000)
+        intake = self._next_files(landing or self.cfg.landing, now)
+        self.last_intake = intake
+        if not intake.ranges:
             return None
+        ranges = intake.ranges
         ts = pa.timestamp("us", tz="UTC")
-        plan = pa.table({"batch": pa.array([batch] * len(files), pa.int64()),
-                         "path": pa.array([f.path for f in files], pa.string()),
-                         "size_bytes": pa.array([f.size_bytes for f in files], pa.int64()),
-                         "mtime": pa.array([f.mtime for f in files], ts),
-                         "planned_at": pa.array([datetime.now(UTC)] * len(files), ts)})
+        n = len(ranges)
+        plan = pa.table({"batch": pa.array([batch] * n, pa.int64()),
+                         "path": pa.array([r.file.path for r in ranges], pa.string()),
+                         "size_bytes": pa.array([r.file.size_bytes for r in ranges], pa.int64()),
+                         "mtime": pa.array([r.file.mtime for r in ranges], ts),
+                         "planned_at": pa.array([now] * n, ts),
+                         "start_byte": pa.array([r.file.start for r in ranges], pa.int64()),
+                         "end_byte": pa.array([r.file.end for r in ranges], pa.int64()),
+                         "first_line": pa.array([r.file.first_line for r in ranges], pa.int64()),
+                         "next_line": pa.array([r.next_line for r in ranges], pa.int64()),
+                         "checksum": pa.array([r.file.checksum for r in ranges], pa.string()),
+                         "anchor": pa.array([r.anchor for r in ranges], pa.string()),
+                         "file_id": pa.array([r.file.identity for r in ranges], pa.string())})
         self._before_commit(LANDING_BATCHES, batch)
         result = self.store.append_arrow(self.uris[LANDING_BATCHES], plan,
                                          app_transactions=[AppTransaction(ROUTER_APP_ID, batch)],
-                                         metadata={"batch": batch, "files": len(files)})
+                                         metadata={"batch": batch, "files": n})
         if result.skipped:  # another router planned this batch first: finish its plan instead
-            return self._execute(batch, self._planned_files(batch), replayed=True)
-        return self._execute(batch, files, replayed=False)
+            return self._execute(batch, *self._planned_files(batch), replayed=True)
+        report = self._execute(batch, [r.file for r in ranges], _epoch_ms(now), replayed=False)
+        return dataclasses.replace(report, rewritten_files=sum(r.rewritten for r in ranges),
+                                   held_back_files=len(intake.held_back), held_back_bytes=intake.held_back_bytes,
+                                   dangling_links=tuple(intake.dangling))
 
-    def _planned_files(self, batch: int) -> list[LandingFile]:
-        plans = self.store.read_table_arrow(self.uris[LANDING_BATCHES], ["batch", "path", "size_bytes", "mtime"])
+    def _planned_files(self, batch: int) -> tuple[list[LandingFile], int]:
+        """Return the file ranges of a planned batch and the clock (epoch ms) its parse validates by."""
+        plans = self.store.read_table_arrow(self.uris[LANDING_BATCHES])
         rows = plans.filter(pc.equal(plans.column("batch"), batch)).to_pylist()
-        return sorted((LandingFile(r["path"], int(r["size_bytes"]), _utc(r["mtime"])) for r in rows),
-                      key=lambda f: f.path)
+        files = sorted((_planned_file(r) for r in rows), key=lambda f: f.path)
+        return files, max(_epoch_ms(_utc(r["planned_at"])) for r in rows)
 
-    def _next_files(self, landing: str) -> list[LandingFile]:
-        consumed = set(self.store.read_table_arrow(self.uris[LANDING_BATCHES], ["path"]).column("path").to_pylist())
-        out: list[LandingFile] = []
-        total = 0
-        for f in list_landing_files(landing):
-            if f.path in consumed:
-                continue
-            if out and (len(out) >= self.max_batch_files or total + f.size_bytes > self.max_batch_bytes):
-                break
-            out.append(f)
-            total += f.size_bytes
-        return out
+    def _next_files(self, landing: str, now: datetime) -> Intake:
+        settle = self.cfg.landing_format.settle_seconds
+        consumed = consumed_landing(self.store, self.uris[LANDING_BATCHES])
+        return plan_intake(scan_landing(landing), consumed, now=now, settle_seconds=settle,
+                           max_files=self.max_batch_files, max_bytes=self.max_batch_bytes)
 
     def _added_files(self, version: int) -> list[FileInfo]:
         """Return the data files the ``routed`` commit ``version`` added."""
         entries = self.store.log_entries(self.uris[ROUTED], start=version, end=version)
         return [c.file for e in entries for c in e.changes if c.action == "add"]
 
-    def _execute(self, batch: int, files: Sequence[LandingFile], *, replayed: bool) -> RouteReport:
+    def _execute(self, batch: int, files: Sequence[LandingFile], now_ms: int, *, replayed: bool) -> RouteReport:
         limit = self.cfg.routing.arrow_max_bytes
-        in_driver = limit > 0 and sum(f.size_bytes for f in files) <= limit
-        versions, n_events, by_cat = (self._execute_in_driver if in_driver else self._execute_on_spark)(batch, files)
+        covered = sum(f.read_bytes for f in files)
+        in_driver = limit > 0 and covered <= limit
+        execute = self._execute_in_driver if in_driver else self._execute_on_spark
+        versions, n_events, by_cat = execute(batch, files, now_ms)
         n_quarantined = sum(by_cat.values())
         return RouteReport(batch=batch, files=len(files), records=n_events + n_quarantined, routed=n_events,
                            quarantined=n_quarantined, quarantine_by_category=by_cat, replayed=replayed,
-                           versions=versions)
+                           versions=versions, bytes=covered)
 
     def _commit(self, table: str, batch: int, files: Sequence[LandingFile], rows: DataFrame | pa.Table
                 ) -> CommitResult:
@@ -329,10 +389,10 @@ class Router:
             return self.store.append_arrow(self.uris[table], rows, app_transactions=txn, metadata=meta)
         return self.store.append(self.uris[table], rows, app_transactions=txn, metadata=meta)
 
-    def _execute_in_driver(self, batch: int, files: Sequence[LandingFile]
+    def _execute_in_driver(self, batch: int, files: Sequence[LandingFile], now_ms: int
                            ) -> tuple[dict[str, int], int, dict[str, int]]:
         """Route a small batch in this process: parse, place, hash and write with pyarrow (no Spark job)."""
-        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format)
+        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms)
         routed = route_arrow(events, self.allocator)
         versions = {ROUTED: self._commit(ROUTED, batch, files, routed).version,
                     QUARANTINE: self._commit(QUARANTINE, batch, files, quarantine).version}
@@ -346,12 +406,12 @@ class Router:
         categories = quarantine.group_by("category").aggregate([([], "count_all")]).to_pylist()
         return versions, events.num_rows, {str(r["category"]): int(r["count_all"]) for r in categories}
 
-    def _execute_on_spark(self, batch: int, files: Sequence[LandingFile]
+    def _execute_on_spark(self, batch: int, files: Sequence[LandingFile], now_ms: int
                           ) -> tuple[dict[str, int], int, dict[str, int]]:
         from pyspark.sql import functions as F
 
         versions: dict[str, int] = {}
-        with read_landing(self.spark, list(files), limits=self.cfg.landing_format) as landed:
+        with read_landing(self.spark, list(files), limits=self.cfg.landing_format, now_ms=now_ms) as landed:
             routed = route(landed.events, self.allocator)
             r = self._commit(ROUTED, batch, files, routed)
             versions[ROUTED] = r.version
@@ -371,5 +431,58 @@ class Router:
         return versions, n_events, by_cat
 
 
+def consumed_landing(store: TableStore, batches_uri: str, up_to_batch: int | None = None) -> dict[str, Consumed]:
+    """Return what was routed of each landing file, by identity: its newest entry in the batch plans
+    ``batches_uri`` (only batches up to ``up_to_batch``, when given)."""
+    columns = ["batch", "path", "file_id", "size_bytes", "mtime", "end_byte", "next_line", "anchor"]
+    rows = store.read_table_arrow(batches_uri, columns).sort_by("batch")  # only what deciding a range needs
+    if up_to_batch is not None:
+        rows = rows.filter(pc.less_equal(rows.column("batch"), up_to_batch))
+    out: dict[str, Consumed] = {}
+    for path, file_id, size, mtime, end, next_line, anchor in zip(
+            *(rows.column(c).to_pylist() for c in columns[1:]), strict=True):
+        # Plans made before byte ranges consumed whole files, by path.
+        out[file_id or path] = Consumed(path, int(size if end is None else end), int(size), _utc(mtime), anchor,
+                                        int(next_line or 1))
+    return out
+
+
+def unrouted_landing(store: TableStore, cfg: LakeshardConfig, landing: str | None = None) -> list[LandingFile]:
+    """Return the landing bytes not in ``routed`` yet: each file's range after what the routed batches consumed
+    (the whole file when it is new or changed other than by an append; a held-back tail included).
+
+    Decided from sizes alone, without reading the files: an estimate for watermarks, not a batch plan.
+    """
+    files = scan_landing(landing or cfg.landing).files
+    batches_uri = cfg.table_uri(LANDING_BATCHES)
+    if not store.exists(batches_uri):
+        return files
+    routed_uri = cfg.table_uri(ROUTED)
+    routed = (store.transaction_version(routed_uri, ROUTER_APP_ID) or 0) if store.exists(routed_uri) else 0
+    consumed = consumed_landing(store, batches_uri, routed)
+    out = []
+    for f in files:
+        last = consumed.get(f.identity)
+        if last is None or f.size_bytes < last.end or (f.size_bytes == last.size_bytes and f.mtime != last.mtime):
+            out.append(f)
+        elif f.size_bytes > last.end:
+            out.append(dataclasses.replace(f, start=last.end, first_line=last.next_line))
+    return out
+
+
 def _utc(when: datetime) -> datetime:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _epoch_ms(when: datetime) -> int:
+    return (when - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _planned_file(row: dict[str, Any]) -> LandingFile:
+    """Return the file range a plan row holds (a row made before byte ranges: the whole file, unchecked)."""
+    size = int(row["size_bytes"])
+    file_id = row.get("file_id")
+    return LandingFile(row["path"], size, _utc(row["mtime"]), start=int(row.get("start_byte") or 0),
+                       end=size if row.get("end_byte") is None else int(row["end_byte"]),
+                       first_line=int(row.get("first_line") or 1), checksum=row.get("checksum"),
+                       target="" if file_id in (None, row["path"]) else str(file_id))
