@@ -73,7 +73,7 @@ from lakeshard.compaction.planner import (
 from lakeshard.compaction.sort_schema import SortSchema, sort_schema_for
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.lake.files import hive_escape
+from lakeshard.lake.files import partition_directory
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS
 from lakeshard.versions.locks import ChunkLocked
 
@@ -327,7 +327,7 @@ class Compactor:
             metas = []
             for f in new:
                 task = by_bucket[(str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour")))]
-                out = written.get(unquote(f.path))
+                out = written.get(f.path)  # as on disk, as the store hands it over
                 if out is None:  # written by Spark: read its sort columns back
                     metas.append(describe_file(root, f.path, self.sort_schema, level=task.output_level,
                                                outlier=task.outliers, max_regex_chars=self.settings.max_regex_chars))
@@ -361,14 +361,16 @@ class Compactor:
             root = target.rsplit("/", 1)[0]
 
             def merge(t: CompactionTask, budget: int, strategy: Literal["auto", "memory"]) -> None:
-                paths = [f"{root}/{unquote(p)}" for p in t.inputs]
-                directory = f"{target}/tenant_id={hive_escape(t.bucket[0])}/hour={hive_escape(t.bucket[1])}"
+                paths = [f"{root}/{unquote(p)}" for p in t.inputs]  # log paths are URI-encoded
+                parts, footer = partition_directory(dict(zip(BUCKET_COLUMNS, t.bucket, strict=True)))
+                directory = f"{target}/{parts}"
                 os.makedirs(directory, exist_ok=True)
                 # A merge into level 0 stays small: it is not split (outlier files live on the levels).
                 split = self.settings.outliers if t.output_level >= 1 else None
                 stats = merge_sorted_files(paths, self.sort_schema, functools.partial(_part_path, directory),
                                            target_rows=t.target_rows, memory_budget_bytes=budget,
-                                           outliers=split, all_outliers=t.outliers, strategy=strategy)
+                                           outliers=split, all_outliers=t.outliers, strategy=strategy,
+                                           file_metadata=footer)
                 for out in stats.files:
                     written[os.path.relpath(out.path, root)] = out
 
