@@ -28,13 +28,16 @@ from lakeshard.compaction import read_events
 from lakeshard.config import load_config
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.lake import TableStore
+from lakeshard.lake.datafiles import written_partition_values
+from lakeshard.lake.files import PARTITION_VALUES_KEY, partition_directory
 from lakeshard.pipelines.flows import compact_events
 from lakeshard.routing.router import Router
 from lakeshard.versions.chunks import Chunk, ChunkVersions
 
 NASTY = [
     "a/b", "/lead", "trail/", "%2F", "100%", "x=y", "tenant_id=z", "+", " sp ace ", "\"q'", "\\", "back\\slash",
-    "\t\n", "nul\x00x", "\x7f", "ü/日本", "🦆", "{[*?]}", "#frag?q", ":colon", ".", "..", "~", "-",
+    "\t\n", "nul\x00x", "\x7f", "nel\x85", "ls\u2028ps\u2029", "ü/日本", "🦆", "{[*?]}", "#frag?q", ":colon",
+    ".", "..", "~", "-",
     "t" * 128, "é" * 128, "/" * 128, "🦆" * 128,
 ]
 LONG_EVENT_IDS = ["e" * 256, "ü" * 256, "/" * 256, "🦆" * 256]
@@ -42,6 +45,23 @@ NOW = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 HOUR = hour_of(NOW - timedelta(hours=5))
 
 ids = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12)
+
+
+@given(st.lists(st.one_of(st.sampled_from(NASTY), st.text(st.characters(exclude_categories=["Cs"]), min_size=1,
+                                                          max_size=128)), min_size=2, max_size=2, unique=True))
+def test_a_partition_directory_fits_a_file_name_and_gives_back_exactly_its_value(values: list[str]) -> None:
+    """Every ``col=value`` segment fits a file system's 255-byte name; the value read back (directories, or
+    the footer for values too long for a name) is exactly the value written; two values, two directories."""
+    dirs = []
+    for value in values:
+        relative, footer = partition_directory({"tenant_id": value, "hour": "2026-01-01T10"})
+        assert all(len(part.encode()) <= 255 for part in relative.split("/"))
+        raw = footer.get(PARTITION_VALUES_KEY)
+        got = written_partition_values(f"{relative}/part-0.parquet", ["tenant_id", "hour"],
+                                       None if raw is None else json.loads(raw))
+        assert got == {"tenant_id": value, "hour": "2026-01-01T10"}
+        dirs.append(relative)
+    assert dirs[0] != dirs[1]
 
 
 def _events(tenants: list[str], event_ids: list[str]) -> list[dict[str, object]]:

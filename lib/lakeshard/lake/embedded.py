@@ -607,7 +607,7 @@ class EmbeddedTableStore(TableStore):
             path = f"{base}/_delta_log/{version:020d}.json"
             try:
                 with fs.open_input_stream(path) as stream:
-                    lines = stream.read().decode("utf-8").splitlines()
+                    lines = stream.read().decode("utf-8").split("\n")  # not splitlines(): ids may hold U+2028
                 if any(json.loads(line).get("commitInfo", {}).get(COMMIT_ID) == commit_id for line in lines if line):
                     return version
             except FileNotFoundError:
@@ -850,7 +850,8 @@ class _AppVersions:
                     text = stream.read().decode("utf-8")
             except FileNotFoundError:
                 return False
-            for line in text.splitlines():
+            # Lines end at "\n" only: JSON leaves U+0085 and U+2028 unescaped, and ids (app ids too) hold them.
+            for line in text.split("\n"):
                 if '"txn"' in line:
                     txn = json.loads(line).get("txn")
                     if txn is not None:
