@@ -15,8 +15,10 @@ H10 = "2026-01-01T10"
 
 # Rows here are written by Spark (``partitionBy``), whose directory names cannot hold a 128-character tenant
 # of escaped characters (docs/lake.md); ingest and compaction write those from Arrow (tests/test_any_id.py).
-@pytest.mark.parametrize("tenant", ["a/b", "100%", "%2F", "x=y", "ü/日本 \"q'\\", "\t\n"],
-                         ids=["slash", "percent", "escaped-slash", "equals", "unicode-quotes", "control"])
+@pytest.mark.parametrize("tenant", ["a/b", "100%", "%2F", "x=y", "ü/日本 \"q'\\", "\t\n", "c1\x85\x9f",
+                                    "nb\xa0\u2028\u3000"],
+                         ids=["slash", "percent", "escaped-slash", "equals", "unicode-quotes", "control", "c1-control",
+                              "unicode-spaces"])
 def test_replacing_a_chunk_of_any_tenant_drops_exactly_its_files(
     store: TableStore, chunk_table: str, rows: Rows, tmp_path: Path, tenant: str
 ) -> None:
