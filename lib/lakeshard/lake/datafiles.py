@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -48,6 +49,14 @@ _MAX_STAT_STRING = 32
 _URI_QUOTED = frozenset(' "#%<>?[\\]^`{|}')
 
 
+def _uri_quotes(c: str) -> bool:
+    """Return whether java.net.URI quotes ``c`` in a path: the ASCII set above, ISO controls (C0, DEL, C1) and
+    Unicode space characters (``Character.isSpaceChar``: categories Zs, Zl, Zp)."""
+    o = ord(c)
+    return (c in _URI_QUOTED or o < 0x20 or 0x7F <= o <= 0x9F
+            or (o > 0x7F and unicodedata.category(c) in ("Zs", "Zl", "Zp")))
+
+
 def spark_file_uri(uri: str) -> str:
     """Return the string Spark's ``_metadata.file_path`` shows for the file at ``uri`` (an on-disk path)."""
     if "://" in uri:
@@ -56,7 +65,7 @@ def spark_file_uri(uri: str) -> str:
         prefix, path = ("file:" if scheme == "file" and not authority else f"{scheme}://{authority}"), "/" + path
     else:
         prefix, path = "file:", uri
-    quoted = "".join(f"%{ord(c):02X}" if c in _URI_QUOTED or ord(c) < 0x20 or ord(c) == 0x7F else c for c in path)
+    quoted = "".join("".join(f"%{b:02X}" for b in c.encode("utf-8")) if _uri_quotes(c) else c for c in path)
     return prefix + quoted
 
 
