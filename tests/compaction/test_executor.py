@@ -228,3 +228,23 @@ def test_merges_too_big_for_a_threads_share_run_alone_and_stream(
     assert sorted(calls) == [("auto", "streamed")] * 2 + [("memory", "over budget")] * 2
     assert checksum(store.read(uri)) == before
     assert_sorted_and_disjoint(store, uri, store.files(uri))
+
+
+def test_a_bucket_that_cannot_be_merged_is_reported_and_the_others_still_compact(
+        store: TableStore, events_table: tuple[str, AppendEvents]) -> None:
+    """One bucket's unreadable input (its Parquet file truncated on disk) fails that bucket only: every other
+    bucket compacts in the same run, and the report names the failed bucket and why."""
+    uri, append = events_table
+    append("t1", 4, 20)
+    append("t2", 4, 20)
+    broken = next(f for f in store.files(uri) if f.partition_values == {"tenant_id": "t2", "hour": HOURS[0]})
+    with open(f"{uri}/{unquote(broken.path)}", "r+b") as handle:
+        handle.truncate(100)
+
+    report = Compactor(store, uri, settings=small_settings()).run(apply=True)
+
+    assert [(b, "t2" in reason) for b, reason in report.failed] == [(("t2", HOURS[0]), True)]
+    assert report.gave_up == [("t2", HOURS[0])]
+    per_bucket = {(t, h): sum(1 for f in store.files(uri) if f.partition_values == {"tenant_id": t, "hour": h})
+                  for t in ("t1", "t2") for h in HOURS}
+    assert per_bucket == {("t1", HOURS[0]): 1, ("t1", HOURS[1]): 1, ("t2", HOURS[0]): 4, ("t2", HOURS[1]): 1}

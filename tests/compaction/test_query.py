@@ -68,3 +68,15 @@ def test_malformed_queries_are_named(spark: SparkSession, store: TableStore,
         read_events(spark, store, uri, tenant="t1", start=T0, end=T1, predicates={"service": []})
     with pytest.raises(QueryError, match="time range is empty"):
         read_events(spark, store, uri, tenant="t1", start=T1, end=T0)
+
+
+@pytest.mark.parametrize("tenant", ["nel\x85", "nb\xa0sp", "ls\u2028ps"], ids=["c1-control", "nbsp", "line-sep"])
+def test_a_tenant_with_characters_java_uris_quote_reads_back_every_row(
+        store: TableStore, events_table: tuple[str, AppendEvents], tenant: str) -> None:
+    """Spark names such files with their characters percent-quoted (java.net.URI quotes C1 controls and
+    Unicode spaces): the read still matches every file to its add action."""
+    uri, append = events_table
+    append(tenant, 2, 5)
+    df, report = read_events(store.spark, store, uri, tenant=tenant, start=datetime(2026, 1, 1, tzinfo=UTC),
+                             end=datetime(2026, 1, 2, tzinfo=UTC))
+    assert df.count() == 20 and len(report.read) == 4

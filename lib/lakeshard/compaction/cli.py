@@ -1,8 +1,10 @@
 """The compaction commands of ``lakeshard``: ``compact`` (plan; ``--apply`` commits) and ``query``.
 
 ``compact`` prints what the size-tiered and locality planners would merge in the ``events`` table;
-``--apply`` runs the merges, each round one atomic swap. ``query`` reads one tenant's events for a time
-range with equality / IN predicates and prints how many files each pruning stage skipped.
+``--apply`` runs the merges, each round one atomic swap, through the compact flow's own function
+(:func:`lakeshard.pipelines.flows.compact_events`: same settings, same per-chunk replace locks). ``query``
+reads one tenant's events for a time range with equality / IN predicates and prints how many files each
+pruning stage skipped. Ids starting with ``-`` are passed as ``--tenant=-x`` / ``--bucket=-x/HOUR``.
 
 The top-level parser wires them in with :func:`add_commands`.
 """
@@ -37,31 +39,21 @@ def _predicate(text: str) -> tuple[str, str]:
     return column, value
 
 
-def _settings(args: argparse.Namespace, cfg: Any) -> Any:
-    from dataclasses import replace
-
-    from lakeshard.compaction import CompactionSettings
-
-    s = CompactionSettings.from_config(cfg.compaction, include_open=args.include_open)
-    tiered = s.size_tiered
-    if args.min_files is not None:
-        tiered = replace(tiered, min_files=args.min_files)
-    if args.target_rows is not None:
-        tiered = replace(tiered, target_rows=args.target_rows)
-    return replace(s, size_tiered=tiered, locality=replace(s.locality, target_rows=tiered.target_rows))
-
-
 def cmd_compact(args: argparse.Namespace) -> int:
     """Plan lazy size-tiered and locality merges of the events table's buckets; --apply swaps them in."""
-    from lakeshard.compaction import Compactor
+    from lakeshard.compaction import LocalityPlanner, SizeTieredPlanner
     from lakeshard.lake import open_store
+    from lakeshard.pipelines.flows import compact_events
     from lakeshard.report import format_table
     from lakeshard.runtime import get_spark
 
     cfg = config_from_args(args)
     store = open_store(get_spark(cfg), cfg)
-    compactor = Compactor(store, cfg.table_uri(_EVENTS), settings=_settings(args, cfg))
-    report = compactor.run(apply=args.apply, buckets=args.bucket or None)
+    # The compact flow's function: the same planners, settings and replace locks as the pipeline.
+    tiered = SizeTieredPlanner()
+    target_rows = args.target_rows or LocalityPlanner().target_rows
+    report = compact_events(store, cfg, buckets=args.bucket or None, min_files=args.min_files or tiered.min_files,
+                            target_rows=target_rows, include_open=args.include_open, apply=args.apply)
     tasks = report.plan.tasks
     print(f"{len(tasks)} merge tasks in {len(report.plan.buckets)} buckets; "
           f"{len(report.plan.untouched)} files stay as they are")
@@ -77,6 +69,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     for r in report.rounds:
         state = f"gave up after {r.attempts} attempts: {r.reason}" if r.gave_up else f"version {r.version}"
         print(f"round: {len(r.tasks)} buckets, {r.files_removed} files -> {r.files_added} ({r.rows:,} rows), {state}")
+    for (tenant, hour), why in report.failed:
+        print(f"failed: bucket {tenant!r}/{hour} is left as it is: {why}")
     return 1 if report.gave_up else 0
 
 

@@ -27,6 +27,9 @@ How one round works:
 4. A commit that loses a race (:class:`~lakeshard.errors.CommitConflict`: an input was removed, or the
    log moved under it) is retried from step 1 for that round's buckets, up to ``max_retries`` times; then
    those buckets are given up for this run, and nothing of the failed attempts is visible.
+5. A round that fails for its data (an unreadable input, a file system refusing a name: :data:`BUCKET_FAULTS`)
+   commits nothing; its buckets are then compacted one at a time, so only the bucket at fault fails. It is
+   reported (:attr:`CompactionReport.failed`) and left as it is for this run; the others go on.
 
 Appends to the same buckets go on meanwhile: a compaction only removes files it read, so appended files
 stay live, and every row is in the table exactly once whichever commit lands first.
@@ -52,6 +55,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
+import pyarrow as pa
+
 from lakeshard.compaction.fragments import (
     FragmentMeta,
     describe_file,
@@ -73,7 +78,7 @@ from lakeshard.compaction.planner import (
 from lakeshard.compaction.sort_schema import SortSchema, sort_schema_for
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.lake.files import hive_escape
+from lakeshard.lake.files import partition_directory
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS
 from lakeshard.versions.locks import ChunkLocked
 
@@ -84,6 +89,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUCKET_COLUMNS",
+    "BUCKET_FAULTS",
     "ChunkLock",
     "CompactionError",
     "CompactionReport",
@@ -96,6 +102,10 @@ BUCKET_COLUMNS = ("tenant_id", "hour")
 ChunkLock = Callable[[Sequence[Bucket]], AbstractContextManager[Sequence[AppTransaction]]]
 """``buckets -> context manager`` held while the buckets are compacted; it yields the fencing tokens
 (app transactions) the swap commit carries."""
+
+BUCKET_FAULTS: tuple[type[BaseException], ...] = (LakeshardError, OSError, pa.ArrowException)
+"""Errors a bucket's own files can cause (unreadable or corrupt inputs, names a file system refuses): they fail
+that bucket, not the run. Anything else (a bug, an interrupt) stops the run."""
 
 
 Snapshot = tuple[int, list[FileInfo], list[FileNode]]
@@ -150,6 +160,7 @@ class RoundResult:
     attempts: int
     gave_up: bool = False
     reason: str = ""
+    failed: bool = False  # gave up on an error of the bucket's files (BUCKET_FAULTS), not on a lost race
 
 
 @dataclass(frozen=True)
@@ -168,8 +179,14 @@ class CompactionReport:
 
     @property
     def gave_up(self) -> list[Bucket]:
-        """Return the buckets abandoned after too many conflicts or because a replacement held their lock."""
+        """Return the buckets abandoned: after too many conflicts, because a replacement held their lock, or
+        because they failed (see :attr:`failed`)."""
         return sorted({t.bucket for r in self.rounds if r.gave_up for t in r.tasks})
+
+    @property
+    def failed(self) -> list[tuple[Bucket, str]]:
+        """Return the buckets that could not be compacted for an error of their own files, with the error."""
+        return sorted({(t.bucket, r.reason) for r in self.rounds if r.failed for t in r.tasks})
 
 
 def file_nodes(files: Sequence[FileInfo], fragments: dict[str, FragmentMeta]) -> list[FileNode]:
@@ -268,34 +285,41 @@ class Compactor:
         abandoned: set[Bucket] = set()
         for n in range(self.settings.max_rounds):
             # The first round starts from the snapshot just planned on (the swap's commit checks it is current).
-            result = self._round(buckets, now, abandoned, sealed, snapshot if n == 0 else None)
-            if result is None:
+            results = self._round(buckets, now, abandoned, sealed, snapshot if n == 0 else None)
+            if results is None:
                 break
-            rounds.append(result)
-            if result.gave_up:
-                abandoned.update(t.bucket for t in result.tasks)
+            rounds.extend(results)
+            abandoned.update(t.bucket for r in results if r.gave_up for t in r.tasks)
         return CompactionReport(self.table, first, applied=True, rounds=tuple(rounds))
 
     def _round(self, buckets: Sequence[Bucket] | None, now: datetime | None, abandoned: set[Bucket],
-               sealed: Collection[Bucket], snapshot: Snapshot | None = None) -> RoundResult | None:
-        """Run one round (one task per bucket), retrying lost races; None when nothing is left to do."""
+               sealed: Collection[Bucket], snapshot: Snapshot | None = None,
+               only: Bucket | None = None) -> list[RoundResult] | None:
+        """Run one round (one task per bucket, or only the bucket ``only``), retrying lost races; return its
+        result (one per bucket when a failure made it go one bucket at a time); None when nothing is left."""
         attempts = 0
         while True:
             version, files, nodes = snapshot if snapshot is not None and attempts == 0 else self.snapshot()
-            nodes = [n for n in nodes if n.bucket not in abandoned]
+            nodes = [n for n in nodes if n.bucket not in abandoned and (only is None or n.bucket == only)]
             tasks = _one_per_bucket(self._plan(nodes, buckets, now, sealed).tasks) if nodes else []
             if not tasks:
                 return None
             attempts += 1
             try:
                 with self._locks(tasks) as fences:
-                    return self._execute(tasks, version, files, attempts, fences)
+                    return [self._execute(tasks, version, files, attempts, fences)]
             except ChunkLocked as exc:  # a replacement holds that bucket: leave it to it, compact the others
                 locked = [t for t in tasks if t.bucket == (exc.chunk.tenant_id, exc.chunk.hour)]
-                return RoundResult(tuple(locked), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc))
+                return [RoundResult(tuple(locked), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc))]
             except CommitConflict as exc:
                 if attempts > self.settings.max_retries:
-                    return RoundResult(tuple(tasks), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc))
+                    return [RoundResult(tuple(tasks), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc))]
+            except BUCKET_FAULTS as exc:
+                if len(tasks) == 1:
+                    return [RoundResult(tuple(tasks), None, 0, 0, 0, attempts, gave_up=True, failed=True,
+                                        reason=f"{type(exc).__name__}: {exc}")]
+                # Nothing was committed: find the bucket at fault by compacting each alone.
+                return [r for t in tasks for r in self._round(buckets, now, abandoned, sealed, only=t.bucket) or []]
 
     def _locks(self, tasks: Sequence[CompactionTask]) -> AbstractContextManager[Sequence[AppTransaction]]:
         if self.chunk_lock is None:
@@ -327,7 +351,7 @@ class Compactor:
             metas = []
             for f in new:
                 task = by_bucket[(str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour")))]
-                out = written.get(unquote(f.path))
+                out = written.get(f.path)  # as on disk, as the store hands it over
                 if out is None:  # written by Spark: read its sort columns back
                     metas.append(describe_file(root, f.path, self.sort_schema, level=task.output_level,
                                                outlier=task.outliers, max_regex_chars=self.settings.max_regex_chars))
@@ -361,14 +385,21 @@ class Compactor:
             root = target.rsplit("/", 1)[0]
 
             def merge(t: CompactionTask, budget: int, strategy: Literal["auto", "memory"]) -> None:
-                paths = [f"{root}/{unquote(p)}" for p in t.inputs]
-                directory = f"{target}/tenant_id={hive_escape(t.bucket[0])}/hour={hive_escape(t.bucket[1])}"
-                os.makedirs(directory, exist_ok=True)
+                paths = [f"{root}/{unquote(p)}" for p in t.inputs]  # log paths are URI-encoded
+                parts, footer = partition_directory(dict(zip(BUCKET_COLUMNS, t.bucket, strict=True)))
+                directory = f"{target}/{parts}"
                 # A merge into level 0 stays small: it is not split (outlier files live on the levels).
                 split = self.settings.outliers if t.output_level >= 1 else None
-                stats = merge_sorted_files(paths, self.sort_schema, functools.partial(_part_path, directory),
-                                           target_rows=t.target_rows, memory_budget_bytes=budget,
-                                           outliers=split, all_outliers=t.outliers, strategy=strategy)
+                try:
+                    os.makedirs(directory, exist_ok=True)
+                    stats = merge_sorted_files(paths, self.sort_schema, functools.partial(_part_path, directory),
+                                               target_rows=t.target_rows, memory_budget_bytes=budget,
+                                               outliers=split, all_outliers=t.outliers, strategy=strategy,
+                                               file_metadata=footer)
+                except (OSError, pa.ArrowException) as exc:
+                    raise CompactionError(f"{self.table}: cannot merge bucket {t.bucket[0]!r}/{t.bucket[1]} "
+                                          f"({len(paths)} files, e.g. {t.inputs[0]}): {type(exc).__name__}: {exc}"
+                                          ) from exc
                 for out in stats.files:
                     written[os.path.relpath(out.path, root)] = out
 

@@ -85,7 +85,7 @@ class FragmentMeta:
         """
         try:
             columns = {c: ColumnPruning.from_json(m) for c, m in data["columns"].items()}
-            return cls(unquote(path), int(data["level"]), int(data["rows"]), tuple(data["first"]),
+            return cls(path, int(data["level"]), int(data["rows"]), tuple(data["first"]),
                        tuple(data["last"]), columns, bool(data.get("outlier", False)))
         except (KeyError, TypeError, ValueError, AttributeError, PruningError) as exc:
             raise FragmentError(f"fragment metadata of {path} is malformed ({exc}): {str(data)[:200]}") from None
@@ -100,15 +100,17 @@ def _plain(value: Any) -> Any:
 def fragment_meta(path: str, *, level: int, rows: int, first: Sequence[Any], last: Sequence[Any],
                   distinct: Mapping[str, Iterable[str | None]], outlier: bool = False,
                   max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS) -> FragmentMeta:
-    """Return the fragment metadata of a file from its first and last sort keys and its columns' values."""
+    """Return the fragment metadata of a file (``path`` relative to the table root, as on disk, not as the log
+    encodes it) from its first and last sort keys and its columns' values."""
     columns = {c: ColumnPruning.build(v, max_regex_chars=max_regex_chars) for c, v in distinct.items()}
-    return FragmentMeta(unquote(path), level, rows, tuple(_plain(v) for v in first),
+    return FragmentMeta(path, level, rows, tuple(_plain(v) for v in first),
                         tuple(_plain(v) for v in last), columns, outlier)
 
 
 def describe_file(root: str, path: str, schema: SortSchema, *, level: int, outlier: bool = False,
                   max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS) -> FragmentMeta:
-    """Return the fragment metadata of one written Parquet file, reading only its sort columns.
+    """Return the fragment metadata of one written Parquet file (``path`` relative to ``root``, as on disk),
+    reading only its sort columns.
 
     The file is read in batches, so memory stays at one batch of the sort columns plus the distinct
     values seen so far.
@@ -118,7 +120,7 @@ def describe_file(root: str, path: str, schema: SortSchema, *, level: int, outli
     first: tuple[Any, ...] | None = None
     last: tuple[Any, ...] = ()
     rows = 0
-    with fs.open_input_file(f"{base}/{unquote(path)}") as handle:
+    with fs.open_input_file(f"{base}/{path}") as handle:
         reader = pq.ParquetFile(handle)
         for batch in reader.iter_batches(batch_size=_BATCH_ROWS, columns=list(schema.columns)):
             if batch.num_rows == 0:
@@ -144,7 +146,7 @@ def read_fragments(store: TableStore, table: str, files: Sequence[FileInfo]) -> 
 
     Reads the table's history newest first and stops once every file is found or the log is exhausted.
     """
-    wanted = {unquote(f.path) for f in files}
+    wanted = {unquote(f.path) for f in files}  # the log's paths are URI-encoded; the metadata's are not
     found: dict[str, FragmentMeta] = {}
     if not wanted:
         return found
@@ -158,8 +160,7 @@ def read_fragments(store: TableStore, table: str, files: Sequence[FileInfo]) -> 
         except (ValueError, KeyError, TypeError):
             raise FragmentError(f"{table} version {commit.version}: {FRAGMENTS_KEY} is not valid fragment "
                                 f"metadata: {str(raw)[:200]}") from None
-        for path, data in entries.items():
-            key = unquote(path)
+        for key, data in entries.items():
             if key in wanted and key not in found:
                 found[key] = FragmentMeta.from_json(key, data)
         if len(found) == len(wanted):

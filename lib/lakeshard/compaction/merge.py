@@ -356,7 +356,8 @@ def _rare_values(inputs: Sequence[str] | Sequence[pa.Table], schema: SortSchema,
 def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callable[[int], str], *,
                        target_rows: int, memory_budget_bytes: int, batch_rows: int | None = None,
                        outliers: OutlierSplit | None = None, all_outliers: bool = False,
-                       strategy: Literal["auto", "memory", "stream"] = "auto") -> MergeStats:
+                       strategy: Literal["auto", "memory", "stream"] = "auto",
+                       file_metadata: Mapping[bytes, bytes] | None = None) -> MergeStats:
     """Merge Parquet ``inputs`` into sorted outputs named ``output(0)``, ``output(1)``, ... (disjoint per lane).
 
     Args:
@@ -371,13 +372,15 @@ def merge_sorted_files(inputs: Sequence[str], schema: SortSchema, output: Callab
         all_outliers: the inputs are outlier files: every output is an outlier output (no split).
         strategy: ``auto`` (in memory when the inputs fit the budget, else streaming), ``memory`` (raise
             :class:`OverBudget` when they do not fit) or ``stream``.
+        file_metadata: key-value metadata every output's footer carries (e.g. its partition values).
 
     Raises:
         MergeError: no inputs, mismatched columns, an unsorted input when streaming, a budget too small.
     """
     if not inputs:
         raise MergeError("nothing to merge: no input files")
-    unified = pq.read_schema(inputs[0]).remove_metadata()
+    # Inputs' own footer metadata is not carried over: it described them, not the outputs.
+    unified = pq.read_schema(inputs[0]).remove_metadata().with_metadata(dict(file_metadata or {}))
     if strategy != "stream":
         try:
             return _merge_in_memory(inputs, schema, output, unified, target_rows, outliers, all_outliers,

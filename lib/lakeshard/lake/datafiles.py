@@ -6,7 +6,9 @@ Hive-style partition directories, and its add action's statistics come from the 
 
 from __future__ import annotations
 
+import json
 import math
+import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -17,7 +19,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakeshard.errors import TableStoreError
-from lakeshard.lake.files import normalise_uri
+from lakeshard.lake.files import PARTITION_VALUES_KEY, normalise_uri
 from lakeshard.lake.store import FileInfo
 
 if TYPE_CHECKING:
@@ -29,11 +31,13 @@ __all__ = [
     "NO_STATS",
     "conform",
     "footer_stats",
+    "footer_stats_and_values",
     "is_hidden",
     "partition_values_from_path",
     "read_data_files",
     "spark_file_uri",
     "stats_columns",
+    "written_partition_values",
 ]
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -45,6 +49,14 @@ _MAX_STAT_STRING = 32
 _URI_QUOTED = frozenset(' "#%<>?[\\]^`{|}')
 
 
+def _uri_quotes(c: str) -> bool:
+    """Return whether java.net.URI quotes ``c`` in a path: the ASCII set above, ISO controls (C0, DEL, C1) and
+    Unicode space characters (``Character.isSpaceChar``: categories Zs, Zl, Zp)."""
+    o = ord(c)
+    return (c in _URI_QUOTED or o < 0x20 or 0x7F <= o <= 0x9F
+            or (o > 0x7F and unicodedata.category(c) in ("Zs", "Zl", "Zp")))
+
+
 def spark_file_uri(uri: str) -> str:
     """Return the string Spark's ``_metadata.file_path`` shows for the file at ``uri`` (an on-disk path)."""
     if "://" in uri:
@@ -53,7 +65,7 @@ def spark_file_uri(uri: str) -> str:
         prefix, path = ("file:" if scheme == "file" and not authority else f"{scheme}://{authority}"), "/" + path
     else:
         prefix, path = "file:", uri
-    quoted = "".join(f"%{ord(c):02X}" if c in _URI_QUOTED or ord(c) < 0x20 or ord(c) == 0x7F else c for c in path)
+    quoted = "".join("".join(f"%{b:02X}" for b in c.encode("utf-8")) if _uri_quotes(c) else c for c in path)
     return prefix + quoted
 
 
@@ -124,8 +136,34 @@ def footer_stats(fs: pafs.FileSystem, path: str,
                  columns: Collection[str] | None = None) -> tuple[int, dict[str, Any]]:
     """Return the row count of a Parquet file and its Delta stats (numRecords, min/max, nullCount), the
     min/max/null counts of ``columns`` only (None: every top-level column; see :func:`stats_columns`)."""
+    rows, stats, _ = footer_stats_and_values(fs, path, columns)
+    return rows, stats
+
+
+def footer_stats_and_values(fs: pafs.FileSystem, path: str, columns: Collection[str] | None = None
+                            ) -> tuple[int, dict[str, Any], dict[str, str | None] | None]:
+    """Return :func:`footer_stats` and the partition values the footer carries (None when it carries none:
+    its directory names hold them; see :func:`lakeshard.lake.files.partition_directory`)."""
     with fs.open_input_file(path) as handle:
         meta = pq.ParquetFile(handle).metadata
+    return *_stats(meta, columns), _footer_values(meta, path)
+
+
+def _footer_values(meta: pq.FileMetaData, path: str) -> dict[str, str | None] | None:
+    raw = (meta.metadata or {}).get(PARTITION_VALUES_KEY)
+    if raw is None:
+        return None
+    try:
+        values = json.loads(raw)
+    except ValueError:
+        values = None
+    if not isinstance(values, dict) or not all(isinstance(v, str | None) for v in values.values()):
+        raise TableStoreError(f"written file {path}: footer key {PARTITION_VALUES_KEY.decode()} is not a JSON "
+                              f"object of strings: {raw[:200]!r}")
+    return values
+
+
+def _stats(meta: pq.FileMetaData, columns: Collection[str] | None) -> tuple[int, dict[str, Any]]:
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, int] = {}
@@ -161,7 +199,20 @@ def footer_stats(fs: pafs.FileSystem, path: str,
     return meta.num_rows, stats_json
 
 
+def written_partition_values(relative: str, partition_by: Sequence[str],
+                             footer: Mapping[str, str | None] | None) -> dict[str, str | None]:
+    """Return a written file's partition values: from its footer when it carries them (values too long for a
+    directory name), else from its ``col=value`` directories."""
+    if footer is None:
+        return partition_values_from_path(relative, partition_by)
+    missing = [c for c in partition_by if c not in footer]
+    if missing:
+        raise TableStoreError(f"written file {relative}: its footer's partition values lack {missing}")
+    return {c: footer[c] for c in partition_by}
+
+
 def partition_values_from_path(relative: str, partition_by: Sequence[str]) -> dict[str, str | None]:
+    """Return the partition values of a file from its ``col=value`` directories (Hive escaping undone)."""
     found: dict[str, str | None] = {}
     for part in relative.split("/")[:-1]:
         if "=" in part:

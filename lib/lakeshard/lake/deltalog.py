@@ -181,7 +181,8 @@ def file_from_action(action: Mapping[str, Any], millis: int | None) -> FileInfo:
 def parse_commit(text: str, version: int) -> tuple[LogEntry, list[dict[str, Any]]]:
     """Return one commit file's entry and its raw actions (one JSON object a line, as the protocol writes it)."""
     try:
-        actions = [json.loads(line) for line in text.splitlines() if line.strip()]
+        # Lines end at "\n" only (not splitlines()): JSON leaves U+0085 and U+2028 unescaped, and ids hold them.
+        actions = [json.loads(line) for line in text.split("\n") if line.strip()]
     except ValueError as exc:
         raise TableStoreError(f"commit {version} of the Delta log is not valid JSON lines: {exc}") from None
     info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})

@@ -39,11 +39,11 @@ from deltalake.transaction import AddAction, RemoveAction
 from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError
 from lakeshard.lake.datafiles import (
     conform,
-    footer_stats,
+    footer_stats_and_values,
     is_hidden,
-    partition_values_from_path,
     read_data_files,
     stats_columns,
+    written_partition_values,
 )
 from lakeshard.lake.deltalog import (
     COMMIT_ID,
@@ -509,7 +509,8 @@ class EmbeddedTableStore(TableStore):
                                      f"files to remove are not live at version {read_version}: {gone[:5]}")
             now_ms = _now_ms()
             removes = [
-                RemoveAction(path=p, data_change=data_change, deletion_timestamp=now_ms,
+                # delta-rs URI-encodes the path when it writes the log, as for adds: give it the path as on disk.
+                RemoveAction(path=unquote(p), data_change=data_change, deletion_timestamp=now_ms,
                              size=live[p].size_bytes, partition_values=dict(live[p].partition_values))
                 for p in remove
             ]
@@ -609,7 +610,7 @@ class EmbeddedTableStore(TableStore):
             path = f"{base}/_delta_log/{version:020d}.json"
             try:
                 with fs.open_input_stream(path) as stream:
-                    lines = stream.read().decode("utf-8").splitlines()
+                    lines = stream.read().decode("utf-8").split("\n")  # not splitlines(): ids may hold U+2028
                 if any(json.loads(line).get("commitInfo", {}).get(COMMIT_ID) == commit_id for line in lines if line):
                     return version
             except FileNotFoundError:
@@ -668,8 +669,8 @@ class EmbeddedTableStore(TableStore):
         # One footer per file: a routed batch writes a file per shard per task, so read them on threads.
         indexed = stats_columns(dt.metadata().configuration, [f.name for f in dt.schema().fields])
         with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
-            footers = list(pool.map(lambda item: footer_stats(fs, item[0].path, indexed), written))
-        for (info, relative), (n, stats) in zip(written, footers, strict=True):
+            footers = list(pool.map(lambda item: footer_stats_and_values(fs, item[0].path, indexed), written))
+        for (info, relative), (n, stats, values) in zip(written, footers, strict=True):
             if n == 0:
                 fs.delete_file(info.path)
                 continue
@@ -678,7 +679,7 @@ class EmbeddedTableStore(TableStore):
                 # delta-rs URI-encodes the path itself when it writes the log: give it the path as on disk.
                 path=f"{write_id}/{relative}",
                 size=int(info.size or 0),
-                partition_values=partition_values_from_path(relative, parts),
+                partition_values=written_partition_values(relative, parts, values),
                 modification_time=int(info.mtime_ns // 1_000_000) if info.mtime_ns else _now_ms(),
                 data_change=data_change,
                 stats=json.dumps(stats, separators=(",", ":")),
@@ -852,7 +853,8 @@ class _AppVersions:
                     text = stream.read().decode("utf-8")
             except FileNotFoundError:
                 return False
-            for line in text.splitlines():
+            # Lines end at "\n" only: JSON leaves U+0085 and U+2028 unescaped, and ids (app ids too) hold them.
+            for line in text.split("\n"):
                 if '"txn"' in line:
                     txn = json.loads(line).get("txn")
                     if txn is not None:

@@ -3,9 +3,11 @@ partition directories written from Arrow (what a store's ``write=`` function pro
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from urllib.parse import quote, unquote, urlparse
 
 import numpy as np
@@ -14,7 +16,20 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-__all__ = ["filesystem", "hive_escape", "normalise_uri", "write_partitioned"]
+__all__ = [
+    "PARTITION_VALUES_KEY",
+    "filesystem",
+    "hive_escape",
+    "normalise_uri",
+    "partition_directory",
+    "write_partitioned",
+]
+
+PARTITION_VALUES_KEY = b"lakeshard.partition_values"
+"""Parquet footer key holding a file's partition values (JSON) when its directory names cannot hold them."""
+# File systems cap one name at 255 bytes; a longer ``col=value`` segment is shortened to this many bytes.
+_MAX_SEGMENT_BYTES = 200
+_DIGEST_CHARS = 16
 
 
 def normalise_uri(table: str) -> str:
@@ -38,6 +53,30 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
 def hive_escape(value: str) -> str:
     """Return a partition value as Spark/Hive write it in a directory name (odd characters percent-encoded)."""
     return quote(value, safe=" !$&()+,-.;@_`~")
+
+
+def partition_directory(values: Mapping[str, str]) -> tuple[str, dict[bytes, bytes]]:
+    """Return the Hive-style directory (``col=value/...``, relative) for partition values, and the Parquet
+    footer metadata its files must carry: empty when every value fits a directory name, else
+    :data:`PARTITION_VALUES_KEY` with the exact values.
+
+    A value whose escaped segment is longer than a file system allows (a 128-character tenant of emoji or
+    ``/``) gets a directory of its escaped prefix and a digest of the whole value, unique per value; the
+    store then takes the value from the footer (:func:`lakeshard.lake.datafiles.written_partition_values`).
+    """
+    segments = []
+    shortened = False
+    for column, value in values.items():
+        segment = f"{column}={hive_escape(value)}"
+        if len(segment) > _MAX_SEGMENT_BYTES:  # escaped text is ASCII: characters are bytes
+            digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_CHARS]
+            head = segment[: _MAX_SEGMENT_BYTES - _DIGEST_CHARS - 1]
+            head = head[: head.rfind("%")] if "%" in head[-2:] else head  # never cut an escape in two
+            segment = f"{head}~{digest}"
+            shortened = True
+        segments.append(segment)
+    footer = {PARTITION_VALUES_KEY: json.dumps(dict(values)).encode()} if shortened else {}
+    return "/".join(segments), footer
 
 
 def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partition_by: Sequence[str],
@@ -75,10 +114,14 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     tag = uuid.uuid4().hex[:12]
 
     for i, (start, end) in enumerate(zip(starts.tolist(), [*starts[1:].tolist(), n], strict=True)):
-        parts = "/".join(f"{c}={hive_escape(_partition_text(firsts[j][i]))}" for j, c in enumerate(partition_by))
+        parts, footer = partition_directory({c: _partition_text(firsts[j][i]) for j, c in enumerate(partition_by)})
         where = f"{base}/{parts}" if parts else base
         fs.create_dir(where, recursive=True)
-        pq.write_table(body.slice(start, end - start), f"{where}/part-{i:05d}-{tag}.parquet", filesystem=fs)
+        piece = body.slice(start, end - start)
+        if footer:
+            piece = piece.replace_schema_metadata({**(piece.schema.metadata or {}), **footer})
+        pq.write_table(piece, f"{where}/part-{i:05d}-{tag}.parquet", filesystem=fs)
+
 
 def _partition_text(value: object) -> str:
     if isinstance(value, bool):

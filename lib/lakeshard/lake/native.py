@@ -73,11 +73,11 @@ from lakeshard.errors import (
 )
 from lakeshard.lake.datafiles import (
     conform,
-    footer_stats,
+    footer_stats_and_values,
     is_hidden,
-    partition_values_from_path,
     read_data_files,
     stats_columns,
+    written_partition_values,
 )
 from lakeshard.lake.deltalog import (
     COMMIT_ID,
@@ -783,13 +783,13 @@ class NativeTableStore(TableStore):
             relative = info.path[len(base):].lstrip("/")
             if info.type != pafs.FileType.File or is_hidden(relative) or not relative.endswith(".parquet"):
                 continue
-            n, stats = footer_stats(fs, info.path, indexed)
+            n, stats, values = footer_stats_and_values(fs, info.path, indexed)
             if n == 0:
                 fs.delete_file(info.path)
                 continue
             file = FileInfo(
                 path=_log_path(f"{write_id}/{relative}"), size_bytes=int(info.size or 0), num_records=n,
-                partition_values=partition_values_from_path(relative, state.partition_columns),
+                partition_values=written_partition_values(relative, state.partition_columns, values),
                 modification_time=datetime.fromtimestamp(int(info.mtime_ns or 0) / 1e9, tz=UTC),
             )
             out.append((file, add_action(file, data_change=data_change, stats=stats)))

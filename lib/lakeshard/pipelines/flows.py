@@ -105,14 +105,16 @@ def run_compact(ctx: FlowContext) -> FlowResult:
     return FlowResult(rows_in=sum(r.files_removed for r in done), rows_out=sum(r.files_added for r in done),
                       details={"rounds": len(done), "buckets": len({t.bucket for r in done for t in r.tasks}),
                                "rows_rewritten": sum(r.rows for r in done), "conflicts": report.conflicts,
-                               "gave_up": len(report.gave_up), "closed_buckets": len(closed)})
+                               "gave_up": len(report.gave_up), "closed_buckets": len(closed),
+                               "failed": [f"{tenant}/{hour}: {why}" for (tenant, hour), why in report.failed]})
 
 
 def compact_events(store: TableStore, cfg: LakeshardConfig, *, sealed: Collection[Bucket] = (),
                    buckets: Sequence[Bucket] | None = None, min_files: int = 32,
-                   target_rows: int = 1_000_000) -> CompactionReport:
-    """Return the report of compacting ``events`` as the ``compact`` flow does: ``sealed`` buckets' small files
-    merge at once, others lazily by tier, every round under the replace locks of its buckets.
+                   target_rows: int = 1_000_000, include_open: bool = False, apply: bool = True) -> CompactionReport:
+    """Return the report of compacting ``events`` as the ``compact`` flow and ``lakeshard compact`` do:
+    ``sealed`` buckets' small files merge at once, others lazily by tier, every round under the replace locks
+    of its buckets. A bucket whose files cannot be merged is reported (``report.failed``); the others go on.
 
     Args:
         store: the table store.
@@ -121,6 +123,8 @@ def compact_events(store: TableStore, cfg: LakeshardConfig, *, sealed: Collectio
         buckets: only these buckets (None: every bucket with live files).
         min_files: files a tier needs before it merges in a bucket that is not sealed.
         target_rows: rows an output file aims for (both planners).
+        include_open: also merge the newest files of buckets still receiving data.
+        apply: run the merges; False only plans (nothing is committed).
 
     Compacting keeps the number of live files of ``events`` in step with its buckets instead of its writer
     steps (one file per bucket per step). That number is what each embedded commit and snapshot update costs
@@ -134,10 +138,10 @@ def compact_events(store: TableStore, cfg: LakeshardConfig, *, sealed: Collectio
     # Both planners aim at the same file size, as `lakeshard compact --target-rows` does.
     settings = CompactionSettings.from_config(
         cfg.compaction, locality=LocalityPlanner(target_rows=target_rows),
-        size_tiered=SizeTieredPlanner(min_files=min_files, target_rows=target_rows))
+        size_tiered=SizeTieredPlanner(min_files=min_files, target_rows=target_rows), include_open=include_open)
     locks = ChunkLocks(store, cfg.table_uri(CHUNK_LOCKS))
     return Compactor(store, cfg.table_uri(EVENTS), settings=settings, chunk_lock=locks.fenced).run(
-        buckets=buckets, sealed=sealed)
+        apply=apply, buckets=buckets, sealed=sealed)
 
 
 def run_autoshard(ctx: FlowContext) -> FlowResult:
