@@ -449,14 +449,16 @@ class ShardWriter:
             else:
                 live[(s, h)] = idx
         missing = self.cache.lookup(live)
+        # The step holds every interval it checks, cached or paged in, until the check is done: paging one in
+        # may evict another of the same step from a cache smaller than their sum, and an interval not held
+        # would pass its duplicates as new.
+        pinned = {key: ids for key in live if key not in missing and (ids := self.cache.get(key)) is not None}
         page_started = time.perf_counter()
-        paged = self._page_in(missing) if missing else 0
+        paged = self._page_in(missing, pinned) if missing else 0
         page_seconds = time.perf_counter() - page_started if missing else 0.0
         duplicate = np.zeros(len(hi), dtype=bool)
         for key, idx in live.items():
-            cached = self.cache.get(key)
-            if cached is not None:
-                duplicate[idx] = cached.contains(hi[idx], lo[idx])
+            duplicate[idx] = pinned[key].contains(hi[idx], lo[idx])
         return _IndexCheck(duplicate, expired, len(missing), len(live) - len(missing), paged, page_seconds)
 
     def _saw_intervals(self, intervals: Iterable[Interval]) -> None:
@@ -475,8 +477,9 @@ class ShardWriter:
             return ""
         return (datetime.strptime(newest, _HOUR_FORMAT) - self.retention).strftime(_HOUR_FORMAT)
 
-    def _page_in(self, intervals: set[Interval]) -> int:
-        """Read these intervals' key hashes from ``event_ids`` into the cache; return how many IDs were read.
+    def _page_in(self, intervals: set[Interval], into: dict[Interval, IdInterval]) -> int:
+        """Read these intervals' key hashes from ``event_ids`` into the cache and ``into``; return how many IDs
+        were read.
 
         Only ``key_hi`` and ``key_lo`` of the intervals' files are read (their partition values say which
         interval a file holds), all files at once on the store's reader threads, no Spark job. Files are
@@ -494,10 +497,11 @@ class ShardWriter:
         for key in sorted(intervals):
             ids = read.get(key)
             if ids is None or not ids.num_rows:
-                self.cache.put(key, IdInterval.empty())
-                continue
-            total += ids.num_rows
-            self.cache.put(key, IdInterval(ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy()))
+                into[key] = IdInterval.empty()
+            else:
+                total += ids.num_rows
+                into[key] = IdInterval(ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy())
+            self.cache.put(key, into[key])
         return total
 
     # ----------------------------------------------------------------------------------------- writing
