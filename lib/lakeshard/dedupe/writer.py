@@ -27,8 +27,10 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
 
 * **Memory gate**: a step consumes routed commits only up to ``dedupe.max_batch_bytes`` of Parquet (at least
   one commit), so a writer that fell far behind catches up in bounded slices.
-* **Dead letters**: a step that keeps failing (not a lost race: an error) is retried ``dedupe.write_retries``
-  times, then its rows go to ``quarantine`` with the error as the reason and the writer moves on.
+* **Faults are not bad data** (:mod:`lakeshard.dedupe.faults`): a step failing on an infrastructure fault is
+  retried with exponential backoff for ``dedupe.retry_total_seconds``, then the run stops with
+  :class:`~lakeshard.dedupe.faults.WriterStepFailed`, progress unchanged. Only a
+  :class:`~lakeshard.dedupe.faults.RecordLevelFailure` sends the batch's rows to ``quarantine``.
 
 * **Two execution paths, one result.** A step whose new routed files hold at most
   ``dedupe.arrow_max_bytes`` (default 64 MiB) runs in the driver process: pyarrow reads the files, numpy
@@ -65,7 +67,8 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
-from lakeshard.errors import CommitConflict, LakeshardError, TableStoreError
+from lakeshard.dedupe.faults import RecordLevelFailure, RetryPolicy, retry_step
+from lakeshard.errors import CommitConflict, TableStoreError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, CommitInfo, FileInfo, TableStore
 from lakeshard.lake.datafiles import NO_STATS
 from lakeshard.landing.reasons import WRITE_FAILED
@@ -155,7 +158,7 @@ class WriteReport:
     cache_bytes: int
     seconds: float
     rejected: int = 0
-    dead_lettered: int = 0  # rows sent to quarantine after the step failed write_retries + 1 times
+    dead_lettered: int = 0  # rows sent to quarantine: the step proved them unwritable (RecordLevelFailure)
     error: str = ""  # the last failure, when the step was dead-lettered
     engine: str = "spark"  # "arrow": the step ran in the driver process (pyarrow + numpy), no Spark job
     id_files_merged: int = 0  # ID files of sealed intervals merged into one per interval after the commits
@@ -206,7 +209,8 @@ class ShardWriter:
         self.max_batch_bytes = cfg.dedupe.max_batch_bytes
         self.commit_min_bytes = cfg.dedupe.commit_min_bytes
         self.commit_max_wait_seconds = cfg.dedupe.commit_max_wait_seconds
-        self.write_retries = cfg.dedupe.write_retries
+        self.retry_policy = RetryPolicy(cfg.dedupe.retry_initial_seconds, cfg.dedupe.retry_max_delay_seconds,
+                                        cfg.dedupe.retry_total_seconds)
         self.arrow_max_bytes = cfg.dedupe.arrow_max_bytes
         self.routed_expire_files = cfg.dedupe.routed_expire_files
         self.quarantine_uri = cfg.table_uri(QUARANTINE)
@@ -292,40 +296,38 @@ class ShardWriter:
         todo = tuple(s for s in self.shards if progress[s] < routed_version)
         new_files = self._new_routed_files(todo, progress, routed_version)
         arrow = self._runs_in_driver(new_files)
-        batch = None if arrow else self._batch(new_files, routed_version)
-        for attempt in range(max(self.write_retries, 0) + 1):
-            try:
-                if batch is None:
-                    report = self._dedupe_and_commit_arrow(new_files, todo, routed_version, read_version, repaired,
-                                                           started)
-                else:
-                    report = self._dedupe_and_commit(batch, todo, routed_version, read_version, repaired, started)
-            except LakeshardError:
-                raise  # a deliberate, explained stop (a failed expectation, a bad table): not retried
-            except Exception as exc:
-                self.failures += 1
-                if self.write_retries < 0:
-                    raise
-                error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-                time.sleep(min(0.5 * 2**attempt, 5.0))
-                continue
-            # Both commits are in: merging sealed intervals' ID files and expiring consumed routed files is
-            # housekeeping, outside the retries (an error here is not the batch's; the next step goes on from
-            # the committed progress).
-            if not report.conflict:
-                self._consumed += len(new_files)
-                # Taken before merging: the merge's listing may seal more intervals, which the next step merges.
-                sealed, self._sealed = self._sealed, set()
-                merged = self.compact_ids(sealed) if sealed else 0
-                expired = (self.expire_routed() if self.routed_expire_files
-                           and self._consumed >= self.routed_expire_files else 0)
-                if merged or expired:
-                    report = dataclasses.replace(report, id_files_merged=merged, routed_files_expired=expired,
-                                                 seconds=time.perf_counter() - started)
-            return report
-        if batch is None:
-            batch = self._batch(new_files, routed_version)
-        return self._dead_letter(batch, todo, routed_version, error[:1000], started)
+        def attempt() -> WriteReport:
+            if arrow:
+                return self._dedupe_and_commit_arrow(new_files, todo, routed_version, read_version, repaired,
+                                                     started)
+            return self._dedupe_and_commit(self._batch(new_files, routed_version), todo, routed_version,
+                                           read_version, repaired, started)
+
+        try:
+            report = retry_step(attempt, self.retry_policy, shards=todo, routed_version=routed_version,
+                                on_fault=self._count_failure)
+        except RecordLevelFailure as exc:
+            return self._dead_letter(self._batch(new_files, routed_version), todo, routed_version,
+                                     exc.reason[:1000], started)
+        # Both commits are in: merging sealed intervals' ID files and expiring consumed routed files is
+        # housekeeping, outside the retries (an error here is not the batch's; the next step goes on from
+        # the committed progress).
+        if not report.conflict:
+            self._consumed += len(new_files)
+            # Taken before merging: the merge's listing may seal more intervals, which the next step merges.
+            sealed, self._sealed = self._sealed, set()
+            merged = self.compact_ids(sealed) if sealed else 0
+            expired = (self.expire_routed() if self.routed_expire_files
+                       and self._consumed >= self.routed_expire_files else 0)
+            if merged or expired:
+                report = dataclasses.replace(report, id_files_merged=merged, routed_files_expired=expired,
+                                             seconds=time.perf_counter() - started)
+        return report
+
+    def _count_failure(self, exc: BaseException) -> None:
+        """A failed attempt: the IDs cached for the step's shards may hold what it added before failing."""
+        self.failures += 1
+        self.cache.drop_shards(self.shards)
 
     def _runs_in_driver(self, files: Sequence[FileInfo]) -> bool:
         """Return whether a step over these routed files takes the driver-side (Arrow) path.
@@ -673,7 +675,8 @@ class ShardWriter:
 
     def _dead_letter(self, batch: DataFrame, todo: tuple[int, ...], routed_version: int, error: str,
                      started: float) -> WriteReport:
-        """Send a batch that kept failing to ``quarantine`` with the error, then commit the progress past it.
+        """Send a batch whose rows cannot be written (a record-level failure) to ``quarantine`` with the reason,
+        then commit the progress past it.
 
         Two commits, each idempotent: the quarantine append carries ``dead-letter/<shard>`` → the routed version,
         and a writer that finds it ahead of its progress (a crash between the two) finishes the job
@@ -686,7 +689,7 @@ class ShardWriter:
         rows_in = batch.count()
         if all(progress[s] >= routed_version for s in todo):  # a failed attempt committed after all
             return self._empty_report(todo, routed_version, rows_in, started, conflict=True)
-        reason = f"{WRITE_FAILED}: shard writer gave up after {self.write_retries + 1} attempts: {error}"
+        reason = f"{WRITE_FAILED}: {error}"
         raw = F.to_json(F.struct(*[F.col(f.name) for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE]))
         letters = batch.select(
             F.substring(raw, 1, QUARANTINE_RAW_LIMIT_BYTES).alias("raw"),

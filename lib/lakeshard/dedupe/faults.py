@@ -1,0 +1,126 @@
+"""What a shard writer does when a step fails: faults are retried with exponential backoff, never turned into data.
+
+A step can fail for two kinds of reasons. An *infrastructure fault* — an I/O or storage error, a
+:class:`~lakeshard.errors.TableStoreError`, a ``MemoryError``, a Spark or py4j error, anything not proven to be
+about specific rows — says nothing about the events: the step is retried after a delay that doubles each time
+(:class:`RetryPolicy`), and when the time budget is spent the run stops with :class:`WriterStepFailed`, naming
+the shards, the routed version and the cause. Nothing of the batch is committed or quarantined, so the
+committed progress stays where it was and a later run, with the fault gone, writes the batch exactly once.
+
+A *record-level failure* is one a row causes by itself: :class:`RecordLevelFailure`, raised by code that proved
+which rows cannot be written. Only those rows may go to the dead-letter table. A deliberate stop (another
+:class:`~lakeshard.errors.LakeshardError`, e.g. a failed expectation) is raised at once, not retried.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from lakeshard.errors import ConfigError, LakeshardError, TableStoreError
+
+__all__ = ["RecordLevelFailure", "RetryPolicy", "WriterStepFailed", "is_infrastructure_fault", "retry_step"]
+
+T = TypeVar("T")
+
+
+class WriterStepFailed(LakeshardError):
+    """A shard writer step kept failing on an infrastructure fault; nothing of its batch was committed.
+
+    Attributes:
+        shards: the shards the step wrote.
+        routed_version: the routed version it was consuming.
+        attempts: how many times it was tried.
+        seconds: how long the attempts and the waits between them took.
+        cause: the last error, as ``Type: first line``.
+    """
+
+    def __init__(self, shards: Sequence[int], routed_version: int, attempts: int, seconds: float,
+                 cause: str) -> None:
+        self.shards = tuple(shards)
+        self.routed_version = routed_version
+        self.attempts = attempts
+        self.seconds = seconds
+        self.cause = cause
+        super().__init__(
+            f"shard writer for shards {list(self.shards)} could not commit routed version {routed_version}: "
+            f"{attempts} attempts over {seconds:.1f} s failed, the last with {cause}. Nothing of this batch was "
+            f"committed or quarantined and the shards' progress is unchanged; fix the cause and run again "
+            f"(dedupe.retry_total_seconds sets how long a step keeps retrying)."
+        )
+
+
+class RecordLevelFailure(LakeshardError):
+    """Specific rows of a step cannot be written as such (proven row by row); only they may be dead-lettered.
+
+    Attributes:
+        reason: why those rows cannot be written.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff of a failing step: ``initial_seconds``, doubling up to ``max_delay_seconds``,
+    until ``total_seconds`` have passed since the first attempt (then one last attempt is not made)."""
+
+    initial_seconds: float = 0.5
+    max_delay_seconds: float = 10.0
+    total_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.initial_seconds < 0 or self.max_delay_seconds < 0 or self.total_seconds < 0:
+            raise ConfigError("dedupe.retry_initial_seconds, retry_max_delay_seconds and retry_total_seconds must "
+                              f"not be negative, found {self.initial_seconds}, {self.max_delay_seconds} and "
+                              f"{self.total_seconds}")
+
+    def delays(self, elapsed: Callable[[], float]) -> Iterator[float]:
+        """Yield the wait before each retry; stop when the next wait would end past the time budget."""
+        delay = self.initial_seconds
+        while elapsed() + delay <= self.total_seconds:
+            yield delay
+            delay = min(max(delay * 2, 0.001), self.max_delay_seconds)
+
+
+def is_infrastructure_fault(exc: BaseException) -> bool:
+    """Return whether a step's error is retried as an infrastructure fault (see the module's docstring).
+
+    Storage errors of the store (:class:`~lakeshard.errors.TableStoreError`) are; other lakeshard errors are
+    deliberate stops, and a :class:`RecordLevelFailure` is about rows; ``BaseException``\\s that are not
+    ``Exception``\\s (a crash, an interrupt) are never caught.
+    """
+    if isinstance(exc, TableStoreError):
+        return True
+    return isinstance(exc, Exception) and not isinstance(exc, LakeshardError)
+
+
+def retry_step(attempt: Callable[[], T], policy: RetryPolicy, *, shards: Sequence[int], routed_version: int,
+               on_fault: Callable[[BaseException], None] = lambda exc: None,
+               sleep: Callable[[float], None] = time.sleep) -> T:
+    """Return ``attempt()``'s result, retrying it on infrastructure faults with the policy's backoff.
+
+    Raises:
+        WriterStepFailed: the faults outlasted ``policy.total_seconds``; raised from the last one.
+    """
+    started = time.monotonic()
+    attempts = 0
+    waits = policy.delays(lambda: time.monotonic() - started)
+    while True:
+        attempts += 1
+        try:
+            return attempt()
+        except Exception as exc:
+            if not is_infrastructure_fault(exc):
+                raise
+            on_fault(exc)
+            delay = next(waits, None)
+            if delay is None:
+                cause = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:500]}"
+                raise WriterStepFailed(shards, routed_version, attempts, time.monotonic() - started,
+                                       cause) from exc
+            sleep(delay)
