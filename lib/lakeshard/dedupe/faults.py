@@ -7,8 +7,10 @@ about specific rows — says nothing about the events: the step is retried after
 the shards, the routed version and the cause. Nothing of the batch is committed or quarantined, so the
 committed progress stays where it was and a later run, with the fault gone, writes the batch exactly once.
 
-A *record-level failure* is one a row causes by itself: :class:`RecordLevelFailure`, raised by code that proved
-which rows cannot be written. Only those rows may go to the dead-letter table. A deliberate stop (another
+A *record-level failure* is one a row causes by itself: when writing a step's files fails, the writer writes
+the same rows again to a scratch directory, bisecting (:func:`unwritable_rows`); rows that fail alone while
+the rest writes are record-level (:class:`RecordLevelFailure`), and only they go to the dead-letter table.
+Anything else (the whole batch fails, no row fails alone) is an infrastructure fault. A deliberate stop (another
 :class:`~lakeshard.errors.LakeshardError`, e.g. a failed expectation) is raised at once, not retried.
 """
 
@@ -17,11 +19,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from lakeshard.errors import ConfigError, LakeshardError, TableStoreError
 
-__all__ = ["RecordLevelFailure", "RetryPolicy", "WriterStepFailed", "is_infrastructure_fault", "retry_step"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "RecordLevelFailure", "RetryPolicy", "WriterStepFailed", "is_infrastructure_fault", "record_level_failure",
+    "retry_step", "unwritable_rows",
+]
 
 T = TypeVar("T")
 
@@ -57,11 +65,57 @@ class RecordLevelFailure(LakeshardError):
 
     Attributes:
         reason: why those rows cannot be written.
+        keys: the ``(tenant_id, event_id, ts)`` of those rows; empty: every row of the step.
     """
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, keys: Sequence[tuple[object, ...]] = ()) -> None:
         self.reason = reason
+        self.keys = tuple(keys)
         super().__init__(reason)
+
+
+def unwritable_rows(rows: pa.Table, write: Callable[[pa.Table], None]) -> list[int]:
+    """Return the indices of the rows that ``write`` fails on by themselves while the other rows write.
+
+    Bisection: a slice that fails is split until single rows remain. Empty when the whole table writes, when
+    no single row fails (the failure is about the batch, e.g. its size), when every row fails alone, or when
+    the rows left without the failing ones still fail: then it is not about rows.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    def failing(start: int, stop: int) -> list[int]:
+        try:
+            write(rows.slice(start, stop - start))
+            return []
+        except Exception:
+            if stop - start == 1:
+                return [start]
+            middle = (start + stop) // 2
+            return failing(start, middle) + failing(middle, stop)
+
+    found = failing(0, rows.num_rows) if rows.num_rows else []
+    if not found or len(found) == rows.num_rows:
+        return []
+    keep = np.ones(rows.num_rows, dtype=bool)
+    keep[found] = False
+    try:
+        write(rows.filter(pa.array(keep)))
+    except Exception:
+        return []
+    return found
+
+
+def record_level_failure(rows: pa.Table, error: Exception, write: Callable[[pa.Table], None]) -> Exception:
+    """Return a :class:`RecordLevelFailure` naming the rows ``write`` proves unwritable (see
+    :func:`unwritable_rows`), or ``error`` itself when the failure is not about specific rows."""
+    bad = unwritable_rows(rows, write)
+    if not bad:
+        return error
+    keys = rows.select(["tenant_id", "event_id", "ts"]).take(bad).to_pylist()
+    cause = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:500]}"
+    return RecordLevelFailure(f"row cannot be written: {cause}",
+                              [(k["tenant_id"], k["event_id"], k["ts"]) for k in keys])
 
 
 @dataclass(frozen=True)
@@ -124,3 +178,42 @@ def retry_step(attempt: Callable[[], T], policy: RetryPolicy, *, shards: Sequenc
                 raise WriterStepFailed(shards, routed_version, attempts, time.monotonic() - started,
                                        cause) from exc
             sleep(delay)
+
+
+def write_or_blame(rows: pa.Table, target: str, write: Callable[[pa.Table, str], None]) -> None:
+    """Write ``rows`` under ``target`` with ``write``; when that fails, raise the :class:`RecordLevelFailure` of
+    the rows that fail alone (written again, bisected, to a local scratch directory), else the error itself."""
+    import itertools
+    import tempfile
+
+    try:
+        write(rows, target)
+    except Exception as exc:
+        with tempfile.TemporaryDirectory(prefix="lakeshard-probe-") as scratch:
+            n = itertools.count()
+            failure = record_level_failure(rows, exc, lambda part: write(part, f"{scratch}/{next(n)}"))
+        if failure is exc:
+            raise
+        raise failure from exc
+
+
+def dead_letter_arrow(rows: pa.Table, reason: str, category: str) -> pa.Table:
+    """Return quarantine rows (``lakeshard.landing.schema.QUARANTINE_SCHEMA``) for events given as Arrow rows:
+    each event as JSON in ``raw`` (cut to the quarantine's limit), with the reason."""
+    import json
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+
+    from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES
+
+    raws = [json.dumps(r, default=str, ensure_ascii=False) for r in rows.to_pylist()]
+    now = datetime.now(UTC)
+    return pa.table({
+        "raw": [r.encode()[:QUARANTINE_RAW_LIMIT_BYTES].decode(errors="ignore") for r in raws],
+        "raw_truncated": [len(r.encode()) > QUARANTINE_RAW_LIMIT_BYTES for r in raws],
+        "size_bytes": pa.array([len(r.encode()) for r in raws], pa.int32()),
+        "reason": [f"{category}: {reason}"] * len(raws), "category": [category] * len(raws),
+        "source_file": pa.nulls(len(raws), pa.string()), "line_number": pa.nulls(len(raws), pa.int64()),
+        "quarantined_at": pa.array([now] * len(raws), pa.timestamp("us", tz="UTC")),
+    })
