@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from lakeshard.buckets import Completionist
@@ -132,3 +136,40 @@ def test_a_writer_that_read_open_and_commits_between_the_closing_check_and_the_f
     assert acme.rows == 11  # the on-time five and the racing six, all in the checksum
     assert closer.verify() == []
     assert _exactly_once(store, cfg) == 16
+
+
+@pytest.mark.slow
+def test_a_writer_process_and_a_completionist_process_racing_never_change_a_closed_bucket(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    """A completionist process closes buckets in a loop while this process keeps routing and writing events of
+    the same hours: every closed bucket keeps its checksum, every event is in ``events`` once."""
+    cfg = _lakehouse(spark, store, tmp_path)
+    stop = tmp_path / "stop"
+    closer = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("_close_in_loop.py")), cfg.lakehouse, cfg.landing, str(stop)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    hours = [hour_of(NOW - timedelta(hours=n)) for n in (5, 4, 3)]
+    writer = ShardWriter(spark, store, cfg, [0, 1])
+    sent = 16
+    try:
+        for i in range(14):
+            hour = hours[i % len(hours)]
+            _landing_file(Path(cfg.landing), f"round-{i}", "acme", hour, 4, f"round-{i}")
+            sent += 4
+            Router(spark, store, cfg).run()
+            writer.run()
+        # The stream quiet, the completionist gets to close what it could not close mid-race.
+        for _ in range(120):
+            if Completionist(spark, store, cfg).closed_buckets():
+                break
+            time.sleep(1)
+    finally:
+        stop.touch()
+        out, err = closer.communicate(timeout=300)
+    assert closer.returncode == 0, err[-3000:]
+    assert int(out.split()[-1]) > 0  # the completionist really closed buckets
+    states = Completionist(spark, store, cfg).states()
+    assert any(s.state == "closed" for s in states.values())
+    assert Completionist(spark, store, cfg).verify() == []
+    assert _exactly_once(store, cfg) == sent

@@ -355,31 +355,52 @@ class Completionist:
 
     def _close(self, closing: Sequence[BucketState], buckets_version: int
                ) -> tuple[list[BucketState], int | None, list[BucketCheck]]:
-        """Return the buckets closed (checked again at a fresh ``events`` version, fenced, committed as closed),
-        the ``buckets`` version that closed them (None: none closed) and the checks that failed.
+        """Return the buckets closed (checked at a fresh ``events`` version, fenced, committed as closed), the
+        ``buckets`` version that closed them (None: none closed) and the checks that failed.
 
-        A fence that fails (a writer committed after the check) makes the check stale: it is done again at the
-        newer version, a few times; buckets still not closed stay ``closing`` for the next run.
+        The fence is prepared at the newest ``events`` version whose commits since the check changed none of
+        the checked buckets (writers keep committing to other buckets meanwhile: their commits only move the
+        fence's read version). A commit that changed a checked bucket makes the check stale: it is done again,
+        a few times per run; buckets still not closed stay ``closing`` for the next run.
         """
         from lakeshard.buckets.fence import fence_writers
 
         for _ in range(_FENCE_ATTEMPTS):
-            version, _, files = self.observe()
+            checked, _, files = self.observe()
             checks = check_buckets(self.store, self.events_uri,
                                    {(s.tenant_id, s.hour): files.get((s.tenant_id, s.hour), []) for s in closing})
             refused = [c for c in checks.values() if c.problem]
             good = [dataclasses.replace(s, rows=c.rows, distinct_keys=c.distinct_keys, checksum=c.checksum,
-                                        events_version=version)
+                                        events_version=checked)
                     for s in closing if not (c := checks[(s.tenant_id, s.hour)]).problem]
             if not good:
                 return [], None, refused
-            self._before_commit("fence")
-            fenced = fence_writers(self.store, self.events_uri, self._writer_shards(), read_version=version,
-                                   fence_version=buckets_version, closing=[f"{s.tenant_id}/{s.hour}" for s in good])
-            if fenced is not None:
-                committed = self._commit(good, buckets_version)
-                return (good, committed, refused) if committed is not None else ([], None, refused)
+            buckets = {(s.tenant_id, s.hour) for s in good}
+            for _ in range(_FENCE_ATTEMPTS * 4):
+                latest = self.store.version(self.events_uri)
+                if self._changed_since(checked, latest, buckets):
+                    break  # a writer committed into a checked bucket: check again
+                self._before_commit("fence")
+                fenced = fence_writers(self.store, self.events_uri, self._writer_shards(), read_version=latest,
+                                       fence_version=buckets_version,
+                                       closing=[f"{s.tenant_id}/{s.hour}" for s in good])
+                if fenced is not None:
+                    committed = self._commit(good, buckets_version)
+                    return (good, committed, refused) if committed is not None else ([], None, refused)
         return [], None, []
+
+    def _changed_since(self, checked: int, latest: int, buckets: set[Bucket]) -> bool:
+        """Return whether a commit after ``checked`` up to ``latest`` changed the rows of one of ``buckets``
+        (a data-changing add or remove in its partition; compaction's rewrites keep the rows)."""
+        if latest <= checked:
+            return False
+        for entry in self.store.log_entries(self.events_uri, start=checked + 1, end=latest):
+            for change in entry.changes:
+                values = change.file.partition_values
+                where = (values.get("tenant_id"), values.get("hour"))
+                if change.data_change and (where in buckets or (change.action == "remove" and None in where)):
+                    return True
+        return False
 
     def _writer_shards(self) -> set[int]:
         """Return every shard a writer may commit to ``events`` for: the configured ones and any routed to."""
