@@ -198,3 +198,30 @@ def test_a_write_that_fails_for_every_row_is_a_fault_not_bad_data(
     with pytest.raises(WriterStepFailed, match="No space left on device"):
         ShardWriter(spark, store, cfg, [0, 1]).run()
     assert _quarantined(store, cfg) == 0
+
+
+def test_bisection_names_only_rows_that_fail_alone() -> None:
+    import pyarrow as pa
+
+    from lakeshard.dedupe.faults import unwritable_rows
+
+    rows = pa.table({"event_id": [f"e{i}" for i in range(37)]})
+
+    def refuses(bad: set[str]) -> Callable[[pa.Table], None]:
+        def write(part: pa.Table) -> None:
+            if set(part.column("event_id").to_pylist()) & bad:
+                raise ValueError("refused")
+        return write
+
+    assert unwritable_rows(rows, refuses({"e3", "e30"})) == [3, 30]
+    assert unwritable_rows(rows, refuses(set())) == []
+
+    def everything_fails(part: pa.Table) -> None:
+        raise OSError("disk gone")
+
+    def too_big(part: pa.Table) -> None:
+        if part.num_rows > 10:
+            raise MemoryError("batch too big")
+
+    assert unwritable_rows(rows, everything_fails) == []  # not about rows
+    assert unwritable_rows(rows, too_big) == []  # no row fails alone: about the batch
