@@ -17,18 +17,20 @@ Anything else (the whole batch fails, no row fails alone) is an infrastructure f
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from lakeshard.errors import ConfigError, LakeshardError, TableStoreError
+from lakeshard.lake import AppTransaction, FileInfo, TableStore
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "RecordLevelFailure", "RetryPolicy", "WriterStepFailed", "is_infrastructure_fault", "record_level_failure",
-    "retry_step", "unwritable_rows",
+    "RecordLevelFailure", "RetryPolicy", "WriterStepFailed", "dead_letter_arrow", "event_keys",
+    "is_infrastructure_fault", "quarantine_rows", "record_level_failure", "retry_step", "unwritable_rows",
+    "write_or_blame",
 ]
 
 T = TypeVar("T")
@@ -195,6 +197,34 @@ def write_or_blame(rows: pa.Table, target: str, write: Callable[[pa.Table, str],
         if failure is exc:
             raise
         raise failure from exc
+
+
+def event_keys(rows: pa.Table) -> list[tuple[object, ...]]:
+    """Return each row's event key ``(tenant_id, event_id, ts)`` as Python values."""
+    return [(r["tenant_id"], r["event_id"], r["ts"]) for r in rows.select(["tenant_id", "event_id", "ts"]).to_pylist()]
+
+
+def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequence[FileInfo],
+                    unwritable: Mapping[tuple[object, ...], str], shards: Sequence[int], routed_version: int) -> int:
+    """Commit the rows of ``files`` (a step's routed files) whose keys are ``unwritable`` to ``quarantine`` with
+    their reason, once (app transactions ``dead-letter-rows/<shard>`` → ``routed_version``: a step redone after
+    a crash finds the same rows and commits nothing); return how many rows that is."""
+    import pyarrow as pa
+
+    from lakeshard.landing.reasons import WRITE_FAILED
+    from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+
+    columns = [f.name for f in EVENT_SCHEMA.fields if f.name not in ("source_file", "line_number")]
+    rows = store.read_arrow(routed, files, columns=columns)
+    rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
+    reasons = [unwritable[k] for k in event_keys(rows)]
+    store.create(quarantine, QUARANTINE_SCHEMA,
+                 description="records that broke the format or could not be written, with the reason")
+    store.append_arrow(quarantine, dead_letter_arrow(rows, reasons[0] if reasons else "", WRITE_FAILED),
+                       app_transactions=[AppTransaction(f"dead-letter-rows/{s}", routed_version) for s in shards],
+                       metadata={"dead_letter_rows": rows.num_rows, "shards": list(shards),
+                                 "routed_version": routed_version})
+    return int(rows.num_rows)
 
 
 def dead_letter_arrow(rows: pa.Table, reason: str, category: str) -> pa.Table:

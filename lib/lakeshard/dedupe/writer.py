@@ -67,7 +67,14 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
-from lakeshard.dedupe.faults import RecordLevelFailure, RetryPolicy, dead_letter_arrow, retry_step, write_or_blame
+from lakeshard.dedupe.faults import (
+    RecordLevelFailure,
+    RetryPolicy,
+    event_keys,
+    quarantine_rows,
+    retry_step,
+    write_or_blame,
+)
 from lakeshard.errors import CommitConflict, TableStoreError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, CommitInfo, FileInfo, TableStore
 from lakeshard.lake.datafiles import NO_STATS
@@ -317,7 +324,9 @@ class ShardWriter:
                 # Those rows go to quarantine first (a crash then redoes the step, finding the same rows); the
                 # step is done again without them.
                 self._excluded.update(dict.fromkeys(exc.keys, exc.reason[:1000]))
-                lettered = self._dead_letter_rows(new_files, todo, routed_version)
+                self._before_commit("dead-letter-rows")
+                lettered = quarantine_rows(self.store, self.routed_uri, self.quarantine_uri, new_files,
+                                           self._excluded, todo, routed_version)
         if self._excluded:
             report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
                                          error=next(iter(self._excluded.values())))
@@ -335,25 +344,6 @@ class ShardWriter:
                 report = dataclasses.replace(report, id_files_merged=merged, routed_files_expired=expired,
                                              seconds=time.perf_counter() - started)
         return report
-
-    def _dead_letter_rows(self, files: Sequence[FileInfo], todo: tuple[int, ...], routed_version: int) -> int:
-        """Commit the routed rows of this step proven unwritable to ``quarantine``, once (app transactions
-        ``dead-letter-rows/<shard>`` → the routed version); return how many rows that is."""
-        import pyarrow as pa
-
-        columns = [f.name for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE]
-        rows = self.store.read_arrow(self.routed_uri, files, columns=columns)
-        rows = rows.filter(pa.array([k in self._excluded for k in _keys(rows)], pa.bool_()))
-        reasons = [self._excluded[k] for k in _keys(rows)]
-        letters = dead_letter_arrow(rows, reasons[0] if reasons else "", WRITE_FAILED)
-        self.store.create(self.quarantine_uri, QUARANTINE_SCHEMA,
-                          description="records that broke the format or could not be written, with the reason")
-        self._before_commit("dead-letter-rows")
-        txns = [AppTransaction(f"dead-letter-rows/{s}", routed_version) for s in todo]
-        self.store.append_arrow(self.quarantine_uri, letters, app_transactions=txns,
-                                metadata={"dead_letter_rows": rows.num_rows, "shards": list(todo),
-                                          "routed_version": routed_version})
-        return int(rows.num_rows)
 
     def _count_failure(self, exc: BaseException) -> None:
         """A failed attempt: the IDs cached for the step's shards may hold what it added before failing."""
@@ -612,7 +602,7 @@ class ShardWriter:
         columns = [f.name for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE]
         rows = self.store.read_arrow(self.routed_uri, files, columns=[*columns, "shard"])
         if self._excluded:  # rows proven unwritable, dead-lettered already
-            rows = rows.filter(pa.array([k not in self._excluded for k in _keys(rows)], pa.bool_()))
+            rows = rows.filter(pa.array([k not in self._excluded for k in event_keys(rows)], pa.bool_()))
         own = _hours(rows.column("ts"))
         hour, late = assign_buckets_arrow(rows.column("tenant_id"), own, self._closed_buckets(), now=self._clock())
         return (rows.append_column("routed_version", pa.array(np.full(rows.num_rows, routed_version, np.int64)))
@@ -962,11 +952,6 @@ def _hours(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     text = [(epoch + timedelta(hours=int(h))).strftime(_HOUR_FORMAT) for h in distinct]
     return pc.take(pa.array(text, pa.string()), pa.array(index.reshape(-1)))
-
-
-def _keys(rows: pa.Table) -> list[tuple[object, ...]]:
-    """Return each row's event key ``(tenant_id, event_id, ts)`` as Python values."""
-    return [(r["tenant_id"], r["event_id"], r["ts"]) for r in rows.select(KEY).to_pylist()]
 
 
 def _interval_of(f: FileInfo) -> Interval:
