@@ -29,8 +29,9 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
   one commit), so a writer that fell far behind catches up in bounded slices.
 * **Faults are not bad data** (:mod:`lakeshard.dedupe.faults`): a step failing on an infrastructure fault is
   retried with exponential backoff for ``dedupe.retry_total_seconds``, then the run stops with
-  :class:`~lakeshard.dedupe.faults.WriterStepFailed`, progress unchanged. Only a
-  :class:`~lakeshard.dedupe.faults.RecordLevelFailure` sends the batch's rows to ``quarantine``.
+  :class:`~lakeshard.dedupe.faults.WriterStepFailed`, progress unchanged. Only rows proven unwritable (a failed
+  write bisected in a scratch directory: rows that fail alone while the rest writes) go to ``quarantine``,
+  before the step is done again without them.
 
 * **Two execution paths, one result.** A step whose new routed files hold at most
   ``dedupe.arrow_max_bytes`` (default 64 MiB) runs in the driver process: pyarrow reads the files, numpy
