@@ -141,10 +141,13 @@ class DedupeConfig:
     # Memory gate on intake: one writer step takes routed commits only up to this many Parquet bytes (at least
     # one commit, whatever its size); the rest waits for the next step.
     max_batch_bytes: int = 256 * 1024 * 1024
-    # A step that fails (other than by losing a commit race) is retried this many times; then its rows go to
-    # the quarantine table as dead letters (category "write_failed", with the error) and the writer moves on.
-    # A negative value never dead-letters: the error is raised instead.
-    write_retries: int = 2
+    # A step that fails on an infrastructure fault (storage, I/O, memory, Spark) is retried after
+    # retry_initial_seconds, the wait doubling up to retry_max_delay_seconds, for retry_total_seconds in all;
+    # then the run stops with an error naming the shards and the routed version, nothing of the batch committed
+    # or quarantined (lakeshard.dedupe.faults). Only rows proven unwritable by themselves are dead-lettered.
+    retry_initial_seconds: float = 0.5
+    retry_max_delay_seconds: float = 10.0
+    retry_total_seconds: float = 60.0
     # A writer step whose new routed files hold at most this many Parquet bytes runs in the driver process
     # (pyarrow + numpy: read, hash, dedupe, sort, write Parquet, commit) instead of as Spark jobs, whose fixed
     # cost dominates a micro-batch (an expectation gate's checks still run on Spark); bigger steps use Spark. Both paths

@@ -111,7 +111,8 @@ def test_two_completionists_deciding_from_the_same_state_close_each_bucket_once(
     a.ensure_table()
     read_version = store.version(a.uri)
     report = a.run()
-    assert report.committed_version == read_version + 1 and len(report.closed) == 1
+    # A close is two commits: "closing" (read_version + 1), then "closed" after the fence (read_version + 2).
+    assert report.committed_version == read_version + 2 and len(report.closed) == 1
     # A second completionist that read the same buckets version carries the same app transaction: it loses.
     b = Completionist(spark, store, cfg, quiet=QUIET, grace=GRACE, clock=clock)
     assert b._commit(report.closed, read_version) is None

@@ -363,25 +363,28 @@ def test_the_memory_gate_takes_routed_commits_in_slices_of_at_most_max_batch_byt
     _exactly_once(spark, store, cfg, str(landing))
 
 
-def test_a_batch_that_keeps_failing_is_dead_lettered_once_and_the_writer_moves_on(
+def test_a_batch_whose_rows_cannot_be_written_is_dead_lettered_once_and_the_writer_moves_on(
     spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest]
 ) -> None:
+    """Only a record-level failure (rows proven unwritable) dead-letters; infrastructure faults never do
+    (tests/dedupe/test_faults.py)."""
+    from lakeshard.dedupe.faults import RecordLevelFailure
+
     cfg, _, _ = routed
-    cfg = load_config(overrides={"lakehouse": cfg.lakehouse, "routing": {"total_shards": SHARDS},
-                                 "dedupe": {"write_retries": 1}}, env={})
+    cfg = load_config(overrides={"lakehouse": cfg.lakehouse, "routing": {"total_shards": SHARDS}}, env={})
     attempts, crashed = [], [False]
 
-    def failing_disk_then_a_crash(table: str) -> None:
+    def unwritable_rows_then_a_crash(table: str) -> None:
         if table == EVENTS:
             attempts.append(table)
-            raise RuntimeError("disk on fire")
+            raise RecordLevelFailure("RecordLevelFailure: rows too odd to write")
         if table == "dead-letter-progress" and not crashed[0]:
             crashed[0] = True
             raise Crash("killed between the dead-letter commit and the progress commit")
 
     with pytest.raises(Crash):
-        ShardWriter(spark, store, cfg, [0, 1], before_commit=failing_disk_then_a_crash).step()
-    assert len(attempts) == 2  # the first try and one retry
+        ShardWriter(spark, store, cfg, [0, 1], before_commit=unwritable_rows_then_a_crash).step()
+    assert len(attempts) == 1  # a record-level failure is not retried
     restarted = ShardWriter(spark, store, cfg, [0, 1])
     assert restarted.step() is None  # it finished the dead-lettering: the batch is not written after all
     assert restarted.progress() == {0: store.version(cfg.table_uri(ROUTED)), 1: store.version(cfg.table_uri(ROUTED))}
@@ -389,7 +392,7 @@ def test_a_batch_that_keeps_failing_is_dead_lettered_once_and_the_writer_moves_o
     routed_rows = store.read(cfg.table_uri(ROUTED)).where("shard IN (0, 1)").count()
     letters = store.read(cfg.table_uri(QUARANTINE)).where(f"category = '{WRITE_FAILED}'")
     assert letters.count() == routed_rows > 0  # each row once, although the first process died midway
-    assert letters.where("reason LIKE '%RuntimeError: disk on fire%' AND raw LIKE '{%event_id%'").count() == routed_rows
+    assert letters.where("reason LIKE '%rows too odd to write%' AND raw LIKE '{%event_id%'").count() == routed_rows
     assert store.read(cfg.table_uri(EVENTS)).where("shard IN (0, 1)").count() == 0
     others = ShardWriter(spark, store, cfg, [2, 3]).run()  # the other shards are not held back
     assert sum(r.written for r in others) > 0

@@ -11,12 +11,21 @@ promise. A bucket failing it stays open, with the problem as its reason. The che
 bucket's checksum — an order-independent sum of a 64-bit hash of every row — recorded with the
 closure, so anyone can later prove a closed bucket never changed (:meth:`Completionist.verify`).
 
-Two completionists at once are safe: each commit carries the app transaction ``completionist`` →
+Closing races the shard writers, whose commits go to another table. A close therefore takes three steps:
+the bucket is first committed as ``closing`` (writers treat it as closed from then on: its late rows go to
+the open bucket), then checked at the ``events`` version ``V`` read after that, then fenced
+(:mod:`lakeshard.buckets.fence`: a no-data ``events`` commit at ``V`` carrying every writer's progress, which
+fails if a writer committed after ``V`` and makes a writer that read "open" before the close lose its commit),
+and only then committed as ``closed`` with the checksum. A fence that fails leaves the bucket ``closing``; the
+next run checks it again.
+
+Two completionists at once are safe: each ``buckets`` commit carries the app transaction ``completionist`` →
 (``buckets`` version read + 1), the allocator's consensus; the loser's run commits nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -53,7 +62,8 @@ COMPLETIONIST_APP_ID = "completionist"
 BUCKETS_SCHEMA = StructType([
     StructField("tenant_id", StringType(), False),
     StructField("hour", StringType(), False),
-    StructField("state", StringType(), False),  # "open" (first seen) or "closed" (final)
+    # "open" (first seen), "closing" (checked and being fenced: writers treat it as closed) or "closed" (final)
+    StructField("state", StringType(), False),
     StructField("decided_at", TimestampType(), False),
     StructField("reason", StringType(), False),
     StructField("rows", LongType(), True),
@@ -63,6 +73,8 @@ BUCKETS_SCHEMA = StructType([
     StructField("events_version", LongType(), True),  # the events version the closing check read
 ])
 _KEY = ("tenant_id", "event_id", "ts")
+_RANK = {"open": 0, "closing": 1, "closed": 2}  # a bucket's rows: the furthest state is its state
+_FENCE_ATTEMPTS = 3  # checks of the closing buckets per run, each at a newer events version
 
 
 class BucketsError(LakeshardError):
@@ -169,6 +181,7 @@ class Completionist:
         quiet: timedelta = timedelta(minutes=10),
         grace: timedelta = timedelta(minutes=15),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        before_commit: Callable[[str], None] | None = None,
     ) -> None:
         from lakeshard.dedupe.writer import EVENTS
         from lakeshard.routing.router import LANDING_BATCHES, ROUTED
@@ -181,6 +194,8 @@ class Completionist:
         self.quiet = quiet
         self.grace = grace
         self._clock = clock
+        # Called with "fence" right before the closing fence is committed (tests interleave writers there).
+        self._before_commit = before_commit or (lambda step: None)
         self.uri = cfg.table_uri(BUCKETS)
         self.events_uri = cfg.table_uri(EVENTS)
         self.routed_uri = cfg.table_uri(ROUTED)
@@ -192,7 +207,7 @@ class Completionist:
 
     # ------------------------------------------------------------------------------------- state
     def states(self, version: int | None = None) -> dict[Bucket, BucketState]:
-        """Return each known bucket's current state (a closed row wins over the open one)."""
+        """Return each known bucket's current state (a closed row wins over a closing one, which wins over open)."""
         self.ensure_table()
         cols = ["tenant_id", "hour", "state", "unix_micros(decided_at) AS decided_us", "reason", "rows",
                 "distinct_keys", "checksum", "unix_micros(newest_file_at) AS newest_us", "events_version"]
@@ -200,13 +215,14 @@ class Completionist:
         for r in self.store.read(self.uri, version=version).selectExpr(*cols).collect():
             s = _state_from_row(r)
             key = (s.tenant_id, s.hour)
-            if key not in out or (out[key].state == "open" and s.state == "closed"):
+            if key not in out or _RANK.get(s.state, 0) > _RANK.get(out[key].state, 0):
                 out[key] = s
         return out
 
     def closed(self) -> set[Bucket]:
-        """Return the closed ``(tenant_id, hour)`` buckets (what :func:`~lakeshard.buckets.assign_buckets` takes)."""
-        return {k for k, s in self.states().items() if s.state == "closed"}
+        """Return the ``(tenant_id, hour)`` buckets writers must not write into: closed or closing (what
+        :func:`~lakeshard.buckets.assign_buckets` takes)."""
+        return {k for k, s in self.states().items() if s.state in ("closed", "closing")}
 
     def closed_buckets(self, since: datetime | None = None) -> list[BucketState]:
         """Return the buckets closed at or after ``since`` (all when None), in closing order.
@@ -320,9 +336,72 @@ class Completionist:
         closed_now = [s for s in new_states if s.state == "closed"]
         if not apply or not new_states:
             return CompletionReport(now, backlog, decisions, closed_now if apply else [], failed)
-        committed = self._commit(new_states, read_version)
-        return CompletionReport(now, backlog, decisions, closed_now if committed is not None else [], failed,
-                                committed)
+        # First "closing" (writers stop writing into these buckets), then the check and fence, then "closed".
+        marked = [dataclasses.replace(s, state="closing", rows=None, distinct_keys=None, checksum=None,
+                                      events_version=None) if s.state == "closed" else s for s in new_states]
+        committed = self._commit(marked, read_version)
+        if committed is None or not closed_now:
+            return CompletionReport(now, backlog, decisions, [], failed, committed)
+        closed_now, version_closed, refused = self._close(closed_now, committed)
+        return CompletionReport(now, backlog, decisions, closed_now, failed + refused,
+                                committed if version_closed is None else version_closed)
+
+    def _close(self, closing: Sequence[BucketState], buckets_version: int
+               ) -> tuple[list[BucketState], int | None, list[BucketCheck]]:
+        """Return the buckets closed (checked at a fresh ``events`` version, fenced, committed as closed), the
+        ``buckets`` version that closed them (None: none closed) and the checks that failed.
+
+        The fence is prepared at the newest ``events`` version whose commits since the check changed none of
+        the checked buckets (writers keep committing to other buckets meanwhile: their commits only move the
+        fence's read version). A commit that changed a checked bucket makes the check stale: it is done again,
+        a few times per run; buckets still not closed stay ``closing`` for the next run.
+        """
+        from lakeshard.buckets.fence import fence_writers
+
+        for _ in range(_FENCE_ATTEMPTS):
+            checked, _, files = self.observe()
+            checks = check_buckets(self.store, self.events_uri,
+                                   {(s.tenant_id, s.hour): files.get((s.tenant_id, s.hour), []) for s in closing})
+            refused = [c for c in checks.values() if c.problem]
+            good = [dataclasses.replace(s, rows=c.rows, distinct_keys=c.distinct_keys, checksum=c.checksum,
+                                        events_version=checked)
+                    for s in closing if not (c := checks[(s.tenant_id, s.hour)]).problem]
+            if not good:
+                return [], None, refused
+            buckets = {(s.tenant_id, s.hour) for s in good}
+            for _ in range(_FENCE_ATTEMPTS * 4):
+                latest = self.store.version(self.events_uri)
+                if self._changed_since(checked, latest, buckets):
+                    break  # a writer committed into a checked bucket: check again
+                self._before_commit("fence")
+                fenced = fence_writers(self.store, self.events_uri, self._writer_shards(), read_version=latest,
+                                       fence_version=buckets_version,
+                                       closing=[f"{s.tenant_id}/{s.hour}" for s in good])
+                if fenced is not None:
+                    committed = self._commit(good, buckets_version)
+                    return (good, committed, refused) if committed is not None else ([], None, refused)
+        return [], None, []
+
+    def _changed_since(self, checked: int, latest: int, buckets: set[Bucket]) -> bool:
+        """Return whether a commit after ``checked`` up to ``latest`` changed the rows of one of ``buckets``
+        (a data-changing add or remove in its partition; compaction's rewrites keep the rows)."""
+        if latest <= checked:
+            return False
+        for entry in self.store.log_entries(self.events_uri, start=checked + 1, end=latest):
+            for change in entry.changes:
+                values = change.file.partition_values
+                where = (values.get("tenant_id"), values.get("hour"))
+                if change.data_change and (where in buckets or (change.action == "remove" and None in where)):
+                    return True
+        return False
+
+    def _writer_shards(self) -> set[int]:
+        """Return every shard a writer may commit to ``events`` for: the configured ones and any routed to."""
+        shards = set(range(self.cfg.routing.total_shards))
+        if self.store.exists(self.routed_uri):
+            shards |= {int(s) for f in self.store.files(self.routed_uri)
+                       if (s := f.partition_values.get("shard")) is not None}
+        return shards
 
     def _commit(self, states: Iterable[BucketState], read_version: int) -> int | None:
         rows = [(s.tenant_id, s.hour, s.state, s.decided_at, s.reason, s.rows, s.distinct_keys, s.checksum,

@@ -27,8 +27,11 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
 
 * **Memory gate**: a step consumes routed commits only up to ``dedupe.max_batch_bytes`` of Parquet (at least
   one commit), so a writer that fell far behind catches up in bounded slices.
-* **Dead letters**: a step that keeps failing (not a lost race: an error) is retried ``dedupe.write_retries``
-  times, then its rows go to ``quarantine`` with the error as the reason and the writer moves on.
+* **Faults are not bad data** (:mod:`lakeshard.dedupe.faults`): a step failing on an infrastructure fault is
+  retried with exponential backoff for ``dedupe.retry_total_seconds``, then the run stops with
+  :class:`~lakeshard.dedupe.faults.WriterStepFailed`, progress unchanged. Only rows proven unwritable (a failed
+  write bisected in a scratch directory: rows that fail alone while the rest writes) go to ``quarantine``,
+  before the step is done again without them.
 
 * **Two execution paths, one result.** A step whose new routed files hold at most
   ``dedupe.arrow_max_bytes`` (default 64 MiB) runs in the driver process: pyarrow reads the files, numpy
@@ -65,7 +68,15 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
-from lakeshard.errors import CommitConflict, LakeshardError, TableStoreError
+from lakeshard.dedupe.faults import (
+    RecordLevelFailure,
+    RetryPolicy,
+    event_keys,
+    quarantine_rows,
+    retry_step,
+    write_or_blame,
+)
+from lakeshard.errors import CommitConflict, TableStoreError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, CommitInfo, FileInfo, TableStore
 from lakeshard.lake.datafiles import NO_STATS
 from lakeshard.landing.reasons import WRITE_FAILED
@@ -155,7 +166,7 @@ class WriteReport:
     cache_bytes: int
     seconds: float
     rejected: int = 0
-    dead_lettered: int = 0  # rows sent to quarantine after the step failed write_retries + 1 times
+    dead_lettered: int = 0  # rows sent to quarantine: the step proved them unwritable (RecordLevelFailure)
     error: str = ""  # the last failure, when the step was dead-lettered
     engine: str = "spark"  # "arrow": the step ran in the driver process (pyarrow + numpy), no Spark job
     id_files_merged: int = 0  # ID files of sealed intervals merged into one per interval after the commits
@@ -206,7 +217,8 @@ class ShardWriter:
         self.max_batch_bytes = cfg.dedupe.max_batch_bytes
         self.commit_min_bytes = cfg.dedupe.commit_min_bytes
         self.commit_max_wait_seconds = cfg.dedupe.commit_max_wait_seconds
-        self.write_retries = cfg.dedupe.write_retries
+        self.retry_policy = RetryPolicy(cfg.dedupe.retry_initial_seconds, cfg.dedupe.retry_max_delay_seconds,
+                                        cfg.dedupe.retry_total_seconds)
         self.arrow_max_bytes = cfg.dedupe.arrow_max_bytes
         self.routed_expire_files = cfg.dedupe.routed_expire_files
         self.quarantine_uri = cfg.table_uri(QUARANTINE)
@@ -228,6 +240,7 @@ class ShardWriter:
         self._schemas: tuple[pa.Schema, pa.Schema] | None = None  # events', event_ids' Arrow schemas
         self._sealed: set[Interval] = set()  # intervals the stream moved past since their files were last merged
         self._consumed = 0  # routed files consumed since this writer last expired routed data
+        self._excluded: dict[tuple[object, ...], str] = {}  # this step's rows proven unwritable -> the reason
 
     @property
     def spark(self) -> SparkSession:
@@ -292,40 +305,51 @@ class ShardWriter:
         todo = tuple(s for s in self.shards if progress[s] < routed_version)
         new_files = self._new_routed_files(todo, progress, routed_version)
         arrow = self._runs_in_driver(new_files)
-        batch = None if arrow else self._batch(new_files, routed_version)
-        for attempt in range(max(self.write_retries, 0) + 1):
+        def attempt() -> WriteReport:
+            if arrow:
+                return self._dedupe_and_commit_arrow(new_files, todo, routed_version, read_version, repaired,
+                                                     started)
+            return self._dedupe_and_commit(self._batch(new_files, routed_version), todo, routed_version,
+                                           read_version, repaired, started)
+
+        self._excluded, lettered = {}, 0
+        while True:
             try:
-                if batch is None:
-                    report = self._dedupe_and_commit_arrow(new_files, todo, routed_version, read_version, repaired,
-                                                           started)
-                else:
-                    report = self._dedupe_and_commit(batch, todo, routed_version, read_version, repaired, started)
-            except LakeshardError:
-                raise  # a deliberate, explained stop (a failed expectation, a bad table): not retried
-            except Exception as exc:
-                self.failures += 1
-                if self.write_retries < 0:
-                    raise
-                error = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-                time.sleep(min(0.5 * 2**attempt, 5.0))
-                continue
-            # Both commits are in: merging sealed intervals' ID files and expiring consumed routed files is
-            # housekeeping, outside the retries (an error here is not the batch's; the next step goes on from
-            # the committed progress).
-            if not report.conflict:
-                self._consumed += len(new_files)
-                # Taken before merging: the merge's listing may seal more intervals, which the next step merges.
-                sealed, self._sealed = self._sealed, set()
-                merged = self.compact_ids(sealed) if sealed else 0
-                expired = (self.expire_routed() if self.routed_expire_files
-                           and self._consumed >= self.routed_expire_files else 0)
-                if merged or expired:
-                    report = dataclasses.replace(report, id_files_merged=merged, routed_files_expired=expired,
-                                                 seconds=time.perf_counter() - started)
-            return report
-        if batch is None:
-            batch = self._batch(new_files, routed_version)
-        return self._dead_letter(batch, todo, routed_version, error[:1000], started)
+                report = retry_step(attempt, self.retry_policy, shards=todo, routed_version=routed_version,
+                                    on_fault=self._count_failure)
+                break
+            except RecordLevelFailure as exc:
+                if not exc.keys or not arrow:
+                    return self._dead_letter(self._batch(new_files, routed_version), todo, routed_version,
+                                             exc.reason[:1000], started)
+                # Those rows go to quarantine first (a crash then redoes the step, finding the same rows); the
+                # step is done again without them.
+                self._excluded.update(dict.fromkeys(exc.keys, exc.reason[:1000]))
+                self._before_commit("dead-letter-rows")
+                lettered = quarantine_rows(self.store, self.routed_uri, self.quarantine_uri, new_files,
+                                           self._excluded, todo, routed_version)
+        if self._excluded:
+            report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
+                                         error=next(iter(self._excluded.values())))
+        # Both commits are in: merging sealed intervals' ID files and expiring consumed routed files is
+        # housekeeping, outside the retries (an error here is not the batch's; the next step goes on from
+        # the committed progress).
+        if not report.conflict:
+            self._consumed += len(new_files)
+            # Taken before merging: the merge's listing may seal more intervals, which the next step merges.
+            sealed, self._sealed = self._sealed, set()
+            merged = self.compact_ids(sealed) if sealed else 0
+            expired = (self.expire_routed() if self.routed_expire_files
+                       and self._consumed >= self.routed_expire_files else 0)
+            if merged or expired:
+                report = dataclasses.replace(report, id_files_merged=merged, routed_files_expired=expired,
+                                             seconds=time.perf_counter() - started)
+        return report
+
+    def _count_failure(self, exc: BaseException) -> None:
+        """A failed attempt: the IDs cached for the step's shards may hold what it added before failing."""
+        self.failures += 1
+        self.cache.drop_shards(self.shards)
 
     def _runs_in_driver(self, files: Sequence[FileInfo]) -> bool:
         """Return whether a step over these routed files takes the driver-side (Arrow) path.
@@ -449,14 +473,16 @@ class ShardWriter:
             else:
                 live[(s, h)] = idx
         missing = self.cache.lookup(live)
+        # The step holds every interval it checks, cached or paged in, until the check is done: paging one in
+        # may evict another of the same step from a cache smaller than their sum, and an interval not held
+        # would pass its duplicates as new.
+        pinned = {key: ids for key in live if key not in missing and (ids := self.cache.get(key)) is not None}
         page_started = time.perf_counter()
-        paged = self._page_in(missing) if missing else 0
+        paged = self._page_in(missing, pinned) if missing else 0
         page_seconds = time.perf_counter() - page_started if missing else 0.0
         duplicate = np.zeros(len(hi), dtype=bool)
         for key, idx in live.items():
-            cached = self.cache.get(key)
-            if cached is not None:
-                duplicate[idx] = cached.contains(hi[idx], lo[idx])
+            duplicate[idx] = pinned[key].contains(hi[idx], lo[idx])
         return _IndexCheck(duplicate, expired, len(missing), len(live) - len(missing), paged, page_seconds)
 
     def _saw_intervals(self, intervals: Iterable[Interval]) -> None:
@@ -475,8 +501,9 @@ class ShardWriter:
             return ""
         return (datetime.strptime(newest, _HOUR_FORMAT) - self.retention).strftime(_HOUR_FORMAT)
 
-    def _page_in(self, intervals: set[Interval]) -> int:
-        """Read these intervals' key hashes from ``event_ids`` into the cache; return how many IDs were read.
+    def _page_in(self, intervals: set[Interval], into: dict[Interval, IdInterval]) -> int:
+        """Read these intervals' key hashes from ``event_ids`` into the cache and ``into``; return how many IDs
+        were read.
 
         Only ``key_hi`` and ``key_lo`` of the intervals' files are read (their partition values say which
         interval a file holds), all files at once on the store's reader threads, no Spark job. Files are
@@ -494,10 +521,11 @@ class ShardWriter:
         for key in sorted(intervals):
             ids = read.get(key)
             if ids is None or not ids.num_rows:
-                self.cache.put(key, IdInterval.empty())
-                continue
-            total += ids.num_rows
-            self.cache.put(key, IdInterval(ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy()))
+                into[key] = IdInterval.empty()
+            else:
+                total += ids.num_rows
+                into[key] = IdInterval(ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy())
+            self.cache.put(key, into[key])
         return total
 
     # ----------------------------------------------------------------------------------------- writing
@@ -574,6 +602,8 @@ class ShardWriter:
 
         columns = [f.name for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE]
         rows = self.store.read_arrow(self.routed_uri, files, columns=[*columns, "shard"])
+        if self._excluded:  # rows proven unwritable, dead-lettered already
+            rows = rows.filter(pa.array([k not in self._excluded for k in event_keys(rows)], pa.bool_()))
         own = _hours(rows.column("ts"))
         hour, late = assign_buckets_arrow(rows.column("tenant_id"), own, self._closed_buckets(), now=self._clock())
         return (rows.append_column("routed_version", pa.array(np.full(rows.num_rows, routed_version, np.int64)))
@@ -615,8 +645,9 @@ class ShardWriter:
             result = self.store.append(
                 self.events_uri, None, app_transactions=txns, metadata=meta, read_version=read_version,
                 # One file per (tenant, hour), sorted by the sort schema: the layout the Spark path writes.
-                write=lambda target: write_partitioned(kept, target, events_schema, ["tenant_id", "hour"],
-                                                       EVENTS_SORT_SCHEMA.columns))
+                # Rows failing alone are named (RecordLevelFailure); any other failure is a fault.
+                write=lambda target: write_or_blame(kept, target, lambda rows, to: write_partitioned(
+                    rows, to, events_schema, ["tenant_id", "hour"], EVENTS_SORT_SCHEMA.columns)))
             conflict = result.skipped
         except CommitConflict:
             conflict = True
@@ -669,7 +700,8 @@ class ShardWriter:
 
     def _dead_letter(self, batch: DataFrame, todo: tuple[int, ...], routed_version: int, error: str,
                      started: float) -> WriteReport:
-        """Send a batch that kept failing to ``quarantine`` with the error, then commit the progress past it.
+        """Send a batch whose rows cannot be written (a record-level failure) to ``quarantine`` with the reason,
+        then commit the progress past it.
 
         Two commits, each idempotent: the quarantine append carries ``dead-letter/<shard>`` → the routed version,
         and a writer that finds it ahead of its progress (a crash between the two) finishes the job
@@ -682,7 +714,7 @@ class ShardWriter:
         rows_in = batch.count()
         if all(progress[s] >= routed_version for s in todo):  # a failed attempt committed after all
             return self._empty_report(todo, routed_version, rows_in, started, conflict=True)
-        reason = f"{WRITE_FAILED}: shard writer gave up after {self.write_retries + 1} attempts: {error}"
+        reason = f"{WRITE_FAILED}: {error}"
         raw = F.to_json(F.struct(*[F.col(f.name) for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE]))
         letters = batch.select(
             F.substring(raw, 1, QUARANTINE_RAW_LIMIT_BYTES).alias("raw"),

@@ -446,6 +446,16 @@ class EmbeddedTableStore(TableStore):
         return self._commit(table, df, remove=(), data_change=True, app_transactions=app_transactions,
                             metadata=metadata, operation="append", read_version=read_version, write=write)
 
+    def fence(self, table: str, app_transactions: Sequence[AppTransaction], *, read_version: int,
+              metadata: Mapping[str, Any] | None = None) -> CommitResult:
+        """Commit no file, re-asserting ``app_transactions``, prepared at ``read_version`` (see the port).
+
+        delta-rs fails a commit whose app ids a concurrent commit carried ("Concurrent transaction failed"),
+        whatever the versions: that is the conflict a fence is for.
+        """
+        return self._commit(table, None, remove=(), data_change=False, app_transactions=app_transactions,
+                            metadata=metadata, operation="fence", read_version=read_version, fence=True)
+
     def replace_files(
         self,
         table: str,
@@ -489,6 +499,7 @@ class EmbeddedTableStore(TableStore):
         read_version: int | None = None,
         before_commit: BeforeCommit | None = None,
         write: WriteFiles | None = None,
+        fence: bool = False,
     ) -> CommitResult:
         uri = normalise_uri(table)
         if df is not None and write is not None:
@@ -497,7 +508,7 @@ class EmbeddedTableStore(TableStore):
         # version, so it gets a table of its own (swaps are rare); appends may use the shared cached one.
         dt = self._table(uri, read_version) if remove else self._at_version(uri, read_version)
         read_version = int(dt.version())
-        if app_transactions and self._already_committed(dt, app_transactions):
+        if app_transactions and not fence and self._already_committed(dt, app_transactions):
             return CommitResult(uri, read_version, skipped=True,
                                 reason=f"app transactions {_txn_text(app_transactions)} already committed")
         removes: list[RemoveAction] = []
@@ -557,7 +568,7 @@ class EmbeddedTableStore(TableStore):
             if write_dir is not None:
                 self._delete_tree(write_dir)
             latest = self._table(uri)
-            if app_transactions and self._already_committed(latest, app_transactions):
+            if app_transactions and not fence and self._already_committed(latest, app_transactions):
                 return CommitResult(uri, int(latest.version()), skipped=True,
                                     reason=f"app transactions {_txn_text(app_transactions)} committed concurrently")
             raise CommitConflict(uri, read_version, tuple(t.app_id for t in app_transactions), str(exc)) from None

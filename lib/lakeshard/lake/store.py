@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lakeshard.errors import TableStoreError
+from lakeshard.errors import TableStoreError, UnsupportedByAdapter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -297,6 +297,20 @@ class TableStore(ABC):
         return self.append(table, None, app_transactions=app_transactions, metadata=metadata,
                            read_version=read_version,
                            write=lambda target: write_partitioned(rows, target, schema, parts))
+
+    def fence(self, table: str, app_transactions: Sequence[AppTransaction], *, read_version: int,
+              metadata: Mapping[str, Any] | None = None) -> CommitResult:
+        """Commit no file, re-asserting ``app_transactions`` at the versions given (their current ones): a
+        conflict point prepared at ``read_version``, not progress.
+
+        Unlike :meth:`append`, an app transaction already at its version is not a replay: the commit is made,
+        and it fails with :class:`~lakeshard.errors.CommitConflict` when a commit since ``read_version`` carried
+        one of the same app ids (and a commit prepared before it that carries one fails once it landed).
+
+        Raises:
+            UnsupportedByAdapter: the adapter cannot make such a commit.
+        """
+        raise UnsupportedByAdapter(f"{table}: this TableStore adapter cannot commit a fence of app transactions")
 
     @abstractmethod
     def replace_files(

@@ -1,0 +1,249 @@
+"""What a shard writer does when a step fails: faults are retried with exponential backoff, never turned into data.
+
+A step can fail for two kinds of reasons. An *infrastructure fault* — an I/O or storage error, a
+:class:`~lakeshard.errors.TableStoreError`, a ``MemoryError``, a Spark or py4j error, anything not proven to be
+about specific rows — says nothing about the events: the step is retried after a delay that doubles each time
+(:class:`RetryPolicy`), and when the time budget is spent the run stops with :class:`WriterStepFailed`, naming
+the shards, the routed version and the cause. Nothing of the batch is committed or quarantined, so the
+committed progress stays where it was and a later run, with the fault gone, writes the batch exactly once.
+
+A *record-level failure* is one a row causes by itself: when writing a step's files fails, the writer writes
+the same rows again to a scratch directory, bisecting (:func:`unwritable_rows`); rows that fail alone while
+the rest writes are record-level (:class:`RecordLevelFailure`), and only they go to the dead-letter table.
+Anything else (the whole batch fails, no row fails alone) is an infrastructure fault. A deliberate stop (another
+:class:`~lakeshard.errors.LakeshardError`, e.g. a failed expectation) is raised at once, not retried.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from lakeshard.errors import ConfigError, LakeshardError, TableStoreError
+from lakeshard.lake import AppTransaction, FileInfo, TableStore
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "RecordLevelFailure", "RetryPolicy", "WriterStepFailed", "dead_letter_arrow", "event_keys",
+    "is_infrastructure_fault", "quarantine_rows", "record_level_failure", "retry_step", "unwritable_rows",
+    "write_or_blame",
+]
+
+T = TypeVar("T")
+
+
+class WriterStepFailed(LakeshardError):
+    """A shard writer step kept failing on an infrastructure fault; nothing of its batch was committed.
+
+    Attributes:
+        shards: the shards the step wrote.
+        routed_version: the routed version it was consuming.
+        attempts: how many times it was tried.
+        seconds: how long the attempts and the waits between them took.
+        cause: the last error, as ``Type: first line``.
+    """
+
+    def __init__(self, shards: Sequence[int], routed_version: int, attempts: int, seconds: float,
+                 cause: str) -> None:
+        self.shards = tuple(shards)
+        self.routed_version = routed_version
+        self.attempts = attempts
+        self.seconds = seconds
+        self.cause = cause
+        super().__init__(
+            f"shard writer for shards {list(self.shards)} could not commit routed version {routed_version}: "
+            f"{attempts} attempts over {seconds:.1f} s failed, the last with {cause}. Nothing of this batch was "
+            f"committed or quarantined and the shards' progress is unchanged; fix the cause and run again "
+            f"(dedupe.retry_total_seconds sets how long a step keeps retrying)."
+        )
+
+
+class RecordLevelFailure(LakeshardError):
+    """Specific rows of a step cannot be written as such (proven row by row); only they may be dead-lettered.
+
+    Attributes:
+        reason: why those rows cannot be written.
+        keys: the ``(tenant_id, event_id, ts)`` of those rows; empty: every row of the step.
+    """
+
+    def __init__(self, reason: str, keys: Sequence[tuple[object, ...]] = ()) -> None:
+        self.reason = reason
+        self.keys = tuple(keys)
+        super().__init__(reason)
+
+
+def unwritable_rows(rows: pa.Table, write: Callable[[pa.Table], None]) -> list[int]:
+    """Return the indices of the rows that ``write`` fails on by themselves while the other rows write.
+
+    Bisection: a slice that fails is split until single rows remain. Empty when the whole table writes, when
+    no single row fails (the failure is about the batch, e.g. its size), when every row fails alone, or when
+    the rows left without the failing ones still fail: then it is not about rows.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    def failing(start: int, stop: int) -> list[int]:
+        try:
+            write(rows.slice(start, stop - start))
+            return []
+        except Exception:
+            if stop - start == 1:
+                return [start]
+            middle = (start + stop) // 2
+            return failing(start, middle) + failing(middle, stop)
+
+    found = failing(0, rows.num_rows) if rows.num_rows else []
+    if not found or len(found) == rows.num_rows:
+        return []
+    keep = np.ones(rows.num_rows, dtype=bool)
+    keep[found] = False
+    try:
+        write(rows.filter(pa.array(keep)))
+    except Exception:
+        return []
+    return found
+
+
+def record_level_failure(rows: pa.Table, error: Exception, write: Callable[[pa.Table], None]) -> Exception:
+    """Return a :class:`RecordLevelFailure` naming the rows ``write`` proves unwritable (see
+    :func:`unwritable_rows`), or ``error`` itself when the failure is not about specific rows."""
+    bad = unwritable_rows(rows, write)
+    if not bad:
+        return error
+    keys = rows.select(["tenant_id", "event_id", "ts"]).take(bad).to_pylist()
+    cause = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:500]}"
+    return RecordLevelFailure(f"row cannot be written: {cause}",
+                              [(k["tenant_id"], k["event_id"], k["ts"]) for k in keys])
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff of a failing step: ``initial_seconds``, doubling up to ``max_delay_seconds``,
+    until ``total_seconds`` have passed since the first attempt (then one last attempt is not made)."""
+
+    initial_seconds: float = 0.5
+    max_delay_seconds: float = 10.0
+    total_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.initial_seconds < 0 or self.max_delay_seconds < 0 or self.total_seconds < 0:
+            raise ConfigError("dedupe.retry_initial_seconds, retry_max_delay_seconds and retry_total_seconds must "
+                              f"not be negative, found {self.initial_seconds}, {self.max_delay_seconds} and "
+                              f"{self.total_seconds}")
+
+    def delays(self, elapsed: Callable[[], float]) -> Iterator[float]:
+        """Yield the wait before each retry; stop when the next wait would end past the time budget."""
+        delay = self.initial_seconds
+        while elapsed() + delay <= self.total_seconds:
+            yield delay
+            delay = min(max(delay * 2, 0.001), self.max_delay_seconds)
+
+
+def is_infrastructure_fault(exc: BaseException) -> bool:
+    """Return whether a step's error is retried as an infrastructure fault (see the module's docstring).
+
+    Storage errors of the store (:class:`~lakeshard.errors.TableStoreError`) are; other lakeshard errors are
+    deliberate stops, and a :class:`RecordLevelFailure` is about rows; ``BaseException``\\s that are not
+    ``Exception``\\s (a crash, an interrupt) are never caught.
+    """
+    if isinstance(exc, TableStoreError):
+        return True
+    return isinstance(exc, Exception) and not isinstance(exc, LakeshardError)
+
+
+def retry_step(attempt: Callable[[], T], policy: RetryPolicy, *, shards: Sequence[int], routed_version: int,
+               on_fault: Callable[[BaseException], None] = lambda exc: None,
+               sleep: Callable[[float], None] = time.sleep) -> T:
+    """Return ``attempt()``'s result, retrying it on infrastructure faults with the policy's backoff.
+
+    Raises:
+        WriterStepFailed: the faults outlasted ``policy.total_seconds``; raised from the last one.
+    """
+    started = time.monotonic()
+    attempts = 0
+    waits = policy.delays(lambda: time.monotonic() - started)
+    while True:
+        attempts += 1
+        try:
+            return attempt()
+        except Exception as exc:
+            if not is_infrastructure_fault(exc):
+                raise
+            on_fault(exc)
+            delay = next(waits, None)
+            if delay is None:
+                cause = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:500]}"
+                raise WriterStepFailed(shards, routed_version, attempts, time.monotonic() - started,
+                                       cause) from exc
+            sleep(delay)
+
+
+def write_or_blame(rows: pa.Table, target: str, write: Callable[[pa.Table, str], None]) -> None:
+    """Write ``rows`` under ``target`` with ``write``; when that fails, raise the :class:`RecordLevelFailure` of
+    the rows that fail alone (written again, bisected, to a local scratch directory), else the error itself."""
+    import itertools
+    import tempfile
+
+    try:
+        write(rows, target)
+    except Exception as exc:
+        with tempfile.TemporaryDirectory(prefix="lakeshard-probe-") as scratch:
+            n = itertools.count()
+            failure = record_level_failure(rows, exc, lambda part: write(part, f"{scratch}/{next(n)}"))
+        if failure is exc:
+            raise
+        raise failure from exc
+
+
+def event_keys(rows: pa.Table) -> list[tuple[object, ...]]:
+    """Return each row's event key ``(tenant_id, event_id, ts)`` as Python values."""
+    return [(r["tenant_id"], r["event_id"], r["ts"]) for r in rows.select(["tenant_id", "event_id", "ts"]).to_pylist()]
+
+
+def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequence[FileInfo],
+                    unwritable: Mapping[tuple[object, ...], str], shards: Sequence[int], routed_version: int) -> int:
+    """Commit the rows of ``files`` (a step's routed files) whose keys are ``unwritable`` to ``quarantine`` with
+    their reason, once (app transactions ``dead-letter-rows/<shard>`` → ``routed_version``: a step redone after
+    a crash finds the same rows and commits nothing); return how many rows that is."""
+    import pyarrow as pa
+
+    from lakeshard.landing.reasons import WRITE_FAILED
+    from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+
+    columns = [f.name for f in EVENT_SCHEMA.fields if f.name not in ("source_file", "line_number")]
+    rows = store.read_arrow(routed, files, columns=columns)
+    rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
+    reasons = [unwritable[k] for k in event_keys(rows)]
+    store.create(quarantine, QUARANTINE_SCHEMA,
+                 description="records that broke the format or could not be written, with the reason")
+    store.append_arrow(quarantine, dead_letter_arrow(rows, reasons[0] if reasons else "", WRITE_FAILED),
+                       app_transactions=[AppTransaction(f"dead-letter-rows/{s}", routed_version) for s in shards],
+                       metadata={"dead_letter_rows": rows.num_rows, "shards": list(shards),
+                                 "routed_version": routed_version})
+    return int(rows.num_rows)
+
+
+def dead_letter_arrow(rows: pa.Table, reason: str, category: str) -> pa.Table:
+    """Return quarantine rows (``lakeshard.landing.schema.QUARANTINE_SCHEMA``) for events given as Arrow rows:
+    each event as JSON in ``raw`` (cut to the quarantine's limit), with the reason."""
+    import json
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+
+    from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES
+
+    raws = [json.dumps(r, default=str, ensure_ascii=False) for r in rows.to_pylist()]
+    now = datetime.now(UTC)
+    return pa.table({
+        "raw": [r.encode()[:QUARANTINE_RAW_LIMIT_BYTES].decode(errors="ignore") for r in raws],
+        "raw_truncated": [len(r.encode()) > QUARANTINE_RAW_LIMIT_BYTES for r in raws],
+        "size_bytes": pa.array([len(r.encode()) for r in raws], pa.int32()),
+        "reason": [f"{category}: {reason}"] * len(raws), "category": [category] * len(raws),
+        "source_file": pa.nulls(len(raws), pa.string()), "line_number": pa.nulls(len(raws), pa.int64()),
+        "quarantined_at": pa.array([now] * len(raws), pa.timestamp("us", tz="UTC")),
+    })
