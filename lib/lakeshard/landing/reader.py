@@ -83,6 +83,7 @@ _BATCH_ROWS = 8192
 _BATCH_BYTES = 32 * 1024 * 1024
 _GLOB_CHARS = frozenset("\\{}[]*?")
 _MAX_INT32 = (1 << 31) - 1
+_GUNZIP_PIECE = 16 * 1024 * 1024  # decompressed bytes per zlib call
 _DETAIL_CHARS = 160  # how much of a conversion error a quarantine reason quotes
 # What building an Arrow array raises on a value it cannot hold (a lone surrogate, an int attribute, an
 # out-of-range timestamp).
@@ -248,28 +249,33 @@ def list_landing_files(landing: str | os.PathLike[str]) -> list[LandingFile]:
 def _gunzip(data: bytes, limit: int) -> tuple[bytes, str | None]:
     """Return the decompressed bytes of a gzip file, or ``b""`` and why the file cannot be read.
 
-    Decompression streams with a bounded output: past ``limit`` bytes it stops at once, so a gzip bomb
-    costs at most ``limit`` bytes of memory, not what it would expand to.
+    Decompression streams by pieces of bounded output: past ``limit`` bytes it stops at once, so a gzip
+    bomb costs about ``limit`` bytes of memory, not what it would expand to.
     """
     parts: list[bytes] = []
     done = 0
     rest = data
     while rest:
         stream = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            part = stream.decompress(rest, limit + 1 - done)
-        except zlib.error as exc:
-            return b"", f"gzip stream is corrupt after {done} decompressed bytes of earlier members ({exc})"
-        done += len(part)
-        if done > limit:
-            return b"", f"decompresses to more than landing_format.max_file_bytes = {limit} bytes"
-        if not stream.eof:
-            return b"", f"gzip stream is truncated after {done} decompressed bytes"
-        parts.append(part)
+        while not stream.eof:
+            try:
+                # Pieces, not one call of limit + 1: one big call holds its output twice at the end.
+                part = stream.decompress(rest, min(_GUNZIP_PIECE, limit + 1 - done))
+            except zlib.error as exc:
+                return b"", f"gzip stream is corrupt after {done} decompressed bytes ({exc})"
+            done += len(part)
+            if done > limit:
+                return b"", f"decompresses to more than landing_format.max_file_bytes = {limit} bytes"
+            parts.append(part)
+            # A full piece may leave output pending inside zlib with no input left: ask again; only a call
+            # that neither consumes input nor gives output means the stream ends before its end.
+            if not part and len(stream.unconsumed_tail) == len(rest):
+                return b"", f"gzip stream is truncated after {done} decompressed bytes"
+            rest = stream.unconsumed_tail
         rest = stream.unused_data
         if not rest.strip(b"\x00"):  # gzip(1) tolerates zero padding after the last member
             break
-    return b"".join(parts), None  # one member: join returns the part itself, no copy
+    return b"".join(parts), None
 
 
 def _decode(content: bytes, limit: int) -> tuple[bytes, str | None]:
