@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pytest
 
-from lakeshard.config import LandingConfig
+from lakeshard.config import LandingConfig, load_config
 from lakeshard.errors import ConfigError
 from lakeshard.landing import reasons
 from lakeshard.landing.reader import _gunzip, _Sink, list_landing_files, parse_landing_arrow, read_landing
@@ -149,9 +149,12 @@ def test_unreadable_files_are_quarantined_whole_and_the_other_files_go_on(tmp_pa
     assert len([p for p in events.column("source_file").to_pylist() if p.endswith("good-after.jsonl")]) == 5
 
 
-def test_max_file_bytes_is_validated() -> None:
-    with pytest.raises(ConfigError, match="max_file_bytes"):
-        LandingConfig(max_file_bytes=0)
+def test_max_file_bytes_is_configured_and_validated() -> None:
+    assert LandingConfig().max_file_bytes == 256 * 1024 * 1024
+    env = {"LAKESHARD_LANDING_FORMAT_MAX_FILE_BYTES": "1048576"}
+    assert load_config(env=env).landing_format.max_file_bytes == 1 << 20
+    with pytest.raises(ConfigError, match=r"landing_format\.max_file_bytes"):
+        load_config(env=env, overrides={"landing_format": {"max_file_bytes": 0}})
 
 
 def canonical(rows: list[dict[str, Any]]) -> list[str]:
