@@ -105,9 +105,12 @@ def zones(draw: st.DrawFn, files: int, min_lines: int, max_lines: int) -> Zone:
     non_blank = generated = 0
     for i in range(files):
         body = draw(st.lists(lines, min_size=min_lines, max_size=max_lines))
-        generated += len(body)
-        non_blank += sum(not is_blank(line) for line in body)
         bom = BOM if draw(st.booleans()) else b""
+        generated += len(body)
+        # One byte-order mark at the very start of a file is not content (DESIGN: UTF-8 files; Windows tools
+        # write one), whether it came from the flag or from a generated first line.
+        first = (bom + body[0]).removeprefix(BOM) if body else b""
+        non_blank += sum(not is_blank(line) for line in [first, *body[1:]]) if body else 0
         data = bom + draw(st.sampled_from([b"\n", b"\r\n"])).join(body) + draw(st.sampled_from([b"", b"\n"]))
         if draw(st.booleans()):
             cut = draw(st.integers(min_value=0, max_value=len(data)))
@@ -170,7 +173,7 @@ def test_the_in_driver_router_accounts_for_every_hostile_line(store: TableStore)
 
 def test_enough_lines_were_generated() -> None:
     total = GENERATED["parser"] + GENERATED["router"]
-    if total == 0:
-        pytest.skip("the property tests did not run in this session")
+    if not all(GENERATED.values()):
+        pytest.skip("both property tests must run in this session to count their lines")
     print(f"generated landing lines: {GENERATED}")
     assert total >= 5000
