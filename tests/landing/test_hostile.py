@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -182,3 +183,15 @@ def test_the_driver_and_spark_paths_agree_on_a_hostile_zone(spark: SparkSession,
     assert canonical(spark_events) == canonical(events.to_pylist())
     assert canonical(spark_quarantine) == canonical(quarantine.to_pylist())
     assert (events.num_rows, quarantine.num_rows) == (50 + 50 + 5 + 5, 9 + 4)
+
+
+def test_nesting_around_the_recursion_limit_is_an_event_or_invalid_json(tmp_path: Path) -> None:
+    # Decoding and re-encoding an unknown field start at different stack depths: somewhere near the limit a
+    # value decodes but does not encode. Every depth around it must give a row, never an exception.
+    limit = sys.getrecursionlimit()
+    depths = range(limit - 200, limit + 20)
+    (tmp_path / "deep.jsonl").write_bytes(b"\n".join(
+        b'{"tenant_id":"t","event_id":"%d","ts":%d,"deep":%s%s}' % (d, TS, b"[" * d, b"]" * d) for d in depths))
+    events, quarantine = parse_landing_arrow(list_landing_files(tmp_path), limits=LandingConfig(), now_ms=NOW_MS)
+    assert events.num_rows + quarantine.num_rows == len(depths) and events.num_rows > 0
+    assert set(quarantine.column("category").to_pylist()) == {reasons.INVALID_JSON}
