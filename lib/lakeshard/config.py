@@ -69,6 +69,16 @@ class LandingConfig:
     # not changed for this long (then it is final, and quarantined if it is not a record); until then the router
     # holds it back as a record still being written. Also how long a fresh gzip file may stay unfinished.
     settle_seconds: int = 60
+    # The bytes one landing file may hold once decompressed (plain files: their size). A file past it is
+    # quarantined whole as unreadable_file, and decompression stops there, so a gzip bomb costs at most this
+    # much memory. Its decompressed bytes and their parsed rows (~2-3x) must fit a Spark Python worker (and
+    # the driver on the in-driver path); landing files are typically tens of megabytes.
+    max_file_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_file_bytes < 1:
+            raise ConfigError(f"landing_format.max_file_bytes: expected a positive number of bytes, "
+                              f"found {self.max_file_bytes}")
 
 
 @dataclass(frozen=True)

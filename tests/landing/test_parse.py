@@ -465,3 +465,43 @@ def test_limits_come_from_the_config() -> None:
     assert category(record(tenant_id="t", event_id="e", ts="2024-12-31T22:59:59Z")) == reasons.ABSURD_TIMESTAMP
     assert category(record(tenant_id="t", event_id="e", ts=NOW_MS)) is None
     assert category(record(tenant_id="t", event_id="e", ts=NOW_MS + 1)) == reasons.ABSURD_TIMESTAMP
+
+
+# --------------------------------------------------------------------------- what validation accepts converts
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [{"x": None, "y": 1}, {"x": None, "y": None, "z": [1]}, {"a": "s", "x": None, "y": {"k": "v"}}],
+)
+def test_an_attribute_after_a_null_is_still_type_checked(attributes: dict[str, Any]) -> None:
+    got = rejected(record(attributes=attributes))
+    assert got.category == reasons.BAD_TYPE and "attributes." in got.reason
+
+
+def test_nulls_among_string_attributes_are_dropped() -> None:
+    got = accepted(record(attributes={"a": "1", "x": None, "b": "2", "y": None}))
+    assert got.attributes == {"a": "1", "b": "2"}
+
+
+LONE_SURROGATES = [
+    b'{"tenant_id":"t\\ud800","event_id":"e","ts":%d}',
+    b'{"tenant_id":"t","event_id":"\\uDFFF","ts":%d}',
+    b'{"tenant_id":"t","event_id":"e","ts":%d,"message":"a\\udbff"}',
+    b'{"tenant_id":"t","event_id":"e","ts":%d,"attributes":{"k\\udc00":"v"}}',
+    b'{"tenant_id":"t","event_id":"e","ts":%d,"attributes":{"k":"\\ud83d"}}',
+    b'{"tenant_id":"t","event_id":"e","ts":%d,"extra":{"deep":["\\ude00"]}}',
+    b'{"tenant_id":"t","event_id":"e","ts":%d,"\\ud800unknown":"v"}',
+    b'{"tenant_id":"t","event_id":"e","ts":%d,"message":"\\ude00\\ud83d"}',  # a pair in the wrong order
+]
+
+
+@pytest.mark.parametrize("template", LONE_SURROGATES)
+def test_a_lone_surrogate_escape_anywhere_is_invalid_json(template: bytes) -> None:
+    got = rejected(template % TS_MS)
+    assert got.category == reasons.INVALID_JSON and "surrogate" in got.reason
+
+
+def test_escaped_surrogate_pairs_and_escaped_backslashes_are_fine() -> None:
+    got = accepted(b'{"tenant_id":"t","event_id":"\\ud83d\\ude80\\\\ud800","ts":%d}' % TS_MS)
+    assert got.event_id == "\U0001f680\\ud800"

@@ -9,7 +9,10 @@ bad_timestamp > absurd_timestamp``); the first that applies is the reason:
 
 * **invalid_json** — the line is not strict UTF-8 (a UTF-8 byte-order mark inside a line counts as
   invalid too; the reader strips one at the very start of a file), or not one JSON text. ``NaN`` and
-  ``Infinity`` are rejected (they are not JSON); duplicate keys are accepted, the last one wins.
+  ``Infinity`` are rejected (they are not JSON); duplicate keys are accepted, the last one wins. A
+  string (key or value, at any depth) holding a lone UTF-16 surrogate escape such as ``"\\ud800"`` is
+  invalid too: JSON's grammar allows it, but it is no Unicode character and no column can store it
+  (an escaped pair ``"\\ud83d\\ude80"`` is one character and fine).
 * **not_an_object** — valid JSON that is not an object: an array (even of records), a number, a
   string, ``true``/``false``, ``null``.
 * **oversize** — the line (without its newline) has more than ``max_record_bytes`` bytes. To keep the
@@ -262,6 +265,27 @@ def _loads(text: str) -> Any:
     return value
 
 
+# A JSON escape of a UTF-16 surrogate (\\uD800-\\uDFFF, hex digits in either case). json decodes a
+# high+low pair into one character but leaves a lone one in the string as a surrogate code point, which
+# is not Unicode: it cannot be encoded as UTF-8, so no Arrow column can hold it. Only lines holding such
+# an escape (rare) pay for the exact check.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(obj: Any) -> str | None:
+    """Return what is wrong if a decoded value holds a lone surrogate in a key or string, else ``None``."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False)
+    except RecursionError:
+        return "nesting too deep to store"
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    code = ord(found.group())
+    return f"a string holds a lone UTF-16 surrogate escape \\u{code:04x}, which is not a Unicode character"
+
+
 def _encode_attribute(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -329,6 +353,8 @@ class RecordParser:
         except (ValueError, RecursionError) as exc:
             # NaN/Infinity, integers beyond Python's digit limit, nesting deeper than the recursion limit.
             return f"{reasons.INVALID_JSON}: {exc}"
+        if _SURROGATE_ESCAPE.search(line) is not None and (lone := _lone_surrogate(obj)) is not None:
+            return f"{reasons.INVALID_JSON}: {lone}"
         if type(obj) is not dict:
             return f"{reasons.NOT_AN_OBJECT}: {_json_type(obj)}, expected an object"
         if size > self._max_record_bytes:
@@ -369,14 +395,21 @@ class RecordParser:
         if attributes is not None:
             if type(attributes) is not dict:
                 return _bad_type("attributes", attributes, "an object of strings")
+            has_null = False
             for key, value in attributes.items():
                 if type(value) is not str:
                     if value is not None:
                         return _bad_type(f"attributes.{key}", value, "a string")
-                    attributes = {k: v for k, v in attributes.items() if v is not None}
-                    break
+                    has_null = True  # every value is still checked: a null does not end the scan
+            if has_null:
+                attributes = {k: v for k, v in attributes.items() if v is not None}
         if not obj.keys() <= _KNOWN_FIELDS:
-            attributes = _fold_unknown(obj, attributes)
+            try:
+                attributes = _fold_unknown(obj, attributes)
+            except RecursionError:
+                # Encoding starts a few frames deeper than decoding did: a value nested right at the
+                # recursion limit decodes but does not encode.
+                return f"{reasons.INVALID_JSON}: nesting too deep to store"
 
         if not tenant_id or not event_id:
             return f"{reasons.EMPTY_FIELD}: {'tenant_id' if not tenant_id else 'event_id'} is empty"

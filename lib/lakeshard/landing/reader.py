@@ -15,18 +15,28 @@ Lines, decided here because DESIGN.md is silent:
   ``line_number`` so it always points at the physical line;
 * a UTF-8 byte-order mark at the very start of a file is dropped (Windows tools write one);
 * compression is recognised by the gzip magic bytes, not by the name (a mislabelled file still reads);
-  concatenated gzip members are read as one stream. A corrupt or truncated gzip stream yields the
-  lines decompressed before the damage plus one ``invalid_json`` quarantine row for the file saying
-  where it broke, so the damage is visible instead of failing the whole batch.
+  concatenated gzip members are read as one stream.
 
-Memory: ``binaryFile`` holds each file whole, and a gzip file is held compressed and decompressed
-at once, so landing files of tens of megabytes are fine; files beyond ~1 GB are not what this reader
-is for (Spark's ``binaryFile`` refuses files over 2 GB).
+Files, decided here because DESIGN.md is silent: a file is read whole or quarantined whole. A file
+that cannot be read — a corrupt or truncated gzip stream, more than ``max_file_bytes`` once
+decompressed, or (on the in-driver path) vanished or not readable — gives one ``unreadable_file``
+quarantine row (``line_number`` 0, empty ``raw``, ``size_bytes`` the file's stored size) and none of its
+lines; the other files of the batch go on. Keeping the lines before the damage would make a file still
+being written (a truncated gzip) land in pieces, once now and again when it changes.
+
+Every non-blank line of a readable file becomes exactly one row: an event, or a rejection with its
+reason. Should Arrow refuse a value the parser accepted (a parser gap), the rows that do not convert
+are quarantined as ``unconvertible`` instead of failing the batch.
+
+Memory: ``binaryFile`` holds each file whole; a gzip file is decompressed with a bounded output, so it
+costs at most ``max_file_bytes`` however far it would expand (a gzip bomb stops at the bound). Landing
+files of tens of megabytes are what this reader is for (Spark's ``binaryFile`` refuses files over 2 GB).
 """
 
 from __future__ import annotations
 
 import gc
+import io
 import os
 import time
 import zlib
@@ -80,6 +90,12 @@ _BLANK = b" \t\r"
 _BATCH_ROWS = 8192
 _BATCH_BYTES = 32 * 1024 * 1024
 _GLOB_CHARS = frozenset("\\{}[]*?")
+_MAX_INT32 = (1 << 31) - 1
+_GUNZIP_PIECE = 16 * 1024 * 1024  # decompressed bytes per zlib call
+_DETAIL_CHARS = 160  # how much of a conversion error a quarantine reason quotes
+# What building an Arrow array raises on a value it cannot hold (a lone surrogate, an int attribute, an
+# out-of-range timestamp).
+_CONVERSION_ERRORS = (pa.ArrowException, UnicodeError, ValueError, TypeError, OverflowError)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _STRING = pa.string()
@@ -148,25 +164,49 @@ class LandingBatch:
 # --------------------------------------------------------------------------------------------- parsing
 
 
-def _gunzip(data: bytes) -> tuple[bytes, str | None]:
-    """Return the decompressed bytes of a gzip file and, if it is damaged, what broke and where."""
+def _gunzip(data: bytes, limit: int) -> tuple[bytes, str | None]:
+    """Return the decompressed bytes of a gzip file, or ``b""`` and why the file cannot be read.
+
+    Decompression streams by pieces of bounded output: past ``limit`` bytes it stops at once, so a gzip
+    bomb costs about ``limit`` bytes of memory, not what it would expand to.
+    """
     parts: list[bytes] = []
+    done = 0
     rest = data
     while rest:
         stream = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            parts.append(stream.decompress(rest))
-        except zlib.error as exc:
-            done = sum(map(len, parts))
-            return b"".join(parts), f"gzip stream is corrupt after {done} decompressed bytes ({exc})"
-        if not stream.eof:
-            parts.append(stream.flush())
-            done = sum(map(len, parts))
-            return b"".join(parts), f"gzip stream is truncated after {done} decompressed bytes"
+        while not stream.eof:
+            try:
+                # Pieces, not one call of limit + 1: one big call holds its output twice at the end.
+                part = stream.decompress(rest, min(_GUNZIP_PIECE, limit + 1 - done))
+            except zlib.error as exc:
+                return b"", f"gzip stream is corrupt after {done} decompressed bytes ({exc})"
+            done += len(part)
+            if done > limit:
+                return b"", f"decompresses to more than landing_format.max_file_bytes = {limit} bytes"
+            parts.append(part)
+            # A full piece may leave output pending inside zlib with no input left: ask again; only a call
+            # that neither consumes input nor gives output means the stream ends before its end.
+            if not part and len(stream.unconsumed_tail) == len(rest):
+                return b"", f"gzip stream is truncated after {done} decompressed bytes"
+            rest = stream.unconsumed_tail
         rest = stream.unused_data
         if not rest.strip(b"\x00"):  # gzip(1) tolerates zero padding after the last member
             break
     return b"".join(parts), None
+
+
+def _decode(content: bytes, limit: int) -> tuple[bytes, str | None]:
+    """Return a landing file's text bytes (gunzipped, BOM dropped), or ``b""`` and why it cannot be read."""
+    if content.startswith(_GZIP_MAGIC):
+        content, problem = _gunzip(content, limit)
+        if problem is not None:
+            return b"", problem
+    elif len(content) > limit:
+        return b"", f"file holds more than landing_format.max_file_bytes = {limit} bytes ({len(content)})"
+    if content.startswith(_UTF8_BOM):
+        content = content[len(_UTF8_BOM) :]
+    return content, None
 
 
 def _raw_text(line: bytes) -> tuple[str, bool]:
@@ -189,37 +229,28 @@ class _Sink:
         self.source_file = source_file
         self.quarantined_at_us = quarantined_at_us
         self.events: list[EventFields] = []
-        self.event_sizes: list[int] = []
-        self.event_lines: list[int] = []
+        self.event_lines: list[bytes] = []
+        self.event_numbers: list[int] = []
         self.rejected: list[tuple[str, bool, int, str, str, int]] = []
 
-    def reject(self, line: bytes, reason: str, line_number: int) -> None:
+    def event(self, fields: EventFields, line: bytes, line_number: int) -> None:
+        self.events.append(fields)
+        self.event_lines.append(line)
+        self.event_numbers.append(line_number)
+
+    def reject(self, line: bytes, reason: str, line_number: int, size: int | None = None) -> None:
         raw, truncated = _raw_text(line)
-        self.rejected.append((raw, truncated, len(line), reason, reasons.category_of(reason), line_number))
+        size = len(line) if size is None else size
+        self.rejected.append((raw, size > len(line) or truncated, size, reason, reasons.category_of(reason),
+                              line_number))
 
     def batches(self) -> Iterator[pa.RecordBatch]:
+        """Return the record batches of the buffered rows: events first, then rejections."""
         if self.events:
-            n = len(self.events)
-            # One pass per column: zip(*rows) is several times slower on batches this long.
-            columns = [list(map(itemgetter(i), self.events)) for i in range(len(_EVENT_ONLY))]
-            arrays: dict[str, pa.Array] = {
-                "is_event": pa.repeat(pa.scalar(True), n),
-                "tenant_id": pa.array(columns[0], _STRING),
-                "event_id": pa.array(columns[1], _STRING),
-                "ts": pa.array(columns[2], _TIMESTAMP),
-                "service": pa.array(columns[3], _STRING),
-                "status": pa.array(columns[4], _STRING),
-                "env": pa.array(columns[5], _STRING),
-                "host": pa.array(columns[6], _STRING),
-                "message": pa.array(columns[7], _STRING),
-                "attributes": pa.array(columns[8], _ATTRIBUTES),
-                "size_bytes": pa.array(self.event_sizes, pa.int32()),
-                "source_file": pa.repeat(pa.scalar(self.source_file, _STRING), n),
-                "line_number": pa.array(self.event_lines, pa.int64()),
-            }
-            for name in _REJECTION_ONLY:
-                arrays[name] = pa.nulls(n, _PARSED.field(name).type)
-            yield pa.RecordBatch.from_arrays([arrays[f.name] for f in _PARSED], schema=_PARSED)
+            try:
+                yield self._event_batch(range(len(self.events)))
+            except _CONVERSION_ERRORS:
+                yield from self._convertible_events()
         if self.rejected:
             n = len(self.rejected)
             raw, truncated, size, reason, category, line_number = (
@@ -240,22 +271,69 @@ class _Sink:
                 arrays[name] = pa.nulls(n, _PARSED.field(name).type)
             yield pa.RecordBatch.from_arrays([arrays[f.name] for f in _PARSED], schema=_PARSED)
 
+    def _event_batch(self, rows: Sequence[int]) -> pa.RecordBatch:
+        """Return the record batch of the buffered events at ``rows``; raises what Arrow raises on a bad value."""
+        events = self.events if len(rows) == len(self.events) else [self.events[i] for i in rows]
+        n = len(events)
+        # One pass per column: zip(*rows) is several times slower on batches this long.
+        columns = [list(map(itemgetter(i), events)) for i in range(len(_EVENT_ONLY))]
+        arrays: dict[str, pa.Array] = {
+            "is_event": pa.repeat(pa.scalar(True), n),
+            "tenant_id": pa.array(columns[0], _STRING),
+            "event_id": pa.array(columns[1], _STRING),
+            "ts": pa.array(columns[2], _TIMESTAMP),
+            "service": pa.array(columns[3], _STRING),
+            "status": pa.array(columns[4], _STRING),
+            "env": pa.array(columns[5], _STRING),
+            "host": pa.array(columns[6], _STRING),
+            "message": pa.array(columns[7], _STRING),
+            "attributes": pa.array(columns[8], _ATTRIBUTES),
+            "size_bytes": pa.array([len(self.event_lines[i]) for i in rows], pa.int32()),
+            "source_file": pa.repeat(pa.scalar(self.source_file, _STRING), n),
+            "line_number": pa.array([self.event_numbers[i] for i in rows], pa.int64()),
+        }
+        for name in _REJECTION_ONLY:
+            arrays[name] = pa.nulls(n, _PARSED.field(name).type)
+        return pa.RecordBatch.from_arrays([arrays[f.name] for f in _PARSED], schema=_PARSED)
+
+    def _convertible_events(self) -> Iterator[pa.RecordBatch]:
+        """Return the batch of the events that convert one by one; quarantine the others as unconvertible.
+
+        Whatever the parser accepts should convert, so this runs only when the parser has a gap: the rows
+        it let through are quarantined instead of failing the whole batch (and the batch plan with it).
+        """
+        good: list[int] = []
+        for i in range(len(self.events)):
+            try:
+                self._event_batch([i])
+            except _CONVERSION_ERRORS as exc:
+                detail = f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS]
+                self.reject(self.event_lines[i], f"{reasons.UNCONVERTIBLE}: {detail}", self.event_numbers[i])
+            else:
+                good.append(i)
+        self.rejected.sort(key=itemgetter(5))
+        if good:
+            yield self._event_batch(good)
+
 
 def _parse_file(parser: RecordParser, source_file: str, content: bytes) -> Iterator[pa.RecordBatch]:
-    """Return Arrow batches (the combined event/rejection layout) of one landing file's bytes."""
-    damage: str | None = None
-    if content.startswith(_GZIP_MAGIC):
-        content, damage = _gunzip(content)
-    if content.startswith(_UTF8_BOM):
-        content = content[len(_UTF8_BOM) :]
-    lines = content.split(b"\n")
-    if lines[-1] == b"":  # the terminator of the last line, not an empty line after it
-        lines.pop()
+    """Return Arrow batches (the combined event/rejection layout) of one landing file's bytes.
+
+    A file that cannot be decoded (corrupt or truncated gzip, more than ``max_file_bytes``) gives one
+    ``unreadable_file`` row (line 0) and none of its lines: a file is read whole or quarantined whole.
+    """
     quarantined_at_us = parser.now_ms * 1000
+    text, problem = _decode(content, parser.limits.max_file_bytes)
+    if problem is not None:
+        yield _unreadable(source_file, len(content), problem, quarantined_at_us)
+        return
     sink = _Sink(source_file, quarantined_at_us)
     check = parser.check
     pending = pending_bytes = 0
-    for number, line in enumerate(lines, 1):
+    # Lines one at a time (BytesIO shares the buffer): a split() list of a file of short lines would cost
+    # tens of bytes per line on top of the text.
+    for number, terminated in enumerate(io.BytesIO(text), 1):
+        line = terminated[:-1] if terminated[-1:] == b"\n" else terminated
         if line[-1:] == b"\r":
             line = line[:-1]
         if not line.strip(_BLANK):
@@ -264,18 +342,21 @@ def _parse_file(parser: RecordParser, source_file: str, content: bytes) -> Itera
         if isinstance(got, str):
             sink.reject(line, got, number)
         else:
-            sink.events.append(got)
-            sink.event_sizes.append(len(line))
-            sink.event_lines.append(number)
+            sink.event(got, line, number)
         pending += 1
         pending_bytes += len(line)
         if pending >= _BATCH_ROWS or pending_bytes >= _BATCH_BYTES:
             yield from sink.batches()
             sink = _Sink(source_file, quarantined_at_us)
             pending = pending_bytes = 0
-    if damage is not None:
-        sink.reject(b"", f"{reasons.INVALID_JSON}: {damage}; the rest of the file cannot be read", len(lines) + 1)
     yield from sink.batches()
+
+
+def _unreadable(source_file: str, size: int, problem: str, quarantined_at_us: int) -> pa.RecordBatch:
+    """Return the one quarantine row of a landing file that cannot be read: line 0, no raw text."""
+    sink = _Sink(source_file, quarantined_at_us)
+    sink.reject(b"", f"{reasons.UNREADABLE_FILE}: {problem}", 0, size=min(size, _MAX_INT32))
+    return next(sink.batches())
 
 
 @dataclass(frozen=True)
@@ -424,8 +505,11 @@ def parse_landing_arrow(
     ``events`` holds the :data:`EVENT_SCHEMA` columns, ``quarantine`` the :data:`QUARANTINE_SCHEMA` ones
     (Arrow types as the parse makes them; a store's write casts them to the table's).
 
+    A file that cannot be read here (vanished, permission denied) is one ``unreadable_file`` quarantine
+    row, like a file that cannot be decoded; the other files go on.
+
     Raises:
-        LandingReadError: a file cannot be read (it vanished, or its location is not understood).
+        LandingReadError: a file's location is not understood.
     """
     clock = int(time.time() * 1000) if now_ms is None else now_ms
     parse = _ParseFiles(limits, clock, {_path_key(f.path): f for f in files})
@@ -436,7 +520,10 @@ def parse_landing_arrow(
                 stream.seek(f.start)
                 content = stream.read() if f.end is None else stream.read(f.end - f.start)
         except (OSError, pa.ArrowException) as exc:
-            raise LandingReadError(f"cannot read landing file {f.path}: {exc}") from None
+            # Vanished, permission denied, a directory: the file is quarantined and the batch goes on.
+            problem = f"cannot read the file ({exc})"
+            batches.append(_unreadable(f.path, f.size_bytes, problem, clock * 1000))
+            continue
         one = pa.record_batch({"path": pa.array([f.path]), "content": pa.array([content], pa.binary()),
                                "offset": pa.array([f.start], pa.int64())})
         batches.extend(parse(iter([one])))

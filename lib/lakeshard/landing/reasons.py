@@ -19,6 +19,8 @@ __all__ = [
     "NOT_AN_OBJECT",
     "OVERSIZE",
     "TOO_LONG",
+    "UNCONVERTIBLE",
+    "UNREADABLE_FILE",
     "WRITE_FAILED",
     "category_of",
 ]
@@ -32,11 +34,18 @@ TOO_LONG = "too_long"  # tenant_id > 128 chars or event_id > 256 chars
 BAD_TIMESTAMP = "bad_timestamp"  # ts is a string that is not RFC 3339
 ABSURD_TIMESTAMP = "absurd_timestamp"  # ts parses but lies before 2000 or too far in the future
 OVERSIZE = "oversize"  # the raw record is larger than the configured maximum (default 256 KiB)
-# Not a parse rule (so not in CATEGORIES): a valid record the shard writer dead-lettered after its retries.
+# Not parse rules of a line (so not in CATEGORIES):
+# a valid record the shard writer dead-lettered after its retries;
 WRITE_FAILED = "write_failed"
 # Not a parse rule either: a landing file no longer holds the bytes its batch plan recorded (it was rewritten
 # between planning and reading); the change itself is routed as a rewritten file by a later batch.
 FILE_CHANGED = "file_changed"
+# a whole landing file that could not be read (corrupt or truncated gzip, expanding past
+# landing_format.max_file_bytes, vanished, permission denied): one row, line_number 0, none of its lines kept;
+UNREADABLE_FILE = "unreadable_file"
+# a record the parser accepted that still could not be turned into Arrow columns: a parser gap, kept
+# visible as its own category instead of failing the batch.
+UNCONVERTIBLE = "unconvertible"
 
 CATEGORIES: tuple[str, ...] = (
     INVALID_JSON,

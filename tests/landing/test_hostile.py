@@ -1,0 +1,197 @@
+"""Hostile landing input never stops a read: every line ends in events, in quarantine or counted blank, and
+a file that cannot be read becomes one file-level quarantine row while the other files go on."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pytest
+
+from lakeshard.config import LandingConfig, load_config
+from lakeshard.errors import ConfigError
+from lakeshard.landing import reasons
+from lakeshard.landing.reader import _gunzip, _Sink, list_landing_files, parse_landing_arrow, read_landing
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+TS = NOW_MS - 3_600_000
+BOUND = 64 * 1024  # a small landing_format.max_file_bytes, so small files can cross it
+LIMITS = LandingConfig(max_file_bytes=BOUND)
+OK = b'{"tenant_id":"t","event_id":"%d","ts":%d}'
+
+
+def ok_lines(first: int, count: int) -> bytes:
+    return b"".join(OK % (i, TS) + b"\n" for i in range(first, first + count))
+
+
+def gzip_of_zeros(path: Path, decompressed: int, chunk: int = 1 << 20) -> None:
+    """Write a gzip file of ``decompressed`` newline bytes, chunk by chunk (never all of it in memory)."""
+    block = b"\n" * chunk
+    with gzip.open(path, "wb", compresslevel=9) as out:
+        for _ in range(decompressed // chunk):
+            out.write(block)
+        out.write(block[: decompressed % chunk])
+
+
+# Lines the parser must accept or reject, never crash on: each one a bug the column builder once hit.
+HOSTILE_LINES = [
+    b'{"tenant_id":"t","event_id":"n1","ts":%d,"attributes":{"x":null,"y":1}}' % TS,
+    b'{"tenant_id":"t","event_id":"n2","ts":%d,"attributes":{"x":null,"y":"ok"}}' % TS,
+    b'{"tenant_id":"t\\ud800","event_id":"s1","ts":%d}' % TS,
+    b'{"tenant_id":"t","event_id":"s2","ts":%d,"message":"\\uDC00"}' % TS,
+    b'{"tenant_id":"t","event_id":"s3","ts":%d,"attributes":{"k\\udbff":"v"}}' % TS,
+    b'{"tenant_id":"t","event_id":"s4","ts":%d,"unknown":["\\ud83d"]}' % TS,
+    b'{"tenant_id":"t","event_id":"s5","ts":%d,"message":"\\ud83d\\ude80"}' % TS,
+    b'{"tenant_id":"t","event_id":"d1","ts":%d,"deep":' % TS + b"[" * 5000 + b"]" * 5000 + b"}",
+    b'{"tenant_id":"t","event_id":"h1","ts":%d,"big":%s}' % (TS, b"9" * 4000),
+    b'{"tenant_id":"t","event_id":"f1","ts":%d,"f":1e400}' % TS,
+    b'{"tenant_id":"t","event_id":"z1","ts":%d,"message":"nul\\u0000"}' % TS,
+    b'{"tenant_id":"t","event_id":"\x00","ts":%d}' % TS,
+    b"\xef\xbb\xbf{}",
+    b"\x00\x00\x00",
+]
+
+
+def test_hostile_lines_are_each_one_event_or_one_quarantine_row(tmp_path: Path) -> None:
+    (tmp_path / "hostile.jsonl").write_bytes(b"\n".join(HOSTILE_LINES) + b"\n")
+    events, quarantine = parse_landing_arrow(list_landing_files(tmp_path), limits=LIMITS, now_ms=NOW_MS)
+    assert events.num_rows + quarantine.num_rows == len(HOSTILE_LINES)
+    lines = sorted(events.column("line_number").to_pylist() + quarantine.column("line_number").to_pylist())
+    assert lines == list(range(1, len(HOSTILE_LINES) + 1))
+    by_line = dict(zip(quarantine.column("line_number").to_pylist(), quarantine.column("reason").to_pylist(),
+                       strict=True))
+    assert by_line[1].startswith("bad_type: attributes.y is a number")
+    assert all("surrogate" in by_line[n] for n in (3, 4, 5, 6))
+    assert set(events.column("event_id").to_pylist()) >= {"n2", "s5", "h1", "f1", "z1"}
+    assert events.filter(pa.compute.equal(events.column("event_id"), "n2")).column("attributes").to_pylist() == [
+        [("y", "ok")]]
+
+
+def test_the_column_builder_quarantines_rows_it_cannot_convert() -> None:
+    sink = _Sink("file:///landing/a.jsonl", NOW_MS * 1000)
+    good = ("t", "e1", TS * 1000, None, None, None, None, None, {"k": "v"})
+    # Values the parser never gives (an int attribute, a lone surrogate, a ts beyond int64): a parser gap.
+    bad: list[Any] = [("t", "e2", TS * 1000, None, None, None, None, None, {"k": 1}),
+                      ("t\ud800", "e3", TS * 1000, None, None, None, None, None, None),
+                      ("t", "e4", 1 << 70, None, None, None, None, None, None)]
+    for number, fields in enumerate([good, *bad, good], 1):
+        sink.event(fields, b'{"line": %d}' % number, number)
+    table = pa.Table.from_batches(list(sink.batches()))
+    is_event = table.column("is_event").to_pylist()
+    assert [n for n, e in zip(table.column("line_number").to_pylist(), is_event, strict=True) if e] == [1, 5]
+    rejected = table.filter(pa.compute.invert(table.column("is_event")))
+    assert rejected.column("line_number").to_pylist() == [2, 3, 4]
+    assert set(rejected.column("category").to_pylist()) == {reasons.UNCONVERTIBLE}
+    assert rejected.column("raw").to_pylist() == ['{"line": 2}', '{"line": 3}', '{"line": 4}']
+
+
+def test_gunzip_stops_at_the_bound_and_names_what_broke() -> None:
+    body = ok_lines(0, 500)
+    whole = gzip.compress(body)
+    assert _gunzip(whole, len(body)) == (body, None)
+    assert _gunzip(whole + whole + b"\0\0", 2 * len(body)) == (body + body, None)
+    data, why = _gunzip(whole + whole, 2 * len(body) - 1)
+    assert data == b"" and why is not None and "landing_format.max_file_bytes" in why
+    bomb = zlib.compress(b"\n" * (64 << 20), 9)  # a zlib stream is no gzip: the header is checked
+    assert _gunzip(b"\x1f\x8b" + bomb, 1 << 30)[1] is not None
+    corrupt = whole[:20] + bytes(b ^ 0x5A for b in whole[20:40]) + whole[40:]
+    data, why = _gunzip(corrupt, 1 << 30)
+    assert data == b"" and why is not None and why.startswith("gzip stream is corrupt")
+    data, why = _gunzip(whole[: len(whole) // 2], 1 << 30)
+    assert data == b"" and why is not None and why.startswith("gzip stream is truncated")
+
+
+def hostile_zone(root: Path) -> dict[str, str]:
+    """Write a landing zone with good, hostile and unreadable files; return unreadable name -> reason start."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "a-good.jsonl").write_bytes(ok_lines(0, 50))
+    (root / "b-hostile.jsonl").write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(HOSTILE_LINES))
+    (root / "c-good.json.gz").write_bytes(gzip.compress(ok_lines(100, 50)))
+    whole = gzip.compress(ok_lines(200, 2000))
+    (root / "d-truncated.json.gz").write_bytes(whole[: len(whole) // 2])
+    (root / "e-corrupt.json.gz").write_bytes(whole[:20] + bytes(b ^ 0x5A for b in whole[20:60]) + whole[60:])
+    gzip_of_zeros(root / "f-bomb.json.gz", 8 * BOUND)
+    (root / "g-too-big.jsonl").write_bytes(ok_lines(5000, BOUND // 40 + 10))
+    (root / "h-exactly-the-bound.jsonl").write_bytes(b"\n" * BOUND)
+    (root / "i-good-after.jsonl").write_bytes(ok_lines(300, 5))
+    return {"d-truncated.json.gz": "unreadable_file: gzip stream is truncated",
+            "e-corrupt.json.gz": "unreadable_file: gzip stream is corrupt",
+            "f-bomb.json.gz": "unreadable_file: decompresses to more than",
+            "g-too-big.jsonl": "unreadable_file: file holds more than"}
+
+
+def test_unreadable_files_are_quarantined_whole_and_the_other_files_go_on(tmp_path: Path) -> None:
+    expected = hostile_zone(tmp_path / "landing")
+    files = list_landing_files(tmp_path / "landing")
+    vanished = files[0].__class__(f"file://{tmp_path}/landing/vanished.jsonl", 10, files[0].mtime)
+    directory = files[0].__class__(f"file://{tmp_path}/landing", 10, files[0].mtime)
+    events, quarantine = parse_landing_arrow([*files, vanished, directory], limits=LIMITS, now_ms=NOW_MS)
+
+    whole_file = quarantine.filter(pa.compute.equal(quarantine.column("line_number"), 0)).to_pylist()
+    by_name = {Path(r["source_file"]).name: r for r in whole_file}
+    assert set(by_name) == {*expected, "vanished.jsonl", "landing"}
+    for name, start in expected.items():
+        assert by_name[name]["reason"].startswith(start), by_name[name]["reason"]
+    assert by_name["vanished.jsonl"]["reason"].startswith("unreadable_file: cannot read the file")
+    for row in whole_file:
+        assert row["category"] == reasons.UNREADABLE_FILE and row["raw"] == ""
+    # None of an unreadable file's lines are kept; every other file is read whole.
+    event_files = {Path(p).name for p in events.column("source_file").to_pylist()}
+    assert event_files == {"a-good.jsonl", "b-hostile.jsonl", "c-good.json.gz", "i-good-after.jsonl"}
+    assert len([p for p in events.column("source_file").to_pylist() if p.endswith("good-after.jsonl")]) == 5
+
+
+def test_max_file_bytes_is_configured_and_validated() -> None:
+    assert LandingConfig().max_file_bytes == 256 * 1024 * 1024
+    env = {"LAKESHARD_LANDING_FORMAT_MAX_FILE_BYTES": "1048576"}
+    assert load_config(env=env).landing_format.max_file_bytes == 1 << 20
+    with pytest.raises(ConfigError, match=r"landing_format\.max_file_bytes"):
+        load_config(env=env, overrides={"landing_format": {"max_file_bytes": 0}})
+
+
+def canonical(rows: list[dict[str, Any]]) -> list[str]:
+    """Return rows as sorted JSON texts: maps as sorted pairs, timestamps as naive UTC (Spark gives naive)."""
+    out = []
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, datetime) and value.tzinfo is not None:
+                row[key] = value.astimezone(UTC).replace(tzinfo=None)
+        attributes = row.get("attributes")
+        if attributes is not None:
+            row["attributes"] = sorted(attributes.items() if isinstance(attributes, dict) else attributes)
+        out.append(json.dumps(row, default=str, sort_keys=True))
+    return sorted(out)
+
+
+@pytest.mark.slow
+def test_the_driver_and_spark_paths_agree_on_a_hostile_zone(spark: SparkSession, tmp_path: Path) -> None:
+    hostile_zone(tmp_path / "landing")
+    files = list_landing_files(tmp_path / "landing")
+    events, quarantine = parse_landing_arrow(files, limits=LIMITS, now_ms=NOW_MS)
+    with read_landing(spark, files, limits=LIMITS, now_ms=NOW_MS) as batch:
+        spark_events = [r.asDict() for r in batch.events.collect()]
+        spark_quarantine = [r.asDict() for r in batch.quarantine.collect()]
+    assert canonical(spark_events) == canonical(events.to_pylist())
+    assert canonical(spark_quarantine) == canonical(quarantine.to_pylist())
+    assert (events.num_rows, quarantine.num_rows) == (50 + 50 + 5 + 5, 9 + 4)
+
+
+def test_nesting_around_the_recursion_limit_is_an_event_or_invalid_json(tmp_path: Path) -> None:
+    # Decoding and re-encoding an unknown field start at different stack depths: somewhere near the limit a
+    # value decodes but does not encode. Every depth around it must give a row, never an exception.
+    limit = sys.getrecursionlimit()
+    depths = range(limit - 200, limit + 20)
+    (tmp_path / "deep.jsonl").write_bytes(b"\n".join(
+        b'{"tenant_id":"t","event_id":"%d","ts":%d,"deep":%s%s}' % (d, TS, b"[" * d, b"]" * d) for d in depths))
+    events, quarantine = parse_landing_arrow(list_landing_files(tmp_path), limits=LandingConfig(), now_ms=NOW_MS)
+    assert events.num_rows + quarantine.num_rows == len(depths) and events.num_rows > 0
+    assert set(quarantine.column("category").to_pylist()) == {reasons.INVALID_JSON}
