@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,24 @@ def test_ingest_routes_and_writes_a_small_landing_exactly_once_even_when_run_twi
     assert "wrote" in run.stdout and counts[0] == counts[1] > 0
     ids = DeltaTable(str(lakehouse / "events")).to_pyarrow_table(columns=["tenant_id", "event_id"]).to_pylist()
     assert len({(r["tenant_id"], r["event_id"]) for r in ids}) == len(ids)  # no duplicate
+
+
+def test_an_unexpected_error_is_one_line_with_the_traceback_saved_to_a_file(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import lakeshard.cli as cli
+
+    def broken(args: object) -> int:
+        raise OSError(5, "Input/output error", "/lakehouse/events/_delta_log/00000000000000000042.json")
+
+    monkeypatch.delenv("LAKESHARD_DEBUG", raising=False)
+    monkeypatch.setattr(cli, "cmd_doctor", broken)
+    assert cli.main(["doctor"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    first, second = err.strip().splitlines()
+    assert first.startswith("error: unexpected OSError:") and "Input/output error" in first
+    saved = second.split("the full traceback is in ", 1)[1].split(";", 1)[0]
+    with open(saved, encoding="utf-8") as f:
+        assert "Traceback" in f.read()
+    os.remove(saved)

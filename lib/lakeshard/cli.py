@@ -3,7 +3,9 @@
 
 Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
 where it reads input, ``--landing PATH`` (default ``./landing`` or ``$LAKESHARD_LANDING``).
-Errors lakeshard expects (bad input, missing Java, a conflicting commit) print one clear line and exit 2.
+Errors lakeshard expects (bad input, missing Java, a conflicting commit) print one clear line and exit 2;
+anything else prints one line naming the file its traceback was saved to and exits 1 (``LAKESHARD_DEBUG=1``
+prints the traceback instead).
 """
 
 from __future__ import annotations
@@ -280,6 +282,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug or an unforeseen fault: one line for the user, the traceback in a file
+        if os.environ.get("LAKESHARD_DEBUG"):
+            raise
+        trace = _save_traceback(exc)
+        print(f"error: unexpected {type(exc).__name__}: {exc}\n(the full traceback is in {trace}; "
+              "set LAKESHARD_DEBUG=1 to print it)", file=sys.stderr)
+        return 1
+
+
+def _save_traceback(exc: BaseException) -> str:
+    """Return the path of a new file holding ``exc``'s traceback."""
+    import traceback
+
+    fd, path = tempfile.mkstemp(prefix="lakeshard-error-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write("".join(traceback.format_exception(exc)))
+    return path
 
 
 if __name__ == "__main__":
