@@ -9,7 +9,7 @@ OUT = Path(__file__).resolve().parent.parent / "notebooks" / "11_buckets_and_ver
 nb = nbf.v4.new_notebook()
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 nb.cells = [
-    nbf.v4.new_markdown_cell("""# 05 — Buckets closing, late events, and a chunk's version history
+    nbf.v4.new_markdown_cell("""# 11 — Buckets closing, late events, and a chunk's version history
 
 Ingests a few hours of synthetic traffic (router + shard writers, exactly once), then walks the
 **completionist** forward in 15-minute steps: each `(tenant, hour)` bucket closes once it is quiet and the
