@@ -1,6 +1,6 @@
 # lakeshard — the two commands of README.md, and what they stand on.
 #   make demo   run the main job end to end on the embedded lakehouse (a fresh temporary lakehouse)
-#   make test   lint, type-check, and run every test (unit, integration, notebooks through nbval)
+#   make test   lint (code and notebooks), type-check, and run every test (unit, integration, notebooks through nbval)
 # Both create or reuse .venv, install what is missing (Java 17+ via apt when root), then run.
 
 PYTHON ?= python3
@@ -22,7 +22,8 @@ demo: env
 test: env lint typecheck unit
 
 lint: env
-	$(BIN)/ruff check lib tests bench
+	$(BIN)/ruff check lib tests bench scripts notebooks
+	$(BIN)/python scripts/normalize_notebooks.py --check
 
 typecheck: env
 	$(BIN)/mypy

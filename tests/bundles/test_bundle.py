@@ -33,8 +33,8 @@ def test_the_repository_bundle_is_valid() -> None:
 
 def test_job_task_dags_match_the_pipeline_declaration() -> None:
     jobs = declared_jobs(lakeshard_pipeline())
-    assert jobs["ingest"] == [("route", [], "notebooks/05_flow_route.ipynb"),
-                              ("ingest", ["route"], "notebooks/06_flow_ingest.ipynb")]
+    assert jobs["ingest"] == [("route", [], "notebooks/jobs/route.ipynb"),
+                              ("ingest", ["route"], "notebooks/jobs/ingest.ipynb")]
     assert job_mismatches(ROOT, jobs) == []
 
 
@@ -78,8 +78,8 @@ CASES: list[tuple[str, str, Callable[[Any], None], str]] = [
     ("unknown top-level key", "databricks.yml", lambda d: d.update(bundel={"name": "x"}),
      "databricks.yml: top level: Additional properties are not allowed ('bundel' was unexpected)"),
     ("missing notebook", "bundles/ingest.job.yml",
-     lambda d: _route_task(d)["notebook_task"].update(notebook_path="../notebooks/99_missing.ipynb"),
-     "notebook_task.notebook_path: '../notebooks/99_missing.ipynb' does not exist"),
+     lambda d: _route_task(d)["notebook_task"].update(notebook_path="../notebooks/jobs/missing.ipynb"),
+     "notebook_task.notebook_path: '../notebooks/jobs/missing.ipynb' does not exist"),
     ("a file that is not a notebook", "bundles/ingest.job.yml",
      lambda d: _route_task(d)["notebook_task"].update(notebook_path="../databricks.yml"),
      "notebook_task.notebook_path: '../databricks.yml' is not a notebook"),
@@ -122,14 +122,14 @@ def test_a_job_dag_that_drifts_from_the_declaration_is_reported(
     root = broken("bundles/ingest.job.yml", lambda d: d["resources"]["jobs"]["ingest"]["tasks"][1].pop("depends_on"))
     [problem] = job_mismatches(root, declared_jobs(lakeshard_pipeline()))
     assert problem.startswith("bundles/ingest.job.yml: tasks (key, depends on, notebook) are [('route', [], ")
-    assert "('ingest', [], 'notebooks/06_flow_ingest.ipynb')]" in problem
+    assert "('ingest', [], 'notebooks/jobs/ingest.ipynb')]" in problem
 
 
 def test_a_flow_declared_without_its_job_task_is_reported() -> None:
     p = lakeshard_pipeline()
     vacuum = dataclasses.replace(p.flow("autoshard"), name="vacuum", inputs=("events",), outputs=("events",),
-                                 refresh=(), after=(), notebook="notebooks/nn_vacuum.ipynb")
+                                 refresh=(), after=(), notebook="notebooks/jobs/vacuum.ipynb")
     [problem] = job_mismatches(ROOT, declared_jobs(p.extend(vacuum)))
     assert problem.startswith("bundles/maintenance.job.yml: tasks (key, depends on, notebook) are "
                               "[('close_buckets', []")
-    assert "('vacuum', [], 'notebooks/nn_vacuum.ipynb')" in problem
+    assert "('vacuum', [], 'notebooks/jobs/vacuum.ipynb')" in problem
