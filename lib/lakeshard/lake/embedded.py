@@ -22,13 +22,12 @@ import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError
@@ -37,7 +36,6 @@ from deltalake.transaction import AddAction, RemoveAction
 from lakeshard.errors import CommitConflict, TableStoreError
 from lakeshard.lake.base import (
     DEFAULT_PROPERTIES,
-    WRITE_PREFIX,
     AdapterBase,
     all_committed,
     arrow_columns,
@@ -48,17 +46,23 @@ from lakeshard.lake.base import (
 )
 from lakeshard.lake.datafiles import (
     conform,
-    footer_stats_and_values,
-    is_hidden,
+    partition_scalar,
     read_data_files,
-    stats_columns,
-    written_partition_values,
 )
 from lakeshard.lake.deltalog import (
     COMMIT_ID,
     custom_metadata,
 )
 from lakeshard.lake.embedded_log import DeltaRsLog, live_files
+from lakeshard.lake.embedded_write import (
+    added_file,
+    collect_adds,
+    commit_removes,
+    delete_tree,
+    metadata_strings,
+    stale_write_dirs,
+    version_of_commit,
+)
 from lakeshard.lake.files import filesystem, normalise_uri
 from lakeshard.lake.store import (
     BYTES_ADDED,
@@ -82,8 +86,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EmbeddedTableStore"]
 
-# A swap (removes + adds) re-tries against the newest version at most this often when other commits land.
-_SWAP_RETRIES = 10
 # Threads that read data files for read_arrow: pyarrow decodes Parquet without the GIL.
 _READ_THREADS = 4
 
@@ -292,7 +294,7 @@ class EmbeddedTableStore(AdapterBase):
             rows = fragments[at].to_table(schema=read_schema, columns=data, use_threads=False)
             f = everything[at]
             return pa.table([rows.column(c) if c not in parts else
-                             pa.array([_partition_scalar(f.partition_values.get(c), wanted.field(c).type)]
+                             pa.array([partition_scalar(f.partition_values.get(c), wanted.field(c).type)]
                                       * rows.num_rows, wanted.field(c).type) for c in names], schema=wanted)
 
         with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
@@ -438,24 +440,24 @@ class EmbeddedTableStore(AdapterBase):
         extra: Mapping[str, Any] | None = None
         if before_commit is not None:
             try:
-                extra = before_commit(uri, [_added_file(a) for a in adds])
+                extra = before_commit(uri, [added_file(a) for a in adds])
             except BaseException:
                 if write_dir is not None:
-                    self._delete_tree(write_dir)
+                    delete_tree(write_dir)
                 raise
         commit_id = uuid.uuid4().hex
         props = CommitProperties(
-            custom_metadata={**_metadata_strings(metadata), **_metadata_strings(extra), COMMIT_ID: commit_id,
+            custom_metadata={**metadata_strings(metadata), **metadata_strings(extra), COMMIT_ID: commit_id,
                              ROWS_ADDED: str(rows), BYTES_ADDED: str(sum(a.size for a in adds))},
             app_transactions=[Transaction(t.app_id, t.version) for t in app_transactions] or None,
             # delta-rs 1.6.6 rebases a commit with removes over a concurrent commit that removed the same
             # files (both land: rows doubled). Commits with removes therefore never let delta-rs retry;
-            # _commit_removes retries itself, only while every file it removes is still live.
+            # commit_removes retries itself, only while every file it removes is still live.
             max_commit_retries=0 if removes else self._retries,
         )
         try:
             if removes:
-                self._commit_removes(dt, uri, [*adds, *removes], remove, props, app_transactions)
+                commit_removes(self._log, dt, uri, [*adds, *removes], remove, props, app_transactions, self._retries)
             else:
                 with self._log.lock:
                     if dt is self._log.cached(uri) and dt.version() != read_version:
@@ -468,70 +470,17 @@ class EmbeddedTableStore(AdapterBase):
             # Only a known-failed commit deletes its files; any other error leaves them for vacuum, since
             # an unknown outcome might be a commit that references them.
             if write_dir is not None:
-                self._delete_tree(write_dir)
+                delete_tree(write_dir)
             latest = self._log.table(uri)
             if app_transactions and not fence and self._already_committed(latest, app_transactions):
                 return CommitResult(uri, int(latest.version()), skipped=True,
                                     reason=f"app transactions {txn_text(app_transactions)} committed concurrently")
             raise CommitConflict(uri, read_version, tuple(t.app_id for t in app_transactions), str(exc)) from None
         return CommitResult(
-            uri, self._version_of_commit(dt, read_version, commit_id),
+            uri, version_of_commit(dt, read_version, commit_id),
             files_added=len(adds), files_removed=len(removes), rows_added=rows,
             bytes_added=sum(a.size for a in adds), reason=operation,
         )
-
-    def _commit_removes(self, dt: DeltaTable, uri: str, actions: Sequence[AddAction | RemoveAction],
-                        remove: Sequence[str], props: CommitProperties,
-                        app_transactions: Sequence[AppTransaction] = ()) -> None:
-        """Commit a swap, re-trying on the newest version only while every file to remove is still live
-        and no concurrent commit carried one of its app transactions (e.g. a replace lock's fencing token).
-
-        Raises:
-            CommitFailedError: the log moved too often, a concurrent commit removed one of the files, or it
-                committed one of the same app transactions.
-        """
-        attempts = max(self._retries or 0, _SWAP_RETRIES)
-        for attempt in range(attempts + 1):
-            try:
-                schema, partition_by = dt.schema(), list(dt.metadata().partition_columns) or None
-                with phase(COMMIT, uri):
-                    dt.create_write_transaction(list(actions), mode="append", schema=schema,
-                                                partition_by=partition_by, commit_properties=props)
-                return
-            except CommitFailedError:
-                dt = self._log.table(uri)
-                taken = [t.app_id for t in app_transactions if (v := dt.transaction_version(t.app_id)) is not None
-                         and v >= t.version]
-                if taken:
-                    raise CommitFailedError(f"a concurrent commit carried app transactions {taken}") from None
-                live = {f.path for f in live_files(dt)}
-                gone = [p for p in remove if p not in live]
-                if gone or attempt == attempts:
-                    raise CommitFailedError(
-                        f"a concurrent commit removed files this swap removes: {gone[:5]}" if gone
-                        else f"the log moved {attempts + 1} times while committing this swap") from None
-
-    def _version_of_commit(self, dt: DeltaTable, read_version: int, commit_id: str) -> int:
-        """Return the version our commit landed at: delta-rs may have retried it past other commits.
-
-        The commit files after ``read_version`` are read directly: delta-rs' ``history()`` numbers
-        entries wrongly when it races a concurrent commit (seen with deltalake 1.6.6).
-        """
-        fs, base = filesystem(normalise_uri(dt.table_uri))
-        version = read_version + 1
-        while True:
-            path = f"{base}/_delta_log/{version:020d}.json"
-            try:
-                with fs.open_input_stream(path) as stream:
-                    lines = stream.read().decode("utf-8").split("\n")  # not splitlines(): ids may hold U+2028
-                if any(json.loads(line).get("commitInfo", {}).get(COMMIT_ID) == commit_id for line in lines if line):
-                    return version
-            except FileNotFoundError:
-                raise TableStoreError(
-                    f"{dt.table_uri}: commit {commit_id} succeeded but no commit after version {read_version} "
-                    "carries it"
-                ) from None
-            version += 1
 
     def _already_committed(self, dt: DeltaTable, txns: Sequence[AppTransaction]) -> bool:
         versions = self._log.app_versions(dt, [t.app_id for t in txns])
@@ -546,7 +495,7 @@ class EmbeddedTableStore(AdapterBase):
         if parts:
             writer = writer.partitionBy(*parts)
         writer.parquet(_spark_path(target))
-        return self._collect_adds(dt, write_id, target, data_change)
+        return collect_adds(dt, write_id, target, data_change)
 
     def _write_with(self, dt: DeltaTable, write: WriteFiles, data_change: bool) -> tuple[list[AddAction], int, str]:
         """Let ``write`` write Parquet files under a fresh directory of the table; return their add actions."""
@@ -554,47 +503,9 @@ class EmbeddedTableStore(AdapterBase):
         try:
             write(target)
         except BaseException:
-            self._delete_tree(target)
+            delete_tree(target)
             raise
-        return self._collect_adds(dt, write_id, target, data_change)
-
-    def _collect_adds(self, dt: DeltaTable, write_id: str, target: str,
-                      data_change: bool) -> tuple[list[AddAction], int, str]:
-        """Return add actions (stats from the footers) for the Parquet files written under ``target``."""
-        parts = list(dt.metadata().partition_columns)
-        fs, base = filesystem(target)
-        adds: list[AddAction] = []
-        rows = 0
-        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
-        written = [(info, info.path[len(base):].lstrip("/")) for info in fs.get_file_info(selector)
-                   if info.type == pafs.FileType.File]
-        written = [(info, rel) for info, rel in written if not is_hidden(rel) and rel.endswith(".parquet")]
-        # One footer per file: a routed batch writes a file per shard per task, so read them on threads.
-        indexed = stats_columns(dt.metadata().configuration, [f.name for f in dt.schema().fields])
-        with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
-            footers = list(pool.map(lambda item: footer_stats_and_values(fs, item[0].path, indexed), written))
-        for (info, relative), (n, stats, values) in zip(written, footers, strict=True):
-            if n == 0:
-                fs.delete_file(info.path)
-                continue
-            rows += n
-            adds.append(AddAction(
-                # delta-rs URI-encodes the path itself when it writes the log: give it the path as on disk.
-                path=f"{write_id}/{relative}",
-                size=int(info.size or 0),
-                partition_values=written_partition_values(relative, parts, values),
-                modification_time=int(info.mtime_ns // 1_000_000) if info.mtime_ns else now_ms(),
-                data_change=data_change,
-                stats=json.dumps(stats, separators=(",", ":")),
-            ))
-        return adds, rows, target
-
-    def _delete_tree(self, target: str) -> None:
-        fs, base = filesystem(target)
-        try:
-            fs.delete_dir(base)
-        except (FileNotFoundError, OSError):
-            pass
+        return collect_adds(dt, write_id, target, data_change)
 
     # ------------------------------------------------------------------------------ log actions
     def log_entries(self, table: str, *, start: int | None = None, end: int | None = None) -> list[LogEntry]:
@@ -664,69 +575,16 @@ class EmbeddedTableStore(AdapterBase):
         dt = self._log.table(uri)
         hours = max(0, math.ceil(retention_hours))
         removed = dt.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False, full=True)
-        staging = self._stale_write_dirs(uri, timedelta(hours=retention_hours), dry_run)
+        staging = stale_write_dirs(uri, timedelta(hours=retention_hours), dry_run)
         return VacuumReport(uri, dry_run, tuple(sorted(removed)), tuple(sorted(staging)))
-
-    def _stale_write_dirs(self, uri: str, retention: timedelta, dry_run: bool) -> list[str]:
-        """Remove Spark's leftovers (``_temporary``) and emptied write directories older than ``retention``."""
-        fs, base = filesystem(uri)
-        cutoff = datetime.now(UTC) - retention
-        removed: list[str] = []
-        for info in fs.get_file_info(pafs.FileSelector(base, recursive=False)):
-            name = info.base_name
-            if info.type != pafs.FileType.Directory or not name.startswith(WRITE_PREFIX):
-                continue
-            inside = fs.get_file_info(pafs.FileSelector(info.path, recursive=True))
-            newest = max((i.mtime for i in inside if i.mtime is not None), default=info.mtime)
-            if newest is not None and newest.replace(tzinfo=newest.tzinfo or UTC) > cutoff:
-                continue
-            data_left = [i for i in inside if i.type == pafs.FileType.File
-                         and not is_hidden(i.path[len(info.path):].lstrip("/"))]
-            if data_left:
-                continue  # still holds live (or younger) files; only the log may decide about them
-            removed.append(name)
-            if not dry_run:
-                fs.delete_dir(info.path)
-        return removed
 
 
 def _arrow_schema(dt: DeltaTable) -> pa.Schema:
     return pa.schema(dt.schema().to_arrow())
 
 
-def _partition_scalar(text: str | None, arrow_type: pa.DataType) -> Any:
-    """Return a partition value (as the log writes it) as a Python value of the column's type."""
-    if text is None:
-        return None
-    if pa.types.is_integer(arrow_type):
-        return int(text)
-    if pa.types.is_boolean(arrow_type):
-        return text.lower() == "true"
-    if pa.types.is_date(arrow_type):
-        return date.fromisoformat(text)
-    return text
-
-
-def _added_file(add: AddAction) -> FileInfo:
-    """Return what :meth:`EmbeddedTableStore.files` will say about a file once ``add`` is committed."""
-    stats = json.loads(add.stats)
-    return FileInfo(
-        path=add.path, size_bytes=add.size, num_records=stats.get("numRecords"),
-        partition_values=dict(add.partition_values),
-        modification_time=datetime.fromtimestamp(add.modification_time / 1000, tz=UTC),
-        min_values=stats.get("minValues", {}), max_values=stats.get("maxValues", {}),
-        null_counts=stats.get("nullCount", {}),
-    )
-
-
 def _to_spark_schema(schema: DeltaSchema) -> StructType:
     from pyspark.sql.types import StructType
 
     return StructType.fromJson(json.loads(schema.to_json()))
-
-
-def _metadata_strings(metadata: Mapping[str, Any] | None) -> dict[str, str]:
-    if not metadata:
-        return {}
-    return {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in metadata.items()}
 

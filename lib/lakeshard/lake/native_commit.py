@@ -22,8 +22,8 @@ from lakeshard.lake.base import all_committed, new_write_dir, now_ms, txn_text
 from lakeshard.lake.datafiles import (
     conform,
     footer_stats_and_values,
-    is_hidden,
     stats_columns,
+    written_parquet,
     written_partition_values,
 )
 from lakeshard.lake.deltalog import (
@@ -35,7 +35,7 @@ from lakeshard.lake.deltalog import (
     remove_action,
     txn_action,
 )
-from lakeshard.lake.files import filesystem, normalise_uri
+from lakeshard.lake.files import normalise_uri
 from lakeshard.lake.jvm import is_concurrent_modification, scala_call
 from lakeshard.lake.native_log import supported
 from lakeshard.lake.store import (
@@ -216,16 +216,11 @@ class NativeCommits:
         except BaseException:
             self._jvm.delete(target)
             raise
-        import pyarrow.fs as pafs
-
-        fs, base = filesystem(target)
+        fs, written = written_parquet(target)
         indexed = stats_columns(state.metadata.get("configuration") or {},
                                 [f["name"] for f in state.schema_json["fields"]])
         out: list[tuple[FileInfo, dict[str, Any]]] = []
-        for info in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
-            relative = info.path[len(base):].lstrip("/")
-            if info.type != pafs.FileType.File or is_hidden(relative) or not relative.endswith(".parquet"):
-                continue
+        for info, relative in written:
             n, stats, values = footer_stats_and_values(fs, info.path, indexed)
             if n == 0:
                 fs.delete_file(info.path)
