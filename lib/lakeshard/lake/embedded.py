@@ -13,6 +13,9 @@ How a write works (DESIGN.md §1):
    files of the failed attempt are deleted again.
 
 A process that dies between 1 and 3 leaves orphan files that :meth:`EmbeddedTableStore.vacuum` removes.
+
+What the store knows of each table's log (snapshots, app versions, listings) is :mod:`lakeshard.lake.embedded_log`;
+turning written files into add actions and committing swaps is :mod:`lakeshard.lake.embedded_write`.
 """
 
 from __future__ import annotations

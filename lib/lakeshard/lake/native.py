@@ -3,7 +3,8 @@
 This is the adapter for a Databricks cluster (jobs, notebooks on classic compute) and for any Spark session
 started with the delta-spark jars (DESIGN.md §1). It drives Delta through the session's py4j gateway, so it
 needs a classic session: a Spark Connect / databricks-connect session has no gateway and uses the embedded
-adapter (see :func:`lakeshard.lake.choose_adapter`).
+adapter (see :func:`lakeshard.lake.choose_adapter`). Its log reads are :mod:`lakeshard.lake.native_log`, its
+commits :mod:`lakeshard.lake.native_commit`, and every py4j call into Delta goes through :mod:`lakeshard.lake.jvm`.
 
 Which Delta API each operation uses, and why:
 
