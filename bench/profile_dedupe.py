@@ -33,6 +33,8 @@ import bench_dedupe as bench
 import lakeshard.dedupe.keyhash as keyhash
 import lakeshard.dedupe.writer as writer_mod
 import lakeshard.lake.embedded as embedded
+import lakeshard.lake.embedded_log as embedded_log
+import lakeshard.lake.embedded_write as embedded_write
 import lakeshard.lake.files as files_mod
 from lakeshard.config import load_config
 from lakeshard.lake import open_store
@@ -75,10 +77,17 @@ def _instrument() -> None:
     dt.create_write_transaction = _timed("delta-rs commit (create_write_transaction)", dt.create_write_transaction,
                                          per_table=True)
     dt.transaction_version = _timed("delta-rs transaction_version", dt.transaction_version)
-    for name in ("_latest_locked", "_app_versions", "_version_of_commit", "_collect_adds", "files", "log_entries",
-                 "history", "read_arrow_groups", "_table"):
+    for name in ("files", "log_entries", "history", "read_arrow_groups"):
         setattr(store, name, _timed(f"store.{name}", getattr(store, name), per_table=True))
-    embedded._live_files = _timed("store._live_files", embedded._live_files, per_table=True)
+    # The store's log state and write helpers live in their own modules; the labels stay the store's phases.
+    log = embedded_log.DeltaRsLog
+    for name, label in (("_latest_locked", "_latest_locked"), ("app_versions", "_app_versions"), ("table", "_table")):
+        setattr(log, name, _timed(f"store.{label}", getattr(log, name), per_table=True))
+    for name in ("version_of_commit", "collect_adds"):
+        setattr(embedded, name, _timed(f"store._{name}", getattr(embedded_write, name), per_table=True))
+    live_files = _timed("store._live_files", embedded_log.live_files, per_table=True)
+    for module in (embedded, embedded_log, embedded_write):
+        module.live_files = live_files
     files_mod.write_partitioned = _timed("Parquet write (write_partitioned)", files_mod.write_partitioned,
                                          per_table=True)
     keyhash.key_hashes = _timed("key hashes", keyhash.key_hashes)

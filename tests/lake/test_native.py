@@ -15,7 +15,9 @@ from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
 from lakeshard.lake import adapter_choice, choose_adapter, open_store
 from lakeshard.lake.embedded import EmbeddedTableStore
-from lakeshard.lake.native import NativeTableStore, commit_timestamps, is_concurrent_modification, scala_call
+from lakeshard.lake.jvm import is_concurrent_modification, scala_call
+from lakeshard.lake.native import NativeTableStore
+from lakeshard.lake.native_log import commit_timestamps
 
 
 @pytest.mark.parametrize(("setting", "delta_jvm", "gateway", "expected", "why"), [

@@ -98,14 +98,12 @@ def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True) -> Ad
 
 def adapter_choice(spark: SparkSession, cfg: LakeshardConfig | None = None) -> AdapterChoice:
     """Return which adapter :func:`open_store` picks for this session under ``cfg``, and why."""
+    from lakeshard.lake.jvm import gateway
     from lakeshard.runtime import has_delta_jvm
 
     cfg = cfg or load_config()
-    try:
-        gateway = getattr(spark.sparkContext, "_jvm", None) is not None
-    except Exception:  # a Spark Connect session raises on .sparkContext
-        gateway = False
-    return choose_adapter(cfg.spark.adapter, delta_jvm=gateway and has_delta_jvm(spark), gateway=gateway)
+    has_gateway = gateway(spark) is not None
+    return choose_adapter(cfg.spark.adapter, delta_jvm=has_gateway and has_delta_jvm(spark), gateway=has_gateway)
 
 
 def adapter_name(spark: SparkSession, cfg: LakeshardConfig | None = None) -> str:

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -33,10 +34,12 @@ __all__ = [
     "footer_stats",
     "footer_stats_and_values",
     "is_hidden",
+    "partition_scalar",
     "partition_values_from_path",
     "read_data_files",
     "spark_file_uri",
     "stats_columns",
+    "written_parquet",
     "written_partition_values",
 ]
 
@@ -72,6 +75,18 @@ def spark_file_uri(uri: str) -> str:
 def is_hidden(relative: str) -> bool:
     """Return whether a path relative to the table root is Spark's or Delta's bookkeeping, not data."""
     return any(part.startswith(("_", ".")) for part in relative.split("/"))
+
+
+def written_parquet(target: str) -> tuple[pafs.FileSystem, list[tuple[pafs.FileInfo, str]]]:
+    """Return the filesystem of a write directory and each Parquet data file under it, with its path relative
+    to the directory (hidden and bookkeeping files left out); none when the directory is absent."""
+    from lakeshard.lake.files import filesystem
+
+    fs, base = filesystem(target)
+    selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+    written = [(info, info.path[len(base):].lstrip("/")) for info in fs.get_file_info(selector)
+               if info.type == pafs.FileType.File]
+    return fs, [(info, rel) for info, rel in written if not is_hidden(rel) and rel.endswith(".parquet")]
 
 
 def _stat_value(value: Any) -> Any:
@@ -209,6 +224,19 @@ def written_partition_values(relative: str, partition_by: Sequence[str],
     if missing:
         raise TableStoreError(f"written file {relative}: its footer's partition values lack {missing}")
     return {c: footer[c] for c in partition_by}
+
+
+def partition_scalar(text: str | None, arrow_type: pa.DataType) -> Any:
+    """Return a partition value (as the log writes it) as a Python value of the column's type."""
+    if text is None:
+        return None
+    if pa.types.is_integer(arrow_type):
+        return int(text)
+    if pa.types.is_boolean(arrow_type):
+        return text.lower() == "true"
+    if pa.types.is_date(arrow_type):
+        return date.fromisoformat(text)
+    return text
 
 
 def partition_values_from_path(relative: str, partition_by: Sequence[str]) -> dict[str, str | None]:

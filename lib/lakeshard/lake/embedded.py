@@ -13,45 +13,58 @@ How a write works (DESIGN.md §1):
    files of the failed attempt are deleted again.
 
 A process that dies between 1 and 3 leaves orphan files that :meth:`EmbeddedTableStore.vacuum` removes.
+
+What the store knows of each table's log (snapshots, app versions, listings) is :mod:`lakeshard.lake.embedded_log`;
+turning written files into add actions and committing swaps is :mod:`lakeshard.lake.embedded_write`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake import Schema as DeltaSchema
-from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction
 
-from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError
+from lakeshard.errors import CommitConflict, TableStoreError
+from lakeshard.lake.base import (
+    DEFAULT_PROPERTIES,
+    AdapterBase,
+    all_committed,
+    arrow_columns,
+    check_read_point,
+    new_write_dir,
+    now_ms,
+    txn_text,
+)
 from lakeshard.lake.datafiles import (
     conform,
-    footer_stats_and_values,
-    is_hidden,
+    partition_scalar,
     read_data_files,
-    stats_columns,
-    written_partition_values,
 )
 from lakeshard.lake.deltalog import (
     COMMIT_ID,
-    checkpoint_parts,
-    commit_versions,
     custom_metadata,
-    file_from_action,
-    parse_commit,
+)
+from lakeshard.lake.embedded_log import DeltaRsLog, live_files
+from lakeshard.lake.embedded_write import (
+    added_file,
+    collect_adds,
+    commit_removes,
+    delete_tree,
+    metadata_strings,
+    stale_write_dirs,
+    version_of_commit,
 )
 from lakeshard.lake.files import filesystem, normalise_uri
 from lakeshard.lake.store import (
@@ -64,7 +77,6 @@ from lakeshard.lake.store import (
     FileInfo,
     K,
     LogEntry,
-    TableStore,
     VacuumReport,
     WriteFiles,
     check_new_columns,
@@ -77,15 +89,8 @@ if TYPE_CHECKING:
 
 __all__ = ["EmbeddedTableStore"]
 
-# Deletion vectors and column mapping would make a plain Parquet read of the live files wrong.
-_DEFAULT_PROPERTIES = {"delta.enableDeletionVectors": "false"}
-_PARTITION_TYPES = {"string", "integer", "long", "short", "byte", "date", "boolean"}
-_WRITE_PREFIX = "w-"
-# A swap (removes + adds) re-tries against the newest version at most this often when other commits land.
-_SWAP_RETRIES = 10
 # Threads that read data files for read_arrow: pyarrow decodes Parquet without the GIL.
 _READ_THREADS = 4
-
 
 
 def _spark_path(uri: str) -> str:
@@ -94,7 +99,7 @@ def _spark_path(uri: str) -> str:
     return uri
 
 
-class EmbeddedTableStore(TableStore):
+class EmbeddedTableStore(AdapterBase):
     """A :class:`TableStore` whose commits go through delta-rs and whose data files Spark writes.
 
     Args:
@@ -120,12 +125,9 @@ class EmbeddedTableStore(TableStore):
         self._start_spark = start_spark
         self._storage = dict(storage_options) if storage_options else None
         self._retries = max_commit_retries
-        self._snapshots: dict[str, DeltaTable] = {}  # per table, its latest state seen (see _latest)
-        self._txns: dict[str, _AppVersions] = {}  # per table, app transaction versions read so far
-        self._listings: dict[str, tuple[int, list[FileInfo]]] = {}  # per table, its last file listing
-        # Threads sharing this store share those DeltaTables: bringing one up to date and committing on it
-        # take turns, so no commit is prepared at one version and sent from another (see _commit).
-        self._lock = threading.RLock()
+        # The tables' latest states, app transaction versions and file listings seen so far; threads sharing
+        # this store share them, and bringing a table up to date and committing on it take turns (``lock``).
+        self._log = DeltaRsLog(self._storage)
 
     @property
     def spark(self) -> SparkSession:
@@ -147,72 +149,13 @@ class EmbeddedTableStore(TableStore):
         return self._spark is not None
 
     # ----------------------------------------------------------------------------------- lookup
-    def _table(self, table: str, version: int | None = None) -> DeltaTable:
-        uri = normalise_uri(table)
-        try:
-            return DeltaTable(uri, version=version, storage_options=self._storage)
-        except TableNotFoundError:
-            raise TableNotFound(f"no Delta table at {uri}") from None
-        except DeltaError as exc:
-            if version is not None:
-                raise TableStoreError(f"cannot load {uri} at version {version}: {exc}") from None
-            raise TableStoreError(f"cannot load the Delta table at {uri}: {exc}") from None
-
-    def _latest(self, table: str) -> DeltaTable:
-        """Return the table at its latest version, for a read-only look (nothing mutates or commits on it).
-
-        One DeltaTable per table is kept and brought up to date incrementally, reading only the commits since
-        the last look: a writer step asks for versions, progress and file lists many times, and a fresh load
-        replays the log from its last checkpoint every time. Like Spark's cached DeltaLog this assumes a table
-        is not deleted and re-created at the same location by another process while this store is in use
-        (:meth:`create` forgets the table's state; a cached version whose commit file is gone is reloaded).
-        """
-        uri = normalise_uri(table)
-        with self._lock:
-            return self._latest_locked(uri)
-
-    def _latest_locked(self, uri: str) -> DeltaTable:
-        cached = self._snapshots.get(uri)
-        if cached is not None:
-            try:
-                cached.update_incremental()
-                fs, base = filesystem(uri)
-                if fs.get_file_info(f"{base}/_delta_log/{cached.version():020d}.json").type != pafs.FileType.NotFound:
-                    return cached
-            except DeltaError:
-                pass
-            self._forget(uri)
-        dt = self._table(uri)
-        self._snapshots[uri] = dt
-        return dt
-
-    def _at_version(self, uri: str, read_version: int | None) -> DeltaTable:
-        """Return the table at ``read_version`` (None: the latest) to prepare a commit on.
-
-        Committing through a DeltaTable does not move it (delta-rs leaves its snapshot where it was), so the
-        cached one serves as long as it sits exactly at ``read_version``; the next :meth:`_latest` brings it up
-        to date. Loading a table replays its log and builds its file list, which costs more the bigger the
-        table is: a writer step that loaded it afresh for each commit slowed down as ``events`` grew.
-        """
-        if read_version is None:
-            return self._latest(uri)
-        cached = self._snapshots.get(uri)
-        if cached is not None and cached.version() == read_version:
-            return cached
-        return self._table(uri, read_version)
-
-    def _forget(self, uri: str) -> None:
-        self._snapshots.pop(uri, None)
-        self._txns.pop(uri, None)
-        self._listings.pop(uri, None)
-
     def exists(self, table: str) -> bool:
         """Return whether a Delta table exists at ``table``."""
         return DeltaTable.is_deltatable(normalise_uri(table), storage_options=self._storage)
 
     def schema(self, table: str) -> StructType:
         """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
-        return _to_spark_schema(self._latest(table).schema())
+        return _to_spark_schema(self._log.latest(table).schema())
 
     def add_columns(self, table: str, fields: Sequence[StructField]) -> int:
         """Add nullable columns to an existing table with delta-rs' schema change; return the new version."""
@@ -220,23 +163,23 @@ class EmbeddedTableStore(TableStore):
 
         uri = normalise_uri(table)
         check_new_columns(uri, self.schema(uri), fields)
-        dt = self._table(uri)
+        dt = self._log.table(uri)
         try:
             dt.alter.add_columns([Field.from_json(json.dumps(f.jsonValue())) for f in fields])
         except DeltaError as exc:
             raise TableStoreError(f"{uri}: cannot add the columns {[f.name for f in fields]}: {exc}") from None
         finally:
-            with self._lock:
-                self._forget(uri)
+            with self._log.lock:
+                self._log.forget(uri)
         return int(dt.version())
 
     def partition_columns(self, table: str) -> list[str]:
         """Return the table's partition columns in order."""
-        return list(self._latest(table).metadata().partition_columns)
+        return list(self._log.latest(table).metadata().partition_columns)
 
     def version(self, table: str) -> int:
         """Return the table's latest version."""
-        return int(self._latest(table).version())
+        return int(self._log.latest(table).version())
 
     # ----------------------------------------------------------------------------------- create
     def create(
@@ -257,22 +200,11 @@ class EmbeddedTableStore(TableStore):
                 partition column has a type that cannot be a partition.
         """
         uri = normalise_uri(table)
-        self._forget(uri)
-        fields = {f.name: f for f in schema.fields}
-        for col in partition_by:
-            if col not in fields:
-                raise TableStoreError(f"{uri}: partition column {col!r} is not in the schema {list(fields)}")
-            type_name = fields[col].dataType.typeName()
-            if type_name not in _PARTITION_TYPES:
-                raise TableStoreError(
-                    f"{uri}: partition column {col!r} has type {type_name}; use one of {sorted(_PARTITION_TYPES)}"
-                )
-        if self.exists(uri):
-            if not exist_ok:
-                raise TableExists(f"a Delta table already exists at {uri}")
-            self._check_same_shape(uri, schema, partition_by)
-            return self.version(uri)
-        config = {**_DEFAULT_PROPERTIES, **(properties or {})}
+        self._log.forget(uri)
+        existing = self._existing_version(uri, schema, partition_by, exist_ok)
+        if existing is not None:
+            return existing
+        config = {**DEFAULT_PROPERTIES, **(properties or {})}
         try:
             dt = DeltaTable.create(
                 uri,
@@ -291,17 +223,6 @@ class EmbeddedTableStore(TableStore):
             raise TableStoreError(f"cannot create the Delta table at {uri}: {exc}") from None
         return int(dt.version())
 
-    def _check_same_shape(self, uri: str, schema: StructType, partition_by: Sequence[str]) -> None:
-        found = self.schema(uri)
-        found_parts = self.partition_columns(uri)
-        expected = [(f.name, f.dataType.simpleString()) for f in schema.fields]
-        actual = [(f.name, f.dataType.simpleString()) for f in found.fields]
-        if expected != actual or list(partition_by) != found_parts:
-            raise TableStoreError(
-                f"{uri} exists with a different shape: expected columns {expected} partitioned by "
-                f"{list(partition_by)}, found {actual} partitioned by {found_parts}"
-            )
-
     # ------------------------------------------------------------------------------------- read
     def read(
         self, table: str, *, version: int | None = None, timestamp: datetime | str | None = None
@@ -317,9 +238,8 @@ class EmbeddedTableStore(TableStore):
             store.read(uri, version=3).count()
             store.read(uri, timestamp="2026-01-01T00:00:00Z")
         """
-        if version is not None and timestamp is not None:
-            raise TableStoreError("read: give a version or a timestamp, not both")
-        dt = self._table(table, version)
+        check_read_point(version, timestamp)
+        dt = self._log.table(table, version)
         if timestamp is not None:
             try:
                 dt.load_as_version(timestamp)
@@ -332,10 +252,10 @@ class EmbeddedTableStore(TableStore):
 
         This is how a consumer reads what certain commits added, or a planner reads one bucket's files.
         """
-        return self._read_snapshot(self._latest(table), files)
+        return self._read_snapshot(self._log.latest(table), files)
 
     def _read_snapshot(self, dt: DeltaTable, only: Sequence[FileInfo] | None = None) -> DataFrame:
-        files = _live_files(dt) if only is None else list(only)
+        files = live_files(dt) if only is None else list(only)
         return read_data_files(self.spark, normalise_uri(dt.table_uri), _to_spark_schema(dt.schema()),
                                list(dt.metadata().partition_columns), files)
 
@@ -360,13 +280,9 @@ class EmbeddedTableStore(TableStore):
         only the columns asked for; a partition column asked for is filled in from the add actions.
         This is the ID page-in's read: a few columns of many small files, wanted per ``(shard, interval)``.
         """
-        dt = self._latest(table)
+        dt = self._log.latest(table)
         schema = _arrow_schema(dt)
-        names = list(columns) if columns is not None else schema.names
-        unknown = [c for c in names if c not in schema.names]
-        if unknown:
-            raise TableStoreError(f"{dt.table_uri}: no columns {unknown}; the table has {schema.names}")
-        wanted = pa.schema([schema.field(c).with_nullable(True) for c in names])
+        names, wanted = arrow_columns(dt.table_uri, schema, columns)
         parts = set(dt.metadata().partition_columns)
         data = [c for c in names if c not in parts]
         # Data columns as the table types them (a column a file lacks reads as null, as Spark reads it).
@@ -381,7 +297,7 @@ class EmbeddedTableStore(TableStore):
             rows = fragments[at].to_table(schema=read_schema, columns=data, use_threads=False)
             f = everything[at]
             return pa.table([rows.column(c) if c not in parts else
-                             pa.array([_partition_scalar(f.partition_values.get(c), wanted.field(c).type)]
+                             pa.array([partition_scalar(f.partition_values.get(c), wanted.field(c).type)]
                                       * rows.num_rows, wanted.field(c).type) for c in names], schema=wanted)
 
         with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
@@ -395,7 +311,7 @@ class EmbeddedTableStore(TableStore):
 
     def arrow_schema(self, table: str) -> pa.Schema:
         """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
-        return _arrow_schema(self._latest(table))
+        return _arrow_schema(self._log.latest(table))
 
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their stats.
@@ -403,16 +319,7 @@ class EmbeddedTableStore(TableStore):
         The latest listing is kept until the table moves: a version's files never change. A ``version`` that is
         the latest one (a reader that just asked for the version) is served from it too, not from a fresh load.
         """
-        uri = normalise_uri(table)
-        with self._lock:
-            dt = self._latest(uri)
-            if version is not None and version != dt.version():
-                return _live_files(self._table(uri, version))
-            listed = self._listings.get(uri)
-            if listed is None or listed[0] != dt.version():
-                listed = (int(dt.version()), _live_files(dt))
-                self._listings[uri] = listed
-            return list(listed[1])
+        return self._log.files(normalise_uri(table), version)
 
     # ------------------------------------------------------------------------------------ write
     def append(
@@ -506,22 +413,22 @@ class EmbeddedTableStore(TableStore):
             raise TableStoreError(f"{uri}: give the rows to add as a DataFrame or as a write function, not both")
         # A swap checks that the files it removes are live at the read version and commits at exactly that
         # version, so it gets a table of its own (swaps are rare); appends may use the shared cached one.
-        dt = self._table(uri, read_version) if remove else self._at_version(uri, read_version)
+        dt = self._log.table(uri, read_version) if remove else self._log.at_version(uri, read_version)
         read_version = int(dt.version())
         if app_transactions and not fence and self._already_committed(dt, app_transactions):
             return CommitResult(uri, read_version, skipped=True,
-                                reason=f"app transactions {_txn_text(app_transactions)} already committed")
+                                reason=f"app transactions {txn_text(app_transactions)} already committed")
         removes: list[RemoveAction] = []
         if remove:
-            live = {f.path: f for f in _live_files(dt)}
+            live = {f.path: f for f in live_files(dt)}
             gone = [p for p in remove if p not in live]
             if gone:
                 raise CommitConflict(uri, read_version, tuple(t.app_id for t in app_transactions),
                                      f"files to remove are not live at version {read_version}: {gone[:5]}")
-            now_ms = _now_ms()
+            deleted_ms = now_ms()
             removes = [
                 # delta-rs URI-encodes the path when it writes the log, as for adds: give it the path as on disk.
-                RemoveAction(path=unquote(p), data_change=data_change, deletion_timestamp=now_ms,
+                RemoveAction(path=unquote(p), data_change=data_change, deletion_timestamp=deleted_ms,
                              size=live[p].size_bytes, partition_values=dict(live[p].partition_values))
                 for p in remove
             ]
@@ -536,28 +443,28 @@ class EmbeddedTableStore(TableStore):
         extra: Mapping[str, Any] | None = None
         if before_commit is not None:
             try:
-                extra = before_commit(uri, [_added_file(a) for a in adds])
+                extra = before_commit(uri, [added_file(a) for a in adds])
             except BaseException:
                 if write_dir is not None:
-                    self._delete_tree(write_dir)
+                    delete_tree(write_dir)
                 raise
         commit_id = uuid.uuid4().hex
         props = CommitProperties(
-            custom_metadata={**_metadata_strings(metadata), **_metadata_strings(extra), COMMIT_ID: commit_id,
+            custom_metadata={**metadata_strings(metadata), **metadata_strings(extra), COMMIT_ID: commit_id,
                              ROWS_ADDED: str(rows), BYTES_ADDED: str(sum(a.size for a in adds))},
             app_transactions=[Transaction(t.app_id, t.version) for t in app_transactions] or None,
             # delta-rs 1.6.6 rebases a commit with removes over a concurrent commit that removed the same
             # files (both land: rows doubled). Commits with removes therefore never let delta-rs retry;
-            # _commit_removes retries itself, only while every file it removes is still live.
+            # commit_removes retries itself, only while every file it removes is still live.
             max_commit_retries=0 if removes else self._retries,
         )
         try:
             if removes:
-                self._commit_removes(dt, uri, [*adds, *removes], remove, props, app_transactions)
+                commit_removes(self._log, dt, uri, [*adds, *removes], remove, props, app_transactions, self._retries)
             else:
-                with self._lock:
-                    if dt is self._snapshots.get(uri) and dt.version() != read_version:
-                        dt = self._table(uri, read_version)  # another thread brought the shared table up to date
+                with self._log.lock:
+                    if dt is self._log.cached(uri) and dt.version() != read_version:
+                        dt = self._log.table(uri, read_version)  # another thread brought the shared table up to date
                     schema, partition_by = dt.schema(), list(dt.metadata().partition_columns) or None
                     with phase(COMMIT, uri):
                         dt.create_write_transaction([*adds, *removes], mode="append", schema=schema,
@@ -566,143 +473,42 @@ class EmbeddedTableStore(TableStore):
             # Only a known-failed commit deletes its files; any other error leaves them for vacuum, since
             # an unknown outcome might be a commit that references them.
             if write_dir is not None:
-                self._delete_tree(write_dir)
-            latest = self._table(uri)
+                delete_tree(write_dir)
+            latest = self._log.table(uri)
             if app_transactions and not fence and self._already_committed(latest, app_transactions):
                 return CommitResult(uri, int(latest.version()), skipped=True,
-                                    reason=f"app transactions {_txn_text(app_transactions)} committed concurrently")
+                                    reason=f"app transactions {txn_text(app_transactions)} committed concurrently")
             raise CommitConflict(uri, read_version, tuple(t.app_id for t in app_transactions), str(exc)) from None
         return CommitResult(
-            uri, self._version_of_commit(dt, read_version, commit_id),
+            uri, version_of_commit(dt, read_version, commit_id),
             files_added=len(adds), files_removed=len(removes), rows_added=rows,
             bytes_added=sum(a.size for a in adds), reason=operation,
         )
 
-    def _commit_removes(self, dt: DeltaTable, uri: str, actions: Sequence[AddAction | RemoveAction],
-                        remove: Sequence[str], props: CommitProperties,
-                        app_transactions: Sequence[AppTransaction] = ()) -> None:
-        """Commit a swap, re-trying on the newest version only while every file to remove is still live
-        and no concurrent commit carried one of its app transactions (e.g. a replace lock's fencing token).
-
-        Raises:
-            CommitFailedError: the log moved too often, a concurrent commit removed one of the files, or it
-                committed one of the same app transactions.
-        """
-        attempts = max(self._retries or 0, _SWAP_RETRIES)
-        for attempt in range(attempts + 1):
-            try:
-                schema, partition_by = dt.schema(), list(dt.metadata().partition_columns) or None
-                with phase(COMMIT, uri):
-                    dt.create_write_transaction(list(actions), mode="append", schema=schema,
-                                                partition_by=partition_by, commit_properties=props)
-                return
-            except CommitFailedError:
-                dt = self._table(uri)
-                taken = [t.app_id for t in app_transactions if (v := dt.transaction_version(t.app_id)) is not None
-                         and v >= t.version]
-                if taken:
-                    raise CommitFailedError(f"a concurrent commit carried app transactions {taken}") from None
-                live = {f.path for f in _live_files(dt)}
-                gone = [p for p in remove if p not in live]
-                if gone or attempt == attempts:
-                    raise CommitFailedError(
-                        f"a concurrent commit removed files this swap removes: {gone[:5]}" if gone
-                        else f"the log moved {attempts + 1} times while committing this swap") from None
-
-    def _version_of_commit(self, dt: DeltaTable, read_version: int, commit_id: str) -> int:
-        """Return the version our commit landed at: delta-rs may have retried it past other commits.
-
-        The commit files after ``read_version`` are read directly: delta-rs' ``history()`` numbers
-        entries wrongly when it races a concurrent commit (seen with deltalake 1.6.6).
-        """
-        fs, base = filesystem(normalise_uri(dt.table_uri))
-        version = read_version + 1
-        while True:
-            path = f"{base}/_delta_log/{version:020d}.json"
-            try:
-                with fs.open_input_stream(path) as stream:
-                    lines = stream.read().decode("utf-8").split("\n")  # not splitlines(): ids may hold U+2028
-                if any(json.loads(line).get("commitInfo", {}).get(COMMIT_ID) == commit_id for line in lines if line):
-                    return version
-            except FileNotFoundError:
-                raise TableStoreError(
-                    f"{dt.table_uri}: commit {commit_id} succeeded but no commit after version {read_version} "
-                    "carries it"
-                ) from None
-            version += 1
-
     def _already_committed(self, dt: DeltaTable, txns: Sequence[AppTransaction]) -> bool:
-        versions = self._app_versions(dt, [t.app_id for t in txns])
-        done = [(t, versions[t.app_id]) for t in txns]
-        committed = [t for t, v in done if v is not None and v >= t.version]
-        if committed and len(committed) != len(txns):
-            # Another writer got part of this progress in first: a conflict, not a replay.
-            raise CommitConflict(
-                dt.table_uri, int(dt.version()), tuple(t.app_id for t in txns),
-                f"some app transactions of this commit are already committed ({_txn_text(committed)}) and some "
-                f"are not ({_txn_text([t for t in txns if t not in committed])}); a commit must be all new or all "
-                "replayed",
-            )
-        return bool(committed)
+        versions = self._log.app_versions(dt, [t.app_id for t in txns])
+        return all_committed(dt.table_uri, int(dt.version()), txns, versions)
 
     def _write_files(self, dt: DeltaTable, df: DataFrame, data_change: bool) -> tuple[list[AddAction], int, str]:
         """Write ``df`` with Spark under a fresh directory of the table; return its add actions."""
         uri = normalise_uri(dt.table_uri)
         parts = list(dt.metadata().partition_columns)
-        write_id, target = _new_write_dir(uri)
+        write_id, target = new_write_dir(uri)
         writer = conform(df, _to_spark_schema(dt.schema()), uri).write.mode("errorifexists")
         if parts:
             writer = writer.partitionBy(*parts)
         writer.parquet(_spark_path(target))
-        return self._collect_adds(dt, write_id, target, data_change)
+        return collect_adds(dt, write_id, target, data_change)
 
     def _write_with(self, dt: DeltaTable, write: WriteFiles, data_change: bool) -> tuple[list[AddAction], int, str]:
         """Let ``write`` write Parquet files under a fresh directory of the table; return their add actions."""
-        write_id, target = _new_write_dir(normalise_uri(dt.table_uri))
+        write_id, target = new_write_dir(normalise_uri(dt.table_uri))
         try:
             write(target)
         except BaseException:
-            self._delete_tree(target)
+            delete_tree(target)
             raise
-        return self._collect_adds(dt, write_id, target, data_change)
-
-    def _collect_adds(self, dt: DeltaTable, write_id: str, target: str,
-                      data_change: bool) -> tuple[list[AddAction], int, str]:
-        """Return add actions (stats from the footers) for the Parquet files written under ``target``."""
-        parts = list(dt.metadata().partition_columns)
-        fs, base = filesystem(target)
-        adds: list[AddAction] = []
-        rows = 0
-        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
-        written = [(info, info.path[len(base):].lstrip("/")) for info in fs.get_file_info(selector)
-                   if info.type == pafs.FileType.File]
-        written = [(info, rel) for info, rel in written if not is_hidden(rel) and rel.endswith(".parquet")]
-        # One footer per file: a routed batch writes a file per shard per task, so read them on threads.
-        indexed = stats_columns(dt.metadata().configuration, [f.name for f in dt.schema().fields])
-        with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
-            footers = list(pool.map(lambda item: footer_stats_and_values(fs, item[0].path, indexed), written))
-        for (info, relative), (n, stats, values) in zip(written, footers, strict=True):
-            if n == 0:
-                fs.delete_file(info.path)
-                continue
-            rows += n
-            adds.append(AddAction(
-                # delta-rs URI-encodes the path itself when it writes the log: give it the path as on disk.
-                path=f"{write_id}/{relative}",
-                size=int(info.size or 0),
-                partition_values=written_partition_values(relative, parts, values),
-                modification_time=int(info.mtime_ns // 1_000_000) if info.mtime_ns else _now_ms(),
-                data_change=data_change,
-                stats=json.dumps(stats, separators=(",", ":")),
-            ))
-        return adds, rows, target
-
-    def _delete_tree(self, target: str) -> None:
-        fs, base = filesystem(target)
-        try:
-            fs.delete_dir(base)
-        except (FileNotFoundError, OSError):
-            pass
+        return collect_adds(dt, write_id, target, data_change)
 
     # ------------------------------------------------------------------------------ log actions
     def log_entries(self, table: str, *, start: int | None = None, end: int | None = None) -> list[LogEntry]:
@@ -715,47 +521,22 @@ class EmbeddedTableStore(TableStore):
             TableStoreError: ``start`` is older than the oldest commit file left in the log, or a commit
                 between ``start`` and ``end`` is missing.
         """
-        uri = normalise_uri(table)
-        latest = self.version(uri)
-        commits = _commit_versions(uri)
-        first = min(commits, default=latest)
-        start = first if start is None else start
-        end = latest if end is None else min(end, latest)
-        if start < first:
-            raise TableStoreError(
-                f"{uri}: the log holds commits from version {first} on (older ones were cleaned up after a "
-                f"checkpoint); version {start} was asked for"
-            )
-        missing = [v for v in range(start, end + 1) if v not in commits]
-        if missing:
-            raise TableStoreError(f"{uri}: commit files for versions {missing[:5]} are missing from the log")
-        fs, base = filesystem(uri)
-        return [_log_entry(fs, f"{base}/_delta_log/{v:020d}.json", v) for v in range(start, end + 1)]
+        return self._log.log_entries(normalise_uri(table), start, end)
 
     def checkpoint_versions(self, table: str) -> list[int]:
         """Return the versions with a complete classic checkpoint (single- or multi-part), oldest first.
 
         V2 checkpoints (UUID-named, with sidecars) are not listed: delta-rs does not write them.
         """
-        return sorted(v for v, parts in _checkpoint_parts(normalise_uri(table)).items() if parts)
+        return self._log.checkpoint_versions(normalise_uri(table))
 
     def checkpoint_files(self, table: str, version: int) -> list[FileInfo]:
         """Return the live data files the checkpoint at ``version`` records (its add actions)."""
-        uri = normalise_uri(table)
-        parts = _checkpoint_parts(uri).get(version)
-        if not parts:
-            raise TableStoreError(f"{uri}: no complete checkpoint at version {version}")
-        fs, _ = filesystem(uri)
-        out: list[FileInfo] = []
-        for part in parts:
-            with fs.open_input_file(part) as handle:
-                adds = pq.read_table(handle, columns=["add"]).column("add").to_pylist()
-            out += [file_from_action(a, a.get("modificationTime")) for a in adds if a is not None]
-        return out
+        return self._log.checkpoint_files(normalise_uri(table), version)
 
     def create_checkpoint(self, table: str) -> int:
         """Write a checkpoint of the latest version (delta-rs) and return that version."""
-        dt = self._table(table)
+        dt = self._log.table(table)
         try:
             dt.create_checkpoint()
         except DeltaError as exc:
@@ -766,7 +547,7 @@ class EmbeddedTableStore(TableStore):
     def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:
         """Return the table's commits, newest first, with custom commit metadata separated out."""
         out = []
-        for entry in self._latest(table).history(limit):
+        for entry in self._log.latest(table).history(limit):
             custom = custom_metadata(entry)
             out.append(CommitInfo(
                 version=int(entry["version"]),
@@ -780,36 +561,11 @@ class EmbeddedTableStore(TableStore):
 
     def transaction_versions(self, table: str, app_ids: Sequence[str]) -> dict[str, int | None]:
         """Return each app id's committed version, all from one snapshot of the table."""
-        return self._app_versions(self._latest(table), app_ids)
+        return self._log.app_versions(self._log.latest(table), app_ids)
 
     def transaction_version(self, table: str, app_id: str) -> int | None:
         """Return the latest committed version of app transaction ``app_id``, or None if never committed."""
-        return self._app_versions(self._latest(table), [app_id])[app_id]
-
-    def _app_versions(self, dt: DeltaTable, app_ids: Sequence[str]) -> dict[str, int | None]:
-        """Return each app id's version at ``dt``'s version.
-
-        delta-rs answers ``transaction_version`` by scanning the log since its last checkpoint, once per app
-        id, so a writer asking for its shards' progress every step paid more the longer the log got. Here an
-        answer, once known at one version, is carried forward through the ``txn`` actions of the commits
-        after it (read from their commit files, only those), so each commit's file is read once.
-        """
-        with self._lock:
-            return self._app_versions_locked(dt, app_ids)
-
-    def _app_versions_locked(self, dt: DeltaTable, app_ids: Sequence[str]) -> dict[str, int | None]:
-        uri = normalise_uri(dt.table_uri)
-        version = int(dt.version())
-        known = self._txns.get(uri)
-        if known is not None and known.version > version:  # an older snapshot: a commit prepared back then
-            return {a: None if (v := dt.transaction_version(a)) is None else int(v) for a in app_ids}
-        if known is None or (known.version < version and not known.advance(uri, version)):
-            known = self._txns[uri] = _AppVersions(version)
-        missing = [a for a in app_ids if a not in known.versions]
-        for a in missing:
-            v = dt.transaction_version(a)
-            known.versions[a] = None if v is None else int(v)
-        return {a: known.versions[a] for a in app_ids}
+        return self._log.app_versions(self._log.latest(table), [app_id])[app_id]
 
     def vacuum(self, table: str, *, retention_hours: float = 168.0, dry_run: bool = False) -> VacuumReport:
         """Delete data files no version within ``retention_hours`` references, orphans included.
@@ -819,153 +575,15 @@ class EmbeddedTableStore(TableStore):
         its files look exactly like orphans.
         """
         uri = normalise_uri(table)
-        dt = self._table(uri)
+        dt = self._log.table(uri)
         hours = max(0, math.ceil(retention_hours))
         removed = dt.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False, full=True)
-        staging = self._stale_write_dirs(uri, timedelta(hours=retention_hours), dry_run)
+        staging = stale_write_dirs(uri, timedelta(hours=retention_hours), dry_run)
         return VacuumReport(uri, dry_run, tuple(sorted(removed)), tuple(sorted(staging)))
-
-    def _stale_write_dirs(self, uri: str, retention: timedelta, dry_run: bool) -> list[str]:
-        """Remove Spark's leftovers (``_temporary``) and emptied write directories older than ``retention``."""
-        fs, base = filesystem(uri)
-        cutoff = datetime.now(UTC) - retention
-        removed: list[str] = []
-        for info in fs.get_file_info(pafs.FileSelector(base, recursive=False)):
-            name = info.base_name
-            if info.type != pafs.FileType.Directory or not name.startswith(_WRITE_PREFIX):
-                continue
-            inside = fs.get_file_info(pafs.FileSelector(info.path, recursive=True))
-            newest = max((i.mtime for i in inside if i.mtime is not None), default=info.mtime)
-            if newest is not None and newest.replace(tzinfo=newest.tzinfo or UTC) > cutoff:
-                continue
-            data_left = [i for i in inside if i.type == pafs.FileType.File
-                         and not is_hidden(i.path[len(info.path):].lstrip("/"))]
-            if data_left:
-                continue  # still holds live (or younger) files; only the log may decide about them
-            removed.append(name)
-            if not dry_run:
-                fs.delete_dir(info.path)
-        return removed
-
-
-class _AppVersions:
-    """App transaction versions of one table known exactly at ``version`` (app ids not asked about are absent)."""
-
-    def __init__(self, version: int) -> None:
-        self.version = version
-        self.versions: dict[str, int | None] = {}
-
-    def advance(self, uri: str, version: int) -> bool:
-        """Apply the ``txn`` actions of the commits up to ``version``; False if a commit file is gone."""
-        fs, base = filesystem(uri)
-        for v in range(self.version + 1, version + 1):
-            try:
-                with fs.open_input_stream(f"{base}/_delta_log/{v:020d}.json") as stream:
-                    text = stream.read().decode("utf-8")
-            except FileNotFoundError:
-                return False
-            # Lines end at "\n" only: JSON leaves U+0085 and U+2028 unescaped, and ids (app ids too) hold them.
-            for line in text.split("\n"):
-                if '"txn"' in line:
-                    txn = json.loads(line).get("txn")
-                    if txn is not None:
-                        self.versions[str(txn["appId"])] = int(txn["version"])
-        self.version = version
-        return True
-
-
-def _live_files(dt: DeltaTable) -> list[FileInfo]:
-    """Return the snapshot's add actions as FileInfo, reading the flattened action table column by column."""
-    import pyarrow as pa
-
-    actions = pa.table(dt.get_add_actions(flatten=True))
-    parts = list(dt.metadata().partition_columns)
-    names = actions.column_names
-
-    def column(name: str) -> list[Any]:
-        return list(actions.column(name).to_pylist())
-
-    def stats(prefix: str) -> list[tuple[str, list[Any]]]:
-        return [(n[len(prefix):], column(n)) for n in names if n.startswith(prefix)]
-
-    mins, maxs, nulls = stats("min."), stats("max."), stats("null_count.")
-    pvals = [(p, column(f"partition.{p}") if f"partition.{p}" in names else [None] * actions.num_rows) for p in parts]
-    records = column("num_records")
-    out = []
-    for i, (path, size, millis) in enumerate(zip(column("path"), column("size_bytes"), column("modification_time"),
-                                                 strict=True)):
-        out.append(FileInfo(
-            path=str(path),
-            size_bytes=int(size),
-            num_records=None if records[i] is None else int(records[i]),
-            partition_values={p: None if v[i] is None else _partition_text(v[i]) for p, v in pvals},
-            modification_time=datetime.fromtimestamp(int(millis) / 1000, tz=UTC),
-            min_values={k: v[i] for k, v in mins if v[i] is not None},
-            max_values={k: v[i] for k, v in maxs if v[i] is not None},
-            null_counts={k: int(v[i]) for k, v in nulls if v[i] is not None},
-        ))
-    return out
 
 
 def _arrow_schema(dt: DeltaTable) -> pa.Schema:
     return pa.schema(dt.schema().to_arrow())
-
-
-def _partition_scalar(text: str | None, arrow_type: pa.DataType) -> Any:
-    """Return a partition value (as the log writes it) as a Python value of the column's type."""
-    if text is None:
-        return None
-    if pa.types.is_integer(arrow_type):
-        return int(text)
-    if pa.types.is_boolean(arrow_type):
-        return text.lower() == "true"
-    if pa.types.is_date(arrow_type):
-        return date.fromisoformat(text)
-    return text
-
-
-def _commit_versions(uri: str) -> set[int]:
-    fs, base = filesystem(uri)
-    return commit_versions(
-        i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True)))
-
-
-def _checkpoint_parts(uri: str) -> dict[int, list[str]]:
-    """Return, per checkpoint version, its part files in order, or [] when some part is missing."""
-    fs, base = filesystem(uri)
-    listing = fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True))
-    return checkpoint_parts((i.base_name, i.path) for i in listing)
-
-
-def _log_entry(fs: pafs.FileSystem, path: str, version: int) -> LogEntry:
-    with fs.open_input_stream(path) as stream:
-        return parse_commit(stream.read().decode("utf-8"), version)[0]
-
-
-def _new_write_dir(uri: str) -> tuple[str, str]:
-    """Return a fresh, never-reused write directory of the table: its name and its full location."""
-    write_id = f"{_WRITE_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
-    return write_id, f"{uri}/{write_id}"
-
-
-def _added_file(add: AddAction) -> FileInfo:
-    """Return what :meth:`EmbeddedTableStore.files` will say about a file once ``add`` is committed."""
-    stats = json.loads(add.stats)
-    return FileInfo(
-        path=add.path, size_bytes=add.size, num_records=stats.get("numRecords"),
-        partition_values=dict(add.partition_values),
-        modification_time=datetime.fromtimestamp(add.modification_time / 1000, tz=UTC),
-        min_values=stats.get("minValues", {}), max_values=stats.get("maxValues", {}),
-        null_counts=stats.get("nullCount", {}),
-    )
-
-
-def _partition_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, date):
-        return value.isoformat()
-    return str(value)
 
 
 def _to_spark_schema(schema: DeltaSchema) -> StructType:
@@ -973,16 +591,3 @@ def _to_spark_schema(schema: DeltaSchema) -> StructType:
 
     return StructType.fromJson(json.loads(schema.to_json()))
 
-
-def _metadata_strings(metadata: Mapping[str, Any] | None) -> dict[str, str]:
-    if not metadata:
-        return {}
-    return {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in metadata.items()}
-
-
-def _txn_text(txns: Iterable[AppTransaction]) -> str:
-    return ", ".join(f"{t.app_id}@{t.version}" for t in txns)
-
-
-def _now_ms() -> int:
-    return int(datetime.now(UTC).timestamp() * 1000)

@@ -1,0 +1,271 @@
+"""The embedded adapter's view of its tables' Delta logs through delta-rs: snapshots, app versions, listings.
+
+:class:`DeltaRsLog` keeps one ``DeltaTable`` per table and brings it up to date incrementally, carries app
+transaction versions forward through the commits since they were read, keeps the latest file listing, and
+reads commits and checkpoints from the log files directly (delta-rs does not say which files a version
+added or removed).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError, TableNotFoundError
+
+from lakeshard.errors import TableNotFound, TableStoreError
+from lakeshard.lake.base import log_range
+from lakeshard.lake.deltalog import checkpoint_parts, commit_versions, file_from_action, parse_commit
+from lakeshard.lake.files import filesystem, normalise_uri
+from lakeshard.lake.store import FileInfo, LogEntry
+
+__all__ = ["DeltaRsLog", "live_files"]
+
+
+class DeltaRsLog:
+    """What a store knows of its tables' logs (latest DeltaTable, app transaction versions, file listing).
+
+    Args:
+        storage_options: passed to delta-rs for object stores (credentials, endpoints).
+    """
+
+    def __init__(self, storage_options: Mapping[str, str] | None) -> None:
+        self._storage = dict(storage_options) if storage_options else None
+        self._snapshots: dict[str, DeltaTable] = {}  # per table, its latest state seen (see latest)
+        self._txns: dict[str, _AppVersions] = {}  # per table, app transaction versions read so far
+        self._listings: dict[str, tuple[int, list[FileInfo]]] = {}  # per table, its last file listing
+        # Threads sharing a store share those DeltaTables: bringing one up to date and committing on it
+        # take turns, so no commit is prepared at one version and sent from another (see the store's _commit).
+        self.lock = threading.RLock()
+
+    def table(self, table: str, version: int | None = None) -> DeltaTable:
+        """Return the table loaded afresh (at ``version``, else the latest), for a commit or a look of its own.
+
+        Raises:
+            TableNotFound: no Delta table at ``table``.
+            TableStoreError: it cannot be loaded (at that version).
+        """
+        uri = normalise_uri(table)
+        try:
+            return DeltaTable(uri, version=version, storage_options=self._storage)
+        except TableNotFoundError:
+            raise TableNotFound(f"no Delta table at {uri}") from None
+        except DeltaError as exc:
+            if version is not None:
+                raise TableStoreError(f"cannot load {uri} at version {version}: {exc}") from None
+            raise TableStoreError(f"cannot load the Delta table at {uri}: {exc}") from None
+
+    def latest(self, table: str) -> DeltaTable:
+        """Return the table at its latest version, for a read-only look (nothing mutates or commits on it).
+
+        One DeltaTable per table is kept and brought up to date incrementally, reading only the commits since
+        the last look: a writer step asks for versions, progress and file lists many times, and a fresh load
+        replays the log from its last checkpoint every time. Like Spark's cached DeltaLog this assumes a table
+        is not deleted and re-created at the same location by another process while this store is in use
+        (the store's ``create`` forgets the table's state; a cached version whose commit file is gone is reloaded).
+        """
+        uri = normalise_uri(table)
+        with self.lock:
+            return self._latest_locked(uri)
+
+    def _latest_locked(self, uri: str) -> DeltaTable:
+        cached = self._snapshots.get(uri)
+        if cached is not None:
+            try:
+                cached.update_incremental()
+                fs, base = filesystem(uri)
+                if fs.get_file_info(f"{base}/_delta_log/{cached.version():020d}.json").type != pafs.FileType.NotFound:
+                    return cached
+            except DeltaError:
+                pass
+            self.forget(uri)
+        dt = self.table(uri)
+        self._snapshots[uri] = dt
+        return dt
+
+    def at_version(self, uri: str, read_version: int | None) -> DeltaTable:
+        """Return the table at ``read_version`` (None: the latest) to prepare a commit on.
+
+        Committing through a DeltaTable does not move it (delta-rs leaves its snapshot where it was), so the
+        cached one serves as long as it sits exactly at ``read_version``; the next :meth:`latest` brings it up
+        to date. Loading a table replays its log and builds its file list, which costs more the bigger the
+        table is: a writer step that loaded it afresh for each commit slowed down as ``events`` grew.
+        """
+        if read_version is None:
+            return self.latest(uri)
+        cached = self._snapshots.get(uri)
+        if cached is not None and cached.version() == read_version:
+            return cached
+        return self.table(uri, read_version)
+
+    def cached(self, uri: str) -> DeltaTable | None:
+        """Return the table's shared DeltaTable (the one :meth:`latest` brings up to date), None before any look."""
+        return self._snapshots.get(uri)
+
+    def forget(self, uri: str) -> None:
+        """Drop what is known of the table: its next look loads it afresh."""
+        self._snapshots.pop(uri, None)
+        self._txns.pop(uri, None)
+        self._listings.pop(uri, None)
+
+    def app_versions(self, dt: DeltaTable, app_ids: Sequence[str]) -> dict[str, int | None]:
+        """Return each app id's version at ``dt``'s version.
+
+        delta-rs answers ``transaction_version`` by scanning the log since its last checkpoint, once per app
+        id, so a writer asking for its shards' progress every step paid more the longer the log got. Here an
+        answer, once known at one version, is carried forward through the ``txn`` actions of the commits
+        after it (read from their commit files, only those), so each commit's file is read once.
+        """
+        with self.lock:
+            return self._app_versions_locked(dt, app_ids)
+
+    def _app_versions_locked(self, dt: DeltaTable, app_ids: Sequence[str]) -> dict[str, int | None]:
+        uri = normalise_uri(dt.table_uri)
+        version = int(dt.version())
+        known = self._txns.get(uri)
+        if known is not None and known.version > version:  # an older snapshot: a commit prepared back then
+            return {a: None if (v := dt.transaction_version(a)) is None else int(v) for a in app_ids}
+        if known is None or (known.version < version and not known.advance(uri, version)):
+            known = self._txns[uri] = _AppVersions(version)
+        missing = [a for a in app_ids if a not in known.versions]
+        for a in missing:
+            v = dt.transaction_version(a)
+            known.versions[a] = None if v is None else int(v)
+        return {a: known.versions[a] for a in app_ids}
+
+    def files(self, uri: str, version: int | None = None) -> list[FileInfo]:
+        """Return the live data files of the table (latest or at ``version``) with their stats.
+
+        The latest listing is kept until the table moves: a version's files never change. A ``version`` that is
+        the latest one (a reader that just asked for the version) is served from it too, not from a fresh load.
+        """
+        with self.lock:
+            dt = self.latest(uri)
+            if version is not None and version != dt.version():
+                return live_files(self.table(uri, version))
+            listed = self._listings.get(uri)
+            if listed is None or listed[0] != dt.version():
+                listed = (int(dt.version()), live_files(dt))
+                self._listings[uri] = listed
+            return list(listed[1])
+
+    def log_entries(self, uri: str, start: int | None, end: int | None) -> list[LogEntry]:
+        """Return the commits ``start``..``end`` (inclusive) as their commit files hold them, oldest first.
+
+        Raises:
+            TableStoreError: ``start`` is older than the oldest commit file left in the log, or a commit
+                between ``start`` and ``end`` is missing.
+        """
+        latest = int(self.latest(uri).version())
+        commits = _commit_versions(uri)
+        start, end = log_range(uri, commits, latest, start, end)
+        fs, base = filesystem(uri)
+        return [_log_entry(fs, f"{base}/_delta_log/{v:020d}.json", v) for v in range(start, end + 1)]
+
+    def checkpoint_versions(self, uri: str) -> list[int]:
+        """Return the versions with a complete classic checkpoint (single- or multi-part), oldest first."""
+        return sorted(v for v, parts in _checkpoint_parts(uri).items() if parts)
+
+    def checkpoint_files(self, uri: str, version: int) -> list[FileInfo]:
+        """Return the live data files the checkpoint at ``version`` records (its add actions)."""
+        parts = _checkpoint_parts(uri).get(version)
+        if not parts:
+            raise TableStoreError(f"{uri}: no complete checkpoint at version {version}")
+        fs, _ = filesystem(uri)
+        out: list[FileInfo] = []
+        for part in parts:
+            with fs.open_input_file(part) as handle:
+                adds = pq.read_table(handle, columns=["add"]).column("add").to_pylist()
+            out += [file_from_action(a, a.get("modificationTime")) for a in adds if a is not None]
+        return out
+
+
+class _AppVersions:
+    """App transaction versions of one table known exactly at ``version`` (app ids not asked about are absent)."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.versions: dict[str, int | None] = {}
+
+    def advance(self, uri: str, version: int) -> bool:
+        """Apply the ``txn`` actions of the commits up to ``version``; False if a commit file is gone."""
+        fs, base = filesystem(uri)
+        for v in range(self.version + 1, version + 1):
+            try:
+                with fs.open_input_stream(f"{base}/_delta_log/{v:020d}.json") as stream:
+                    text = stream.read().decode("utf-8")
+            except FileNotFoundError:
+                return False
+            # Lines end at "\n" only: JSON leaves U+0085 and U+2028 unescaped, and ids (app ids too) hold them.
+            for line in text.split("\n"):
+                if '"txn"' in line:
+                    txn = json.loads(line).get("txn")
+                    if txn is not None:
+                        self.versions[str(txn["appId"])] = int(txn["version"])
+        self.version = version
+        return True
+
+
+def live_files(dt: DeltaTable) -> list[FileInfo]:
+    """Return the snapshot's add actions as FileInfo, reading the flattened action table column by column."""
+    import pyarrow as pa
+
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    parts = list(dt.metadata().partition_columns)
+    names = actions.column_names
+
+    def column(name: str) -> list[Any]:
+        return list(actions.column(name).to_pylist())
+
+    def stats(prefix: str) -> list[tuple[str, list[Any]]]:
+        return [(n[len(prefix):], column(n)) for n in names if n.startswith(prefix)]
+
+    mins, maxs, nulls = stats("min."), stats("max."), stats("null_count.")
+    pvals = [(p, column(f"partition.{p}") if f"partition.{p}" in names else [None] * actions.num_rows) for p in parts]
+    records = column("num_records")
+    out = []
+    for i, (path, size, millis) in enumerate(zip(column("path"), column("size_bytes"), column("modification_time"),
+                                                 strict=True)):
+        out.append(FileInfo(
+            path=str(path),
+            size_bytes=int(size),
+            num_records=None if records[i] is None else int(records[i]),
+            partition_values={p: None if v[i] is None else _partition_text(v[i]) for p, v in pvals},
+            modification_time=datetime.fromtimestamp(int(millis) / 1000, tz=UTC),
+            min_values={k: v[i] for k, v in mins if v[i] is not None},
+            max_values={k: v[i] for k, v in maxs if v[i] is not None},
+            null_counts={k: int(v[i]) for k, v in nulls if v[i] is not None},
+        ))
+    return out
+
+
+def _partition_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
+def _commit_versions(uri: str) -> set[int]:
+    fs, base = filesystem(uri)
+    return commit_versions(
+        i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True)))
+
+
+def _checkpoint_parts(uri: str) -> dict[int, list[str]]:
+    """Return, per checkpoint version, its part files in order, or [] when some part is missing."""
+    fs, base = filesystem(uri)
+    listing = fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True))
+    return checkpoint_parts((i.base_name, i.path) for i in listing)
+
+
+def _log_entry(fs: pafs.FileSystem, path: str, version: int) -> LogEntry:
+    with fs.open_input_stream(path) as stream:
+        return parse_commit(stream.read().decode("utf-8"), version)[0]

@@ -1,0 +1,183 @@
+"""The embedded adapter's write side: Parquet files under a fresh directory become delta-rs add actions.
+
+Also here: a swap's commit (re-tried only while every file it removes is still live), the version a commit
+landed at, and vacuum's removal of write directories a crashed or failed write left behind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pyarrow.fs as pafs
+from deltalake import CommitProperties, DeltaTable
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import AddAction, RemoveAction
+
+from lakeshard.errors import TableStoreError
+from lakeshard.lake.base import WRITE_PREFIX, now_ms
+from lakeshard.lake.datafiles import (
+    footer_stats_and_values,
+    is_hidden,
+    stats_columns,
+    written_parquet,
+    written_partition_values,
+)
+from lakeshard.lake.deltalog import COMMIT_ID
+from lakeshard.lake.embedded_log import DeltaRsLog, live_files
+from lakeshard.lake.files import filesystem, normalise_uri
+from lakeshard.lake.store import AppTransaction, FileInfo
+from lakeshard.lake.trace import COMMIT, phase
+
+__all__ = [
+    "added_file",
+    "collect_adds",
+    "commit_removes",
+    "delete_tree",
+    "metadata_strings",
+    "stale_write_dirs",
+    "version_of_commit",
+]
+
+# A swap (removes + adds) re-tries against the newest version at most this often when other commits land.
+_SWAP_RETRIES = 10
+# Threads that read the footers of newly written files: pyarrow decodes Parquet without the GIL.
+_READ_THREADS = 4
+
+
+def collect_adds(dt: DeltaTable, write_id: str, target: str, data_change: bool
+                 ) -> tuple[list[AddAction], int, str]:
+    """Return add actions (stats from the footers) for the Parquet files written under ``target``."""
+    parts = list(dt.metadata().partition_columns)
+    fs, written = written_parquet(target)
+    adds: list[AddAction] = []
+    rows = 0
+    # One footer per file: a routed batch writes a file per shard per task, so read them on threads.
+    indexed = stats_columns(dt.metadata().configuration, [f.name for f in dt.schema().fields])
+    with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
+        footers = list(pool.map(lambda item: footer_stats_and_values(fs, item[0].path, indexed), written))
+    for (info, relative), (n, stats, values) in zip(written, footers, strict=True):
+        if n == 0:
+            fs.delete_file(info.path)
+            continue
+        rows += n
+        adds.append(AddAction(
+            # delta-rs URI-encodes the path itself when it writes the log: give it the path as on disk.
+            path=f"{write_id}/{relative}",
+            size=int(info.size or 0),
+            partition_values=written_partition_values(relative, parts, values),
+            modification_time=int(info.mtime_ns // 1_000_000) if info.mtime_ns else now_ms(),
+            data_change=data_change,
+            stats=json.dumps(stats, separators=(",", ":")),
+        ))
+    return adds, rows, target
+
+
+def added_file(add: AddAction) -> FileInfo:
+    """Return what :meth:`~lakeshard.lake.embedded.EmbeddedTableStore.files` will say about a file once ``add``
+    is committed."""
+    stats = json.loads(add.stats)
+    return FileInfo(
+        path=add.path, size_bytes=add.size, num_records=stats.get("numRecords"),
+        partition_values=dict(add.partition_values),
+        modification_time=datetime.fromtimestamp(add.modification_time / 1000, tz=UTC),
+        min_values=stats.get("minValues", {}), max_values=stats.get("maxValues", {}),
+        null_counts=stats.get("nullCount", {}),
+    )
+
+
+def commit_removes(log: DeltaRsLog, dt: DeltaTable, uri: str, actions: Sequence[AddAction | RemoveAction],
+                   remove: Sequence[str], props: CommitProperties, app_transactions: Sequence[AppTransaction] = (),
+                   retries: int | None = None) -> None:
+    """Commit a swap, re-trying on the newest version only while every file to remove is still live
+    and no concurrent commit carried one of its app transactions (e.g. a replace lock's fencing token).
+
+    Raises:
+        CommitFailedError: the log moved too often, a concurrent commit removed one of the files, or it
+            committed one of the same app transactions.
+    """
+    attempts = max(retries or 0, _SWAP_RETRIES)
+    for attempt in range(attempts + 1):
+        try:
+            schema, partition_by = dt.schema(), list(dt.metadata().partition_columns) or None
+            with phase(COMMIT, uri):
+                dt.create_write_transaction(list(actions), mode="append", schema=schema,
+                                            partition_by=partition_by, commit_properties=props)
+            return
+        except CommitFailedError:
+            dt = log.table(uri)
+            taken = [t.app_id for t in app_transactions if (v := dt.transaction_version(t.app_id)) is not None
+                     and v >= t.version]
+            if taken:
+                raise CommitFailedError(f"a concurrent commit carried app transactions {taken}") from None
+            live = {f.path for f in live_files(dt)}
+            gone = [p for p in remove if p not in live]
+            if gone or attempt == attempts:
+                raise CommitFailedError(
+                    f"a concurrent commit removed files this swap removes: {gone[:5]}" if gone
+                    else f"the log moved {attempts + 1} times while committing this swap") from None
+
+
+def version_of_commit(dt: DeltaTable, read_version: int, commit_id: str) -> int:
+    """Return the version our commit landed at: delta-rs may have retried it past other commits.
+
+    The commit files after ``read_version`` are read directly: delta-rs' ``history()`` numbers
+    entries wrongly when it races a concurrent commit (seen with deltalake 1.6.6).
+    """
+    fs, base = filesystem(normalise_uri(dt.table_uri))
+    version = read_version + 1
+    while True:
+        path = f"{base}/_delta_log/{version:020d}.json"
+        try:
+            with fs.open_input_stream(path) as stream:
+                lines = stream.read().decode("utf-8").split("\n")  # not splitlines(): ids may hold U+2028
+            if any(json.loads(line).get("commitInfo", {}).get(COMMIT_ID) == commit_id for line in lines if line):
+                return version
+        except FileNotFoundError:
+            raise TableStoreError(
+                f"{dt.table_uri}: commit {commit_id} succeeded but no commit after version {read_version} "
+                "carries it"
+            ) from None
+        version += 1
+
+
+def delete_tree(target: str) -> None:
+    """Delete a write directory and everything under it (gone already is fine)."""
+    fs, base = filesystem(target)
+    try:
+        fs.delete_dir(base)
+    except (FileNotFoundError, OSError):
+        pass
+
+
+def stale_write_dirs(uri: str, retention: timedelta, dry_run: bool) -> list[str]:
+    """Remove Spark's leftovers (``_temporary``) and emptied write directories older than ``retention``."""
+    fs, base = filesystem(uri)
+    cutoff = datetime.now(UTC) - retention
+    removed: list[str] = []
+    for info in fs.get_file_info(pafs.FileSelector(base, recursive=False)):
+        name = info.base_name
+        if info.type != pafs.FileType.Directory or not name.startswith(WRITE_PREFIX):
+            continue
+        inside = fs.get_file_info(pafs.FileSelector(info.path, recursive=True))
+        newest = max((i.mtime for i in inside if i.mtime is not None), default=info.mtime)
+        if newest is not None and newest.replace(tzinfo=newest.tzinfo or UTC) > cutoff:
+            continue
+        data_left = [i for i in inside if i.type == pafs.FileType.File
+                     and not is_hidden(i.path[len(info.path):].lstrip("/"))]
+        if data_left:
+            continue  # still holds live (or younger) files; only the log may decide about them
+        removed.append(name)
+        if not dry_run:
+            fs.delete_dir(info.path)
+    return removed
+
+
+def metadata_strings(metadata: Mapping[str, Any] | None) -> dict[str, str]:
+    """Return commit metadata as delta-rs takes it: strings as they are, anything else as JSON."""
+    if not metadata:
+        return {}
+    return {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in metadata.items()}

@@ -1,0 +1,280 @@
+"""The native adapter's commits: Delta's public writer for a plain append, an ``OptimisticTransaction`` for the rest.
+
+:class:`NativeCommits` writes the data files (``txn.writeFiles``, or a ``write`` function under a fresh
+directory of the table), builds the protocol's actions, makes the commit depend on each app transaction,
+carries lakeshard's commit metadata in ``userMetadata``, and tells a replay from a conflict (see
+:mod:`lakeshard.lake.native` for which Delta API each operation uses, and why).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from lakeshard.errors import CommitConflict, TableNotFound, TableStoreError
+from lakeshard.lake.base import all_committed, new_write_dir, now_ms, txn_text
+from lakeshard.lake.datafiles import (
+    conform,
+    footer_stats_and_values,
+    stats_columns,
+    written_parquet,
+    written_partition_values,
+)
+from lakeshard.lake.deltalog import (
+    COMMIT_ID,
+    LogState,
+    add_action,
+    encode_user_metadata,
+    file_from_action,
+    remove_action,
+    txn_action,
+)
+from lakeshard.lake.files import normalise_uri
+from lakeshard.lake.jvm import is_concurrent_modification, scala_call
+from lakeshard.lake.native_log import supported
+from lakeshard.lake.store import (
+    BYTES_ADDED,
+    ROWS_ADDED,
+    AppTransaction,
+    BeforeCommit,
+    CommitResult,
+    FileInfo,
+    WriteFiles,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakeshard.lake.jvm import DeltaJvm
+    from lakeshard.lake.native_log import NativeLog
+
+__all__ = ["NativeCommits", "session_conf"]
+
+_USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+# The userMetadata session conf is read by Delta at commit time: commits of this process take turns.
+_COMMIT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Set the session conf ``key`` to ``value`` while the block runs, then restore (or unset) it."""
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
+
+
+class NativeCommits:
+    """The commits of a :class:`~lakeshard.lake.native.NativeTableStore`, made through Delta's JVM classes.
+
+    Args:
+        spark: the store's classic session.
+        jvm: its :class:`~lakeshard.lake.jvm.DeltaJvm` (transactions, actions, the table's filesystem).
+        log: its :class:`~lakeshard.lake.native_log.NativeLog` (the state a commit is checked against).
+    """
+
+    def __init__(self, spark: SparkSession, jvm: DeltaJvm, log: NativeLog) -> None:
+        self.spark = spark
+        self._jvm = jvm
+        self._log = log
+
+    def append_with_writer(self, table: str, df: DataFrame, app_transactions: Sequence[AppTransaction],
+                            metadata: Mapping[str, Any] | None) -> CommitResult:
+        uri = normalise_uri(table)
+        state = self._log.state(uri)
+        if app_transactions and _already_committed(uri, state, app_transactions):
+            return CommitResult(uri, state.version, skipped=True,
+                                reason=f"app transactions {txn_text(app_transactions)} already committed")
+        from pyspark.sql.types import StructType
+
+        commit_id = uuid.uuid4().hex
+        writer = (conform(df, StructType.fromJson(state.schema_json), uri).write.format("delta").mode("append")
+                  .option("userMetadata", encode_user_metadata({**(metadata or {}), COMMIT_ID: commit_id})))
+        for t in app_transactions:
+            writer = writer.option("txnAppId", t.app_id).option("txnVersion", t.version)
+        try:
+            writer.save(uri)
+        except Exception as exc:
+            if not is_concurrent_modification(exc):
+                raise
+            return self._lost(uri, state.version, app_transactions, exc)
+        entry = self._log.find_commit(uri, state.version, commit_id)
+        if entry is None:  # Delta skipped the write: the same app transaction committed meanwhile
+            latest = self._log.state(uri)
+            return CommitResult(uri, latest.version, skipped=True,
+                                reason=f"app transactions {txn_text(app_transactions)} committed concurrently")
+        adds = [c for c in entry.changes if c.action == "add"]
+        return CommitResult(uri, entry.version, files_added=len(adds),
+                            rows_added=int(entry.custom_metadata.get(ROWS_ADDED, 0)),
+                            bytes_added=sum(c.file.size_bytes for c in adds), reason="append")
+
+    def commit(
+        self,
+        table: str,
+        df: DataFrame | None,
+        *,
+        remove: Sequence[str],
+        data_change: bool,
+        app_transactions: Sequence[AppTransaction],
+        metadata: Mapping[str, Any] | None,
+        read_version: int | None,
+        operation: str,
+        before_commit: BeforeCommit | None = None,
+        write: WriteFiles | None = None,
+    ) -> CommitResult:
+        from pyspark.sql.types import StructType
+
+        uri = normalise_uri(table)
+        if df is not None and write is not None:
+            raise TableStoreError(f"{uri}: give the rows to add as a DataFrame or as a write function, not both")
+        txn = scala_call(self._jvm.delta_log(uri), "startTransaction")
+        start = int(txn.readVersion())
+        if start < 0:
+            raise TableNotFound(f"no Delta table at {uri}")
+        now = self._log.state(uri, start)
+        supported(uri, now, operation)
+        based_on = start if read_version is None else read_version
+        for t in app_transactions:
+            txn.txnVersion(t.app_id)  # the commit now depends on this app id: a concurrent commit of it fails ours
+        if app_transactions:
+            done = self._replayed(uri, now, based_on, app_transactions)
+            if done is not None:
+                return done
+        gone = [p for p in remove if p not in now.files]
+        if gone:
+            raise CommitConflict(uri, based_on, tuple(t.app_id for t in app_transactions),
+                                 f"files to remove are not live at version {start}: {gone[:5]}")
+        millis = now_ms()
+        new_files: list[tuple[FileInfo, dict[str, Any]]] = []
+        # Delta leaves the files of a failed commit to VACUUM; deleting them at once is only tidier.
+        written_paths: list[str] = []
+        if df is not None:
+            written = self._jvm.actions_json(txn.writeFiles(
+                conform(df, StructType.fromJson(now.schema_json), uri)._jdf))
+            for action in written:
+                if "add" in action:
+                    action["add"]["dataChange"] = data_change
+                    new_files.append((file_from_action(action["add"], action["add"].get("modificationTime")), action))
+            written_paths = [f"{uri}/{unquote(f.path)}" for f, _ in new_files]
+        elif write is not None:
+            new_files, write_dir = self._write_with(uri, now, write, data_change)
+            written_paths = [write_dir]
+
+        def cleanup() -> None:
+            for path in written_paths:
+                self._jvm.delete(path)
+
+        rows = sum(f.num_records or 0 for f, _ in new_files)
+        size = sum(f.size_bytes for f, _ in new_files)
+        extra: Mapping[str, Any] | None = None
+        if before_commit is not None:
+            try:
+                extra = before_commit(uri, [replace(f, path=unquote(f.path)) for f, _ in new_files])
+            except BaseException:
+                cleanup()
+                raise
+        commit_id = uuid.uuid4().hex
+        user_metadata = encode_user_metadata({
+            **(metadata or {}), **(extra or {}), COMMIT_ID: commit_id, ROWS_ADDED: str(rows), BYTES_ADDED: str(size),
+        })
+        actions = [a for _, a in new_files]
+        actions += [remove_action(now.files[p], data_change=data_change, deletion_millis=millis) for p in remove]
+        actions += [txn_action(t, millis=millis) for t in app_transactions]
+        try:
+            with self._user_metadata(user_metadata):
+                version = int(txn.commit(self._jvm.seq([self._jvm.action(a) for a in actions]),
+                                         self._jvm.manual_update()))
+        except Exception as exc:
+            if not is_concurrent_modification(exc):
+                raise
+            cleanup()
+            return self._lost(uri, based_on, app_transactions, exc)
+        return CommitResult(uri, version, files_added=len(new_files), files_removed=len(remove), rows_added=rows,
+                            bytes_added=size, reason=operation)
+
+    def _write_with(self, uri: str, state: LogState, write: WriteFiles,
+                    data_change: bool) -> tuple[list[tuple[FileInfo, dict[str, Any]]], str]:
+        """Let ``write`` write Parquet under a fresh directory of the table; return its files and add actions.
+
+        The writer runs in this (driver) process, so the table's storage is reachable from here; the
+        footers are read the same way.
+        """
+        write_id, target = new_write_dir(uri)
+        try:
+            write(target)
+        except BaseException:
+            self._jvm.delete(target)
+            raise
+        fs, written = written_parquet(target)
+        indexed = stats_columns(state.metadata.get("configuration") or {},
+                                [f["name"] for f in state.schema_json["fields"]])
+        out: list[tuple[FileInfo, dict[str, Any]]] = []
+        for info, relative in written:
+            n, stats, values = footer_stats_and_values(fs, info.path, indexed)
+            if n == 0:
+                fs.delete_file(info.path)
+                continue
+            file = FileInfo(
+                path=_log_path(f"{write_id}/{relative}"), size_bytes=int(info.size or 0), num_records=n,
+                partition_values=written_partition_values(relative, state.partition_columns, values),
+                modification_time=datetime.fromtimestamp(int(info.mtime_ns or 0) / 1e9, tz=UTC),
+            )
+            out.append((file, add_action(file, data_change=data_change, stats=stats)))
+        return out, target
+
+    def _replayed(self, uri: str, now: LogState, based_on: int,
+                  app_transactions: Sequence[AppTransaction]) -> CommitResult | None:
+        """Return a skipped result when the app transactions are already committed, None when they are new.
+
+        Raises:
+            CommitConflict: some are committed and some are not, or a commit after ``based_on`` (the version
+                the caller read) carried one of them without reaching this commit's version.
+        """
+        if _already_committed(uri, now, app_transactions):
+            return CommitResult(uri, now.version, skipped=True,
+                                reason=f"app transactions {txn_text(app_transactions)} already committed")
+        if based_on < now.version:
+            ours = {t.app_id for t in app_transactions}
+            for entry, _ in self._log.entries(uri, based_on + 1, now.version):
+                touched = sorted(ours & {t.app_id for t in entry.app_transactions})
+                if touched:
+                    raise CommitConflict(uri, based_on, tuple(sorted(ours)),
+                                         f"commit {entry.version} (after the version read) carried {touched}")
+        return None
+
+    def _lost(self, uri: str, based_on: int, app_transactions: Sequence[AppTransaction],
+              exc: BaseException) -> CommitResult:
+        latest = self._log.state(uri)
+        if app_transactions and _already_committed(uri, latest, app_transactions):
+            return CommitResult(uri, latest.version, skipped=True,
+                                reason=f"app transactions {txn_text(app_transactions)} committed concurrently")
+        cause = str(getattr(exc, "java_exception", exc)).splitlines()[0][:500]
+        raise CommitConflict(uri, based_on, tuple(t.app_id for t in app_transactions), cause) from None
+
+    @contextlib.contextmanager
+    def _user_metadata(self, value: str) -> Iterator[None]:
+        """Set Delta's session-wide ``userMetadata`` for one commit (the OptimisticTransaction API has no option)."""
+        with _COMMIT_LOCK, session_conf(self.spark, _USER_METADATA_CONF, value):
+            yield
+
+
+def _already_committed(uri: str, state: LogState, txns: Sequence[AppTransaction]) -> bool:
+    return all_committed(uri, state.version, txns, state.app_versions)
+
+
+def _log_path(relative: str) -> str:
+    """Return a path relative to the table root as the Delta log spells it (URI-encoded, '/' kept)."""
+    from urllib.parse import quote
+
+    return quote(relative, safe="/=")
