@@ -38,6 +38,7 @@ from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.routing.placement import from_micros
+from lakeshard.tables import BUCKETS, COMPLETIONIST_APP_ID, EVENTS, LANDING_BATCHES, ROUTED, writer_app_id
 from lakeshard.versions.chunks import rows_in
 
 if TYPE_CHECKING:
@@ -57,8 +58,6 @@ __all__ = [
     "check_buckets",
 ]
 
-BUCKETS = "buckets"
-COMPLETIONIST_APP_ID = "completionist"
 BUCKETS_SCHEMA = StructType([
     StructField("tenant_id", StringType(), False),
     StructField("hour", StringType(), False),
@@ -183,9 +182,6 @@ class Completionist:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         before_commit: Callable[[str], None] | None = None,
     ) -> None:
-        from lakeshard.dedupe.writer import EVENTS
-        from lakeshard.routing.router import LANDING_BATCHES, ROUTED
-
         if quiet < timedelta(0) or grace < timedelta(0):
             raise BucketsError(f"quiet period and grace must not be negative, found {quiet} and {grace}")
         self.spark = spark
@@ -285,7 +281,6 @@ class Completionist:
     def _writer_lag_buckets(self) -> set[Bucket]:
         """Return the buckets of routed rows that no shard writer has committed to ``events`` yet."""
         from lakeshard.buckets.late import event_hour
-        from lakeshard.dedupe.writer import writer_app_id
 
         if not self.store.exists(self.routed_uri):
             return set()

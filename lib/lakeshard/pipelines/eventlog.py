@@ -35,6 +35,7 @@ from pyspark.sql.types import (
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
+from lakeshard.tables import PIPELINE_EVENTS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EVENTS_TABLE", "EVENT_KINDS", "EVENT_SCHEMA", "EventLog", "FlowEvent"]
 
-EVENTS_TABLE = "pipeline_events"
+EVENTS_TABLE = PIPELINE_EVENTS
 EVENT_KINDS = ("started", "completed", "failed", "skipped", "up_to_date")
 
 EXPECTATION_SCHEMA = StructType([

@@ -40,6 +40,7 @@ from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.hashing import event_hash_column, event_hashes
 from lakeshard.routing.lifecycle import Consumed, Intake, plan_intake
+from lakeshard.tables import LANDING_BATCHES, QUARANTINE, ROUTED, ROUTED_PARTITIONING, ROUTER_APP_ID, ROUTING_METRICS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -62,11 +63,6 @@ __all__ = [
     "write_tasks",
 ]
 
-ROUTED = "routed"
-QUARANTINE = "quarantine"
-LANDING_BATCHES = "landing_batches"
-ROUTING_METRICS = "routing_metrics"
-ROUTER_APP_ID = "router"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 ROUTED_SCHEMA = StructType([
@@ -269,7 +265,7 @@ class Router:
         """Create the router's tables if missing."""
         if self._ready:
             return
-        self.store.create(self.uris[ROUTED], ROUTED_SCHEMA, partition_by=["shard"], properties=NO_STATS,
+        self.store.create(self.uris[ROUTED], ROUTED_SCHEMA, partition_by=ROUTED_PARTITIONING, properties=NO_STATS,
                           description="landing events with their placement window and shard")
         self.store.create(self.uris[QUARANTINE], QUARANTINE_SCHEMA,
                           description="landing records that broke the format, with the reason")

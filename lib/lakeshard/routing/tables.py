@@ -27,6 +27,7 @@ from lakeshard.errors import TableStoreError
 from lakeshard.lake import TableStore
 from lakeshard.routing.hashing import HASH_MMH3
 from lakeshard.routing.placement import Placement, RoutingError, from_micros, micros
+from lakeshard.tables import PLACEMENTS, SHARD_TOPOLOGY, TENANT_SETTINGS
 
 __all__ = [
     "PLACEMENTS",
@@ -43,10 +44,6 @@ __all__ = [
     "placements_arrow",
     "placements_from_arrow",
 ]
-
-PLACEMENTS = "placements"
-TENANT_SETTINGS = "tenant_settings"
-SHARD_TOPOLOGY = "shard_topology"
 
 PLACEMENT_SCHEMA = StructType([
     StructField("tenant_id", StringType(), False),

@@ -54,7 +54,8 @@ def rows_in(files: Iterable[FileInfo]) -> int:
 
 
 class VersionsError(LakeshardError):
-    """A chunk or version was malformed, or is not in the table's log."""
+    """Root of the versions package's errors; raised itself when a chunk or version was malformed, or is not
+    in the table's log."""
 
 
 @dataclass(frozen=True, order=True)

@@ -34,7 +34,10 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, TableStore
 from lakeshard.routing.placement import from_micros
-from lakeshard.versions.chunks import Chunk
+from lakeshard.tables import CHUNK_LOCKS
+from lakeshard.tables import lock_app_id as _lock_app_id
+from lakeshard.tables import replace_app_id as _replace_app_id
+from lakeshard.versions.chunks import Chunk, VersionsError
 
 if TYPE_CHECKING:
     from pyspark.sql import Row
@@ -51,7 +54,6 @@ __all__ = [
     "replace_app_id",
 ]
 
-CHUNK_LOCKS = "chunk_locks"
 CHUNK_LOCKS_SCHEMA = StructType([
     StructField("tenant_id", StringType(), False),
     StructField("hour", StringType(), False),
@@ -71,15 +73,15 @@ _STATE_COLUMNS = ("tenant_id", "hour", "generation", "holder", "state", "unix_mi
 
 def lock_app_id(chunk: Chunk) -> str:
     """Return the app transaction id whose version is the chunk lock's generation (hour first: it has no ``/``)."""
-    return f"lock/{chunk.hour}/{chunk.tenant_id}"
+    return _lock_app_id(chunk.hour, chunk.tenant_id)
 
 
 def replace_app_id(chunk: Chunk) -> str:
     """Return the app transaction id of the fencing token replacement commits carry on the data table."""
-    return f"replace/{chunk.hour}/{chunk.tenant_id}"
+    return _replace_app_id(chunk.hour, chunk.tenant_id)
 
 
-class ChunkLocked(LakeshardError):
+class ChunkLocked(VersionsError):
     """Another holder has the chunk's replace lock; the message names it and when its lease expires."""
 
     def __init__(self, chunk: Chunk, state: LockState) -> None:
@@ -91,7 +93,7 @@ class ChunkLocked(LakeshardError):
         )
 
 
-class LockLost(LakeshardError):
+class LockLost(VersionsError):
     """The caller's lease expired, or another holder took the chunk over; its replacement must not commit."""
 
 
