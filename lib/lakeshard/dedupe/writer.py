@@ -63,7 +63,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
@@ -77,7 +76,6 @@ from lakeshard.dedupe.faults import (
 )
 from lakeshard.errors import CommitConflict, TableStoreError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, CommitInfo, FileInfo, TableStore
-from lakeshard.lake.datafiles import NO_STATS
 from lakeshard.landing.reasons import WRITE_FAILED
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 from lakeshard.routing.router import ROUTED_SCHEMA
@@ -95,6 +93,8 @@ from lakeshard.tables import (
     dead_letter_app_id,
     writer_app_id,
 )
+from lakeshard.tables.schemas import EVENTS_SCHEMA, ID_INDEX_PROPERTIES
+from lakeshard.tables.schemas import ID_INDEX_SCHEMA as ID_SCHEMA
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -109,25 +109,6 @@ KEY = ["tenant_id", "event_id", "ts"]
 HASH = ["key_hi", "key_lo"]
 _LINEAGE = {"source_file", "line_number"}
 
-EVENTS_SCHEMA = StructType([
-    *[f for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE],
-    StructField("shard", IntegerType(), False),
-    StructField("routed_version", LongType(), False),  # the routed version whose consumption committed it
-    # The bucket written to, "YYYY-MM-DDTHH": the UTC hour of ts, or for a late event whose own hour was
-    # closed, its tenant's open bucket (lakeshard.buckets). A file never spans two.
-    StructField("hour", StringType(), False),
-    StructField("late", BooleanType(), True),  # written to an open bucket because its own hour was closed
-])
-ID_SCHEMA = StructType([
-    StructField("shard", IntegerType(), False),
-    StructField("interval", StringType(), False),
-    StructField("tenant_id", StringType(), False),
-    StructField("event_id", StringType(), False),
-    StructField("ts", EVENT_SCHEMA["ts"].dataType, False),
-    StructField("routed_version", LongType(), False),
-    StructField("key_hi", LongType(), False),  # 128-bit hash of (tenant_id, event_id, ts): what the cache holds
-    StructField("key_lo", LongType(), False),
-])
 
 
 def key_hash_columns() -> dict[str, Column]:
@@ -252,7 +233,7 @@ class ShardWriter:
             return
         self.store.create(self.events_uri, EVENTS_SCHEMA, partition_by=EVENTS_PARTITIONING,
                           description="each event exactly once; one tenant and one hour per file")
-        self.store.create(self.ids_uri, ID_SCHEMA, partition_by=ID_INDEX_PARTITIONING, properties=NO_STATS,
+        self.store.create(self.ids_uri, ID_SCHEMA, partition_by=ID_INDEX_PARTITIONING, properties=ID_INDEX_PROPERTIES,
                           description="IDs of committed events, by shard and hour, for deduplication")
         self._ready = True
 

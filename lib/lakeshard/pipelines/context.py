@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
-
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import AppTransaction, TableStore
 from lakeshard.pipelines.declaration import Expectation, ExpectationKind, Flow, PipelineError
 from lakeshard.tables import EXPECTATION_QUARANTINE, EXPECTATION_QUARANTINE_PARTITIONING
+from lakeshard.tables.schemas import EXPECTATION_QUARANTINE_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -34,15 +33,6 @@ __all__ = [
     "new_rows",
 ]
 
-EXPECTATION_QUARANTINE_SCHEMA = StructType([
-    StructField("flow", StringType(), False),
-    StructField("rule", StringType(), False),
-    StructField("condition", StringType(), False),
-    StructField("run_id", StringType(), False),
-    StructField("row", StringType(), False),  # the failing row as JSON, whatever the flow's schema
-    StructField("quarantined_at", TimestampType(), False),
-    StructField("rows", LongType(), False),  # always 1: lets a sum() read like the event log's counts
-])
 
 
 class ExpectationFailed(PipelineError):

@@ -29,14 +29,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
-
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, TableStore
 from lakeshard.routing.placement import from_micros
 from lakeshard.tables import CHUNK_LOCKS
 from lakeshard.tables import lock_app_id as _lock_app_id
 from lakeshard.tables import replace_app_id as _replace_app_id
+from lakeshard.tables.schemas import CHUNK_LOCKS_SCHEMA
 from lakeshard.versions.chunks import Chunk, VersionsError
 
 if TYPE_CHECKING:
@@ -54,16 +53,6 @@ __all__ = [
     "replace_app_id",
 ]
 
-CHUNK_LOCKS_SCHEMA = StructType([
-    StructField("tenant_id", StringType(), False),
-    StructField("hour", StringType(), False),
-    StructField("generation", LongType(), False),  # = the lock app transaction's version of this row's commit
-    StructField("holder", StringType(), False),
-    StructField("state", StringType(), False),  # "held" or "released"
-    StructField("acquired_at", TimestampType(), False),
-    StructField("expires_at", TimestampType(), False),
-    StructField("recorded_at", TimestampType(), False),
-])
 # A fencing token is generation * _SEQ + sequence: up to _SEQ replacement commits per lease generation.
 _SEQ = 1 << 20
 _ATTEMPTS = 3

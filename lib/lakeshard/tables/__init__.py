@@ -1,12 +1,13 @@
 """The catalog of a lakehouse: every table's name and partitioning, every app transaction id format, and the
 bucket hour format, defined once.
 
-Every table sits at ``<lakehouse>/<name>`` (:meth:`lakeshard.config.LakeshardConfig.table_uri`). The modules
-that own a table (create it, commit to it) keep its schema next to the code that writes it and import its
-name, partitioning and app ids from here; modules that only read a table or name it in a pipeline import
-only from here, so no package imports another just to spell a table's name.
+Every table sits at ``<lakehouse>/<name>`` (:meth:`lakeshard.config.LakeshardConfig.table_uri`). Its Spark
+schema and table properties are in :mod:`lakeshard.tables.schemas`, re-exported here on first use. The code
+that owns a table (creates it, commits to it) and the code that only reads it or names it in a pipeline both
+import from here, so no package imports another just to spell a table's name, schema or app id.
 
-Plain Python, no Spark or Arrow: the CLI wiring imports it for free.
+Names, partitioning, app ids and the hour format are plain Python; the schemas load pyspark only when one is
+asked for, so the CLI wiring and the pure planners import this package for free.
 
 Example::
 
@@ -19,33 +20,72 @@ Example::
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from lakeshard._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lakeshard.tables.schemas import (
+        BUCKETS_SCHEMA,
+        CHUNK_LOCKS_SCHEMA,
+        EVENTS_SCHEMA,
+        EXPECTATION_QUARANTINE_SCHEMA,
+        EXPECTATION_SCHEMA,
+        ID_INDEX_PROPERTIES,
+        ID_INDEX_SCHEMA,
+        LANDING_BATCHES_SCHEMA,
+        PIPELINE_EVENTS_SCHEMA,
+        PLACEMENT_SCHEMA,
+        QUARANTINE_SCHEMA,
+        ROUTED_PROPERTIES,
+        ROUTED_SCHEMA,
+        ROUTING_METRICS_SCHEMA,
+        SHARD_TOPOLOGY_SCHEMA,
+        TENANT_SETTINGS_SCHEMA,
+    )
 
 __all__ = [
     "ALLOCATOR_APP_ID",
     "BUCKETS",
+    "BUCKETS_SCHEMA",
     "CHUNK_LOCKS",
+    "CHUNK_LOCKS_SCHEMA",
     "COMPLETIONIST_APP_ID",
     "EVENTS",
     "EVENTS_PARTITIONING",
+    "EVENTS_SCHEMA",
     "EVENTS_SORT_COLUMNS",
     "EXPECTATION_QUARANTINE",
     "EXPECTATION_QUARANTINE_PARTITIONING",
+    "EXPECTATION_QUARANTINE_SCHEMA",
+    "EXPECTATION_SCHEMA",
     "FENCE_APP_ID",
     "HOUR_FORMAT",
     "ID_INDEX",
     "ID_INDEX_PARTITIONING",
+    "ID_INDEX_PROPERTIES",
+    "ID_INDEX_SCHEMA",
     "LANDING_BATCHES",
+    "LANDING_BATCHES_SCHEMA",
     "PIPELINE_EVENTS",
+    "PIPELINE_EVENTS_SCHEMA",
     "PLACEMENTS",
+    "PLACEMENT_SCHEMA",
     "QUARANTINE",
+    "QUARANTINE_SCHEMA",
     "ROUTED",
     "ROUTED_PARTITIONING",
+    "ROUTED_PROPERTIES",
+    "ROUTED_SCHEMA",
     "ROUTER_APP_ID",
     "ROUTING_METRICS",
+    "ROUTING_METRICS_SCHEMA",
     "SHARD_TOPOLOGY",
+    "SHARD_TOPOLOGY_SCHEMA",
     "SPARK_HOUR_FORMAT",
     "TABLES",
     "TENANT_SETTINGS",
+    "TENANT_SETTINGS_SCHEMA",
     "dead_letter_app_id",
     "hour_of",
     "lock_app_id",
@@ -131,3 +171,24 @@ def parse_hour(hour: str) -> datetime:
         ValueError: ``hour`` is not spelled ``YYYY-MM-DDTHH``.
     """
     return datetime.strptime(hour, HOUR_FORMAT).replace(tzinfo=UTC)
+
+
+# The schemas load pyspark: on first use only.
+__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys((
+    "BUCKETS_SCHEMA",
+    "CHUNK_LOCKS_SCHEMA",
+    "EVENTS_SCHEMA",
+    "EXPECTATION_QUARANTINE_SCHEMA",
+    "EXPECTATION_SCHEMA",
+    "ID_INDEX_PROPERTIES",
+    "ID_INDEX_SCHEMA",
+    "LANDING_BATCHES_SCHEMA",
+    "PIPELINE_EVENTS_SCHEMA",
+    "PLACEMENT_SCHEMA",
+    "QUARANTINE_SCHEMA",
+    "ROUTED_PROPERTIES",
+    "ROUTED_SCHEMA",
+    "ROUTING_METRICS_SCHEMA",
+    "SHARD_TOPOLOGY_SCHEMA",
+    "TENANT_SETTINGS_SCHEMA",
+), "schemas"), globals())
