@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,8 @@ __all__ = [
     "EXPECTATION_SCHEMA",
     "FENCE_APP_ID",
     "HOUR_FORMAT",
+    "HOUR_PATTERN",
+    "HOUR_SPELLING",
     "ID_INDEX",
     "ID_INDEX_PARTITIONING",
     "ID_INDEX_PROPERTIES",
@@ -155,6 +158,8 @@ def replace_app_id(hour: str, tenant_id: str) -> str:
 # --- The bucket hour: a UTC hour spelled "YYYY-MM-DDTHH" (the ``hour`` and ``interval`` columns) ---------------
 
 HOUR_FORMAT = "%Y-%m-%dT%H"  # datetime.strftime / strptime
+HOUR_SPELLING = "YYYY-MM-DDTHH"  # how messages spell it to people
+HOUR_PATTERN = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3])$")  # a valid hour, exactly
 SPARK_HOUR_FORMAT = "yyyy-MM-dd'T'HH"  # Spark's date_format
 
 
