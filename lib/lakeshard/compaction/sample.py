@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
-from lakeshard.tables import parse_hour
+from lakeshard.tables import EVENTS_PARTITIONING, parse_hour
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -59,11 +59,11 @@ class SmallFileTable:
     """
 
     def __init__(self, spark: SparkSession, store: TableStore, uri: str, *, seed: int = 42) -> None:
-        from lakeshard.dedupe.writer import EVENTS_SCHEMA
+        from lakeshard.tables.schemas import EVENTS_SCHEMA
 
         self.spark, self.store, self.uri = spark, store, uri
         self._schema = EVENTS_SCHEMA
-        store.create(uri, EVENTS_SCHEMA, partition_by=["tenant_id", "hour"])
+        store.create(uri, EVENTS_SCHEMA, partition_by=EVENTS_PARTITIONING)
         self._rng = random.Random(seed)
         self._next_id = 0
 
