@@ -103,6 +103,21 @@ def test_the_cycle_check_sees_function_local_and_relative_imports(tmp_path: Path
     assert import_cycles(package_edges(root)) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]
 
 
+def test_table_names_are_spelled_only_in_the_catalog() -> None:
+    # A module-level constant holding a table's name outside lakeshard.tables is a second definition of it.
+    from lakeshard.tables import TABLES
+
+    found = []
+    for module, path in _modules(LIB):
+        if _unit(module) == "lakeshard.tables":
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            if isinstance(value, ast.Constant) and value.value in TABLES:
+                found.append(f"{module}:{node.lineno} = {value.value!r}")
+    assert not found, "table names defined outside lakeshard.tables (import them from there):\n" + "\n".join(found)
+
+
 def _packages() -> list[str]:
     return sorted(p.name for p in LIB.iterdir() if p.is_dir() and any(p.glob("*.py")))
 

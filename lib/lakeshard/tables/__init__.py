@@ -1,5 +1,5 @@
-"""The catalog of a lakehouse: every table's name and partitioning, every app transaction id format, and the
-bucket hour format, defined once.
+"""The catalog of a lakehouse: every table's name, schema, partitioning and properties, every app transaction
+id format, and the bucket hour format, defined once.
 
 Every table sits at ``<lakehouse>/<name>`` (:meth:`lakeshard.config.LakeshardConfig.table_uri`). Its Spark
 schema and table properties are in :mod:`lakeshard.tables.schemas`, re-exported here on first use. The code
