@@ -13,7 +13,7 @@ Cases, each on its own fresh lakehouse, all fed the same batches (Parquet files 
   large batch goes to a restarted writer, so its ID cache is cold and pages every interval in. Steps up to
   ``dedupe.arrow_max_bytes`` (64 MiB) of routed Parquet run in the driver (pyarrow), bigger ones on Spark.
   Once the stream has moved past an hour, the step that saw it also compacts that hour's ``events`` buckets
-  with the ``compact`` flow's :func:`~lakeshard.pipelines.flows.compact_events`, timed as part of that step
+  with the ``compact`` flow's :func:`~lakeshard.compaction.compact_events`, timed as part of that step
   (the product keeps ``events`` compacted; without it each commit's cost grows with the live files);
 * ``lakeshard (spark path)`` — the same writer with ``arrow_max_bytes = 0``: every step as Spark jobs (what
   the writer did before the driver-side path), for a before/after in one run (``--cases ...,lakeshard-spark``);
@@ -58,11 +58,11 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lakeshard.compaction import compact_events
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.dedupe.writer import EVENTS, EVENTS_SCHEMA, KEY, ShardWriter
 from lakeshard.lake import TableStore, open_store
 from lakeshard.landing.schema import EVENT_SCHEMA
-from lakeshard.pipelines.flows import compact_events
 from lakeshard.routing.router import ROUTED, ROUTED_SCHEMA, Router
 from lakeshard.runtime import get_spark
 
@@ -224,7 +224,7 @@ class Lakeshard(Case):
 
     def _compact_sealed_hours(self) -> None:
         """Merge the ``(tenant, hour)`` buckets of every hour before the newest one written, once, with the
-        pipeline's ``compact`` flow's own function (:func:`~lakeshard.pipelines.flows.compact_events`: same
+        pipeline's ``compact`` flow's own function (:func:`~lakeshard.compaction.compact_events`: same
         Compactor, settings and replace locks) — timed as part of the step during which it runs.
 
         In the bench's stream every event after a batch is newer, and a re-sent old event is a duplicate, so an

@@ -581,7 +581,7 @@ def test_compacting_the_hours_a_stream_moved_past_between_writer_steps_keeps_eve
     Each swap keeps the rows as they were; the writer's next step commits on top of it without a conflict; at
     the end ``events`` equals the ground truth, each compacted bucket is one file, and a re-sent copy of a
     compacted hour's event is still dropped."""
-    from lakeshard.pipelines.flows import compact_events
+    from lakeshard.compaction import compact_events
 
     cfg, landing = _three_hour_stream(spark, store, tmp_path)
     events_uri = cfg.table_uri(EVENTS)

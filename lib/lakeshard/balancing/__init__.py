@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         TenantLoad,
         load_stats,
     )
+    from lakeshard.balancing.errors import BalancingError
     from lakeshard.balancing.exclusions import ExclusionError, plan_exclusion
     from lakeshard.balancing.executor import (
         AutoshardRun,
@@ -74,6 +75,7 @@ __all__ = [
     "BalancePlan",
     "BalanceRun",
     "Balancer",
+    "BalancingError",
     "ExclusionError",
     "ExclusionRun",
     "LoadStats",
@@ -114,6 +116,7 @@ _HOME = {
     "BalancePlan": "balancer",
     "BalanceRun": "executor",
     "Balancer": "balancer",
+    "BalancingError": "errors",
     "ExclusionError": "exclusions",
     "ExclusionRun": "executor",
     "LoadStats": "balancer",

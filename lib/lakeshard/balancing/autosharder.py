@@ -27,8 +27,8 @@ from datetime import datetime, timedelta
 import numpy as np
 import numpy.typing as npt
 
+from lakeshard.balancing.errors import BalancingError
 from lakeshard.config import BalancingConfig
-from lakeshard.errors import LakeshardError
 from lakeshard.routing.tables import TenantSetting
 
 __all__ = [
@@ -46,7 +46,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-class AutoshardError(LakeshardError):
+class AutoshardError(BalancingError):
     """The autosharder was configured or fed inconsistently (bounds, window lengths, rates)."""
 
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from lakeshard.balancing.errors import BalancingError
 from lakeshard.config import BalancingConfig
-from lakeshard.errors import LakeshardError
 from lakeshard.routing.hashing import tenant_key
 from lakeshard.routing.tables import ShardTopology, TenantSetting
 
@@ -53,7 +53,7 @@ BoolArray = npt.NDArray[np.bool_]
 _JUMP_MULTIPLIER = np.uint64(2862933555777941757)
 
 
-class BalanceError(LakeshardError):
+class BalanceError(BalancingError):
     """The balancer was given inconsistent input (shapes, shard counts, configuration)."""
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lakeshard.errors import LakeshardError
+from lakeshard.balancing.errors import BalancingError
 from lakeshard.routing.tables import ShardTopology
 
 __all__ = ["ExclusionError", "plan_exclusion"]
 
 
-class ExclusionError(LakeshardError):
+class ExclusionError(BalancingError):
     """An exclusion names shards outside the ring, or would leave no shard to place on."""
 
 

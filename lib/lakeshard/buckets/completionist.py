@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
-
 from lakeshard.buckets.planner import Backlog, Bucket, BucketDecision, BucketObservation, plan_closures
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.routing.placement import from_micros
+from lakeshard.tables import BUCKETS, COMPLETIONIST_APP_ID, EVENTS, LANDING_BATCHES, ROUTED, writer_app_id
+from lakeshard.tables.schemas import BUCKETS_SCHEMA
 from lakeshard.versions.chunks import rows_in
 
 if TYPE_CHECKING:
@@ -57,21 +57,6 @@ __all__ = [
     "check_buckets",
 ]
 
-BUCKETS = "buckets"
-COMPLETIONIST_APP_ID = "completionist"
-BUCKETS_SCHEMA = StructType([
-    StructField("tenant_id", StringType(), False),
-    StructField("hour", StringType(), False),
-    # "open" (first seen), "closing" (checked and being fenced: writers treat it as closed) or "closed" (final)
-    StructField("state", StringType(), False),
-    StructField("decided_at", TimestampType(), False),
-    StructField("reason", StringType(), False),
-    StructField("rows", LongType(), True),
-    StructField("distinct_keys", LongType(), True),
-    StructField("checksum", StringType(), True),
-    StructField("newest_file_at", TimestampType(), True),
-    StructField("events_version", LongType(), True),  # the events version the closing check read
-])
 _KEY = ("tenant_id", "event_id", "ts")
 _RANK = {"open": 0, "closing": 1, "closed": 2}  # a bucket's rows: the furthest state is its state
 _FENCE_ATTEMPTS = 3  # checks of the closing buckets per run, each at a newer events version
@@ -183,9 +168,6 @@ class Completionist:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         before_commit: Callable[[str], None] | None = None,
     ) -> None:
-        from lakeshard.dedupe.writer import EVENTS
-        from lakeshard.routing.router import LANDING_BATCHES, ROUTED
-
         if quiet < timedelta(0) or grace < timedelta(0):
             raise BucketsError(f"quiet period and grace must not be negative, found {quiet} and {grace}")
         self.spark = spark
@@ -285,7 +267,6 @@ class Completionist:
     def _writer_lag_buckets(self) -> set[Bucket]:
         """Return the buckets of routed rows that no shard writer has committed to ``events`` yet."""
         from lakeshard.buckets.late import event_hour
-        from lakeshard.dedupe.writer import writer_app_id
 
         if not self.store.exists(self.routed_uri):
             return set()

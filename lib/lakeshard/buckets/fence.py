@@ -20,10 +20,9 @@ from collections.abc import Iterable, Sequence
 
 from lakeshard.errors import CommitConflict, UnsupportedByAdapter
 from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.tables import FENCE_APP_ID, writer_app_id
 
 __all__ = ["FENCE_APP_ID", "fence_writers"]
-
-FENCE_APP_ID = "completionist/fence"
 
 
 def fence_writers(store: TableStore, events: str, shards: Iterable[int], *, read_version: int, fence_version: int,
@@ -34,8 +33,6 @@ def fence_writers(store: TableStore, events: str, shards: Iterable[int], *, read
     ``shards``: every shard that may write into the closing buckets; ``closing``: the buckets, as
     ``tenant/hour``, named in the commit's metadata for whoever reads the log.
     """
-    from lakeshard.dedupe.writer import writer_app_id
-
     ids = [writer_app_id(s) for s in sorted(set(shards))]
     current = store.transaction_versions(events, ids)
     txns = [AppTransaction(FENCE_APP_ID, fence_version), *(AppTransaction(a, current[a] or 0) for a in ids)]

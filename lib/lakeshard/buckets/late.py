@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lakeshard.buckets.planner import Bucket, open_hour
+from lakeshard.tables import SPARK_HOUR_FORMAT
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -25,7 +26,7 @@ def event_hour(ts: str = "ts") -> Column:
     """Return the column of the UTC hour of ``ts`` as ``YYYY-MM-DDTHH`` (the event's own bucket)."""
     from pyspark.sql import functions as F
 
-    return F.date_format(F.col(ts), "yyyy-MM-dd'T'HH")
+    return F.date_format(F.col(ts), SPARK_HOUR_FORMAT)
 
 
 def assign_buckets(events: DataFrame, closed: Collection[Bucket], now: datetime) -> DataFrame:

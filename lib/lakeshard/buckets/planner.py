@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+
+from lakeshard.tables import hour_of, parse_hour
 
 __all__ = [
     "Backlog",
@@ -36,15 +38,9 @@ Bucket = tuple[str, str]  # (tenant_id, hour "YYYY-MM-DDTHH")
 _HOUR = timedelta(hours=1)
 
 
-def hour_of(ts: datetime) -> str:
-    """Return the UTC hour of ``ts`` as ``YYYY-MM-DDTHH`` (naive datetimes are taken as UTC)."""
-    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
-    return ts.strftime("%Y-%m-%dT%H")
-
-
 def hour_end(hour: str) -> datetime:
     """Return the first instant after the hour ``YYYY-MM-DDTHH``."""
-    return datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=UTC) + _HOUR
+    return parse_hour(hour) + _HOUR
 
 
 @dataclass(frozen=True)

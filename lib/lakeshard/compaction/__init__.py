@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from lakeshard.compaction.errors import CompactionError
+    from lakeshard.compaction.events import compact_events
     from lakeshard.compaction.executor import (
-        CompactionError,
         CompactionReport,
         CompactionSettings,
         Compactor,
@@ -60,6 +61,7 @@ __all__ = [
     "SizeTieredPlanner",
     "SortSchema",
     "SortSchemaError",
+    "compact_events",
     "plan_compaction",
     "read_events",
     "read_fragments",
@@ -69,7 +71,7 @@ __all__ = [
 # Loaded on first use: the CLI imports this package for its wiring and should not pay for pyarrow/Spark.
 _HOME = {
     "EVENTS_SORT_SCHEMA": "sort_schema",
-    "CompactionError": "executor",
+    "CompactionError": "errors",
     "CompactionPlan": "planner",
     "CompactionReport": "executor",
     "CompactionSettings": "executor",
@@ -89,6 +91,7 @@ _HOME = {
     "plan_compaction": "planner",
     "read_events": "query",
     "read_fragments": "fragments",
+    "compact_events": "events",
     "sort_schema_for": "sort_schema",
 }
 

@@ -2,7 +2,7 @@
 
 ``compact`` prints what the size-tiered and locality planners would merge in the ``events`` table;
 ``--apply`` runs the merges, each round one atomic swap, through the compact flow's own function
-(:func:`lakeshard.pipelines.flows.compact_events`: same settings, same per-chunk replace locks). ``query``
+(:func:`lakeshard.compaction.events.compact_events`: same settings, same per-chunk replace locks). ``query``
 reads one tenant's events for a time range with equality / IN predicates and prints how many files each
 pruning stage skipped. Ids starting with ``-`` are passed as ``--tenant=-x`` / ``--bucket=-x/HOUR``.
 
@@ -16,13 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 from lakeshard.cli_args import config_from_args, iso_timestamp
+from lakeshard.tables import EVENTS
 
 # The same --lakehouse/--config handling and ISO timestamp parsing as the load-management commands.
 
 __all__ = ["add_commands", "cmd_compact", "cmd_query"]
 
 _SHOWN = 20  # rows of a plan printed before "... and N more"
-_EVENTS = "events"
 
 
 def _bucket(text: str) -> tuple[str, str]:
@@ -41,9 +41,8 @@ def _predicate(text: str) -> tuple[str, str]:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     """Plan lazy size-tiered and locality merges of the events table's buckets; --apply swaps them in."""
-    from lakeshard.compaction import LocalityPlanner, SizeTieredPlanner
+    from lakeshard.compaction import LocalityPlanner, SizeTieredPlanner, compact_events
     from lakeshard.lake import open_store
-    from lakeshard.pipelines.flows import compact_events
     from lakeshard.report import format_table
     from lakeshard.runtime import get_spark
 
@@ -87,7 +86,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         predicates.setdefault(column, []).append(value)
     for column in args.null or []:
         predicates.setdefault(column, []).append(None)
-    df, report = read_events(spark, open_store(spark, cfg), cfg.table_uri(_EVENTS), tenant=args.tenant,
+    df, report = read_events(spark, open_store(spark, cfg), cfg.table_uri(EVENTS), tenant=args.tenant,
                              start=args.start, end=args.end, predicates=predicates)
     print(report.render())
     print(f"{df.count():,} matching events")

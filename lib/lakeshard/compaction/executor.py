@@ -57,6 +57,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.fragments import (
     FragmentMeta,
     describe_file,
@@ -110,10 +111,6 @@ that bucket, not the run. Anything else (a bug, an interrupt) stops the run."""
 
 Snapshot = tuple[int, list[FileInfo], list[FileNode]]
 """A table version, its live files and the planner's view of them."""
-
-
-class CompactionError(LakeshardError):
-    """A table cannot be compacted as asked (wrong partitioning, unknown bucket, bad settings)."""
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from urllib.parse import unquote
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.sort_schema import SortKey, SortSchema, key_of, timestamp_text
-from lakeshard.errors import LakeshardError
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.lake.files import filesystem
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS, ColumnPruning, PruningError
@@ -41,7 +41,7 @@ _FORMAT = 1
 _BATCH_ROWS = 65_536
 
 
-class FragmentError(LakeshardError):
+class FragmentError(CompactionError):
     """Fragment metadata in a commit is malformed; the message names the table, version and file."""
 
 

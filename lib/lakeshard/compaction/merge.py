@@ -39,9 +39,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.outliers import OutlierSplit, RareValues
 from lakeshard.compaction.sort_schema import SortKey, SortSchema, key_of
-from lakeshard.errors import LakeshardError
 
 __all__ = ["MergeError", "MergeStats", "MergedFile", "OverBudget", "batch_rows_for", "merge_sorted_files"]
 
@@ -53,7 +53,7 @@ _IN_MEMORY_FACTOR = 3
 _USABLE = 0.8
 
 
-class MergeError(LakeshardError):
+class MergeError(CompactionError):
     """Inputs cannot be merged: a missing sort column, an unsorted input, a budget too small for one row."""
 
 

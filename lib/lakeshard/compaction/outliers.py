@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from lakeshard.errors import LakeshardError
+from lakeshard.compaction.errors import CompactionError
 
 __all__ = ["OutlierError", "OutlierSplit", "RareValues"]
 
@@ -35,7 +35,7 @@ RareValues = Mapping[str, frozenset[str | None]]
 """``{column: values}`` whose rows go to the outlier lane (``None`` is the null value)."""
 
 
-class OutlierError(LakeshardError):
+class OutlierError(CompactionError):
     """An outlier setting is out of range."""
 
 

@@ -27,11 +27,12 @@ import math
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 
+from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.sort_schema import SortKey
-from lakeshard.errors import LakeshardError
+from lakeshard.tables import parse_hour
 
 __all__ = [
     "Bucket",
@@ -52,7 +53,7 @@ Bucket = tuple[str, str]
 TaskKind = Literal["size-tiered", "locality"]
 
 
-class PlannerError(LakeshardError):
+class PlannerError(CompactionError):
     """A planner setting is out of range or a file description is inconsistent."""
 
 
@@ -115,7 +116,7 @@ def bucket_end(bucket: Bucket) -> datetime:
         PlannerError: the hour is not ``YYYY-MM-DDTHH``.
     """
     try:
-        start = datetime.strptime(bucket[1], "%Y-%m-%dT%H").replace(tzinfo=UTC)
+        start = parse_hour(bucket[1])
     except ValueError:
         raise PlannerError(f"bucket {bucket}: hour must look like 2026-01-01T10, found {bucket[1]!r}") from None
     return start + timedelta(hours=1)

@@ -20,10 +20,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.fragments import FragmentMeta, read_fragments
-from lakeshard.errors import LakeshardError
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.pruning import may_contain
+from lakeshard.tables import HOUR_FORMAT
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,7 +35,7 @@ Predicates = Mapping[str, "str | Sequence[str | None] | None"]
 """``{column: value}`` (equality; ``None`` means IS NULL) or ``{column: [v1, v2]}`` (IN)."""
 
 
-class QueryError(LakeshardError):
+class QueryError(CompactionError):
     """A query is malformed: an unknown column, an empty IN list, a reversed time range."""
 
 
@@ -55,7 +56,7 @@ class PruningReport:
 
 
 def _hour(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H")
+    return when.astimezone(UTC).strftime(HOUR_FORMAT)
 
 
 def _values(predicates: Predicates | None) -> dict[str, tuple[str | None, ...]]:

@@ -8,10 +8,11 @@ to find. Each append is one commit adding ``files`` files per bucket, as that ma
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
+from lakeshard.tables import EVENTS_PARTITIONING, parse_hour
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -28,7 +29,7 @@ HOURS = ["2026-01-01T10", "2026-01-01T11"]
 
 def event_rows(rng: random.Random, tenant: str, hour: str, n: int, start: int) -> list[dict[str, Any]]:
     """Return ``n`` events of one bucket ``(tenant, hour)`` with event ids numbered from ``start``."""
-    base = datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+    base = parse_hour(hour)
     rows = []
     for i in range(n):
         service = rng.choice(SERVICES)
@@ -58,11 +59,11 @@ class SmallFileTable:
     """
 
     def __init__(self, spark: SparkSession, store: TableStore, uri: str, *, seed: int = 42) -> None:
-        from lakeshard.dedupe.writer import EVENTS_SCHEMA
+        from lakeshard.tables.schemas import EVENTS_SCHEMA
 
         self.spark, self.store, self.uri = spark, store, uri
         self._schema = EVENTS_SCHEMA
-        store.create(uri, EVENTS_SCHEMA, partition_by=["tenant_id", "hour"])
+        store.create(uri, EVENTS_SCHEMA, partition_by=EVENTS_PARTITIONING)
         self._rng = random.Random(seed)
         self._next_id = 0
 

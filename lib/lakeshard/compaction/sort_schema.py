@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from lakeshard.errors import LakeshardError
+from lakeshard.compaction.errors import CompactionError
+from lakeshard.tables import EVENTS, EVENTS_SORT_COLUMNS
 
 __all__ = [
     "EVENTS_SORT_SCHEMA",
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 
-class SortSchemaError(LakeshardError):
+class SortSchemaError(CompactionError):
     """A sort schema is malformed or names a column the table lacks."""
 
 
@@ -70,10 +71,10 @@ class SortSchema:
                                   f"{list(table_columns)}")
 
 
-EVENTS_SORT_SCHEMA = SortSchema(("service", "status", "env", "ts"))
+EVENTS_SORT_SCHEMA = SortSchema(EVENTS_SORT_COLUMNS)
 """The ``events`` table's order (Husky's typical log schema): service, status, env, timestamp."""
 
-_DEFAULTS: Mapping[str, SortSchema] = {"events": EVENTS_SORT_SCHEMA}
+_DEFAULTS: Mapping[str, SortSchema] = {EVENTS: EVENTS_SORT_SCHEMA}
 
 
 def sort_schema_for(table: str, overrides: Mapping[str, SortSchema] | None = None) -> SortSchema:

@@ -1,7 +1,47 @@
-"""Exactly-once writers: routed events → ``events``, deduplicated against IDs kept in the lakehouse."""
+"""Exactly-once writers: routed events → ``events``, deduplicated against IDs kept in the lakehouse.
+
+Example::
+
+    from lakeshard.dedupe import ShardWriter
+
+    reports = ShardWriter(spark, store, cfg, shards=[0, 1]).run()
+    print(sum(r.written for r in reports), "events written")
+"""
 
 from __future__ import annotations
 
-from lakeshard.dedupe.writer import EVENTS, EVENTS_SCHEMA, ID_INDEX, ID_SCHEMA, ShardWriter, WriteReport
+from typing import TYPE_CHECKING
 
-__all__ = ["EVENTS", "EVENTS_SCHEMA", "ID_INDEX", "ID_SCHEMA", "ShardWriter", "WriteReport"]
+from lakeshard._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lakeshard.dedupe.errors import DedupeError
+    from lakeshard.dedupe.faults import RecordLevelFailure, WriterStepFailed
+    from lakeshard.dedupe.writer import EVENTS, EVENTS_SCHEMA, ID_INDEX, ID_SCHEMA, ShardWriter, WriteReport
+
+__all__ = [
+    "EVENTS",
+    "EVENTS_SCHEMA",
+    "ID_INDEX",
+    "ID_SCHEMA",
+    "DedupeError",
+    "RecordLevelFailure",
+    "ShardWriter",
+    "WriteReport",
+    "WriterStepFailed",
+]
+
+# Loaded on first use: the writer loads numpy, pyarrow and pyspark.
+_HOME = {
+    "EVENTS": "writer",
+    "EVENTS_SCHEMA": "writer",
+    "ID_INDEX": "writer",
+    "ID_SCHEMA": "writer",
+    "DedupeError": "errors",
+    "RecordLevelFailure": "faults",
+    "ShardWriter": "writer",
+    "WriteReport": "writer",
+    "WriterStepFailed": "faults",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

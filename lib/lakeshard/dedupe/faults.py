@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from lakeshard.dedupe.errors import DedupeError
 from lakeshard.errors import ConfigError, LakeshardError, TableStoreError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 
@@ -36,7 +37,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class WriterStepFailed(LakeshardError):
+class WriterStepFailed(DedupeError):
     """A shard writer step kept failing on an infrastructure fault; nothing of its batch was committed.
 
     Attributes:
@@ -62,7 +63,7 @@ class WriterStepFailed(LakeshardError):
         )
 
 
-class RecordLevelFailure(LakeshardError):
+class RecordLevelFailure(DedupeError):
     """Specific rows of a step cannot be written as such (proven row by row); only they may be dead-lettered.
 
     Attributes:

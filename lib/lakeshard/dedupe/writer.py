@@ -63,9 +63,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
-from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
 from lakeshard.dedupe.faults import (
@@ -78,10 +76,25 @@ from lakeshard.dedupe.faults import (
 )
 from lakeshard.errors import CommitConflict, TableStoreError
 from lakeshard.lake import BYTES_ADDED, AppTransaction, CommitInfo, FileInfo, TableStore
-from lakeshard.lake.datafiles import NO_STATS
 from lakeshard.landing.reasons import WRITE_FAILED
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
-from lakeshard.routing.router import QUARANTINE, ROUTED, ROUTED_SCHEMA
+from lakeshard.routing.router import ROUTED_SCHEMA
+from lakeshard.tables import (
+    BUCKETS,
+    EVENTS,
+    EVENTS_PARTITIONING,
+    EVENTS_SORT_COLUMNS,
+    HOUR_FORMAT,
+    ID_INDEX,
+    ID_INDEX_PARTITIONING,
+    QUARANTINE,
+    ROUTED,
+    SPARK_HOUR_FORMAT,
+    dead_letter_app_id,
+    writer_app_id,
+)
+from lakeshard.tables.schemas import EVENTS_SCHEMA, ID_INDEX_PROPERTIES
+from lakeshard.tables.schemas import ID_INDEX_SCHEMA as ID_SCHEMA
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -92,43 +105,10 @@ __all__ = [
     "writer_app_id",
 ]
 
-EVENTS = "events"
-BUCKETS = "buckets"  # lakeshard.buckets' state table: the writer reads which buckets are closed
-ID_INDEX = "event_ids"
 KEY = ["tenant_id", "event_id", "ts"]
 HASH = ["key_hi", "key_lo"]
 _LINEAGE = {"source_file", "line_number"}
-_HOUR_FORMAT = "%Y-%m-%dT%H"
 
-EVENTS_SCHEMA = StructType([
-    *[f for f in EVENT_SCHEMA.fields if f.name not in _LINEAGE],
-    StructField("shard", IntegerType(), False),
-    StructField("routed_version", LongType(), False),  # the routed version whose consumption committed it
-    # The bucket written to, "YYYY-MM-DDTHH": the UTC hour of ts, or for a late event whose own hour was
-    # closed, its tenant's open bucket (lakeshard.buckets). A file never spans two.
-    StructField("hour", StringType(), False),
-    StructField("late", BooleanType(), True),  # written to an open bucket because its own hour was closed
-])
-ID_SCHEMA = StructType([
-    StructField("shard", IntegerType(), False),
-    StructField("interval", StringType(), False),
-    StructField("tenant_id", StringType(), False),
-    StructField("event_id", StringType(), False),
-    StructField("ts", EVENT_SCHEMA["ts"].dataType, False),
-    StructField("routed_version", LongType(), False),
-    StructField("key_hi", LongType(), False),  # 128-bit hash of (tenant_id, event_id, ts): what the cache holds
-    StructField("key_lo", LongType(), False),
-])
-
-
-def writer_app_id(shard: int) -> str:
-    """Return the app transaction id that carries a shard writer's progress."""
-    return f"writer/{shard}"
-
-
-def dead_letter_app_id(shard: int) -> str:
-    """Return the app transaction id, on ``quarantine``, of the routed versions a shard writer dead-lettered."""
-    return f"dead-letter/{shard}"
 
 
 def key_hash_columns() -> dict[str, Column]:
@@ -251,9 +231,9 @@ class ShardWriter:
         """Create ``events`` and ``event_ids`` if missing."""
         if self._ready:
             return
-        self.store.create(self.events_uri, EVENTS_SCHEMA, partition_by=["tenant_id", "hour"],
+        self.store.create(self.events_uri, EVENTS_SCHEMA, partition_by=EVENTS_PARTITIONING,
                           description="each event exactly once; one tenant and one hour per file")
-        self.store.create(self.ids_uri, ID_SCHEMA, partition_by=["shard", "interval"], properties=NO_STATS,
+        self.store.create(self.ids_uri, ID_SCHEMA, partition_by=ID_INDEX_PARTITIONING, properties=ID_INDEX_PROPERTIES,
                           description="IDs of committed events, by shard and hour, for deduplication")
         self._ready = True
 
@@ -499,7 +479,7 @@ class ShardWriter:
         newest = self._newest_hour.get(shard)
         if newest is None:
             return ""
-        return (datetime.strptime(newest, _HOUR_FORMAT) - self.retention).strftime(_HOUR_FORMAT)
+        return (datetime.strptime(newest, HOUR_FORMAT) - self.retention).strftime(HOUR_FORMAT)
 
     def _page_in(self, intervals: set[Interval], into: dict[Interval, IdInterval]) -> int:
         """Read these intervals' key hashes from ``event_ids`` into the cache and ``into``; return how many IDs
@@ -562,7 +542,7 @@ class ShardWriter:
                 # One file per (tenant, hour) — not one per task and partition value — each sorted by the table's
                 # sort schema, so compaction merges instead of sorting.
                 ordered = (kept.repartition("tenant_id", "hour")
-                           .sortWithinPartitions("tenant_id", "hour", *EVENTS_SORT_SCHEMA.columns))
+                           .sortWithinPartitions("tenant_id", "hour", *EVENTS_SORT_COLUMNS))
                 result = self.store.append(self.events_uri, ordered, app_transactions=txns,
                                            metadata=meta, read_version=read_version)
                 conflict = result.skipped
@@ -647,7 +627,7 @@ class ShardWriter:
                 # One file per (tenant, hour), sorted by the sort schema: the layout the Spark path writes.
                 # Rows failing alone are named (RecordLevelFailure); any other failure is a fault.
                 write=lambda target: write_or_blame(kept, target, lambda rows, to: write_partitioned(
-                    rows, to, events_schema, ["tenant_id", "hour"], EVENTS_SORT_SCHEMA.columns)))
+                    rows, to, events_schema, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS)))
             conflict = result.skipped
         except CommitConflict:
             conflict = True
@@ -938,7 +918,7 @@ def _own_hour() -> Column:
     """The event's own UTC hour, ``YYYY-MM-DDTHH``: the ID index interval, whatever bucket the event lands in."""
     from pyspark.sql import functions as F
 
-    return F.date_format("ts", "yyyy-MM-dd'T'HH")
+    return F.date_format("ts", SPARK_HOUR_FORMAT)
 
 
 def _hours(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -951,7 +931,7 @@ def _hours(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
     hours = np.floor_divide(micros, 3_600_000_000)
     distinct, index = np.unique(hours, return_inverse=True)
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
-    text = [(epoch + timedelta(hours=int(h))).strftime(_HOUR_FORMAT) for h in distinct]
+    text = [(epoch + timedelta(hours=int(h))).strftime(HOUR_FORMAT) for h in distinct]
     return pc.take(pa.array(text, pa.string()), pa.array(index.reshape(-1)))
 
 

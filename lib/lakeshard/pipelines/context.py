@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
-
 from lakeshard.config import LakeshardConfig
-from lakeshard.errors import LakeshardError
 from lakeshard.lake import AppTransaction, TableStore
-from lakeshard.pipelines.declaration import Expectation, ExpectationKind, Flow
+from lakeshard.pipelines.declaration import Expectation, ExpectationKind, Flow, PipelineError
+from lakeshard.tables import EXPECTATION_QUARANTINE, EXPECTATION_QUARANTINE_PARTITIONING
+from lakeshard.tables.schemas import EXPECTATION_QUARANTINE_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -34,19 +33,9 @@ __all__ = [
     "new_rows",
 ]
 
-EXPECTATION_QUARANTINE = "expectation_quarantine"
-EXPECTATION_QUARANTINE_SCHEMA = StructType([
-    StructField("flow", StringType(), False),
-    StructField("rule", StringType(), False),
-    StructField("condition", StringType(), False),
-    StructField("run_id", StringType(), False),
-    StructField("row", StringType(), False),  # the failing row as JSON, whatever the flow's schema
-    StructField("quarantined_at", TimestampType(), False),
-    StructField("rows", LongType(), False),  # always 1: lets a sum() read like the event log's counts
-])
 
 
-class ExpectationFailed(LakeshardError):
+class ExpectationFailed(PipelineError):
     """An ``expect_or_fail`` rule failed: the flow stopped before its commit.
 
     Attributes:
@@ -152,7 +141,8 @@ class ExpectationGate:
     def _quarantine(self, df: DataFrame, rules: Sequence[Expectation], txns: Sequence[AppTransaction]) -> None:
         from pyspark.sql import functions as F
 
-        self.store.create(self.quarantine_uri, EXPECTATION_QUARANTINE_SCHEMA, partition_by=["flow"],
+        self.store.create(self.quarantine_uri, EXPECTATION_QUARANTINE_SCHEMA,
+                          partition_by=EXPECTATION_QUARANTINE_PARTITIONING,
                           description="rows that failed an expect_or_quarantine rule, with the rule")
         # The first failing quarantine rule names the row's reason.
         rule_name, condition = F.lit(None).cast("string"), F.lit(None).cast("string")

@@ -43,7 +43,8 @@ __all__ = [
 
 
 class PipelineError(LakeshardError):
-    """A pipeline declaration or a run request is inconsistent (unknown table or flow, cycle, bad parameter)."""
+    """Root of the pipelines package's errors; raised itself when a pipeline declaration or a run request is
+    inconsistent (unknown table or flow, cycle, bad parameter)."""
 
 
 class ExpectationKind(StrEnum):

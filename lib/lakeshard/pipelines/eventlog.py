@@ -21,20 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    DoubleType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
+from lakeshard.tables import PIPELINE_EVENTS
+from lakeshard.tables.schemas import EXPECTATION_SCHEMA
+from lakeshard.tables.schemas import PIPELINE_EVENTS_SCHEMA as EVENT_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -43,35 +35,9 @@ if TYPE_CHECKING:
 
 __all__ = ["EVENTS_TABLE", "EVENT_KINDS", "EVENT_SCHEMA", "EventLog", "FlowEvent"]
 
-EVENTS_TABLE = "pipeline_events"
+EVENTS_TABLE = PIPELINE_EVENTS
 EVENT_KINDS = ("started", "completed", "failed", "skipped", "up_to_date")
 
-EXPECTATION_SCHEMA = StructType([
-    StructField("name", StringType(), False),
-    StructField("kind", StringType(), False),
-    StructField("condition", StringType(), False),
-    StructField("passed", LongType(), False),
-    StructField("failed", LongType(), False),
-])
-EVENT_SCHEMA = StructType([
-    StructField("run_id", StringType(), False),
-    StructField("pipeline", StringType(), False),
-    StructField("flow", StringType(), False),
-    StructField("event", StringType(), False),  # one of EVENT_KINDS
-    StructField("timestamp", TimestampType(), False),
-    StructField("full_refresh", BooleanType(), False),
-    StructField("rows_in", LongType()),
-    StructField("rows_out", LongType()),
-    StructField("duplicates_dropped", LongType()),
-    StructField("quarantined", LongType()),
-    StructField("dropped", LongType()),
-    StructField("expectations", ArrayType(EXPECTATION_SCHEMA)),
-    StructField("duration_seconds", DoubleType()),
-    StructField("error", StringType()),
-    # Input table versions the flow saw at its end (what makes the next run "up to date"), and flow details.
-    StructField("input_versions", MapType(StringType(), LongType())),
-    StructField("details", MapType(StringType(), StringType())),
-])
 
 
 @dataclass(frozen=True)

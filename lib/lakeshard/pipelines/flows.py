@@ -10,25 +10,27 @@ table the flow does not rebuild from scratch.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from lakeshard.balancing.executor import autoshard, balance
-from lakeshard.buckets.completionist import BUCKETS, Completionist
-from lakeshard.compaction.executor import CompactionReport, CompactionSettings, Compactor
-from lakeshard.compaction.planner import LocalityPlanner, SizeTieredPlanner
-from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
+from lakeshard.buckets.completionist import Completionist
+from lakeshard.compaction.events import compact_events
+from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.pipelines.context import FlowContext, FlowResult, new_rows
 from lakeshard.pipelines.declaration import Flow, Pipeline, expect, expect_or_fail
-from lakeshard.routing.router import LANDING_BATCHES, QUARANTINE, ROUTED, ROUTING_METRICS, Router
-from lakeshard.routing.tables import TENANT_SETTINGS, RoutingTables
-from lakeshard.versions.locks import CHUNK_LOCKS, ChunkLocks
-
-if TYPE_CHECKING:
-    from lakeshard.compaction.planner import Bucket
-    from lakeshard.config import LakeshardConfig
-    from lakeshard.lake import TableStore
+from lakeshard.routing.router import Router
+from lakeshard.routing.tables import RoutingTables
+from lakeshard.tables import (
+    BUCKETS,
+    CHUNK_LOCKS,
+    EVENTS,
+    ID_INDEX,
+    LANDING_BATCHES,
+    QUARANTINE,
+    ROUTED,
+    ROUTING_METRICS,
+    TENANT_SETTINGS,
+)
 
 __all__ = ["LANDING", "compact_events", "lakeshard_pipeline", "run_autoshard", "run_balance", "run_close_buckets",
            "run_compact", "run_ingest", "run_route"]
@@ -107,41 +109,6 @@ def run_compact(ctx: FlowContext) -> FlowResult:
                                "rows_rewritten": sum(r.rows for r in done), "conflicts": report.conflicts,
                                "gave_up": len(report.gave_up), "closed_buckets": len(closed),
                                "failed": [f"{tenant}/{hour}: {why}" for (tenant, hour), why in report.failed]})
-
-
-def compact_events(store: TableStore, cfg: LakeshardConfig, *, sealed: Collection[Bucket] = (),
-                   buckets: Sequence[Bucket] | None = None, min_files: int = 32,
-                   target_rows: int = 1_000_000, include_open: bool = False, apply: bool = True) -> CompactionReport:
-    """Return the report of compacting ``events`` as the ``compact`` flow and ``lakeshard compact`` do:
-    ``sealed`` buckets' small files merge at once, others lazily by tier, every round under the replace locks
-    of its buckets. A bucket whose files cannot be merged is reported (``report.failed``); the others go on.
-
-    Args:
-        store: the table store.
-        cfg: the configuration (``[compaction]`` settings, where ``events`` and ``chunk_locks`` live).
-        sealed: buckets that receive no more files (the completionist's closed ones).
-        buckets: only these buckets (None: every bucket with live files).
-        min_files: files a tier needs before it merges in a bucket that is not sealed.
-        target_rows: rows an output file aims for (both planners).
-        include_open: also merge the newest files of buckets still receiving data.
-        apply: run the merges; False only plans (nothing is committed).
-
-    Compacting keeps the number of live files of ``events`` in step with its buckets instead of its writer
-    steps (one file per bucket per step). That number is what each embedded commit and snapshot update costs
-    (delta-rs keeps every live file's add action in its snapshot; see docs/lake.md), so an ingest that runs
-    without this lets its commits slow down as the table grows.
-
-    Example::
-
-        report = compact_events(store, cfg, sealed=Completionist(spark, store, cfg).closed())
-    """
-    # Both planners aim at the same file size, as `lakeshard compact --target-rows` does.
-    settings = CompactionSettings.from_config(
-        cfg.compaction, locality=LocalityPlanner(target_rows=target_rows),
-        size_tiered=SizeTieredPlanner(min_files=min_files, target_rows=target_rows), include_open=include_open)
-    locks = ChunkLocks(store, cfg.table_uri(CHUNK_LOCKS))
-    return Compactor(store, cfg.table_uri(EVENTS), settings=settings, chunk_lock=locks.fenced).run(
-        apply=apply, buckets=buckets, sealed=sealed)
 
 
 def run_autoshard(ctx: FlowContext) -> FlowResult:

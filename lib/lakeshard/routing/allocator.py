@@ -38,10 +38,10 @@ from lakeshard.routing.tables import (
     placements_arrow,
     placements_from_arrow,
 )
+from lakeshard.tables import ALLOCATOR_APP_ID
 
 __all__ = ["ALLOCATOR_APP_ID", "AllocatorStats", "ShardAllocator", "plan_placements"]
 
-ALLOCATOR_APP_ID = "allocator"
 Key = tuple[str, int]  # (tenant_id, window start in epoch microseconds)
 
 

@@ -29,17 +29,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
-from lakeshard.lake.datafiles import NO_STATS
 from lakeshard.landing.reader import LandingFile, parse_landing_arrow, read_landing, scan_landing
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.hashing import event_hash_column, event_hashes
 from lakeshard.routing.lifecycle import Consumed, Intake, plan_intake
+from lakeshard.tables import LANDING_BATCHES, QUARANTINE, ROUTED, ROUTED_PARTITIONING, ROUTER_APP_ID, ROUTING_METRICS
+from lakeshard.tables.schemas import LANDING_BATCHES_SCHEMA, ROUTED_PROPERTIES, ROUTED_SCHEMA
+from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA as METRICS_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -62,45 +63,9 @@ __all__ = [
     "write_tasks",
 ]
 
-ROUTED = "routed"
-QUARANTINE = "quarantine"
-LANDING_BATCHES = "landing_batches"
-ROUTING_METRICS = "routing_metrics"
-ROUTER_APP_ID = "router"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-ROUTED_SCHEMA = StructType([
-    *EVENT_SCHEMA.fields,
-    StructField("window_start", TimestampType(), False),  # the placement window the event was routed by
-    StructField("shard", IntegerType(), False),
-])
-LANDING_BATCHES_SCHEMA = StructType([
-    StructField("batch", LongType(), False),
-    StructField("path", StringType(), False),
-    StructField("size_bytes", LongType(), False),
-    StructField("mtime", TimestampType(), False),
-    StructField("planned_at", TimestampType(), False),  # also the clock the batch's parse validates by
-    # The byte range [start_byte, end_byte) of the file the batch routes, the physical line numbers at its two
-    # ends, a checksum of its bytes and one of the ANCHOR_BYTES before its end, and the file's identity (its
-    # resolved path when it is a link). All null in plans made before byte ranges: the whole file, by path.
-    StructField("start_byte", LongType(), True),
-    StructField("end_byte", LongType(), True),
-    StructField("first_line", LongType(), True),
-    StructField("next_line", LongType(), True),
-    StructField("checksum", StringType(), True),
-    StructField("anchor", StringType(), True),
-    StructField("file_id", StringType(), True),
-])
 _RANGE_COLUMNS = ("start_byte", "end_byte", "first_line", "next_line", "checksum", "anchor", "file_id")
-METRICS_SCHEMA = StructType([
-    StructField("window_start", TimestampType(), False),
-    StructField("tenant_id", StringType(), False),
-    StructField("shard", IntegerType(), False),
-    StructField("events", LongType(), False),
-    StructField("bytes", LongType(), False),
-    StructField("batch", LongType(), False),
-    StructField("routed_at", TimestampType(), False),
-])
 
 
 def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
@@ -269,7 +234,8 @@ class Router:
         """Create the router's tables if missing."""
         if self._ready:
             return
-        self.store.create(self.uris[ROUTED], ROUTED_SCHEMA, partition_by=["shard"], properties=NO_STATS,
+        self.store.create(self.uris[ROUTED], ROUTED_SCHEMA, partition_by=ROUTED_PARTITIONING,
+                          properties=ROUTED_PROPERTIES,
                           description="landing events with their placement window and shard")
         self.store.create(self.uris[QUARANTINE], QUARANTINE_SCHEMA,
                           description="landing records that broke the format, with the reason")

@@ -12,21 +12,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.types import (
-    ArrayType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import TableStore
 from lakeshard.routing.hashing import HASH_MMH3
 from lakeshard.routing.placement import Placement, RoutingError, from_micros, micros
+from lakeshard.tables import PLACEMENTS, SHARD_TOPOLOGY, TENANT_SETTINGS
+from lakeshard.tables.schemas import PLACEMENT_SCHEMA, SHARD_TOPOLOGY_SCHEMA, TENANT_SETTINGS_SCHEMA
 
 __all__ = [
     "PLACEMENTS",
@@ -44,38 +37,7 @@ __all__ = [
     "placements_from_arrow",
 ]
 
-PLACEMENTS = "placements"
-TENANT_SETTINGS = "tenant_settings"
-SHARD_TOPOLOGY = "shard_topology"
-
-PLACEMENT_SCHEMA = StructType([
-    StructField("tenant_id", StringType(), False),
-    StructField("window_start", TimestampType(), False),
-    StructField("window_end", TimestampType(), False),
-    StructField("shards", ArrayType(IntegerType(), False), False),
-    StructField("salt", IntegerType(), False),
-    StructField("total_shards", IntegerType(), False),
-    StructField("excluded", ArrayType(IntegerType(), False), False),
-    StructField("created_at", TimestampType(), False),
-    StructField("allocation", LongType(), False),  # the placements-table version the allocator read
-    # The event hash the placement routes by (lakeshard.routing.hashing). Null in rows written before the
-    # column existed: those placements were routed by mmh3, version 1, and keep it.
-    StructField("hash_version", IntegerType(), True),
-])
-TENANT_SETTINGS_SCHEMA = StructType([
-    StructField("tenant_id", StringType(), False),
-    StructField("shard_count", IntegerType(), False),
-    StructField("salt", IntegerType(), False),
-    StructField("updated_at", TimestampType(), False),
-    StructField("reason", StringType(), True),
-])
 _INTS = pa.list_(pa.field("element", pa.int32(), nullable=False))  # array<int> as Delta's Parquet holds it
-SHARD_TOPOLOGY_SCHEMA = StructType([
-    StructField("effective_at", TimestampType(), False),
-    StructField("total_shards", IntegerType(), False),
-    StructField("excluded", ArrayType(IntegerType(), False), False),
-    StructField("reason", StringType(), True),
-])
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ is simply the table version: queries at any table version see a whole chunk vers
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakeshard.errors import LakeshardError
 from lakeshard.lake import FileInfo, LogEntry, TableStore
+from lakeshard.tables import HOUR_PATTERN, HOUR_SPELLING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,8 +44,8 @@ __all__ = [
     "rows_in",
 ]
 
-HOUR_FORMAT = "YYYY-MM-DDTHH"
-_HOUR = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3])$")
+HOUR_FORMAT = HOUR_SPELLING  # a chunk's hour as people read it (lakeshard.tables.HOUR_FORMAT is strftime's)
+_HOUR = HOUR_PATTERN
 
 
 def rows_in(files: Iterable[FileInfo]) -> int:
@@ -54,7 +54,8 @@ def rows_in(files: Iterable[FileInfo]) -> int:
 
 
 class VersionsError(LakeshardError):
-    """A chunk or version was malformed, or is not in the table's log."""
+    """Root of the versions package's errors; raised itself when a chunk or version was malformed, or is not
+    in the table's log."""
 
 
 @dataclass(frozen=True, order=True)

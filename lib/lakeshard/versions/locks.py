@@ -29,12 +29,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
-
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, TableStore
 from lakeshard.routing.placement import from_micros
-from lakeshard.versions.chunks import Chunk
+from lakeshard.tables import CHUNK_LOCKS
+from lakeshard.tables import lock_app_id as _lock_app_id
+from lakeshard.tables import replace_app_id as _replace_app_id
+from lakeshard.tables.schemas import CHUNK_LOCKS_SCHEMA
+from lakeshard.versions.chunks import Chunk, VersionsError
 
 if TYPE_CHECKING:
     from pyspark.sql import Row
@@ -51,17 +53,6 @@ __all__ = [
     "replace_app_id",
 ]
 
-CHUNK_LOCKS = "chunk_locks"
-CHUNK_LOCKS_SCHEMA = StructType([
-    StructField("tenant_id", StringType(), False),
-    StructField("hour", StringType(), False),
-    StructField("generation", LongType(), False),  # = the lock app transaction's version of this row's commit
-    StructField("holder", StringType(), False),
-    StructField("state", StringType(), False),  # "held" or "released"
-    StructField("acquired_at", TimestampType(), False),
-    StructField("expires_at", TimestampType(), False),
-    StructField("recorded_at", TimestampType(), False),
-])
 # A fencing token is generation * _SEQ + sequence: up to _SEQ replacement commits per lease generation.
 _SEQ = 1 << 20
 _ATTEMPTS = 3
@@ -71,15 +62,15 @@ _STATE_COLUMNS = ("tenant_id", "hour", "generation", "holder", "state", "unix_mi
 
 def lock_app_id(chunk: Chunk) -> str:
     """Return the app transaction id whose version is the chunk lock's generation (hour first: it has no ``/``)."""
-    return f"lock/{chunk.hour}/{chunk.tenant_id}"
+    return _lock_app_id(chunk.hour, chunk.tenant_id)
 
 
 def replace_app_id(chunk: Chunk) -> str:
     """Return the app transaction id of the fencing token replacement commits carry on the data table."""
-    return f"replace/{chunk.hour}/{chunk.tenant_id}"
+    return _replace_app_id(chunk.hour, chunk.tenant_id)
 
 
-class ChunkLocked(LakeshardError):
+class ChunkLocked(VersionsError):
     """Another holder has the chunk's replace lock; the message names it and when its lease expires."""
 
     def __init__(self, chunk: Chunk, state: LockState) -> None:
@@ -91,7 +82,7 @@ class ChunkLocked(LakeshardError):
         )
 
 
-class LockLost(LakeshardError):
+class LockLost(VersionsError):
     """The caller's lease expired, or another holder took the chunk over; its replacement must not commit."""
 
 

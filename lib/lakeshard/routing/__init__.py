@@ -1,0 +1,173 @@
+"""Shard routing (Husky Shard Router): each valid landing event gets its tenant's placement for its time window
+and a shard of that placement, and is appended to ``routed``; bad records go to ``quarantine``.
+
+:mod:`~lakeshard.routing.hashing` hashes events identically in Python and Spark; :mod:`~lakeshard.routing.placement`
+picks a placement's shards (consistent hash of tenant and salt, then clockwise, skipping exclusions);
+:class:`ShardAllocator` allocates immutable, time-bounded placements through the Delta log; :class:`Router`
+reads new landing files and routes them exactly once. Table names and app ids live in :mod:`lakeshard.tables`.
+
+Example::
+
+    from lakeshard.routing import Router, first_shard, placement_shards
+
+    placement_shards(first_shard("acme", salt=0, total_shards=64), 4, 64)   # the tenant's 4 shards
+    reports = Router(spark, store, cfg).run()                               # route every new landing file
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakeshard._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lakeshard.routing.allocator import (
+        AllocatorStats,
+        ShardAllocator,
+        plan_placements,
+    )
+    from lakeshard.routing.hashing import (
+        HASH_MMH3,
+        HASH_VERSIONS,
+        HASH_XXHASH64,
+        event_hash,
+        event_hash_column,
+        event_hashes,
+        jump_hash,
+        tenant_key,
+    )
+    from lakeshard.routing.lifecycle import (
+        ANCHOR_BYTES,
+        Consumed,
+        HeldBack,
+        Intake,
+        PlannedRange,
+        next_range,
+        plan_intake,
+    )
+    from lakeshard.routing.placement import (
+        Placement,
+        RoutingError,
+        first_shard,
+        from_micros,
+        micros,
+        placement_shards,
+        window_of,
+    )
+    from lakeshard.routing.router import (
+        AUTO_WRITE_TASKS_MAX,
+        LANDING_BATCHES_SCHEMA,
+        ROUTED_SCHEMA,
+        Router,
+        RouteReport,
+        consumed_landing,
+        route,
+        route_arrow,
+        unrouted_landing,
+        write_tasks,
+    )
+    from lakeshard.routing.tables import (
+        PLACEMENT_SCHEMA,
+        SHARD_TOPOLOGY_SCHEMA,
+        TENANT_SETTINGS_SCHEMA,
+        RoutingTables,
+        ShardTopology,
+        TenantSetting,
+        placements_arrow,
+        placements_from_arrow,
+    )
+
+__all__ = [
+    "ANCHOR_BYTES",
+    "AUTO_WRITE_TASKS_MAX",
+    "HASH_MMH3",
+    "HASH_VERSIONS",
+    "HASH_XXHASH64",
+    "LANDING_BATCHES_SCHEMA",
+    "PLACEMENT_SCHEMA",
+    "ROUTED_SCHEMA",
+    "SHARD_TOPOLOGY_SCHEMA",
+    "TENANT_SETTINGS_SCHEMA",
+    "AllocatorStats",
+    "Consumed",
+    "HeldBack",
+    "Intake",
+    "Placement",
+    "PlannedRange",
+    "RouteReport",
+    "Router",
+    "RoutingError",
+    "RoutingTables",
+    "ShardAllocator",
+    "ShardTopology",
+    "TenantSetting",
+    "consumed_landing",
+    "event_hash",
+    "event_hash_column",
+    "event_hashes",
+    "first_shard",
+    "from_micros",
+    "jump_hash",
+    "micros",
+    "next_range",
+    "placement_shards",
+    "placements_arrow",
+    "placements_from_arrow",
+    "plan_intake",
+    "plan_placements",
+    "route",
+    "route_arrow",
+    "tenant_key",
+    "unrouted_landing",
+    "window_of",
+    "write_tasks",
+]
+
+# Loaded on first use: the router and the tables load numpy, pyarrow and pyspark; the CLI wiring should not.
+_HOME = {
+    "ANCHOR_BYTES": "lifecycle",
+    "AUTO_WRITE_TASKS_MAX": "router",
+    "AllocatorStats": "allocator",
+    "Consumed": "lifecycle",
+    "HASH_MMH3": "hashing",
+    "HASH_VERSIONS": "hashing",
+    "HASH_XXHASH64": "hashing",
+    "HeldBack": "lifecycle",
+    "Intake": "lifecycle",
+    "LANDING_BATCHES_SCHEMA": "router",
+    "PLACEMENT_SCHEMA": "tables",
+    "Placement": "placement",
+    "PlannedRange": "lifecycle",
+    "ROUTED_SCHEMA": "router",
+    "RouteReport": "router",
+    "Router": "router",
+    "RoutingError": "placement",
+    "RoutingTables": "tables",
+    "SHARD_TOPOLOGY_SCHEMA": "tables",
+    "ShardAllocator": "allocator",
+    "ShardTopology": "tables",
+    "TENANT_SETTINGS_SCHEMA": "tables",
+    "TenantSetting": "tables",
+    "consumed_landing": "router",
+    "event_hash": "hashing",
+    "event_hash_column": "hashing",
+    "event_hashes": "hashing",
+    "first_shard": "placement",
+    "from_micros": "placement",
+    "jump_hash": "hashing",
+    "micros": "placement",
+    "next_range": "lifecycle",
+    "placement_shards": "placement",
+    "placements_arrow": "tables",
+    "placements_from_arrow": "tables",
+    "plan_intake": "lifecycle",
+    "plan_placements": "allocator",
+    "route": "router",
+    "route_arrow": "router",
+    "tenant_key": "hashing",
+    "unrouted_landing": "router",
+    "window_of": "placement",
+    "write_tasks": "router",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

@@ -1,0 +1,200 @@
+"""Every table's Spark schema and table properties, next to the names in :mod:`lakeshard.tables`.
+
+The code that creates and writes a table imports its schema from here; ``lakeshard.tables`` re-exports these
+names lazily (this module loads pyspark), so ``from lakeshard.tables import EVENTS, EVENTS_SCHEMA`` works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from lakeshard.lake.datafiles import NO_STATS
+from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+
+__all__ = [
+    "BUCKETS_SCHEMA",
+    "CHUNK_LOCKS_SCHEMA",
+    "EVENTS_SCHEMA",
+    "EXPECTATION_QUARANTINE_SCHEMA",
+    "EXPECTATION_SCHEMA",
+    "ID_INDEX_PROPERTIES",
+    "ID_INDEX_SCHEMA",
+    "LANDING_BATCHES_SCHEMA",
+    "PIPELINE_EVENTS_SCHEMA",
+    "PLACEMENT_SCHEMA",
+    "QUARANTINE_SCHEMA",
+    "ROUTED_PROPERTIES",
+    "ROUTED_SCHEMA",
+    "ROUTING_METRICS_SCHEMA",
+    "SHARD_TOPOLOGY_SCHEMA",
+    "TENANT_SETTINGS_SCHEMA",
+]
+
+# ``quarantine``'s schema is the landing record format's (lakeshard.landing.schema); re-exported here.
+
+# Tables read only by partition, never by column statistics: their files carry no per-column stats.
+ROUTED_PROPERTIES: Mapping[str, str] = NO_STATS
+ID_INDEX_PROPERTIES: Mapping[str, str] = NO_STATS
+
+_LANDING_LINEAGE = {"source_file", "line_number"}  # landing columns ``events`` does not keep
+
+ROUTED_SCHEMA = StructType([
+    *EVENT_SCHEMA.fields,
+    StructField("window_start", TimestampType(), False),  # the placement window the event was routed by
+    StructField("shard", IntegerType(), False),
+])
+
+LANDING_BATCHES_SCHEMA = StructType([
+    StructField("batch", LongType(), False),
+    StructField("path", StringType(), False),
+    StructField("size_bytes", LongType(), False),
+    StructField("mtime", TimestampType(), False),
+    StructField("planned_at", TimestampType(), False),  # also the clock the batch's parse validates by
+    # The byte range [start_byte, end_byte) of the file the batch routes, the physical line numbers at its two
+    # ends, a checksum of its bytes and one of the ANCHOR_BYTES before its end, and the file's identity (its
+    # resolved path when it is a link). All null in plans made before byte ranges: the whole file, by path.
+    StructField("start_byte", LongType(), True),
+    StructField("end_byte", LongType(), True),
+    StructField("first_line", LongType(), True),
+    StructField("next_line", LongType(), True),
+    StructField("checksum", StringType(), True),
+    StructField("anchor", StringType(), True),
+    StructField("file_id", StringType(), True),
+])
+
+ROUTING_METRICS_SCHEMA = StructType([
+    StructField("window_start", TimestampType(), False),
+    StructField("tenant_id", StringType(), False),
+    StructField("shard", IntegerType(), False),
+    StructField("events", LongType(), False),
+    StructField("bytes", LongType(), False),
+    StructField("batch", LongType(), False),
+    StructField("routed_at", TimestampType(), False),
+])
+
+PLACEMENT_SCHEMA = StructType([
+    StructField("tenant_id", StringType(), False),
+    StructField("window_start", TimestampType(), False),
+    StructField("window_end", TimestampType(), False),
+    StructField("shards", ArrayType(IntegerType(), False), False),
+    StructField("salt", IntegerType(), False),
+    StructField("total_shards", IntegerType(), False),
+    StructField("excluded", ArrayType(IntegerType(), False), False),
+    StructField("created_at", TimestampType(), False),
+    StructField("allocation", LongType(), False),  # the placements-table version the allocator read
+    # The event hash the placement routes by (lakeshard.routing.hashing). Null in rows written before the
+    # column existed: those placements were routed by mmh3, version 1, and keep it.
+    StructField("hash_version", IntegerType(), True),
+])
+
+TENANT_SETTINGS_SCHEMA = StructType([
+    StructField("tenant_id", StringType(), False),
+    StructField("shard_count", IntegerType(), False),
+    StructField("salt", IntegerType(), False),
+    StructField("updated_at", TimestampType(), False),
+    StructField("reason", StringType(), True),
+])
+
+SHARD_TOPOLOGY_SCHEMA = StructType([
+    StructField("effective_at", TimestampType(), False),
+    StructField("total_shards", IntegerType(), False),
+    StructField("excluded", ArrayType(IntegerType(), False), False),
+    StructField("reason", StringType(), True),
+])
+
+EVENTS_SCHEMA = StructType([
+    *[f for f in EVENT_SCHEMA.fields if f.name not in _LANDING_LINEAGE],
+    StructField("shard", IntegerType(), False),
+    StructField("routed_version", LongType(), False),  # the routed version whose consumption committed it
+    # The bucket written to, "YYYY-MM-DDTHH": the UTC hour of ts, or for a late event whose own hour was
+    # closed, its tenant's open bucket (lakeshard.buckets). A file never spans two.
+    StructField("hour", StringType(), False),
+    StructField("late", BooleanType(), True),  # written to an open bucket because its own hour was closed
+])
+
+ID_INDEX_SCHEMA = StructType([
+    StructField("shard", IntegerType(), False),
+    StructField("interval", StringType(), False),
+    StructField("tenant_id", StringType(), False),
+    StructField("event_id", StringType(), False),
+    StructField("ts", EVENT_SCHEMA["ts"].dataType, False),
+    StructField("routed_version", LongType(), False),
+    StructField("key_hi", LongType(), False),  # 128-bit hash of (tenant_id, event_id, ts): what the cache holds
+    StructField("key_lo", LongType(), False),
+])
+
+BUCKETS_SCHEMA = StructType([
+    StructField("tenant_id", StringType(), False),
+    StructField("hour", StringType(), False),
+    # "open" (first seen), "closing" (checked and being fenced: writers treat it as closed) or "closed" (final)
+    StructField("state", StringType(), False),
+    StructField("decided_at", TimestampType(), False),
+    StructField("reason", StringType(), False),
+    StructField("rows", LongType(), True),
+    StructField("distinct_keys", LongType(), True),
+    StructField("checksum", StringType(), True),
+    StructField("newest_file_at", TimestampType(), True),
+    StructField("events_version", LongType(), True),  # the events version the closing check read
+])
+
+CHUNK_LOCKS_SCHEMA = StructType([
+    StructField("tenant_id", StringType(), False),
+    StructField("hour", StringType(), False),
+    StructField("generation", LongType(), False),  # = the lock app transaction's version of this row's commit
+    StructField("holder", StringType(), False),
+    StructField("state", StringType(), False),  # "held" or "released"
+    StructField("acquired_at", TimestampType(), False),
+    StructField("expires_at", TimestampType(), False),
+    StructField("recorded_at", TimestampType(), False),
+])
+
+EXPECTATION_SCHEMA = StructType([
+    StructField("name", StringType(), False),
+    StructField("kind", StringType(), False),
+    StructField("condition", StringType(), False),
+    StructField("passed", LongType(), False),
+    StructField("failed", LongType(), False),
+])
+
+PIPELINE_EVENTS_SCHEMA = StructType([
+    StructField("run_id", StringType(), False),
+    StructField("pipeline", StringType(), False),
+    StructField("flow", StringType(), False),
+    StructField("event", StringType(), False),  # one of lakeshard.pipelines.eventlog.EVENT_KINDS
+    StructField("timestamp", TimestampType(), False),
+    StructField("full_refresh", BooleanType(), False),
+    StructField("rows_in", LongType()),
+    StructField("rows_out", LongType()),
+    StructField("duplicates_dropped", LongType()),
+    StructField("quarantined", LongType()),
+    StructField("dropped", LongType()),
+    StructField("expectations", ArrayType(EXPECTATION_SCHEMA)),
+    StructField("duration_seconds", DoubleType()),
+    StructField("error", StringType()),
+    # Input table versions the flow saw at its end (what makes the next run "up to date"), and flow details.
+    StructField("input_versions", MapType(StringType(), LongType())),
+    StructField("details", MapType(StringType(), StringType())),
+])
+
+EXPECTATION_QUARANTINE_SCHEMA = StructType([
+    StructField("flow", StringType(), False),
+    StructField("rule", StringType(), False),
+    StructField("condition", StringType(), False),
+    StructField("run_id", StringType(), False),
+    StructField("row", StringType(), False),  # the failing row as JSON, whatever the flow's schema
+    StructField("quarantined_at", TimestampType(), False),
+    StructField("rows", LongType(), False),  # always 1: lets a sum() read like the event log's counts
+])

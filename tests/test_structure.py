@@ -1,0 +1,148 @@
+"""The shape of the library: no import cycles between its packages, a public API per package, one exception
+base per package. Parsed with ``ast`` (function-local and ``TYPE_CHECKING`` imports count: each is a
+dependency the moment it runs), so nothing here starts Spark."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+import lakeshard
+from lakeshard.errors import LakeshardError
+
+LIB = Path(lakeshard.__file__).parent
+
+
+def _modules(root: Path) -> Iterator[tuple[str, Path]]:
+    """Yield ``(dotted module name, path)`` of every module under the package directory ``root``."""
+    for path in sorted(root.rglob("*.py")):
+        parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield ".".join(parts), path
+
+
+def _unit(module: str) -> str:
+    """Return the unit a module belongs to: its package below the root, or itself for a top-level module."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_edges(root: Path) -> dict[str, set[str]]:
+    """Return, for every unit under ``root``, the other units its modules import (anywhere in the module)."""
+    top = root.name
+    edges: dict[str, set[str]] = {}
+    for module, path in _modules(root):
+        me = _unit(module)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: resolve against this module's package
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    stem = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    stem = node.module or ""
+                # `from lakeshard import routing` imports the package lakeshard.routing
+                targets = [f"{stem}.{a.name}" for a in node.names] if stem == top else [stem]
+            for target in targets:
+                if target.startswith(top + ".") and _unit(target) != me:
+                    edges.setdefault(me, set()).add(_unit(target))
+    return edges
+
+
+def import_cycles(edges: Mapping[str, set[str]]) -> list[list[str]]:
+    """Return one shortest cycle per strongly connected group of units (``[a, b, ..., a]``), sorted."""
+    cycles: set[tuple[str, ...]] = set()
+    for start in edges:
+        # Breadth-first from start: the first path back to it is a shortest cycle through it.
+        paths: list[list[str]] = [[start]]
+        seen = {start}
+        found: list[str] | None = None
+        while paths and found is None:
+            nxt: list[list[str]] = []
+            for path in paths:
+                for n in sorted(edges.get(path[-1], ())):
+                    if n == start:
+                        found = [*path, start]
+                        break
+                    if n not in seen:
+                        seen.add(n)
+                        nxt.append([*path, n])
+                if found:
+                    break
+            paths = nxt
+        if found:
+            ring = found[:-1]
+            i = ring.index(min(ring))  # one spelling per cycle: start at its smallest unit
+            cycles.add(tuple([*ring[i:], *ring[:i], ring[i]]))
+    return [list(c) for c in sorted(cycles)]
+
+
+def test_no_import_cycle_between_packages() -> None:
+    cycles = import_cycles(package_edges(LIB))
+    assert not cycles, "import cycles between packages (move the shared name to lakeshard.tables, or the " \
+        "function to the package that owns it):\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_sees_function_local_and_relative_imports(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    for sub in ("a", "b", "c"):
+        (root / sub).mkdir(parents=True)
+        (root / sub / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "a" / "x.py").write_text("def f():\n    from pkg.b.y import g\n    return g\n")
+    (root / "b" / "y.py").write_text("from ..c import z\n")
+    (root / "c" / "z.py").write_text("from pkg import a\n")
+    assert import_cycles(package_edges(root)) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]
+
+
+def test_table_names_are_spelled_only_in_the_catalog() -> None:
+    # A module-level constant holding a table's name outside lakeshard.tables is a second definition of it.
+    from lakeshard.tables import TABLES
+
+    found = []
+    for module, path in _modules(LIB):
+        if _unit(module) == "lakeshard.tables":
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            if isinstance(value, ast.Constant) and value.value in TABLES:
+                found.append(f"{module}:{node.lineno} = {value.value!r}")
+    assert not found, "table names defined outside lakeshard.tables (import them from there):\n" + "\n".join(found)
+
+
+def _packages() -> list[str]:
+    return sorted(p.name for p in LIB.iterdir() if p.is_dir() and any(p.glob("*.py")))
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_every_package_declares_its_public_api(package: str) -> None:
+    assert (LIB / package / "__init__.py").exists(), f"lakeshard.{package} has no __init__.py"
+    module = importlib.import_module(f"lakeshard.{package}")
+    names = getattr(module, "__all__", None)
+    assert names, f"lakeshard.{package} declares no __all__"
+    missing = [n for n in names if not hasattr(module, n)]
+    assert not missing, f"lakeshard.{package}.__all__ names what it cannot give: {missing}"
+
+
+def test_each_package_has_one_exception_base() -> None:
+    # Every error class a package defines derives, within the package, from one class directly under the
+    # library's errors (LakeshardError or one of lakeshard.errors' classes).
+    roots: dict[str, set[str]] = {}
+    for module, _ in _modules(LIB):
+        if _unit(module) in ("lakeshard", "lakeshard.errors"):
+            continue
+        for cls in vars(importlib.import_module(module)).values():
+            if inspect.isclass(cls) and issubclass(cls, LakeshardError) and cls.__module__ == module:
+                own = [c for c in cls.__mro__ if c.__module__.startswith(_unit(module) + ".")
+                       or c.__module__ == _unit(module)]
+                roots.setdefault(_unit(module), set()).add(own[-1].__name__)
+    several = {package: sorted(r) for package, r in roots.items() if len(r) > 1}
+    assert not several, f"packages with more than one exception base: {several}"
