@@ -37,6 +37,8 @@ bench: env
 	$(BIN)/python bench/bench_balancing.py
 	$(BIN)/python bench/bench_compaction.py
 	$(BIN)/python bench/bench_dedupe.py
+	$(BIN)/python bench/bench_dedupe_tiny_cache.py
+	$(BIN)/python bench/bench_hostile.py
 
 env: java $(STAMP)
 
