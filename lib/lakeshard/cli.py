@@ -295,12 +295,13 @@ def _parser() -> argparse.ArgumentParser:
     from lakeshard.buckets.cli import add_commands as add_buckets_commands
     from lakeshard.compaction.cli import add_commands as add_compaction_commands
     from lakeshard.pipelines.cli import add_commands as add_pipeline_commands
+    from lakeshard.pipelines.commands import run_flow
     from lakeshard.versions.cli import add_commands as add_versions_commands
 
-    add_balancing_commands(sub, common)
-    add_compaction_commands(sub, common)
+    add_balancing_commands(sub, common, run_flow=run_flow)
+    add_compaction_commands(sub, common, run_flow=run_flow)
     add_versions_commands(sub, common)
-    add_buckets_commands(sub, common)
+    add_buckets_commands(sub, common, run_flow=run_flow)
     add_pipeline_commands(sub, common)
     return parser
 

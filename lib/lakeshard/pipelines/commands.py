@@ -17,7 +17,10 @@ from typing import Any
 from lakeshard.config import LakeshardConfig
 from lakeshard.pipelines.runner import RunReport
 
-__all__ = ["run_flows"]
+__all__ = ["FlowRunner", "flow_outcome", "run_flow", "run_flows"]
+
+FlowRunner = Callable[[LakeshardConfig, str, Mapping[str, Any]], Any]
+"""How a command runs one flow: ``(cfg, flow, params) -> outcome`` (:func:`run_flow`)."""
 
 
 def run_flows(cfg: LakeshardConfig, flows: Sequence[str], params: Mapping[str, Mapping[str, Any]] | None = None, *,
@@ -49,3 +52,28 @@ def run_flows(cfg: LakeshardConfig, flows: Sequence[str], params: Mapping[str, M
     report = run_pipeline(spark, store, cfg, flows=flows, params=params, say=say)
     report.raise_failure()
     return report
+
+
+def flow_outcome(report: RunReport, flow: str) -> Any:
+    """Return what ``flow``'s library call returned in ``report`` (a plan, a report), or None when the flow did
+    not run because its inputs were unchanged (``up_to_date``)."""
+    result = report.flow(flow).result
+    return None if result is None else result.outcome
+
+
+def run_flow(cfg: LakeshardConfig, flow: str, params: Mapping[str, Any]) -> Any:
+    """Return what ``flow``'s library call returned when run through the pipeline runner with ``params`` (None:
+    its inputs were unchanged since its last run, which the event log says; a line says so too).
+
+    The ``lakeshard`` commands that commit (``buckets close``, ``compact --apply``, ``autoshard --apply``,
+    ``balance --apply``) are given this function by the top-level parser.
+
+    Raises:
+        Exception: the flow's own exception when it failed.
+    """
+    report = run_flows(cfg, [flow], {flow: params})
+    outcome = flow_outcome(report, flow)
+    if outcome is None and report.flow(flow).status == "up_to_date":
+        print(f"{flow}: up to date: its input tables are unchanged since its last run (event log: lakeshard "
+              f"pipeline events --run {report.run_id})")
+    return outcome
