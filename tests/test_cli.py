@@ -85,3 +85,59 @@ def test_an_unexpected_error_is_one_line_with_the_traceback_saved_to_a_file(
     with open(saved, encoding="utf-8") as f:
         assert "Traceback" in f.read()
     os.remove(saved)
+
+
+def _record(i: int) -> bytes:
+    """A landing record without a ``service``: the ingest flow's ``has_service`` expectation fails on it."""
+    import json
+    import time
+
+    return json.dumps({"tenant_id": f"t{i % 3}", "event_id": f"e{i}",
+                       "ts": int(time.time() * 1000) - 3_600_000}).encode() + b"\n"
+
+
+def test_ingest_runs_the_pipeline_flows_with_their_expectations_and_event_log(
+    spark: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deltalake import DeltaTable  # an independent reader of what the command committed
+
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    landing.mkdir()
+    (landing / "part-0.jsonl").write_bytes(b"".join(_record(i) for i in range(30)))
+    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
+    out = capsys.readouterr().out
+    assert "wrote 30 events" in out and "has_service 0/30 passed" in out, out
+    log = DeltaTable(str(lakehouse / "pipeline_events")).to_pyarrow_table().to_pylist()
+    ends = {r["flow"]: r for r in log if r["event"] == "completed"}
+    assert set(ends) == {"route", "ingest"}
+    assert ends["ingest"]["rows_out"] == 30
+    rules = {e["name"]: (e["passed"], e["failed"]) for e in ends["ingest"]["expectations"]}
+    assert rules["has_service"] == (0, 30) and rules["identified"] == (30, 0)
+
+
+def test_each_maintenance_command_says_why_it_changed_nothing(
+    spark: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    landing.mkdir()
+    (landing / "part-0.jsonl").write_bytes(b"".join(_record(i) for i in range(12)))
+    common = ["--lakehouse", str(lakehouse)]
+    assert main(["ingest", *common, "--landing", str(landing)]) == 0
+    capsys.readouterr()
+
+    # Default periods: the buckets are an hour old but were written just now, so they stay open, and say why.
+    assert main(["buckets", "close", *common, "--landing", str(landing)]) == 0
+    out = capsys.readouterr().out
+    assert "closed 0 buckets" in out and "still open: 3 (t0/" in out and "quiet period is 10m00s" in out, out
+
+    assert main(["compact", *common, "--apply"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to compact: no closed bucket with 2 small files or more (0 of 3 buckets closed)" in out, out
+
+    assert main(["autoshard", *common, "--apply"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to change: metrics are stale: the newest window ended" in out, out  # events an hour old
+
+    assert main(["balance", *common, "--apply"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to change: " in out and "max/mean shard load" in out, out

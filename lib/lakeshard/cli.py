@@ -14,10 +14,13 @@ import argparse
 import importlib.metadata
 import os
 import platform
+import signal
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +29,9 @@ from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
 
 if TYPE_CHECKING:
-    from lakeshard.routing.router import Router
+    from lakeshard.routing.lifecycle import Intake
 
 __all__ = ["main"]
-
-
 
 
 def _version(dist: str) -> str:
@@ -123,13 +124,12 @@ def cmd_route(args: argparse.Namespace) -> int:
     else:
         print(f"routed {sum(r.routed for r in reports):,} events, quarantined "
               f"{sum(r.quarantined for r in reports):,} records, into {cfg.lakehouse}")
-    _show_left(router, cfg)
+    _show_left(router.last_intake, cfg)
     return 0
 
 
-def _show_left(router: Router, cfg: LakeshardConfig) -> None:
+def _show_left(left: Intake | None, cfg: LakeshardConfig) -> None:
     """Print what the router's last look at the landing zone left for later: held-back tails, dangling links."""
-    left = router.last_intake
     if left is not None and left.held_back:
         print(f"held back {len(left.held_back)} files ({left.held_back_bytes:,} bytes) still being written: routed "
               f"once their last record is complete or the file is quiet for {cfg.landing_format.settle_seconds} s")
@@ -139,32 +139,66 @@ def _show_left(router: Router, cfg: LakeshardConfig) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    """Route new landing files, then write every shard's new routed events to ``events`` exactly once.
+    """Run the pipeline's route and ingest flows: route new landing files, then write every shard's new routed
+    events to ``events`` exactly once, with the flows' expectations and the pipeline event log.
 
-    Without --follow it processes what is there and stops; with --follow it keeps polling.
+    Without --follow it runs once; with --follow it runs again every --poll-seconds until interrupted (Ctrl-C
+    ends it after the current run, exit 0).
     """
-    from lakeshard.dedupe.writer import ShardWriter
-    from lakeshard.lake import open_lazy_store
-    from lakeshard.routing.router import Router
+    from lakeshard.pipelines.commands import run_flows
+    from lakeshard.pipelines.context import FlowResult
 
     cfg = config_from_args(args)
-    # Spark starts only if a route batch or a writer step is too big for the driver (arrow_max_bytes).
-    store = open_lazy_store(cfg)
-    router = Router(None, store, cfg)
-    shards = args.shards or list(range(router.allocator.tables.topology().total_shards))
-    writer = ShardWriter(None, store, cfg, shards)
-    while True:
-        routed = router.run()
-        writes = writer.run(flush=not args.follow)  # following: commits coalesce (dedupe.commit_min_bytes)
-        if routed or writes or not args.follow:
-            print(f"routed {sum(r.routed for r in routed):,} events ({sum(r.quarantined for r in routed):,} "
-                  f"quarantined); wrote {sum(w.written for w in writes):,} events, dropped "
-                  f"{sum(w.duplicates_in_batch + w.duplicates_in_index for w in writes):,} duplicates, "
-                  f"{writer.conflicts} commit conflicts", flush=True)
-            _show_left(router, cfg)
-        if not args.follow:
-            return 0
-        time.sleep(args.poll_seconds)
+    params = {"ingest": {"shards": ",".join(map(str, args.shards or []))}}
+    totals = {"runs": 0, "routed": 0, "written": 0}
+
+    def once() -> None:
+        # Spark starts only when a flow needs it: a big route batch or writer step, or rows to check.
+        report = run_flows(cfg, ["route", "ingest"], params, lazy=True)
+        route, ingest = report.flow("route"), report.flow("ingest")
+        routed, written = route.result or FlowResult(), ingest.result or FlowResult()
+        totals["runs"] += 1
+        totals["routed"] += routed.rows_out
+        totals["written"] += written.rows_out
+        if routed.rows_in or written.rows_in or not args.follow:
+            print(f"routed {routed.rows_out:,} events ({routed.quarantined:,} quarantined); wrote "
+                  f"{written.rows_out:,} events, dropped {written.duplicates_dropped:,} duplicates, "
+                  f"{written.details.get('conflicts', 0)} commit conflicts"
+                  + (" (nothing new routed since the last ingest)" if ingest.status == "up_to_date" else ""),
+                  flush=True)
+            rules = [c for f in (route, ingest) for c in f.expectations]
+            if rules:
+                print("expectations: " + ", ".join(f"{c.rule.name} {c.passed}/{c.passed + c.failed} passed"
+                                                   for c in rules)
+                      + (f", {written.dropped:,} rows dropped" if written.dropped else ""))
+            print(f"event log: lakeshard pipeline events --run {report.run_id}", flush=True)
+            _show_left(routed.outcome, cfg)
+
+    if not args.follow:
+        once()
+        return 0
+    with _stop_on_interrupt() as stop:
+        while not stop.is_set():
+            once()
+            stop.wait(args.poll_seconds)
+    print(f"stopped after {totals['runs']} runs: routed {totals['routed']:,} events, wrote {totals['written']:,}")
+    return 0
+
+
+@contextmanager
+def _stop_on_interrupt() -> Iterator[threading.Event]:
+    """Yield an event Ctrl-C sets instead of interrupting, so a run in progress finishes before the loop ends."""
+    stop = threading.Event()
+
+    def interrupted(signum: int, frame: object) -> None:
+        print("interrupted: stopping after the current run", file=sys.stderr, flush=True)
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _spec(args: argparse.Namespace) -> Any:
@@ -261,12 +295,13 @@ def _parser() -> argparse.ArgumentParser:
     from lakeshard.buckets.cli import add_commands as add_buckets_commands
     from lakeshard.compaction.cli import add_commands as add_compaction_commands
     from lakeshard.pipelines.cli import add_commands as add_pipeline_commands
+    from lakeshard.pipelines.commands import run_flow
     from lakeshard.versions.cli import add_commands as add_versions_commands
 
-    add_balancing_commands(sub, common)
-    add_compaction_commands(sub, common)
+    add_balancing_commands(sub, common, run_flow=run_flow)
+    add_compaction_commands(sub, common, run_flow=run_flow)
     add_versions_commands(sub, common)
-    add_buckets_commands(sub, common)
+    add_buckets_commands(sub, common, run_flow=run_flow)
     add_pipeline_commands(sub, common)
     return parser
 

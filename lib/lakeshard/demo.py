@@ -37,6 +37,7 @@ from lakeshard.synth.verify import TruthCheck, check_against_truth
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakeshard.balancing.executor import AutoshardRun, BalanceRun
     from lakeshard.compaction.query import PruningReport
     from lakeshard.pipelines.runner import RunReport
 
@@ -90,6 +91,35 @@ class DemoReport:
     queries: list[NeedleQuery] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     plots: list[Path] = field(default_factory=list)
+    autoshard: AutoshardRun | None = None  # what the autoshard flow planned and committed (None: it did not run)
+    balance: BalanceRun | None = None
+    target_bytes_per_second: float = 0.0  # the bytes/s one shard takes from one tenant (balancing config)
+
+    def load_story(self) -> list[str]:
+        """Return what autosharding and balancing did, and why max/mean shard bytes is what it is."""
+        load, lines = self.load, []
+        a, b = self.autoshard, self.balance
+        if a is not None:
+            p = a.plan
+            lines.append(f"autoshard: {p.ups} tenants up, {p.downs} down" if p.changes
+                         else f"autoshard changed no shard count: {p.skipped}")
+        if b is not None:
+            p2 = b.plan
+            lines.append(
+                f"balance: per-shard load of the last metric windows, max/mean {p2.before.max_over_mean:.2f} -> "
+                f"{p2.after.max_over_mean:.2f} with {len(p2.moves)} salt moves (each from the tenant's next "
+                f"placement window; the events above were placed before); stopped: {p2.stopped}")
+        tenant, size = load.biggest_tenant
+        busiest = a.plan.busiest if a is not None else None
+        rate = f" (the busiest tenant's newest rate: {busiest[1]:,.0f} bytes/s)" if busiest else ""
+        if tenant:
+            share = size / max(1, sum(load.bytes_by_shard.values()))
+            lines.append(
+                f"why max/mean shard bytes is {load.max_over_mean:.2f}: {tenant} alone sends {share:.0%} of all "
+                f"bytes, {load.floor:.2f}x a mean shard's share on {load.total_shards} shards, and a shard takes "
+                f"whole tenants; a tenant gets a second shard only above {self.target_bytes_per_second:,.0f} "
+                f"bytes/s{rate}")
+        return lines
 
     @property
     def records(self) -> int:
@@ -156,10 +186,12 @@ class DemoReport:
                  ["shards used / total", f"{load.shards_used} / {load.total_shards}"],
                  ["max / mean shard bytes", round(load.max_over_mean, 2)],
                  ["tenants on more than one shard", load.multi_shard_tenants],
+                 ["lowest max / mean any placement reaches", round(load.floor, 2)],
                  ["buckets closed (integrity checked)", self.buckets_closed],
                  ["files in 'events' before / after compaction",
                   f"{self.files_before_compaction} / {self.files_after_compaction}"]],
             ),
+            *self.load_story(),
             "",
             format_table(
                 ["needle query", "tenant", "rows (full scan)", "files considered", "read: regex", "read: min/max",
@@ -255,8 +287,10 @@ def run_demo(
         ]
 
     load, pngs = step(5, "plots", plots)
+    autoshard, balance = (r.outcome if (r := run.flow(name).result) else None for name in ("autoshard", "balance"))
     return DemoReport(cfg.lakehouse, cfg.landing, manifest, run, log, by_category, routed_truth, truth, load, closed,
-                      changed, before, after, queries, seconds, pngs)
+                      changed, before, after, queries, seconds, pngs, autoshard, balance,
+                      cfg.balancing.target_bytes_per_second)
 
 
 def needle_queries(spark: SparkSession, store: TableStore, cfg: LakeshardConfig) -> list[NeedleQuery]:

@@ -12,6 +12,7 @@ import pytest
 from lakeshard.balancing.cli import add_commands
 from lakeshard.config import load_config
 from lakeshard.lake import TableStore
+from lakeshard.pipelines.commands import run_flow
 from lakeshard.routing.tables import RoutingTables
 
 
@@ -25,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
         if landing:
             p.add_argument("--landing")
 
-    add_commands(sub, common)
+    add_commands(sub, common, run_flow=run_flow)
     return parser
 
 

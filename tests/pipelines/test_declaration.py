@@ -99,7 +99,7 @@ def test_unknown_flows_and_parameters_are_rejected_before_a_run() -> None:
     with pytest.raises(PipelineError, match=r"parameter autoshard.apply: expected true or false, found 'maybe'"):
         resolve_params(p, {"autoshard": {"apply": "maybe"}})
     assert resolve_params(p, {"autoshard": {"apply": "false"}, "route": {"batch_files": "7"}})["autoshard"] == \
-        {"apply": False}
+        {"apply": False, "as_of": ""}
     assert resolve_params(p, {"route": {"batch_files": "7"}})["route"] == {"batch_files": 7}
 
 

@@ -161,6 +161,25 @@ class AutoshardPlan:
     metrics_end: datetime | None
     stale: bool
     now: datetime
+    # The busiest tenant's newest bytes/s and the bytes/s one shard takes: why no count changed.
+    busiest: tuple[str, float] | None = None
+    target_bytes_per_second: float = 0.0
+    max_age_seconds: int = 0
+
+    @property
+    def skipped(self) -> str:
+        """Return why the plan changes no tenant's shard count ("" when it changes some)."""
+        if self.changes:
+            return ""
+        if self.tenants_with_metrics == 0:
+            return "no tenant has routing metrics yet"
+        if self.stale:
+            newest = self.metrics_end.isoformat() if self.metrics_end else "none"
+            return (f"metrics are stale: the newest window ended {newest}, more than {self.max_age_seconds} s "
+                    f"before {self.now.isoformat()}")
+        top = f" (busiest: {self.busiest[0]} at {self.busiest[1]:,.0f} bytes/s)" if self.busiest else ""
+        return (f"every tenant's bytes/s fits its shard count at {self.target_bytes_per_second:,.0f} bytes/s per "
+                f"shard{top}, or its last change is within the cooldown")
 
     @property
     def ups(self) -> int:
@@ -208,8 +227,10 @@ class Autosharder:
         end = rates.newest_end
         stale = end is None or (now - end).total_seconds() > self.cfg.metrics_max_age_seconds
         tenants: Sequence[str] = sorted(rates.rates)
+        target, max_age = self.cfg.target_bytes_per_second, self.cfg.metrics_max_age_seconds
         if stale or not tenants:
-            return AutoshardPlan((), (), len(tenants), end, stale, now)
+            return AutoshardPlan((), (), len(tenants), end, stale, now, target_bytes_per_second=target,
+                                 max_age_seconds=max_age)
         width = len(rates.windows)
         matrix = np.full((len(tenants), width), np.nan)
         for i, t in enumerate(tenants):
@@ -232,7 +253,11 @@ class Autosharder:
                 reason = "burst" if count > old else "sustained low traffic"
             changes.append(ShardCountChange(t, old, count, float(matrix[i, -1]), float(np.nanmax(recent[i])), reason))
             out.append(TenantSetting(t, count, self._setting(settings, t).salt))
-        return AutoshardPlan(tuple(changes), tuple(out), len(tenants), end, False, now)
+        newest = np.nan_to_num(matrix[:, -1], nan=0.0)
+        top = int(np.argmax(newest))
+        return AutoshardPlan(tuple(changes), tuple(out), len(tenants), end, False, now,
+                             busiest=(tenants[top], float(newest[top])), target_bytes_per_second=target,
+                             max_age_seconds=max_age)
 
     def _setting(self, settings: Mapping[str, TenantSetting], tenant: str) -> TenantSetting:
         return settings.get(tenant) or TenantSetting(tenant, self.default_shard_count, 0)

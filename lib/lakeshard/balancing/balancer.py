@@ -307,6 +307,18 @@ class BalancePlan:
     before: LoadStats
     after: LoadStats
     stopped: str
+    variance_threshold: float = 0.0
+    tenants: int = 0
+
+    @property
+    def skipped(self) -> str:
+        """Return why the plan moves no tenant ("" when it moves some)."""
+        if self.moves:
+            return ""
+        b = self.before
+        return (f"{self.stopped}: variance/mean^2 {b.relative_variance:.4f} (threshold {self.variance_threshold}), "
+                f"max/mean shard load {b.max_over_mean:.2f} over {self.tenants} tenants on "
+                f"{self.topology.total_shards} shards")
 
     @property
     def variance_removed(self) -> float:
@@ -370,4 +382,5 @@ class Balancer:
             shard_bytes_before=tuple(ring.by_shard(before).tolist()),
             shard_bytes_after=tuple(ring.by_shard(after).tolist()),
             before=load_stats(before), after=load_stats(after), stopped=stopped,
+            variance_threshold=self.cfg.variance_threshold, tenants=len(loads),
         )

@@ -1,7 +1,8 @@
 """The load-management commands of ``lakeshard``: ``autoshard``, ``balance`` and ``exclude``.
 
-``autoshard`` and ``balance`` print their plan; ``--apply`` commits it to ``tenant_settings`` (effective
-from each tenant's next placement window). ``exclude`` changes ``shard_topology`` at once: it is the
+``autoshard`` and ``balance`` print their plan, or why it changes nothing; ``--apply`` runs the pipeline's
+flow of the same name, which commits it to ``tenant_settings`` (effective from each tenant's next placement
+window) and logs the run in ``pipeline_events``. ``exclude`` changes ``shard_topology`` at once: it is the
 operator's lever for a lagging shard.
 
 The top-level parser wires them in with :func:`add_commands`.
@@ -10,7 +11,7 @@ The top-level parser wires them in with :func:`add_commands`.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lakeshard.cli_args import config_from_args, iso_timestamp
@@ -28,9 +29,9 @@ def _store(cfg: LakeshardConfig) -> Any:
     return open_store(get_spark(cfg), cfg)
 
 
-def _footer(applied: bool, version: int | None, changed: int) -> str:
+def _footer(applied: bool, version: int | None, changed: int, skipped: str) -> str:
     if not changed:
-        return "nothing to change"
+        return f"nothing to change: {skipped}"
     if not applied:
         return "plan only: pass --apply to commit it"
     return (f"committed as tenant_settings version {version}; effective from each tenant's next placement "
@@ -38,34 +39,36 @@ def _footer(applied: bool, version: int | None, changed: int) -> str:
 
 
 def cmd_autoshard(args: argparse.Namespace) -> int:
-    """Size each tenant's shard count from its recent bytes/s (up fast, down slowly); print or --apply the plan."""
+    """Size each tenant's shard count from its recent bytes/s (up fast, down slowly); print the plan, or --apply
+    it by running the pipeline's autoshard flow."""
     from lakeshard.balancing.executor import autoshard
     from lakeshard.report import format_table
 
     cfg = config_from_args(args)
-    run = autoshard(_store(cfg), cfg, now=args.as_of, apply=args.apply)
+    if args.apply:
+        run = args.run_flow(cfg, "autoshard", {"apply": True, "as_of": args.as_of.isoformat() if args.as_of else ""})
+        if run is None:
+            return 0
+    else:
+        run = autoshard(_store(cfg), cfg, now=args.as_of, apply=False)
     plan = run.plan
-    if plan.stale:
-        newest = plan.metrics_end.isoformat() if plan.metrics_end else "none"
-        print(f"metrics are stale (newest window ended {newest}, limit "
-              f"{cfg.balancing.metrics_max_age_seconds}s before {plan.now.isoformat()}): every shard count stays "
-              "as it is")
-        return 0
-    print(f"{plan.tenants_with_metrics} tenants with metrics; {plan.ups} scale up, {plan.downs} scale down "
-          f"(target {cfg.balancing.target_bytes_per_second:,.0f} bytes/s per shard, "
-          f"bounds {cfg.balancing.min_shards}-{cfg.balancing.max_shards})")
+    if not plan.stale:
+        print(f"{plan.tenants_with_metrics} tenants with metrics; {plan.ups} scale up, {plan.downs} scale down "
+              f"(target {cfg.balancing.target_bytes_per_second:,.0f} bytes/s per shard, "
+              f"bounds {cfg.balancing.min_shards}-{cfg.balancing.max_shards})")
     if plan.changes:
         rows = [[c.tenant_id, c.old, c.new, round(c.rate, 1), round(c.peak, 1), c.reason]
                 for c in sorted(plan.changes, key=lambda c: -abs(c.new - c.old))[:_SHOWN]]
         print(format_table(["tenant", "shards", "new", "bytes/s now", "peak bytes/s", "reason"], rows))
         if len(plan.changes) > _SHOWN:
             print(f"... and {len(plan.changes) - _SHOWN} more")
-    print(_footer(args.apply, run.version, len(plan.changes)))
+    print(_footer(args.apply, run.version, len(plan.changes), plan.skipped))
     return 0
 
 
 def cmd_balance(args: argparse.Namespace) -> int:
-    """Move tenants off the hottest shards by changing their salts; print or --apply the plan."""
+    """Move tenants off the hottest shards by changing their salts; print the plan, or --apply it by running the
+    pipeline's balance flow."""
     from lakeshard.balancing.executor import balance
     from lakeshard.report import format_table
 
@@ -73,7 +76,13 @@ def cmd_balance(args: argparse.Namespace) -> int:
     if args.max_moves is not None:
         extra["balancing"] = {"max_moves": args.max_moves}
     cfg = config_from_args(args, **extra)
-    run = balance(_store(cfg), cfg, now=args.as_of, apply=args.apply)
+    if args.apply:
+        run = args.run_flow(cfg, "balance", {"apply": True, "max_moves": args.max_moves or 0,
+                                             "as_of": args.as_of.isoformat() if args.as_of else ""})
+        if run is None:
+            return 0
+    else:
+        run = balance(_store(cfg), cfg, now=args.as_of, apply=False)
     plan = run.plan
     b, a = plan.before, plan.after
     print(f"per-shard load over {cfg.table_uri('routing_metrics')}: variance/mean^2 {b.relative_variance:.4f} -> "
@@ -86,7 +95,7 @@ def cmd_balance(args: argparse.Namespace) -> int:
         print(format_table(["tenant", "bytes/window", "salt", "cools shard", "shards now", "next shards"], rows))
         if len(plan.moves) > _SHOWN:
             print(f"... and {len(plan.moves) - _SHOWN} more")
-    print(_footer(args.apply, run.version, len(plan.moves)))
+    print(_footer(args.apply, run.version, len(plan.moves), plan.skipped))
     return 0
 
 
@@ -112,12 +121,16 @@ def cmd_exclude(args: argparse.Namespace) -> int:
 def add_commands(
     subparsers: Any,
     common: Callable[[argparse.ArgumentParser, bool], None],
+    *,
+    run_flow: Callable[[LakeshardConfig, str, Mapping[str, Any]], Any],
 ) -> None:
     """Add ``autoshard``, ``balance`` and ``exclude`` to the top-level parser's ``subparsers``.
 
     Args:
         subparsers: what ``ArgumentParser.add_subparsers()`` returned.
         common: adds ``--lakehouse`` (and ``--landing`` when its second argument is true) to a parser.
+        run_flow: runs a pipeline flow and returns its outcome (:func:`lakeshard.pipelines.commands.run_flow`);
+            ``autoshard --apply`` and ``balance --apply`` run their flows through it.
     """
     p = subparsers.add_parser("autoshard", help="set tenants' shard counts from their bytes/s (plan; --apply)",
                               description=cmd_autoshard.__doc__)
@@ -125,7 +138,7 @@ def add_commands(
     p.add_argument("--apply", action="store_true", help="commit the plan to tenant_settings")
     p.add_argument("--as-of", type=iso_timestamp, default=None,
                    help="plan as if it were this time (ISO; default now), e.g. to replay old metrics")
-    p.set_defaults(func=cmd_autoshard)
+    p.set_defaults(func=cmd_autoshard, run_flow=run_flow)
 
     p = subparsers.add_parser("balance", help="even out per-shard load by moving tenant salts (plan; --apply)",
                               description=cmd_balance.__doc__)
@@ -133,7 +146,7 @@ def add_commands(
     p.add_argument("--apply", action="store_true", help="commit the new salts to tenant_settings")
     p.add_argument("--max-moves", type=int, default=None, help="cap on tenants moved this run (default: config)")
     p.add_argument("--as-of", type=iso_timestamp, default=None, help="use metrics up to this time (ISO; default now)")
-    p.set_defaults(func=cmd_balance)
+    p.set_defaults(func=cmd_balance, run_flow=run_flow)
 
     p = subparsers.add_parser("exclude", help="exclude shards from new placements, or --include them again",
                               description=cmd_exclude.__doc__)

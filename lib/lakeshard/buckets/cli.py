@@ -1,7 +1,8 @@
 """``lakeshard buckets status|close|closed``: the completionist from the command line.
 
 * ``status`` — every open bucket and why it is still open (nothing is committed);
-* ``close``  — one completionist pass: close what is complete, after its integrity check;
+* ``close``  — the pipeline's ``close_buckets`` flow: close what is complete, after its integrity check, and
+  say why the rest is still open;
 * ``closed --since TIME`` — the buckets closed since then: the complete hours downstream jobs may read.
 
 The top-level parser wires them in with :func:`add_commands`.
@@ -10,15 +11,20 @@ The top-level parser wires them in with :func:`add_commands`.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakeshard.cli_args import config_from_args, iso_timestamp
+from lakeshard.config import LakeshardConfig
+
+if TYPE_CHECKING:
+    from lakeshard.buckets.completionist import CompletionReport
 
 __all__ = ["add_commands", "cmd_buckets"]
 
 _SHOWN = 50  # rows printed before "... and N more"
+_WHY = 3  # open buckets whose reason the summary line names
 
 
 def _minutes(text: str) -> timedelta:
@@ -44,6 +50,8 @@ def cmd_buckets(args: argparse.Namespace) -> int:
     from lakeshard.runtime import get_spark
 
     cfg = config_from_args(args)
+    if args.action == "close":
+        return _close(args, cfg)
     spark = get_spark(cfg)
     c = Completionist(spark, open_store(spark, cfg), cfg, quiet=args.quiet_minutes, grace=args.grace_minutes)
     if args.action == "closed":
@@ -55,7 +63,28 @@ def cmd_buckets(args: argparse.Namespace) -> int:
         if more:
             print(more)
         return 0
-    report = c.run(apply=args.action == "close")
+    return _show(c.run(apply=False))
+
+
+def _close(args: argparse.Namespace, cfg: LakeshardConfig) -> int:
+    """Run the pipeline's close_buckets flow with the command's quiet and grace periods; print what it did."""
+    params = {"quiet_minutes": args.quiet_minutes.total_seconds() / 60,
+              "grace_minutes": args.grace_minutes.total_seconds() / 60}
+    report: CompletionReport = args.run_flow(cfg, "close_buckets", params)
+    code = _show(report)
+    still_open = [d for d in report.decisions if not d.close]
+    why = "; ".join(f"{d.tenant_id}/{d.hour}: {d.reason}" for d in still_open[:_WHY])
+    more = f"; ... and {len(still_open) - _WHY} more" if len(still_open) > _WHY else ""
+    print(f"closed {len(report.closed)} buckets" + (f" (buckets version {report.committed_version})"
+                                                    if report.committed_version is not None else "")
+          + (f"; still open: {len(still_open)} ({why}{more})" if still_open else "; none still open"))
+    return code
+
+
+def _show(report: CompletionReport) -> int:
+    """Print every open bucket's decision and failed integrity checks; return 1 when a check failed."""
+    from lakeshard.report import format_table
+
     closed_now = {(s.tenant_id, s.hour) for s in report.closed}
     rows, more = _shown([[d.tenant_id, d.hour, "closed" if (d.tenant_id, d.hour) in closed_now else "open", d.reason]
                          for d in report.decisions])
@@ -64,18 +93,18 @@ def cmd_buckets(args: argparse.Namespace) -> int:
         print(more)
     for check in report.failed_checks:
         print(f"integrity check failed for {check.tenant_id}/{check.hour}: {check.problem}")
-    if args.action == "close":
-        print(f"closed {len(report.closed)} buckets" + (f" (buckets version {report.committed_version})"
-                                                        if report.committed_version is not None else ""))
     return 1 if report.failed_checks else 0
 
 
-def add_commands(subparsers: Any, common: Callable[[argparse.ArgumentParser, bool], None]) -> None:
+def add_commands(subparsers: Any, common: Callable[[argparse.ArgumentParser, bool], None], *,
+                 run_flow: Callable[[LakeshardConfig, str, Mapping[str, Any]], Any]) -> None:
     """Add ``buckets status|close|closed`` to the top-level parser's ``subparsers``.
 
     Args:
         subparsers: what ``ArgumentParser.add_subparsers()`` returned.
         common: adds ``--lakehouse`` (and ``--landing`` when its second argument is true) to a parser.
+        run_flow: runs a pipeline flow and returns its outcome (:func:`lakeshard.pipelines.commands.run_flow`);
+            ``close`` runs ``close_buckets`` through it.
     """
     p = subparsers.add_parser("buckets", help="hourly bucket completeness: status, close, closed --since",
                               description=cmd_buckets.__doc__)
@@ -91,4 +120,4 @@ def add_commands(subparsers: Any, common: Callable[[argparse.ArgumentParser, boo
                        help="minutes the backlog watermark must be past the hour's end (default 15)")
         if name == "closed":
             q.add_argument("--since", type=iso_timestamp, help="ISO time, e.g. 2026-01-01T00:00:00Z (default: all)")
-        q.set_defaults(func=cmd_buckets)
+        q.set_defaults(func=cmd_buckets, run_flow=run_flow)

@@ -1,8 +1,8 @@
 """The compaction commands of ``lakeshard``: ``compact`` (plan; ``--apply`` commits) and ``query``.
 
-``compact`` prints what the size-tiered and locality planners would merge in the ``events`` table;
-``--apply`` runs the merges, each round one atomic swap, through the compact flow's own function
-(:func:`lakeshard.compaction.events.compact_events`: same settings, same per-chunk replace locks). ``query``
+``compact`` prints what the size-tiered and locality planners would merge in the ``events`` table (closed
+buckets' small files at once), or why nothing would; ``--apply`` runs the pipeline's ``compact`` flow with the
+command's options (each round one atomic swap under the chunks' replace locks, logged in ``pipeline_events``). ``query``
 reads one tenant's events for a time range with equality / IN predicates and prints how many files each
 pruning stage skipped. Ids starting with ``-`` are passed as ``--tenant=-x`` / ``--bucket=-x/HOUR``.
 
@@ -12,11 +12,15 @@ The top-level parser wires them in with :func:`add_commands`.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from lakeshard.cli_args import config_from_args, iso_timestamp
+from lakeshard.config import LakeshardConfig
 from lakeshard.tables import EVENTS
+
+if TYPE_CHECKING:
+    from lakeshard.compaction.executor import CompactionReport
 
 # The same --lakehouse/--config handling and ISO timestamp parsing as the load-management commands.
 
@@ -40,19 +44,32 @@ def _predicate(text: str) -> tuple[str, str]:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    """Plan lazy size-tiered and locality merges of the events table's buckets; --apply swaps them in."""
+    """Plan size-tiered and locality merges of the events table's buckets (closed buckets' small files at once);
+    --apply runs the pipeline's compact flow with these options."""
+    import json
+
+    from lakeshard.buckets.completionist import Completionist
     from lakeshard.compaction import LocalityPlanner, SizeTieredPlanner, compact_events
     from lakeshard.lake import open_store
     from lakeshard.report import format_table
     from lakeshard.runtime import get_spark
 
     cfg = config_from_args(args)
-    store = open_store(get_spark(cfg), cfg)
-    # The compact flow's function: the same planners, settings and replace locks as the pipeline.
-    tiered = SizeTieredPlanner()
+    min_files = args.min_files or SizeTieredPlanner().min_files
     target_rows = args.target_rows or LocalityPlanner().target_rows
-    report = compact_events(store, cfg, buckets=args.bucket or None, min_files=args.min_files or tiered.min_files,
-                            target_rows=target_rows, include_open=args.include_open, apply=args.apply)
+    if args.apply:
+        report: CompactionReport = args.run_flow(cfg, "compact", {
+            "min_files": min_files, "target_rows": target_rows, "include_open": args.include_open,
+            "buckets": json.dumps(args.bucket) if args.bucket else ""})
+    else:  # the flow's own call (closed buckets merge at once), committing nothing
+        spark = get_spark(cfg)
+        store = open_store(spark, cfg)
+        report = compact_events(store, cfg, sealed=Completionist(spark, store, cfg).closed(),
+                                buckets=args.bucket or None, min_files=min_files, target_rows=target_rows,
+                                include_open=args.include_open, apply=False)
+    if report is None:  # the flow found no events table
+        print("nothing to compact: no events table yet")
+        return 0
     tasks = report.plan.tasks
     print(f"{len(tasks)} merge tasks in {len(report.plan.buckets)} buckets; "
           f"{len(report.plan.untouched)} files stay as they are")
@@ -62,8 +79,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
         print(format_table(["bucket", "kind", "files", "rows", "outputs", "level", "why"], rows))
         if len(tasks) > _SHOWN:
             print(f"... and {len(tasks) - _SHOWN} more")
+    else:
+        print(f"nothing to compact: {report.plan.skipped}")
     if not args.apply:
-        print("plan only: pass --apply to run it" if tasks else "nothing to compact")
+        if tasks:
+            print("plan only: pass --apply to run it")
         return 0
     for r in report.rounds:
         state = f"gave up after {r.attempts} attempts: {r.reason}" if r.gave_up else f"version {r.version}"
@@ -98,12 +118,16 @@ def cmd_query(args: argparse.Namespace) -> int:
 def add_commands(
     subparsers: Any,
     common: Callable[[argparse.ArgumentParser, bool], None],
+    *,
+    run_flow: Callable[[LakeshardConfig, str, Mapping[str, Any]], Any],
 ) -> None:
     """Add ``compact`` and ``query`` to the top-level parser's ``subparsers``.
 
     Args:
         subparsers: what ``ArgumentParser.add_subparsers()`` returned.
         common: adds ``--lakehouse`` (and ``--landing`` when its second argument is true) to a parser.
+        run_flow: runs a pipeline flow and returns its outcome (:func:`lakeshard.pipelines.commands.run_flow`);
+            ``compact --apply`` runs ``compact`` through it.
     """
     p = subparsers.add_parser("compact", help="merge small files per (tenant, hour) bucket (plan; --apply)",
                               description=cmd_compact.__doc__)
@@ -115,7 +139,7 @@ def add_commands(
                    help="also merge the newest files of buckets still receiving data")
     p.add_argument("--min-files", type=int, default=None, help="files a size tier needs before it merges")
     p.add_argument("--target-rows", type=int, default=None, help="rows per output file")
-    p.set_defaults(func=cmd_compact)
+    p.set_defaults(func=cmd_compact, run_flow=run_flow)
 
     p = subparsers.add_parser("query", help="read a tenant's events with file pruning and report it",
                               description=cmd_query.__doc__)

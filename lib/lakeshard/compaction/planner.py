@@ -307,6 +307,7 @@ class CompactionPlan:
 
     tasks: tuple[CompactionTask, ...]
     untouched: tuple[str, ...] = field(default=())
+    skipped: str = ""  # why nothing merges ("" when some task does)
 
     @property
     def buckets(self) -> set[Bucket]:
@@ -332,4 +333,18 @@ def plan_compaction(files: Sequence[FileNode], *, now: datetime, size_tiered: Si
     used = {p for t in tasks for p in t.inputs}
     if len(used) != sum(len(t.inputs) for t in tasks):
         raise PlannerError("planners chose one file for two tasks")  # a bug, never bad input
-    return CompactionPlan(tuple(tasks), tuple(sorted(f.path for f in files if f.path not in used)))
+    untouched = tuple(sorted(f.path for f in files if f.path not in used))
+    return CompactionPlan(tuple(tasks), untouched, "" if tasks else _why_nothing(files, size_tiered, sealed))
+
+
+def _why_nothing(files: Sequence[FileNode], size_tiered: SizeTieredPlanner, sealed: Collection[Bucket]) -> str:
+    """Return why no task merges any of ``files``: the buckets seen, the closed ones, the fullest bucket."""
+    by_bucket = _by_bucket(files)
+    if not by_bucket:
+        return "no live files"
+    small = {b: sum(1 for f in fs if f.level == 0 and f.rows < size_tiered.target_rows) for b, fs in by_bucket.items()}
+    closed = [b for b in by_bucket if b in sealed]
+    fullest = max(small, key=lambda b: small[b])
+    return (f"no closed bucket with 2 small files or more ({len(closed)} of {len(by_bucket)} buckets closed) and no "
+            f"open bucket with {size_tiered.min_files} settled small files in one size tier (most small files: "
+            f"{small[fullest]} in {fullest[0]}/{fullest[1]}); no level overlaps or is over capacity")

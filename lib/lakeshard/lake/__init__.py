@@ -98,8 +98,7 @@ def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True) -> Ad
 
 def adapter_choice(spark: SparkSession, cfg: LakeshardConfig | None = None) -> AdapterChoice:
     """Return which adapter :func:`open_store` picks for this session under ``cfg``, and why."""
-    from lakeshard.lake.jvm import gateway
-    from lakeshard.runtime import has_delta_jvm
+    from lakeshard.lake.jvm import gateway, has_delta_jvm
 
     cfg = cfg or load_config()
     has_gateway = gateway(spark) is not None

@@ -18,7 +18,8 @@ from lakeshard.lake.datafiles import is_hidden
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DELTA_PACKAGES", "DeltaJvm", "gateway", "is_concurrent_modification", "scala_call"]
+__all__ = ["DELTA_PACKAGES", "DeltaJvm", "gateway", "has_delta_jvm", "is_concurrent_modification", "jvm_has_class",
+           "scala_call"]
 
 # Where Delta's internal classes live: delta-spark, then Databricks Runtime.
 DELTA_PACKAGES = ("org.apache.spark.sql.delta", "com.databricks.sql.transaction.tahoe")
@@ -98,8 +99,6 @@ class DeltaJvm:
         return self._package
 
     def _find_package(self) -> str:
-        from lakeshard.runtime import jvm_has_class
-
         for package in DELTA_PACKAGES:
             if jvm_has_class(self.jvm, f"{package}.DeltaLog"):
                 return package
@@ -181,3 +180,24 @@ def gateway(spark: Any) -> Any:
         return getattr(spark.sparkContext, "_jvm", None)
     except Exception:  # a Spark Connect session raises on .sparkContext
         return None
+
+
+def jvm_has_class(jvm: Any, name: str) -> bool:
+    """Return whether the py4j JVM view can load the class ``name``.
+
+    py4j resolves names with the thread's context class loader, which sees jars added with ``spark.jars``;
+    ``Class.forName(name)`` called through py4j would use py4j's own loader and miss them.
+    """
+    from py4j.java_gateway import JavaClass
+
+    try:
+        return isinstance(getattr(jvm, name), JavaClass)
+    except Exception:
+        return False
+
+
+def has_delta_jvm(spark: Any) -> bool:
+    """Return whether the session can load Delta's JVM classes (Databricks, delta-spark jars); False for a
+    session without a py4j gateway (Spark Connect)."""
+    jvm = gateway(spark)
+    return jvm is not None and jvm_has_class(jvm, "io.delta.tables.DeltaTable")

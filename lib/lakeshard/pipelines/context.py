@@ -188,19 +188,31 @@ class FlowResult:
     quarantined: int = 0
     dropped: int = 0
     details: Mapping[str, Any] = field(default_factory=dict)
+    # What the library call returned (a plan, a report), for a caller that shows more than the counts, such as
+    # the ``lakeshard`` command that ran the flow; the event log keeps only the fields above.
+    outcome: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass
 class FlowContext:
-    """Everything a flow function needs: the session, the store, the config, its parameters and its gate."""
+    """Everything a flow function needs: the session, the store, the config, its parameters and its gate.
 
-    spark: SparkSession
+    ``session`` may be None when the store starts Spark on first use (:func:`lakeshard.lake.open_lazy_store`):
+    a flow hands ``session`` to what can run without Spark and uses :attr:`spark` where it needs one.
+    """
+
+    session: SparkSession | None
     store: TableStore
     cfg: LakeshardConfig
     flow: Flow
     run_id: str
     params: Mapping[str, Any]
     gate: ExpectationGate
+
+    @property
+    def spark(self) -> SparkSession:
+        """Return the session (the store's, started now if it has none yet)."""
+        return self.session if self.session is not None else self.store.spark
 
 
 def new_rows(store: TableStore, table: str, since_version: int | None) -> DataFrame:

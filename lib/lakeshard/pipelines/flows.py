@@ -10,14 +10,17 @@ table the flow does not rebuild from scratch.
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 from lakeshard.balancing.executor import autoshard, balance
 from lakeshard.buckets.completionist import Completionist
 from lakeshard.compaction.events import compact_events
+from lakeshard.compaction.planner import Bucket
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.pipelines.context import FlowContext, FlowResult, new_rows
-from lakeshard.pipelines.declaration import Flow, Pipeline, expect, expect_or_fail
+from lakeshard.pipelines.declaration import Flow, Pipeline, PipelineError, expect, expect_or_fail
 from lakeshard.routing.router import Router
 from lakeshard.routing.tables import RoutingTables
 from lakeshard.tables import (
@@ -32,15 +35,16 @@ from lakeshard.tables import (
     TENANT_SETTINGS,
 )
 
-__all__ = ["LANDING", "compact_events", "lakeshard_pipeline", "run_autoshard", "run_balance", "run_close_buckets",
-           "run_compact", "run_ingest", "run_route"]
+__all__ = ["LANDING", "compact_buckets", "compact_events", "lakeshard_pipeline", "run_autoshard", "run_balance",
+           "run_close_buckets", "run_compact", "run_ingest", "run_route"]
 
 LANDING = "landing"  # the pipeline's source: the landing zone of JSON files (cfg.landing)
 
 
 def _observe(ctx: FlowContext, table: str, before: int | None) -> None:
     """Count the flow's ``expect`` rules on the rows it committed to ``table`` since version ``before``."""
-    if ctx.flow.expectations:
+    # A flow that committed nothing has no rows to count (and needs no Spark session to say so).
+    if ctx.flow.expectations and _version(ctx, table) != before:
         ctx.gate.observe(new_rows(ctx.store, ctx.cfg.table_uri(table), before))
 
 
@@ -51,7 +55,7 @@ def _version(ctx: FlowContext, table: str) -> int | None:
 
 def run_route(ctx: FlowContext) -> FlowResult:
     """Return what routing every new landing file did (:class:`~lakeshard.routing.router.Router`)."""
-    router = Router(ctx.spark, ctx.store, ctx.cfg, max_batch_files=int(ctx.params["batch_files"]))
+    router = Router(ctx.session, ctx.store, ctx.cfg, max_batch_files=int(ctx.params["batch_files"]))
     router.ensure_tables()
     before = _version(ctx, ROUTED)
     reports = router.run()
@@ -63,7 +67,7 @@ def run_route(ctx: FlowContext) -> FlowResult:
     if left is not None and left.dangling:  # links without a target (routed once it appears)
         details["dangling_links"] = len(left.dangling)
     return FlowResult(rows_in=sum(r.records for r in reports), rows_out=sum(r.routed for r in reports),
-                      quarantined=sum(r.quarantined for r in reports), details=details)
+                      quarantined=sum(r.quarantined for r in reports), details=details, outcome=left)
 
 
 def run_ingest(ctx: FlowContext) -> FlowResult:
@@ -71,13 +75,13 @@ def run_ingest(ctx: FlowContext) -> FlowResult:
     text = str(ctx.params["shards"]).strip()
     shards = ([int(s) for s in text.split(",")] if text
               else list(range(RoutingTables(ctx.store, ctx.cfg).topology().total_shards)))
-    writer = ShardWriter(ctx.spark, ctx.store, ctx.cfg, shards, gate=ctx.gate)
+    writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, shards, gate=ctx.gate)
     reports = writer.run()
     return FlowResult(rows_in=sum(r.rows_in for r in reports), rows_out=sum(r.written for r in reports),
                       duplicates_dropped=sum(r.duplicates_in_batch + r.duplicates_in_index for r in reports),
                       quarantined=ctx.gate.quarantined, dropped=ctx.gate.dropped,
                       details={"steps": len(reports), "conflicts": writer.conflicts,
-                               "engines": ",".join(sorted({r.engine for r in reports}))})
+                               "engines": ",".join(sorted({r.engine for r in reports}))}, outcome=reports)
 
 
 def run_close_buckets(ctx: FlowContext) -> FlowResult:
@@ -91,7 +95,7 @@ def run_close_buckets(ctx: FlowContext) -> FlowResult:
     return FlowResult(rows_in=len(run.decisions), rows_out=len(run.closed),
                       details={"closed": len(run.closed), "still_open": sum(1 for d in run.decisions if not d.close),
                                "failed_checks": len(run.failed_checks), "in_flight": len(run.backlog.in_flight),
-                               "version": run.committed_version})
+                               "version": run.committed_version}, outcome=run)
 
 
 def run_compact(ctx: FlowContext) -> FlowResult:
@@ -99,38 +103,74 @@ def run_compact(ctx: FlowContext) -> FlowResult:
     lazily by tier, every round under the replace locks of its buckets (:mod:`lakeshard.versions`)."""
     events = ctx.cfg.table_uri(EVENTS)
     if not ctx.store.exists(events):
-        return FlowResult(details={"rounds": 0})
+        return FlowResult(details={"rounds": 0, "skipped": f"no {EVENTS} table yet"})
     closed = Completionist(ctx.spark, ctx.store, ctx.cfg).closed()
-    report = compact_events(ctx.store, ctx.cfg, sealed=closed, min_files=int(ctx.params["min_files"]),
-                            target_rows=int(ctx.params["target_rows"]))
+    report = compact_events(ctx.store, ctx.cfg, sealed=closed, buckets=compact_buckets(str(ctx.params["buckets"])),
+                            min_files=int(ctx.params["min_files"]), target_rows=int(ctx.params["target_rows"]),
+                            include_open=bool(ctx.params["include_open"]))
     done = [r for r in report.rounds if not r.gave_up]
     return FlowResult(rows_in=sum(r.files_removed for r in done), rows_out=sum(r.files_added for r in done),
                       details={"rounds": len(done), "buckets": len({t.bucket for r in done for t in r.tasks}),
                                "rows_rewritten": sum(r.rows for r in done), "conflicts": report.conflicts,
                                "gave_up": len(report.gave_up), "closed_buckets": len(closed),
-                               "failed": [f"{tenant}/{hour}: {why}" for (tenant, hour), why in report.failed]})
+                               "failed": [f"{tenant}/{hour}: {why}" for (tenant, hour), why in report.failed],
+                               "skipped": report.plan.skipped}, outcome=report)
 
 
 def run_autoshard(ctx: FlowContext) -> FlowResult:
     """Return the autosharder's run (:func:`~lakeshard.balancing.executor.autoshard`): tenants in, settings out."""
     before = _version(ctx, TENANT_SETTINGS)
-    run = autoshard(ctx.store, ctx.cfg, apply=bool(ctx.params["apply"]))
+    run = autoshard(ctx.store, ctx.cfg, now=_as_of(ctx), apply=bool(ctx.params["apply"]))
     _observe(ctx, TENANT_SETTINGS, before)
     plan = run.plan
     return FlowResult(rows_in=plan.tenants_with_metrics, rows_out=len(plan.settings) if run.version is not None else 0,
-                      details={"ups": plan.ups, "downs": plan.downs, "stale": plan.stale, "version": run.version})
+                      details={"ups": plan.ups, "downs": plan.downs, "stale": plan.stale, "version": run.version,
+                               "skipped": plan.skipped}, outcome=run)
 
 
 def run_balance(ctx: FlowContext) -> FlowResult:
     """Return the balancer's run (:func:`~lakeshard.balancing.executor.balance`): tenants in, salt moves out."""
     before = _version(ctx, TENANT_SETTINGS)
-    run = balance(ctx.store, ctx.cfg, apply=bool(ctx.params["apply"]))
+    cfg = ctx.cfg
+    if int(ctx.params["max_moves"]) > 0:  # 0: the configured cap
+        cfg = replace(cfg, balancing=replace(cfg.balancing, max_moves=int(ctx.params["max_moves"])))
+    run = balance(ctx.store, cfg, now=_as_of(ctx), apply=bool(ctx.params["apply"]))
     _observe(ctx, TENANT_SETTINGS, before)
     plan = run.plan
     return FlowResult(rows_in=len(plan.shard_bytes_before), rows_out=len(plan.moves) if run.version is not None else 0,
                       details={"moves": len(plan.moves), "max_over_mean_before": round(plan.before.max_over_mean, 3),
                                "max_over_mean_after": round(plan.after.max_over_mean, 3), "stopped": plan.stopped,
-                               "version": run.version})
+                               "version": run.version}, outcome=run)
+
+
+def compact_buckets(text: str) -> list[Bucket] | None:
+    """Return the buckets a ``compact.buckets`` parameter names (a JSON list of ``[tenant, hour]`` pairs), or
+    None for every bucket when it is empty.
+
+    Raises:
+        PipelineError: the text is not such a list.
+    """
+    if not text.strip():
+        return None
+    try:
+        pairs = json.loads(text)
+        return [(str(tenant), str(hour)) for tenant, hour in pairs]
+    except (ValueError, TypeError) as exc:
+        raise PipelineError(f"parameter compact.buckets: expected a JSON list of [tenant, hour] pairs, found "
+                            f"{text[:200]!r} ({exc})") from None
+
+
+def _as_of(ctx: FlowContext) -> datetime | None:
+    """Return the ``as_of`` parameter as a UTC time (None: now)."""
+    text = str(ctx.params["as_of"]).strip()
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise PipelineError(f"parameter {ctx.flow.name}.as_of: expected an ISO time like 2026-01-01T10:00:00Z, "
+                            f"found {text!r}") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def lakeshard_pipeline() -> Pipeline:
@@ -155,17 +195,17 @@ def lakeshard_pipeline() -> Pipeline:
              description="close (tenant, hour) buckets that are quiet and have nothing in flight upstream, after "
                          "an integrity check"),
         Flow("compact", run_compact, inputs=(EVENTS, BUCKETS), outputs=(EVENTS, CHUNK_LOCKS), refresh=(), timed=True,
-             params={"min_files": 32, "target_rows": 1_000_000},
+             params={"min_files": 32, "target_rows": 1_000_000, "include_open": False, "buckets": ""},
              job="maintenance", notebook="notebooks/jobs/compact.ipynb",
              description="merge closed buckets' small files now and open ones' lazily by tier, sorted, with "
                          "pruning regexes, under the chunks' replace locks"),
         Flow("autoshard", run_autoshard, inputs=(ROUTING_METRICS,), outputs=(TENANT_SETTINGS,), refresh=(),
-             params={"apply": True}, after=("compact",),
+             params={"apply": True, "as_of": ""}, after=("compact",),
              expectations=(expect("shard_count_positive", "shard_count >= 1"),),
              job="maintenance", notebook="notebooks/jobs/autoshard.ipynb",
              description="size each tenant's shard count from its bytes/s (up fast, down slowly)"),
         Flow("balance", run_balance, inputs=(ROUTING_METRICS, TENANT_SETTINGS), outputs=(TENANT_SETTINGS,),
-             refresh=(), params={"apply": True},
+             refresh=(), params={"apply": True, "max_moves": 0, "as_of": ""},
              job="maintenance", notebook="notebooks/jobs/balance.ipynb",
              description="move tenant salts off the hottest shards, capped per run"),
     ), sources=(LANDING,))

@@ -58,6 +58,8 @@ class FlowRun:
     expectations: tuple[RuleCount, ...] = ()
     seconds: float = 0.0
     error: str | None = None
+    # The exception a failed flow raised, for a caller that reports it as its own (the ``lakeshard`` commands).
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,12 @@ class RunReport:
             if f.flow == name:
                 return f
         raise PipelineError(f"run {self.run_id} did not include flow {name!r}; it ran {[f.flow for f in self.flows]}")
+
+    def raise_failure(self) -> None:
+        """Raise the exception of the first flow that failed in this run; return when none failed."""
+        for f in self.flows:
+            if f.exception is not None:
+                raise f.exception
 
     def render(self) -> str:
         """Return the run as a table for the terminal."""
@@ -163,7 +171,7 @@ def truncate(store: TableStore, table: str, run_id: str) -> int | None:
 class _Run:
     """The state of one run: what has ended how, and the log it writes to."""
 
-    def __init__(self, spark: SparkSession, store: TableStore, cfg: LakeshardConfig, pipeline: Pipeline,
+    def __init__(self, spark: SparkSession | None, store: TableStore, cfg: LakeshardConfig, pipeline: Pipeline,
                  full_refresh: bool, say: Callable[[str], None]) -> None:
         self.spark, self.store, self.cfg, self.pipeline = spark, store, cfg, pipeline
         self.full_refresh = full_refresh
@@ -207,7 +215,7 @@ class _Run:
             self.event(flow.name, "failed", expectations=counts, duration_seconds=seconds, error=message)
             self.blocked |= self.pipeline.downstream(flow.name)
             self.say(f"{flow.name}: FAILED: {message}")
-            return FlowRun(flow.name, "failed", None, counts, seconds, message)
+            return FlowRun(flow.name, "failed", None, counts, seconds, message, exc)
         seconds = time.perf_counter() - start
         counts = tuple(gate.counts.values())
         self.event(flow.name, "completed", result=result, expectations=counts, duration_seconds=seconds,
@@ -216,7 +224,7 @@ class _Run:
 
 
 def run_pipeline(
-    spark: SparkSession,
+    spark: SparkSession | None,
     store: TableStore,
     cfg: LakeshardConfig,
     pipeline: Pipeline | None = None,
@@ -229,6 +237,8 @@ def run_pipeline(
     """Return the report of running ``pipeline``'s flows (all, or ``flows``) in DAG order on ``cfg.lakehouse``.
 
     Args:
+        spark: the session; None when ``store`` starts one on first use (:func:`lakeshard.lake.open_lazy_store`),
+            so flows with nothing new to do need no JVM.
         pipeline: the declaration (default: :func:`lakeshard.pipelines.flows.lakeshard_pipeline`).
         flows: run only these flows (their order still follows the DAG).
         full_refresh: empty the selected flows' outputs first and rebuild them from their inputs (and the

@@ -26,6 +26,16 @@ class ShardLoad:
     multi_shard_tenants: int
     # tenant -> [(window start, shards)] for the tenants with the most bytes
     top_tenant_placements: dict[str, list[tuple[datetime, tuple[int, ...]]]] = field(default_factory=dict)
+    biggest_tenant: tuple[str, int] = ("", 0)  # the tenant with the most bytes, and its bytes
+
+    @property
+    def floor(self) -> float:
+        """Return the lowest max/mean any placement could reach: a shard takes whole tenant slices, so the
+        hottest one carries at least the biggest tenant's bytes over the most shards it was placed on."""
+        tenant, size = self.biggest_tenant
+        mean = sum(self.bytes_by_shard.values()) / self.total_shards if self.total_shards else 0.0
+        spread = max((len(shards) for _, shards in self.top_tenant_placements.get(tenant, [])), default=1)
+        return size / spread / mean if mean else 0.0
 
     @property
     def shards_used(self) -> int:
@@ -46,8 +56,9 @@ def shard_load(store: TableStore, cfg: LakeshardConfig, *, top_tenants: int = 4)
 
     metrics = store.read(cfg.table_uri(ROUTING_METRICS))
     per_shard = metrics.groupBy("shard").agg(F.sum("bytes").alias("b"), F.sum("events").alias("e")).collect()
-    top = [r["tenant_id"] for r in
-           metrics.groupBy("tenant_id").agg(F.sum("bytes").alias("b")).orderBy(F.desc("b")).limit(top_tenants).collect()]
+    biggest = (metrics.groupBy("tenant_id").agg(F.sum("bytes").alias("b")).orderBy(F.desc("b"))
+               .limit(top_tenants).collect())
+    top = [r["tenant_id"] for r in biggest]
     placements = store.read(cfg.table_uri(PLACEMENTS))
     rows = (placements.where(F.col("tenant_id").isin(top))
             .selectExpr("tenant_id", "unix_micros(window_start) AS w", "shards").orderBy("w").collect())
@@ -63,6 +74,7 @@ def shard_load(store: TableStore, cfg: LakeshardConfig, *, top_tenants: int = 4)
         placements=int(counts["n"]) if counts else 0,
         multi_shard_tenants=int(counts["multi"]) if counts else 0,
         top_tenant_placements=by_tenant,
+        biggest_tenant=(str(biggest[0]["tenant_id"]), int(biggest[0]["b"])) if biggest else ("", 0),
     )
 
 

@@ -8,10 +8,8 @@ from lakeshard.runtime.session import (
     detect_runtime,
     find_java,
     get_spark,
-    has_delta_jvm,
-    jvm_has_class,
 )
 
 __all__ = [
-    "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "has_delta_jvm", "jvm_has_class",
+    "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark",
 ]

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
-    "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "has_delta_jvm", "jvm_has_class",
+    "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark",
 ]
 
 MIN_JAVA = 17
@@ -175,26 +175,3 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
             ) from None
         return DatabricksSession.builder.getOrCreate()  # type: ignore[no-any-return]
     return _local_session(cfg)
-
-
-def jvm_has_class(jvm: Any, name: str) -> bool:
-    """Return whether the py4j JVM view can load the class ``name``.
-
-    py4j resolves names with the thread's context class loader, which sees jars added with ``spark.jars``;
-    ``Class.forName(name)`` called through py4j would use py4j's own loader and miss them.
-    """
-    from py4j.java_gateway import JavaClass
-
-    try:
-        return isinstance(getattr(jvm, name), JavaClass)
-    except Exception:
-        return False
-
-
-def has_delta_jvm(spark: SparkSession) -> bool:
-    """Return whether the session can load Delta's JVM classes (Databricks, delta-spark jars)."""
-    try:
-        jvm = spark.sparkContext._jvm
-    except Exception:  # Spark Connect sessions have no py4j gateway
-        return False
-    return jvm is not None and jvm_has_class(jvm, "io.delta.tables.DeltaTable")
