@@ -12,12 +12,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lakeshard.dedupe.engines import EVENT_COLUMNS
 from lakeshard.dedupe.report import WriteReport, empty_report
 from lakeshard.lake import AppTransaction, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
 from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 from lakeshard.tables import dead_letter_app_id, writer_app_id
+from lakeshard.tables.schemas import EVENT_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

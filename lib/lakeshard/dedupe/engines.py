@@ -28,18 +28,14 @@ from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
 from lakeshard.dedupe.report import IndexCheck, WriteReport, step_report
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.landing.schema import EVENT_SCHEMA
-from lakeshard.routing.router import ROUTED_SCHEMA
 from lakeshard.tables import EVENTS, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS, ID_INDEX, writer_app_id
+from lakeshard.tables.schemas import EVENT_COLUMNS, ROUTED_SCHEMA
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["EVENT_COLUMNS", "ArrowStep", "ClosedBuckets", "Gate", "SparkStep", "Step", "StepContext", "StepEngine"]
-
-# The routed columns an event keeps: all but the landing lineage.
-EVENT_COLUMNS = [f.name for f in EVENT_SCHEMA.fields if f.name not in {"source_file", "line_number"}]
+__all__ = ["ArrowStep", "ClosedBuckets", "Gate", "SparkStep", "Step", "StepContext", "StepEngine"]
 
 # Given (new events, the step's app transactions), returns the events to commit; may raise to stop.
 Gate = Callable[["DataFrame", Sequence[AppTransaction]], "DataFrame"]
