@@ -31,12 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_dedupe as bench
 
 import lakeshard.dedupe.keyhash as keyhash
-import lakeshard.dedupe.writer as writer_mod
 import lakeshard.lake.embedded as embedded
 import lakeshard.lake.embedded_log as embedded_log
 import lakeshard.lake.embedded_write as embedded_write
 import lakeshard.lake.files as files_mod
 from lakeshard.config import load_config
+from lakeshard.dedupe.engines import ArrowStep
+from lakeshard.dedupe.feed import RoutedFeed
+from lakeshard.dedupe.index import IdIndex
+from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.lake import open_store
 from lakeshard.runtime import get_spark
 
@@ -91,13 +94,15 @@ def _instrument() -> None:
     files_mod.write_partitioned = _timed("Parquet write (write_partitioned)", files_mod.write_partitioned,
                                          per_table=True)
     keyhash.key_hashes = _timed("key hashes", keyhash.key_hashes)
-    sw = writer_mod.ShardWriter
-    for name, label in (("_arrow_batch", "read routed batch"), ("_check_index", "ID index check"),
-                        ("_page_in", "ID page-in"), ("compact_ids", "ID compaction"), ("repair_ids", "repair check"),
-                        ("_new_routed_files", "new routed files"), ("_intake_version", "intake version"),
-                        ("_remember", "cache remember"), ("_dedupe_and_commit_arrow", "dedupe (rest of step)"),
-                        ("step", "step (rest)")):
-        setattr(sw, name, _timed(label, getattr(sw, name)))
+    # The writer's parts own their methods: each phase is timed on the class that holds it.
+    phases: tuple[tuple[type, str, str], ...] = (
+        (ArrowStep, "batch", "read routed batch"), (IdIndex, "check", "ID index check"),
+        (IdIndex, "page_in", "ID page-in"), (ShardWriter, "compact_ids", "ID compaction"),
+        (ShardWriter, "repair_ids", "repair check"), (RoutedFeed, "_new_routed_files", "new routed files"),
+        (RoutedFeed, "_intake_version", "intake version"), (IdIndex, "remember", "cache remember"),
+        (ArrowStep, "run", "dedupe (rest of step)"), (ShardWriter, "step", "step (rest)"))
+    for owner, name, label in phases:
+        setattr(owner, name, _timed(label, getattr(owner, name)))
     case = bench.Lakeshard
     case._compact_sealed_hours = _timed("events compaction of sealed hours (bench)",  # type: ignore[method-assign]
                                         case._compact_sealed_hours)

@@ -334,7 +334,7 @@ def test_ids_older_than_the_retention_are_not_checked_and_expire_from_the_index(
     removed = writer.expire_ids()
     assert removed > 0
     left = store.read(cfg.table_uri(ID_INDEX)).groupBy("shard").agg({"interval": "min"}).collect()
-    cutoffs = {s: writer._cutoff_hour(s) for s in (0, 1)}
+    cutoffs = {s: writer.index.cutoff_hour(s) for s in (0, 1)}
     assert all(r[1] >= cutoffs[r[0]] for r in left)
     assert writer.expire_ids() == 0  # idempotent
     _redeliver(str(landing), 100)  # every file again: recent duplicates are still caught
@@ -450,7 +450,7 @@ def test_sealed_intervals_id_files_merge_into_one_sorted_file_and_the_index_stay
     before one merge's commit. The index keeps every ID exactly once, and re-sent events are still caught."""
     import pyarrow.parquet as pq
 
-    from lakeshard.dedupe.writer import _interval_of
+    from lakeshard.dedupe.index import interval_of as _interval_of
 
     cfg, landing = _three_hour_stream(spark, store, tmp_path)
     crashed = [False]

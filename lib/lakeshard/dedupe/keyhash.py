@@ -2,8 +2,8 @@
 
 The ID index stores, per event, ``key_hi = xxhash64(tenant_id, event_id, ts)`` and
 ``key_lo = xxhash64("lakeshard/key-lo", tenant_id, event_id, ts)`` as Spark computes them
-(:func:`lakeshard.dedupe.writer.key_hash_columns`). The writer's driver-side (Arrow) path must produce the
-same numbers so that both paths share one index and one cache; this module does, without Spark.
+(:func:`key_hash_columns`). The writer's driver-side (Arrow) path must produce the same numbers so that both
+paths share one index and one cache: :func:`key_hashes` does, without Spark; the two sit side by side here.
 
 Spark's ``xxhash64(c1, c2, ...)`` chains XXH64 over its inputs (:mod:`lakeshard.sparkhash` implements it over
 whole columns); ``tests/dedupe/test_keyhash.py`` checks the key hash against Spark over arbitrary Unicode.
@@ -15,6 +15,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -22,9 +24,24 @@ import pyarrow.compute as pc
 
 from lakeshard.sparkhash import SPARK_HASH_SEED, U64, xxhash64_longs, xxhash64_strings
 
-__all__ = ["key_hashes"]
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
+__all__ = ["HASH", "KEY", "key_hash_columns", "key_hashes"]
+
+KEY = ["tenant_id", "event_id", "ts"]  # what makes two events the same event
+HASH = ["key_hi", "key_lo"]  # the key's 128-bit hash, as two long columns
 KEY_LO_PREFIX = "lakeshard/key-lo"  # the constant first input that seeds the second half differently
+
+
+def key_hash_columns() -> dict[str, Column]:
+    """Return the two 64-bit halves of the event key's hash as Spark columns (``key_hi``, ``key_lo``).
+
+    Spark's ``xxhash64`` chains its inputs; a constant first input gives the second half a different seed.
+    """
+    from pyspark.sql import functions as F
+
+    return {"key_hi": F.xxhash64(*KEY), "key_lo": F.xxhash64(F.lit(KEY_LO_PREFIX), *KEY)}
 
 
 def _strings_hashed_once(strings: pa.Array | pa.ChunkedArray, seed: int) -> U64:
@@ -39,7 +56,7 @@ def _strings_hashed_once(strings: pa.Array | pa.ChunkedArray, seed: int) -> U64:
 
 def key_hashes(events: pa.Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Return ``(key_hi, key_lo)`` of each row of ``events`` (columns ``tenant_id``, ``event_id``, ``ts``):
-    the signed 64-bit values Spark's :func:`~lakeshard.dedupe.writer.key_hash_columns` gives the same rows."""
+    the signed 64-bit values Spark's :func:`key_hash_columns` gives the same rows."""
     n = events.num_rows
     micros = pc.cast(pc.cast(events.column("ts"), pa.timestamp("us", tz="UTC")), pa.int64())
     ts = micros.fill_null(0).to_numpy()

@@ -28,6 +28,7 @@ __all__ = [
     "BUCKETS_SCHEMA",
     "CHUNK_LOCKS_SCHEMA",
     "EVENTS_SCHEMA",
+    "EVENT_COLUMNS",
     "EXPECTATION_QUARANTINE_SCHEMA",
     "EXPECTATION_SCHEMA",
     "ID_INDEX_PROPERTIES",
@@ -50,6 +51,8 @@ ROUTED_PROPERTIES: Mapping[str, str] = NO_STATS
 ID_INDEX_PROPERTIES: Mapping[str, str] = NO_STATS
 
 _LANDING_LINEAGE = {"source_file", "line_number"}  # landing columns ``events`` does not keep
+# The landing record's columns an event keeps (all but the lineage), in the record's order.
+EVENT_COLUMNS: tuple[str, ...] = tuple(f.name for f in EVENT_SCHEMA.fields if f.name not in _LANDING_LINEAGE)
 
 ROUTED_SCHEMA = StructType([
     *EVENT_SCHEMA.fields,

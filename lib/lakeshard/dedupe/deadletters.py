@@ -1,0 +1,92 @@
+"""Dead letters of a shard writer: a batch proven unwritable goes to ``quarantine``, then progress moves past it.
+
+Two commits, each idempotent: the ``quarantine`` append carries ``dead-letter/<shard>`` → the routed version,
+and the ``events`` commit that follows carries only the progress (``writer/<shard>``). A writer that finds
+``dead-letter/<shard>`` ahead of its progress (a crash between the two) finishes the job
+(:meth:`DeadLetters.finish`) instead of writing the batch again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from lakeshard.dedupe.report import WriteReport, empty_report
+from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.landing.reasons import WRITE_FAILED
+from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
+from lakeshard.tables import dead_letter_app_id, writer_app_id
+from lakeshard.tables.schemas import EVENT_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["DeadLetters"]
+
+
+class DeadLetters:
+    """Sends the batches of ``shards`` that cannot be written to ``quarantine`` and commits the progress past them.
+
+    ``before_commit`` is called with ``"dead-letter-progress"`` before the progress commit (the crash tests stop
+    the process there).
+    """
+
+    def __init__(self, store: TableStore, shards: tuple[int, ...], *, quarantine_uri: str, events_uri: str,
+                 before_commit: Callable[[str], None]) -> None:
+        self.store = store
+        self.shards = shards
+        self.quarantine_uri = quarantine_uri
+        self.events_uri = events_uri
+        self._before_commit = before_commit
+
+    def send(self, batch: DataFrame, todo: tuple[int, ...], routed_version: int, error: str, started: float, *,
+             progress: Callable[[], dict[int, int]], cache_bytes: int) -> WriteReport:
+        """Return the report of sending a batch whose rows cannot be written (a record-level failure) to
+        ``quarantine`` with the reason, then committing the progress past it.
+
+        Rows go as routed, duplicates included: feeding them back through the landing zone is safe, the writer
+        dedupes them.
+        """
+        from pyspark.sql import functions as F
+
+        committed = progress()
+        rows_in = batch.count()
+        if all(committed[s] >= routed_version for s in todo):  # a failed attempt committed after all
+            return empty_report(todo, routed_version, rows_in, started, cache_bytes=cache_bytes, conflict=True)
+        reason = f"{WRITE_FAILED}: {error}"
+        raw = F.to_json(F.struct(*[F.col(name) for name in EVENT_COLUMNS]))
+        letters = batch.select(
+            F.substring(raw, 1, QUARANTINE_RAW_LIMIT_BYTES).alias("raw"),
+            (F.length(raw) > QUARANTINE_RAW_LIMIT_BYTES).alias("raw_truncated"),
+            F.col("size_bytes"), F.lit(reason).alias("reason"), F.lit(WRITE_FAILED).alias("category"),
+            F.lit(None).cast("string").alias("source_file"), F.lit(None).cast("long").alias("line_number"),
+            F.current_timestamp().alias("quarantined_at"))
+        self.store.create(self.quarantine_uri, QUARANTINE_SCHEMA,
+                          description="records that broke the format or could not be written, with the reason")
+        self.store.append(self.quarantine_uri, letters,
+                          app_transactions=[AppTransaction(dead_letter_app_id(s), routed_version) for s in todo],
+                          metadata={"dead_letter": True, "shards": list(todo), "routed_version": routed_version})
+        self.finish(committed)
+        report = empty_report(todo, routed_version, rows_in, started, cache_bytes=cache_bytes, conflict=False)
+        return dataclasses.replace(report, dead_lettered=rows_in, error=error)
+
+    def finish(self, progress: dict[int, int]) -> bool:
+        """Commit the progress past routed versions already dead-lettered to ``quarantine`` (no events);
+        return whether anything was committed (``progress`` is updated in place)."""
+        if not self.store.exists(self.quarantine_uri):
+            return False
+        ahead: dict[int, list[int]] = {}
+        letters = self.store.transaction_versions(self.quarantine_uri, [dead_letter_app_id(s) for s in self.shards])
+        for s in self.shards:
+            lettered = letters[dead_letter_app_id(s)] or 0
+            if lettered > progress[s]:
+                ahead.setdefault(lettered, []).append(s)
+        for version, shards in sorted(ahead.items()):
+            self._before_commit("dead-letter-progress")
+            self.store.append(self.events_uri, None,  # no rows: the commit carries only the progress
+                              app_transactions=[AppTransaction(writer_app_id(s), version) for s in shards],
+                              metadata={"dead_lettered": True, "shards": shards, "routed_version": version})
+            for s in shards:
+                progress[s] = version
+        return bool(ahead)

@@ -1,0 +1,326 @@
+"""One writer step, two engines: :class:`SparkStep` (Spark jobs) and :class:`ArrowStep` (pyarrow + numpy in the
+driver), behind :class:`StepEngine`.
+
+Both do the same step over a shard writer's new routed files: read them as events (each assigned to its bucket),
+keep the first row of each key, ask the ID index which keys it holds, hand the new events to the expectation gate,
+commit the kept events with the shards' progress, then the new keys' IDs. The base class holds what the two
+share — the commit metadata, the two commits with the lost-race handling, the report; each engine holds only
+how it reads, dedupes and writes files. They write the same files (one per ``(tenant, hour)`` sorted by the
+table's sort columns; one per ``(shard, interval)`` of IDs sorted by the key hash) and the same index, so a
+writer may switch engines between steps.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lakeshard.config import LakeshardConfig
+from lakeshard.dedupe.faults import event_keys, write_or_blame
+from lakeshard.dedupe.feed import RoutedFeed
+from lakeshard.dedupe.index import IdIndex, own_hour, own_hour_arrow
+from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
+from lakeshard.dedupe.report import IndexCheck, WriteReport, step_report
+from lakeshard.errors import CommitConflict
+from lakeshard.lake import AppTransaction, FileInfo, TableStore
+from lakeshard.tables import EVENTS, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS, ID_INDEX, writer_app_id
+from lakeshard.tables.schemas import EVENT_COLUMNS, ROUTED_SCHEMA
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["ArrowStep", "ClosedBuckets", "Gate", "SparkStep", "Step", "StepContext", "StepEngine"]
+
+# Given (new events, the step's app transactions), returns the events to commit; may raise to stop.
+Gate = Callable[["DataFrame", Sequence[AppTransaction]], "DataFrame"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step's work: the new routed ``files`` of shards ``todo`` up to ``routed_version``, committed against
+    ``events`` as read at ``read_version``."""
+
+    files: Sequence[FileInfo]
+    todo: tuple[int, ...]
+    routed_version: int
+    read_version: int
+    repaired: int  # IDs the step rebuilt before it began, for the report
+    started: float  # perf_counter at the step's start, for the report
+    excluded: Mapping[tuple[object, ...], str]  # rows proven unwritable (already dead-lettered) -> the reason
+
+
+class ClosedBuckets:
+    """The closed ``(tenant_id, hour)`` buckets, read again only when the ``buckets`` table moved."""
+
+    def __init__(self, store: TableStore, cfg: LakeshardConfig, spark: Callable[[], SparkSession],
+                 buckets_uri: str) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.buckets_uri = buckets_uri
+        self._spark = spark
+        self._closed: tuple[int, set[tuple[str, str]]] | None = None  # (buckets version, closed buckets)
+
+    def get(self) -> set[tuple[str, str]]:
+        """Return the closed buckets (none before the completionist first ran)."""
+        from lakeshard.buckets import Completionist
+
+        if not self.store.exists(self.buckets_uri):
+            return set()
+        # Read the bucket states (a Spark job) only when the table moved since the last step.
+        version = self.store.version(self.buckets_uri)
+        if self._closed is None or self._closed[0] != version:
+            self._closed = (version, Completionist(self._spark(), self.store, self.cfg).closed())
+        return self._closed[1]
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What both engines of a writer work with: its store and tables, its feed, index and closed buckets, the
+    expectation gate, the clock and the crash seam (``before_commit``)."""
+
+    store: TableStore
+    spark: Callable[[], SparkSession]
+    routed_uri: str
+    events_uri: str
+    ids_uri: str
+    feed: RoutedFeed
+    index: IdIndex
+    buckets: ClosedBuckets
+    gate: Gate | None
+    clock: Callable[[], datetime]
+    before_commit: Callable[[str], None]
+
+
+class StepEngine(ABC):
+    """Runs one writer step (:meth:`run`); the commits, their metadata and the report are shared."""
+
+    name: str
+
+    def __init__(self, context: StepContext) -> None:
+        self.store = context.store
+        self._spark = context.spark
+        self.routed_uri = context.routed_uri
+        self.events_uri = context.events_uri
+        self.ids_uri = context.ids_uri
+        self.feed = context.feed
+        self.index = context.index
+        self.buckets = context.buckets
+        self._gate = context.gate
+        self._clock = context.clock
+        # Called with the table name right before each commit: the crash tests stop the process there.
+        self._before_commit = context.before_commit
+
+    @abstractmethod
+    def run(self, step: Step) -> WriteReport:
+        """Return the report of deduplicating the step's routed files and committing what is new."""
+
+    @staticmethod
+    def transactions(step: Step) -> list[AppTransaction]:
+        """Return the app transactions both commits of ``step`` carry: each shard's progress."""
+        return [AppTransaction(writer_app_id(s), step.routed_version) for s in step.todo]
+
+    @staticmethod
+    def metadata(step: Step, rows_in: int, n_unique: int, n_new: int, kept: int) -> dict[str, object]:
+        """Return the ``events`` commit's metadata: what the step counted."""
+        return {"shards": list(step.todo), "routed_version": step.routed_version, "rows_in": rows_in,
+                "duplicates_in_batch": rows_in - n_unique, "duplicates_in_index": n_unique - n_new,
+                "rejected": n_new - kept}
+
+    def commit(self, step: Step, append_events: Callable[[], bool], append_ids: Callable[[], None],
+               new_keys: pa.Table) -> bool:
+        """Commit the events (``append_events``: returns whether the store skipped it as already committed),
+        then the IDs (``append_ids``) and remember ``new_keys``; return whether the race was lost.
+
+        A lost race (a conflict, or progress already committed) writes no IDs: another writer committed this
+        progress first, so what this writer cached of these shards is dropped and the next step re-reads the
+        committed progress and pages the IDs in again (Husky's reconciliation).
+        """
+        conflict = False
+        try:
+            self._before_commit(EVENTS)
+            conflict = append_events()
+        except CommitConflict:
+            conflict = True
+        if conflict:
+            self.feed.lost_race()
+            self.index.cache.drop_shards(step.todo)
+            return True
+        self.feed.committed(step.todo, step.routed_version)
+        self._before_commit(ID_INDEX)
+        append_ids()
+        self.index.remember(new_keys)
+        return False
+
+    def report(self, step: Step, *, rows_in: int, n_unique: int, n_new: int, kept: int, check: IndexCheck,
+               conflict: bool) -> WriteReport:
+        """Return the step's report (see :func:`lakeshard.dedupe.report.step_report`)."""
+        return step_report(step.todo, step.routed_version, rows_in=rows_in, n_unique=n_unique, n_new=n_new,
+                           kept=kept, check=check, conflict=conflict, repaired=step.repaired,
+                           cache_bytes=self.index.cache.stats().bytes, started=step.started, engine=self.name)
+
+
+class SparkStep(StepEngine):
+    """A step as Spark jobs: for batches too big for the driver."""
+
+    name = "spark"
+
+    def batch(self, files: Sequence[FileInfo], routed_version: int) -> DataFrame:
+        """Return the routed rows as events: ``interval`` = the event's own hour (where its ID lives), ``hour``
+        and ``late`` = the bucket it is written to (its own hour, or its tenant's open one if that is closed)."""
+        from pyspark.sql import functions as F
+
+        from lakeshard.buckets import assign_buckets
+
+        rows = (self.store.read_files(self.routed_uri, files) if files
+                else self._spark().createDataFrame([], ROUTED_SCHEMA))
+        events = rows.select(
+            *[F.col(name) for name in EVENT_COLUMNS],
+            F.col("shard"),
+            F.lit(routed_version).cast("long").alias("routed_version"),
+            own_hour().alias("interval"),
+        )
+        return assign_buckets(events, self.buckets.get(), now=self._clock())
+
+    def run(self, step: Step) -> WriteReport:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        batch = self.batch(step.files, step.routed_version).withColumns(key_hash_columns())
+        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            rows_in = batch.count()
+            unique = batch.dropDuplicates(KEY).persist(StorageLevel.MEMORY_AND_DISK)
+            # The keys of a micro-batch are small: the index check runs on the driver, against the cache.
+            keys = unique.select("shard", "interval", *HASH).toArrow()
+            check = self.index.check(keys)
+            duplicate_rows = keys.filter(check.duplicate)
+            survivors = unique
+            if duplicate_rows.num_rows:
+                known = self._spark().createDataFrame(duplicate_rows.select(HASH).to_pandas())
+                survivors = unique.join(F.broadcast(known), HASH, "left_anti")
+            n_unique, n_new = keys.num_rows, keys.num_rows - duplicate_rows.num_rows
+            txns = self.transactions(step)
+            new_events = survivors.drop(*HASH, "interval")
+            if self._gate is not None:  # the gate counts and filters: read the survivors once
+                new_events = new_events.persist(StorageLevel.MEMORY_AND_DISK)
+            kept = new_events if self._gate is None else self._gate(new_events, txns)
+            written = n_new if kept is new_events else kept.count()
+            meta = self.metadata(step, rows_in, n_unique, n_new, written)
+
+            def append_events() -> bool:
+                # One file per (tenant, hour) — not one per task and partition value — each sorted by the table's
+                # sort schema, so compaction merges instead of sorting.
+                ordered = (kept.repartition("tenant_id", "hour")
+                           .sortWithinPartitions("tenant_id", "hour", *EVENTS_SORT_COLUMNS))
+                return self.store.append(self.events_uri, ordered, app_transactions=txns, metadata=meta,
+                                         read_version=step.read_version).skipped
+
+            def append_ids() -> None:
+                # Sorted by the hash within each (shard, interval), as the driver path writes them: a page-in
+                # then merges sorted runs.
+                ids = (survivors.select("shard", "interval", *KEY, "routed_version", *HASH)
+                       .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
+                self.store.append(self.ids_uri, ids, app_transactions=txns, metadata={"shards": list(step.todo)})
+
+            conflict = self.commit(step, append_events, append_ids, keys.filter(~check.duplicate))
+            new_events.unpersist()
+            unique.unpersist()
+        finally:
+            batch.unpersist()
+        return self.report(step, rows_in=rows_in, n_unique=n_unique, n_new=n_new, kept=written, check=check,
+                           conflict=conflict)
+
+
+class ArrowStep(StepEngine):
+    """A step in the driver process (pyarrow reads and writes, numpy hashes): no Spark job for small batches."""
+
+    name = "arrow"
+    _schema: pa.Schema | None = None  # events' Arrow schema, read once per engine
+
+    def batch(self, files: Sequence[FileInfo], routed_version: int,
+              excluded: Mapping[tuple[object, ...], str]) -> pa.Table:
+        """Return the routed rows as events, read in the driver, without the rows ``excluded``: the Arrow twin
+        of :meth:`SparkStep.batch`."""
+        import pyarrow as pa
+
+        from lakeshard.buckets.late import assign_buckets_arrow
+
+        rows = self.store.read_arrow(self.routed_uri, files, columns=[*EVENT_COLUMNS, "shard"])
+        if excluded:  # rows proven unwritable, dead-lettered already
+            rows = rows.filter(pa.array([k not in excluded for k in event_keys(rows)], pa.bool_()))
+        own = own_hour_arrow(rows.column("ts"))
+        hour, late = assign_buckets_arrow(rows.column("tenant_id"), own, self.buckets.get(), now=self._clock())
+        return (rows.append_column("routed_version", pa.array(np.full(rows.num_rows, routed_version, np.int64)))
+                .append_column("interval", own).append_column("hour", hour).append_column("late", late))
+
+    def run(self, step: Step) -> WriteReport:
+        """Return the report of one step run in the driver: the same dedupe, files and commits as
+        :meth:`SparkStep.run`, with pyarrow and numpy instead of Spark jobs."""
+        import pyarrow as pa
+
+        from lakeshard.dedupe.keyhash import key_hashes
+        from lakeshard.lake.files import write_partitioned
+
+        batch = self.batch(step.files, step.routed_version, step.excluded)
+        rows_in = batch.num_rows
+        hi, lo = key_hashes(batch)
+        # Within the batch: the first row of each exact key (Spark's dropDuplicates keeps one of them too).
+        numbered = batch.select(KEY).append_column("__row", pa.array(np.arange(rows_in, dtype=np.int64)))
+        first = np.sort(numbered.group_by(KEY, use_threads=False).aggregate([("__row", "min")])
+                        .column("__row_min").to_numpy())
+        unique = batch.take(first)
+        keys = pa.table({"shard": unique.column("shard"), "interval": unique.column("interval"),
+                         "key_hi": hi[first], "key_lo": lo[first]})
+        check = self.index.check(keys)
+        new = ~check.duplicate
+        survivors = unique.filter(new).append_column("key_hi", pa.array(hi[first][new])) \
+            .append_column("key_lo", pa.array(lo[first][new]))
+        n_unique, n_new = keys.num_rows, survivors.num_rows
+        txns = self.transactions(step)
+        kept = self._gate_arrow(survivors, txns)
+        meta = self.metadata(step, rows_in, n_unique, n_new, kept.num_rows)
+        events_schema, ids_schema = self._events_schema(), self.index.arrow_schema()
+
+        def append_events() -> bool:
+            return self.store.append(
+                self.events_uri, None, app_transactions=txns, metadata=meta, read_version=step.read_version,
+                # One file per (tenant, hour), sorted by the sort schema: the layout the Spark path writes.
+                # Rows failing alone are named (RecordLevelFailure); any other failure is a fault.
+                write=lambda target: write_or_blame(kept, target, lambda rows, to: write_partitioned(
+                    rows, to, events_schema, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS))).skipped
+
+        def append_ids() -> None:
+            # Every new key's ID, rejected rows' too (as on Spark): a re-sent copy of a row an expectation
+            # took is a duplicate, not a second chance.
+            self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"shards": list(step.todo)},
+                              write=lambda target: write_partitioned(survivors, target, ids_schema,
+                                                                     ["shard", "interval"], HASH))
+
+        conflict = self.commit(step, append_events, append_ids, keys.filter(new))
+        return self.report(step, rows_in=rows_in, n_unique=n_unique, n_new=n_new, kept=kept.num_rows, check=check,
+                           conflict=conflict)
+
+    def _gate_arrow(self, survivors: pa.Table, txns: Sequence[AppTransaction]) -> pa.Table:
+        """Return the new events an expectation gate keeps (all of them without a gate).
+
+        The gate's rules are Spark SQL: the events go to Spark as one Arrow table (the columns the Spark
+        path hands its gate) and what the gate keeps comes back the same way.
+        """
+        if self._gate is None:
+            return survivors
+        events = survivors.drop_columns([*HASH, "interval"])
+        handed = self._spark().createDataFrame(events)
+        kept = self._gate(handed, txns)
+        return survivors if kept is handed else kept.toArrow()
+
+    def _events_schema(self) -> pa.Schema:
+        """Return the Arrow schema of ``events`` (read once per writer)."""
+        if self._schema is None:
+            self._schema = self.store.arrow_schema(self.events_uri)
+        return self._schema

@@ -1,0 +1,209 @@
+"""The routed feed of a writer's shards: what each shard consumed, and which routed files a step takes next.
+
+:class:`RoutedFeed` owns a writer's view of its intake: the progress committed per shard (the app transaction
+``writer/<shard>`` in ``events``) and what this writer last saw of it, the coalescing rule (wait while the
+routed commits waiting are small and young), the memory gate (take routed commits up to
+``dedupe.max_batch_bytes``), the new routed files of a step (read from the log between two versions) and the
+expiry of routed files every shard has consumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from lakeshard.config import DedupeConfig
+from lakeshard.errors import CommitConflict, TableStoreError
+from lakeshard.lake import BYTES_ADDED, CommitInfo, FileInfo, TableStore
+from lakeshard.tables import writer_app_id
+
+__all__ = ["Intake", "RoutedFeed"]
+
+
+@dataclass(frozen=True)
+class Intake:
+    """What one step consumes: the routed files of ``shards`` new up to ``routed_version``."""
+
+    shards: tuple[int, ...]
+    routed_version: int
+    files: list[FileInfo]
+
+
+class RoutedFeed:
+    """The routed commits of ``shards`` not yet consumed into ``events``, taken a step at a time.
+
+    ``before_commit`` is called with ``"routed-expiry"`` before consumed files are removed (the crash tests
+    stop the process there).
+    """
+
+    def __init__(self, store: TableStore, shards: tuple[int, ...], *, routed_uri: str, events_uri: str,
+                 dedupe: DedupeConfig, clock: Callable[[], datetime], before_commit: Callable[[str], None]) -> None:
+        self.store = store
+        self.shards = shards
+        self.routed_uri = routed_uri
+        self.events_uri = events_uri
+        self.max_batch_bytes = dedupe.max_batch_bytes
+        self.commit_min_bytes = dedupe.commit_min_bytes
+        self.commit_max_wait_seconds = dedupe.commit_max_wait_seconds
+        self.routed_expire_files = dedupe.routed_expire_files
+        self._clock = clock
+        self._before_commit = before_commit
+        self.deferred = 0  # steps that waited for more routed data to coalesce (next_intake(flush=False))
+        self.conflicts = 0  # commit races lost to another writer of the same shards
+        self._known_progress: dict[int, int] = {}  # what this writer last saw committed, per shard
+        self._consumed = 0  # routed files consumed since this writer last expired routed data
+
+    # ----------------------------------------------------------------------------------- progress
+    def progress(self) -> dict[int, int]:
+        """Return, per shard, the routed version whose events are committed (0 = none yet)."""
+        done = self.store.transaction_versions(self.events_uri, [writer_app_id(s) for s in self.shards])
+        return {s: done[writer_app_id(s)] or 0 for s in self.shards}
+
+    def moved_by_others(self, progress: dict[int, int]) -> list[int]:
+        """Return the shards whose committed ``progress`` differs from what this writer last saw."""
+        return [s for s in self.shards if self._known_progress.get(s, progress[s]) != progress[s]]
+
+    def saw(self, progress: dict[int, int]) -> None:
+        """Take ``progress`` as what is committed now."""
+        self._known_progress = dict(progress)
+
+    def committed(self, shards: Sequence[int], routed_version: int) -> None:
+        """This writer committed ``shards`` up to ``routed_version``."""
+        for s in shards:
+            self._known_progress[s] = routed_version
+
+    def lost_race(self) -> None:
+        """Another writer committed first: forget what this writer saw; the next step re-reads the progress."""
+        self.conflicts += 1
+        self._known_progress.clear()
+
+    # ------------------------------------------------------------------------------------- intake
+    def next_intake(self, progress: dict[int, int], *, flush: bool = True) -> Intake | None:
+        """Return what the next step consumes, or None when every shard consumed every routed version — or,
+        with ``flush=False``, while the routed commits waiting hold less than ``commit_min_bytes`` and the
+        oldest of them is younger than ``commit_max_wait_seconds`` (counted in :attr:`deferred`)."""
+        latest = self.store.version(self.routed_uri) if self.store.exists(self.routed_uri) else 0
+        if all(progress[s] >= latest for s in self.shards):
+            return None
+        oldest = min(progress.values())
+        coalesce = not flush and self.commit_min_bytes > 0
+        # The routed commits this step may take, read once for the coalescing rule and the memory gate.
+        waiting = self._routed_commits(oldest, latest) if coalesce or latest - oldest > 1 else []
+        if coalesce and self._coalescing(waiting):
+            self.deferred += 1
+            return None
+        routed_version = self._intake_version(oldest, latest, waiting)
+        todo = tuple(s for s in self.shards if progress[s] < routed_version)
+        return Intake(todo, routed_version, self._new_routed_files(todo, progress, routed_version))
+
+    def _routed_commits(self, oldest: int, latest: int) -> list[CommitInfo]:
+        """Return the routed commits after ``oldest`` up to ``latest``, oldest first."""
+        found = self.store.history(self.routed_uri, limit=latest - oldest)
+        return sorted((c for c in found if oldest < c.version <= latest), key=lambda c: c.version)
+
+    def _coalescing(self, waiting: Sequence[CommitInfo]) -> bool:
+        """Return whether the routed commits ``waiting`` should wait for more (see :meth:`next_intake`)."""
+        pending = sum(int(c.custom_metadata.get(BYTES_ADDED, 0)) for c in waiting)
+        first = min((c.timestamp for c in waiting), default=self._clock())
+        return (pending < self.commit_min_bytes
+                and (self._clock() - first).total_seconds() < self.commit_max_wait_seconds)
+
+    def _intake_version(self, oldest: int, latest: int, waiting: Sequence[CommitInfo]) -> int:
+        """Return the newest routed version this step consumes: the memory gate on intake.
+
+        Routed commits after ``oldest`` (``waiting``) are taken in order while their bytes (all shards': an upper
+        bound of this writer's share) stay within ``max_batch_bytes``; at least one is taken, however large.
+        """
+        if latest - oldest <= 1:
+            return latest
+        sizes = {c.version: int(c.custom_metadata.get(BYTES_ADDED, 0)) for c in waiting}
+        version, total = oldest + 1, sizes.get(oldest + 1, 0)
+        while version < latest and total + sizes.get(version + 1, 0) <= self.max_batch_bytes:
+            version += 1
+            total += sizes.get(version, 0)
+        return version
+
+    def _new_routed_files(self, todo: Sequence[int], progress: dict[int, int], version: int) -> list[FileInfo]:
+        """Return the routed files of ``todo`` live at ``version`` that were not live at each shard's progress.
+
+        Read from the commits in between (the log's add and remove actions: cost grows with the new commits,
+        not with the table); from two snapshots when the log no longer holds those commits.
+        """
+        oldest = min(progress[s] for s in todo)
+        try:
+            entries = self.store.log_entries(self.routed_uri, start=oldest + 1 if oldest else 0, end=version)
+        except TableStoreError:
+            return self._new_routed_files_by_snapshot(todo, progress, version)
+        out: list[FileInfo] = []
+        for shard in todo:
+            live: dict[str, FileInfo] = {}
+            for entry in entries:
+                if progress[shard] and entry.version <= progress[shard]:
+                    continue
+                for change in entry.changes:
+                    if change.action != "add":
+                        live.pop(change.file.path, None)  # a remove may not repeat the partition values
+                    elif change.file.partition_values.get("shard") == str(shard):
+                        live[change.file.path] = change.file
+            out += live.values()
+        return out
+
+    def _new_routed_files_by_snapshot(self, todo: Sequence[int], progress: dict[int, int],
+                                      version: int) -> list[FileInfo]:
+        def of_shard(files: list[FileInfo], shard: int) -> dict[str, FileInfo]:
+            return {f.path: f for f in files if f.partition_values.get("shard") == str(shard)}
+
+        latest = self.store.files(self.routed_uri, version=version)
+        seen: dict[int, list[FileInfo]] = {}
+        out: list[FileInfo] = []
+        for shard in todo:
+            done = progress[shard]
+            if done and done not in seen:
+                seen[done] = self.store.files(self.routed_uri, version=done)
+            before = of_shard(seen[done], shard) if done else {}
+            out += [f for p, f in of_shard(latest, shard).items() if p not in before]
+        return out
+
+    # ------------------------------------------------------------------------------------- expiry
+    def consumed(self, files: int) -> bool:
+        """Count ``files`` routed files consumed; return whether enough were to expire them now."""
+        self._consumed += files
+        return bool(self.routed_expire_files) and self._consumed >= self.routed_expire_files
+
+    def expire_routed(self, progress: Callable[[], dict[int, int]]) -> int:
+        """Remove from ``routed`` the files of these shards that their committed ``progress`` (read when
+        needed) has passed; return how many (0 when a concurrent commit removed one of them first: expired next
+        time).
+
+        A routed file of shard ``s`` is consumed once ``writer/s`` in ``events`` reached a version at which the
+        file was live: its rows are in ``events`` (or were dropped as duplicates, or dead-lettered). Those are
+        the files live at the shard's progress version and still live now. Progress only moves forward, so a
+        file consumed when progress was read stays consumed when the removal commits; a router appending at
+        the same time does not conflict (blind appends), and every reader of ``routed`` asks only for files
+        added after some shard's progress (the writers' log reads, the completionist's pending rows), which
+        this never removes. The files stay on disk until ``routed`` is vacuumed.
+        """
+        self._consumed = 0
+        if not self.store.exists(self.routed_uri):
+            return 0
+        by_version: dict[int, set[str]] = {}  # progress version -> the shards at it, as partition values
+        for shard, version in progress().items():
+            if version:
+                by_version.setdefault(version, set()).add(str(shard))
+        live = {f.path for f in self.store.files(self.routed_uri)}
+        try:
+            doomed = sorted({f.path for version, shards in by_version.items()
+                             for f in self.store.files(self.routed_uri, version=version)
+                             if str(f.partition_values["shard"]) in shards and f.path in live})
+        except TableStoreError:
+            return 0  # a progress version the log no longer holds (log cleanup): nothing is removed
+        if not doomed:
+            return 0
+        self._before_commit("routed-expiry")
+        try:
+            self.store.replace_files(self.routed_uri, doomed, None, data_change=True,
+                                     metadata={"expired_consumed": len(doomed), "shards": list(self.shards)})
+        except CommitConflict:
+            return 0
+        return len(doomed)

@@ -1,0 +1,318 @@
+"""The ID index of a writer's shards: the ``event_ids`` table and the in-memory cache in front of it.
+
+:class:`IdIndex` owns what a writer knows of the IDs its shards committed: the byte-bounded LRU of intervals
+(:mod:`lakeshard.dedupe.cache`), the newest hour seen per shard (the retention cutoff counts back from it) and
+the intervals the stream moved past since their files were last merged (*sealed*). It answers which keys of a
+batch are already committed (paging missing intervals in), remembers the keys a step committed, rebuilds IDs
+that lag behind ``events`` after a crash, merges the ID files of sealed intervals and expires intervals past
+the retention. An interval is one ``(shard, hour)`` partition; the hour is the event's own UTC hour, computed
+by :func:`own_hour` in Spark and :func:`own_hour_arrow` in the driver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
+from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
+from lakeshard.dedupe.report import IndexCheck
+from lakeshard.errors import CommitConflict
+from lakeshard.lake import AppTransaction, FileInfo, TableStore
+from lakeshard.tables import HOUR_FORMAT, SPARK_HOUR_FORMAT, writer_app_id
+from lakeshard.tables.schemas import ID_INDEX_SCHEMA
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import Column, SparkSession
+
+__all__ = ["IdIndex", "group_indices", "interval_of", "own_hour", "own_hour_arrow"]
+
+
+class IdIndex:
+    """The IDs committed to ``event_ids`` for ``shards``, cached in memory up to ``cache_bytes``.
+
+    ``spark`` gives the session a repair too big for the driver runs on (``arrow_max_bytes`` bounds the
+    driver's share); ``before_commit`` is called with ``"page-in"`` before IDs are read and with
+    ``"id-compaction"`` before a merge commits (the crash tests stop the process there).
+    """
+
+    def __init__(self, store: TableStore, shards: tuple[int, ...], *, ids_uri: str, events_uri: str,
+                 retention: timedelta, cache_bytes: int, arrow_max_bytes: int, spark: Callable[[], SparkSession],
+                 before_commit: Callable[[str], None]) -> None:
+        self.store = store
+        self.shards = shards
+        self.ids_uri = ids_uri
+        self.events_uri = events_uri
+        self.retention = retention
+        self.cache = IdCache(cache_bytes)
+        self.arrow_max_bytes = arrow_max_bytes
+        self._spark = spark
+        self._before_commit = before_commit
+        self._newest_hour: dict[int, str] = {}  # per shard, the newest interval committed to the index
+        self._sealed: set[Interval] = set()  # intervals the stream moved past since their files were last merged
+        self._schema: pa.Schema | None = None  # event_ids' Arrow schema, read once
+
+    def arrow_schema(self) -> pa.Schema:
+        """Return the Arrow schema of ``event_ids`` (read once)."""
+        if self._schema is None:
+            self._schema = self.store.arrow_schema(self.ids_uri)
+        return self._schema
+
+    # ------------------------------------------------------------------------------------- checking
+    def check(self, keys: pa.Table) -> IndexCheck:
+        """Return which unique batch keys (``shard``, ``interval``, ``key_hi``, ``key_lo``) the index already
+        holds, paging missing intervals in."""
+        shard = keys.column("shard").to_numpy()
+        hour = keys.column("interval").to_numpy(zero_copy_only=False)
+        hi, lo = keys.column("key_hi").to_numpy(), keys.column("key_lo").to_numpy()
+        groups = group_indices(shard, hour)
+        self.saw_intervals(groups)
+        expired = np.zeros(len(hi), dtype=bool)
+        live = {}
+        for (s, h), idx in groups.items():
+            if h < self.cutoff_hour(s):
+                expired[idx] = True
+            else:
+                live[(s, h)] = idx
+        missing = self.cache.lookup(live)
+        # The step holds every interval it checks, cached or paged in, until the check is done: paging one in
+        # may evict another of the same step from a cache smaller than their sum, and an interval not held
+        # would pass its duplicates as new.
+        pinned = {key: ids for key in live if key not in missing and (ids := self.cache.get(key)) is not None}
+        page_started = time.perf_counter()
+        paged = self.page_in(missing, pinned) if missing else 0
+        page_seconds = time.perf_counter() - page_started if missing else 0.0
+        duplicate = np.zeros(len(hi), dtype=bool)
+        for key, idx in live.items():
+            duplicate[idx] = pinned[key].contains(hi[idx], lo[idx])
+        return IndexCheck(duplicate, expired, len(missing), len(live) - len(missing), paged, page_seconds)
+
+    def saw_intervals(self, intervals: Iterable[Interval]) -> None:
+        """Remember the newest hour seen per shard: the retention cutoff counts back from it. The hour it
+        replaces is sealed (the stream moved past it): its ID files are merged after this step's commits."""
+        for shard, hour in intervals:
+            newest = self._newest_hour.get(shard, "")
+            if hour > newest:
+                self._newest_hour[shard] = hour
+                if newest:
+                    self._sealed.add((shard, newest))
+
+    def take_sealed(self) -> set[Interval]:
+        """Return the intervals sealed since the last call, and forget them (the caller merges them)."""
+        sealed, self._sealed = self._sealed, set()
+        return sealed
+
+    def cutoff_hour(self, shard: int) -> str:
+        """Return the oldest hour of ``shard`` still checked: the retention before its newest hour ("" if none)."""
+        newest = self._newest_hour.get(shard)
+        if newest is None:
+            return ""
+        return (datetime.strptime(newest, HOUR_FORMAT) - self.retention).strftime(HOUR_FORMAT)
+
+    def page_in(self, intervals: set[Interval], into: dict[Interval, IdInterval]) -> int:
+        """Read these intervals' key hashes from ``event_ids`` into the cache and ``into``; return how many IDs
+        were read.
+
+        Only ``key_hi`` and ``key_lo`` of the intervals' files are read (their partition values say which
+        interval a file holds), all files at once on the store's reader threads, no Spark job. Files are
+        written sorted by the hash, so building an interval merges sorted runs instead of sorting.
+        """
+        self._before_commit("page-in")
+        files = self.store.files(self.ids_uri)
+        self.saw_intervals(interval_of(f) for f in files)
+        wanted: dict[Interval, list[FileInfo]] = {}
+        for f in files:
+            if (key := interval_of(f)) in intervals:
+                wanted.setdefault(key, []).append(f)
+        read = self.store.read_arrow_groups(self.ids_uri, wanted, columns=HASH) if wanted else {}
+        total = 0
+        for key in sorted(intervals):
+            ids = read.get(key)
+            if ids is None or not ids.num_rows:
+                into[key] = IdInterval.empty()
+            else:
+                total += ids.num_rows
+                into[key] = IdInterval(ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy())
+            self.cache.put(key, into[key])
+        return total
+
+    def remember(self, committed: pa.Table) -> None:
+        """Add the keys just committed to the cached intervals they belong to."""
+        shard = committed.column("shard").to_numpy()
+        hour = committed.column("interval").to_numpy(zero_copy_only=False)
+        hi, lo = committed.column("key_hi").to_numpy(), committed.column("key_lo").to_numpy()
+        groups = group_indices(shard, hour)
+        for key, idx in groups.items():
+            self.cache.add(key, hi[idx], lo[idx])
+        self.saw_intervals(groups)
+
+    # ------------------------------------------------------------------------------------ upkeep
+    def repair(self, progress: dict[int, int]) -> int:
+        """Return how many IDs were rebuilt from ``events`` for shards whose ``event_ids`` lag behind
+        ``progress`` (per shard, the routed version committed to ``events``)."""
+        indexed = self.store.transaction_versions(self.ids_uri, [writer_app_id(s) for s in self.shards])
+        lag = {s: indexed[writer_app_id(s)] or 0 for s in self.shards}
+        behind = [s for s in self.shards if lag[s] < progress[s]]
+        if not behind:
+            return 0
+        self.cache.drop_shards(behind)  # cached intervals lack the IDs about to be rebuilt
+        oldest = min(lag[s] for s in behind)
+        # File statistics narrow the read to files that can hold these shards' newer events.
+        candidates = [f for f in self.store.files(self.events_uri)
+                      if _may_hold(f, "routed_version", oldest + 1, None)
+                      and any(_may_hold(f, "shard", s, s) for s in behind)]
+        txns = [AppTransaction(writer_app_id(s), progress[s]) for s in behind]
+        if self.arrow_max_bytes and sum(f.size_bytes for f in candidates) <= self.arrow_max_bytes:
+            return self._repair_arrow(candidates, behind, lag, progress, txns)
+        return self._repair_spark(candidates, behind, lag, progress, txns)
+
+    def _repair_spark(self, candidates: Sequence[FileInfo], behind: Sequence[int], lag: dict[int, int],
+                      progress: dict[int, int], txns: Sequence[AppTransaction]) -> int:
+        """Return how many IDs were rebuilt, reading the candidate event files with a Spark job."""
+        from pyspark.sql import functions as F
+
+        if not candidates:
+            rows = self._spark().createDataFrame([], ID_INDEX_SCHEMA)
+        else:
+            events = self.store.read_files(self.events_uri, candidates)
+            cond = F.lit(False)
+            for s in behind:
+                cond = cond | ((F.col("shard") == s) & (F.col("routed_version") > lag[s])
+                               & (F.col("routed_version") <= progress[s]))
+            # Laid out as a step writes IDs: one file per (shard, interval), sorted by hash (a page-in's order).
+            rows = (events.where(cond).withColumns(key_hash_columns())
+                    .select("shard", own_hour().alias("interval"), *KEY, "routed_version", *HASH)
+                    .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
+        rows = rows.persist()
+        try:
+            n = rows.count()
+            self.store.append(self.ids_uri, rows, app_transactions=txns, metadata={"repair": True})
+        finally:
+            rows.unpersist()
+        return n
+
+    def _repair_arrow(self, candidates: Sequence[FileInfo], behind: Sequence[int], lag: dict[int, int],
+                      progress: dict[int, int], txns: Sequence[AppTransaction]) -> int:
+        """Return how many IDs were rebuilt, reading the candidate event files in the driver (no Spark job)."""
+        import pyarrow as pa
+
+        from lakeshard.dedupe.keyhash import key_hashes
+        from lakeshard.lake.files import write_partitioned
+
+        rows = self.store.read_arrow(self.events_uri, candidates, columns=[*KEY, "shard", "routed_version"])
+        shard, version = rows.column("shard").to_numpy(), rows.column("routed_version").to_numpy()
+        wanted = np.zeros(rows.num_rows, dtype=bool)
+        for s in behind:
+            wanted |= (shard == s) & (version > lag[s]) & (version <= progress[s])
+        rows = rows.filter(pa.array(wanted))
+        hi, lo = key_hashes(rows)
+        rows = (rows.append_column("interval", own_hour_arrow(rows.column("ts")))
+                .append_column("key_hi", pa.array(hi)).append_column("key_lo", pa.array(lo)))
+        ids_schema = self.arrow_schema()
+        self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"repair": True},
+                          write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
+                                                                 HASH))
+        return int(rows.num_rows)
+
+    def compact(self, intervals: Iterable[Interval] | None = None) -> int:
+        """Merge the ID files of each sealed interval of these shards (``intervals``: only these) into one file
+        sorted by the key hash; return how many files were merged away (0 when another commit removed some of
+        them first). See :meth:`lakeshard.dedupe.writer.ShardWriter.compact_ids`."""
+        from lakeshard.lake.files import write_partitioned
+
+        files = self.store.files(self.ids_uri)
+        self.saw_intervals(interval_of(f) for f in files)
+        only = None if intervals is None else set(intervals)
+        merge: dict[Interval, list[FileInfo]] = {}
+        for f in files:
+            key = interval_of(f)
+            if key[0] in self.shards and key[1] < self._newest_hour.get(key[0], "") and (only is None or key in only):
+                merge.setdefault(key, []).append(f)
+        merge = {k: v for k, v in merge.items() if len(v) > 1}
+        if not merge:
+            return 0
+        import pyarrow as pa
+
+        runs = []
+        for group in self.store.read_arrow_groups(self.ids_uri, merge).values():
+            # Each file is sorted by the hash: a stable sort of the high half merges the runs.
+            order = hash_order(group.column("key_hi").to_numpy(), group.column("key_lo").to_numpy())
+            runs.append(group if order is None else group.take(pa.array(order)))
+        rows = pa.concat_tables(runs)
+        ids_schema = self.arrow_schema()
+        doomed = [f.path for group in merge.values() for f in group]
+        self._before_commit("id-compaction")
+        try:
+            self.store.replace_files(
+                self.ids_uri, doomed, None, data_change=False,
+                metadata={"compacted_intervals": sorted(f"{s}/{h}" for s, h in merge)},
+                # The partition sort is stable: each interval keeps its hash order.
+                write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"]))
+        except CommitConflict:
+            return 0  # an expiry or another writer's merge removed some of these files first: merged next time
+        return len(doomed)
+
+    def expire(self) -> int:
+        """Delete the index partitions of these shards older than the retention; return files removed.
+
+        The cutoff is per shard: the retention before the newest interval in its index.
+        """
+        files = self.store.files(self.ids_uri)
+        self.saw_intervals(interval_of(f) for f in files)
+        doomed = [f for f in files if (iv := interval_of(f))[0] in self.shards and iv[1] < self.cutoff_hour(iv[0])]
+        if doomed:
+            self.store.replace_files(self.ids_uri, [f.path for f in doomed], None, data_change=True,
+                                     metadata={"expired_before": {str(s): self.cutoff_hour(s) for s in self.shards}})
+            self.cache.drop_shards(self.shards)
+        return len(doomed)
+
+
+def own_hour() -> Column:
+    """Return the event's own UTC hour, ``YYYY-MM-DDTHH``, as a Spark column: the ID index interval, whatever
+    bucket the event lands in (:func:`own_hour_arrow` computes it in the driver)."""
+    from pyspark.sql import functions as F
+
+    return F.date_format("ts", SPARK_HOUR_FORMAT)
+
+
+def own_hour_arrow(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Return each timestamp's UTC hour as ``YYYY-MM-DDTHH`` (what :func:`own_hour` gives in Spark), formatting
+    each distinct hour once: a batch spans a few hours, so this is integer division and a gather."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    micros = pc.cast(pc.cast(ts, pa.timestamp("us", tz="UTC")), pa.int64()).to_numpy(zero_copy_only=False)
+    hours = np.floor_divide(micros, 3_600_000_000)
+    distinct, index = np.unique(hours, return_inverse=True)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    text = [(epoch + timedelta(hours=int(h))).strftime(HOUR_FORMAT) for h in distinct]
+    return pc.take(pa.array(text, pa.string()), pa.array(index.reshape(-1)))
+
+
+def interval_of(f: FileInfo) -> Interval:
+    """Return the ``(shard, hour)`` interval an ``event_ids`` file belongs to, from its partition values."""
+    return int(f.partition_values["shard"] or -1), f.partition_values["interval"] or ""
+
+
+def group_indices(shard: np.ndarray, hour: np.ndarray) -> dict[Interval, np.ndarray]:
+    """Return the row indices of each distinct ``(shard, hour)`` pair."""
+    import pandas as pd
+
+    if not len(shard):
+        return {}
+    groups = pd.DataFrame({"shard": shard, "hour": hour}).groupby(["shard", "hour"], sort=False).indices
+    return {(int(k[0]), str(k[1])): np.asarray(idx, dtype=np.int64)  # type: ignore[index]
+            for k, idx in groups.items()}
+
+
+def _may_hold(f: FileInfo, column: str, low: int | None, high: int | None) -> bool:
+    """Return whether a file's min/max statistics allow a value of ``column`` within [low, high]."""
+    lo, hi = f.min_values.get(column), f.max_values.get(column)
+    if lo is None or hi is None:
+        return True
+    return (low is None or int(hi) >= low) and (high is None or int(lo) <= high)
