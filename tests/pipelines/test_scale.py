@@ -1,4 +1,4 @@
-"""The whole declared pipeline at production shape: hundreds of tenants and over a thousand (tenant, hour)
+"""The whole declared pipeline at production shape: hundreds of tenants and about a thousand (tenant, hour)
 buckets in one run. Nothing a flow builds (filters, plans, loops of Spark jobs) may grow with their number."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_the_pipeline_over_600_tenants_and_their_buckets_is_exactly_once_and_com
 ) -> None:
     landing = tmp_path / "landing"
     # Tenants of equal volume (no Zipf skew), so that every one of them has events in most hours.
-    manifest = generate_landing(landing, SynthSpec(events=12_000, tenants=TENANTS, hours=3.0, zipf_s=0.0, seed=21,
+    manifest = generate_landing(landing, SynthSpec(events=6_000, tenants=TENANTS, hours=2.0, zipf_s=0.0, seed=21,
                                                    burst_tenants=0, file_seconds=600))
     cfg = pipeline_config(tmp_path / "lh", landing)
     # One routed commit per writer step and a few landing files per batch: several small files per bucket.
@@ -44,7 +44,7 @@ def test_the_pipeline_over_600_tenants_and_their_buckets_is_exactly_once_and_com
     assert truth.exactly_once, truth
     assert truth.rows == manifest.unique_events
     buckets = events.select("tenant_id", "hour").distinct().count()
-    assert events.select("tenant_id").distinct().count() >= TENANTS * 0.95 and buckets > 1_000
+    assert events.select("tenant_id").distinct().count() >= TENANTS * 0.95 and buckets > 900
     close, compact = report.flow("close_buckets").result, report.flow("compact").result
     assert close is not None and close.rows_out == buckets  # every bucket closed (nothing in flight)
     assert compact is not None and compact.rows_in > compact.rows_out > 0  # files in > files out
