@@ -9,7 +9,7 @@ rule raises :class:`ExpectationFailed` before anything of the step is committed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -192,7 +192,8 @@ class FlowResult:
 
 @dataclass
 class FlowContext:
-    """Everything a flow function needs: the session, the store, the config, its parameters and its gate."""
+    """Everything a flow function needs: the session, the store, the config, its parameters, its gate and the
+    clock its decisions go by (wall time unless the run was given another, e.g. a simulation's)."""
 
     spark: SparkSession
     store: TableStore
@@ -201,6 +202,7 @@ class FlowContext:
     run_id: str
     params: Mapping[str, Any]
     gate: ExpectationGate
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
 
 def new_rows(store: TableStore, table: str, since_version: int | None) -> DataFrame:

@@ -18,6 +18,7 @@ from lakeshard.compaction.events import compact_events
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.pipelines.context import FlowContext, FlowResult, new_rows
 from lakeshard.pipelines.declaration import Flow, Pipeline, expect, expect_or_fail
+from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.router import Router
 from lakeshard.routing.tables import RoutingTables
 from lakeshard.tables import (
@@ -51,7 +52,8 @@ def _version(ctx: FlowContext, table: str) -> int | None:
 
 def run_route(ctx: FlowContext) -> FlowResult:
     """Return what routing every new landing file did (:class:`~lakeshard.routing.router.Router`)."""
-    router = Router(ctx.spark, ctx.store, ctx.cfg, max_batch_files=int(ctx.params["batch_files"]))
+    router = Router(ctx.spark, ctx.store, ctx.cfg, max_batch_files=int(ctx.params["batch_files"]),
+                    allocator=ShardAllocator(ctx.store, ctx.cfg, clock=ctx.clock), clock=ctx.clock)
     router.ensure_tables()
     before = _version(ctx, ROUTED)
     reports = router.run()
@@ -71,7 +73,7 @@ def run_ingest(ctx: FlowContext) -> FlowResult:
     text = str(ctx.params["shards"]).strip()
     shards = ([int(s) for s in text.split(",")] if text
               else list(range(RoutingTables(ctx.store, ctx.cfg).topology().total_shards)))
-    writer = ShardWriter(ctx.spark, ctx.store, ctx.cfg, shards, gate=ctx.gate)
+    writer = ShardWriter(ctx.spark, ctx.store, ctx.cfg, shards, gate=ctx.gate, clock=ctx.clock)
     reports = writer.run()
     return FlowResult(rows_in=sum(r.rows_in for r in reports), rows_out=sum(r.written for r in reports),
                       duplicates_dropped=sum(r.duplicates_in_batch + r.duplicates_in_index for r in reports),
@@ -84,7 +86,7 @@ def run_close_buckets(ctx: FlowContext) -> FlowResult:
     """Return the completionist's run (:class:`~lakeshard.buckets.Completionist`): open buckets in, closed out."""
     completionist = Completionist(ctx.spark, ctx.store, ctx.cfg,
                                   quiet=timedelta(minutes=float(ctx.params["quiet_minutes"])),
-                                  grace=timedelta(minutes=float(ctx.params["grace_minutes"])))
+                                  grace=timedelta(minutes=float(ctx.params["grace_minutes"])), clock=ctx.clock)
     before = _version(ctx, BUCKETS)
     run = completionist.run()
     _observe(ctx, BUCKETS, before)
@@ -114,7 +116,7 @@ def run_compact(ctx: FlowContext) -> FlowResult:
 def run_autoshard(ctx: FlowContext) -> FlowResult:
     """Return the autosharder's run (:func:`~lakeshard.balancing.executor.autoshard`): tenants in, settings out."""
     before = _version(ctx, TENANT_SETTINGS)
-    run = autoshard(ctx.store, ctx.cfg, apply=bool(ctx.params["apply"]))
+    run = autoshard(ctx.store, ctx.cfg, now=ctx.clock(), apply=bool(ctx.params["apply"]))
     _observe(ctx, TENANT_SETTINGS, before)
     plan = run.plan
     return FlowResult(rows_in=plan.tenants_with_metrics, rows_out=len(plan.settings) if run.version is not None else 0,
@@ -124,7 +126,7 @@ def run_autoshard(ctx: FlowContext) -> FlowResult:
 def run_balance(ctx: FlowContext) -> FlowResult:
     """Return the balancer's run (:func:`~lakeshard.balancing.executor.balance`): tenants in, salt moves out."""
     before = _version(ctx, TENANT_SETTINGS)
-    run = balance(ctx.store, ctx.cfg, apply=bool(ctx.params["apply"]))
+    run = balance(ctx.store, ctx.cfg, now=ctx.clock(), apply=bool(ctx.params["apply"]))
     _observe(ctx, TENANT_SETTINGS, before)
     plan = run.plan
     return FlowResult(rows_in=len(plan.shard_bytes_before), rows_out=len(plan.moves) if run.version is not None else 0,
