@@ -148,3 +148,21 @@ def test_lock_all_takes_every_chunk_in_one_commit_or_none(store: TableStore, tmp
     assert store.version(table) == start + 2  # and released in one
     assert {s.chunk for s in a.held()} == {ACME10}
     assert a.release(held)
+
+
+@pytest.mark.slow
+def test_states_of_a_thousand_tenants_take_one_read_whose_plan_does_not_grow_with_them(
+    store: TableStore, tmp_path: Path
+) -> None:
+    # One predicate per tenant used to make a filter 1,000 ORs deep: the JVM's stack overflowed analysing it.
+    locks = ChunkLocks(store, str(tmp_path / "chunk_locks"), holder="compactor-1")
+    hours = ["2026-01-01T10", "2026-01-01T11", "2026-01-01T12"]
+    chunks = [Chunk(f"t{i:04d}", h) for i in range(1000) for h in hours]
+    taken = locks.acquire_all(chunks[::2])
+    states = locks.states(chunks)
+    assert sorted(states) == sorted(lease.chunk for lease in taken)
+    assert {s.holder for s in states.values()} == {"compactor-1"} and {s.state for s in states.values()} == {"held"}
+    assert locks.release_all(taken) == len(taken)
+    released = locks.states(chunks)
+    assert len(released) == len(taken) and {s.state for s in released.values()} == {"released"}
+    assert locks.states([Chunk("t0000", hours[1])]) == {}

@@ -228,12 +228,12 @@ class ChunkLocks:
         if not wanted:
             return {}
         self.ensure_table()
-        match = F.lit(False)
-        for tenant in sorted({c.tenant_id for c in wanted}):
-            hours = sorted(c.hour for c in wanted if c.tenant_id == tenant)
-            match = match | ((F.col("tenant_id") == tenant) & F.col("hour").isin(hours))
+        # A semi-join with the wanted keys keeps the plan one node whatever their number (a predicate per
+        # tenant grows the expression tree until the analyser's recursion overflows the JVM stack).
+        keys = self.store.spark.createDataFrame(sorted((c.tenant_id, c.hour) for c in wanted),
+                                                "tenant_id string, hour string")
         newest = Window.partitionBy("tenant_id", "hour").orderBy(F.col("generation").desc())
-        rows = (self.store.read(self.table, version=version).where(match)
+        rows = (self.store.read(self.table, version=version).join(F.broadcast(keys), ["tenant_id", "hour"], "left_semi")
                 .withColumn("_n", F.row_number().over(newest)).where("_n = 1").selectExpr(*_STATE_COLUMNS).collect())
         found = (_state_from_row(r) for r in rows)
         return {s.chunk: s for s in found if s.chunk in wanted}
