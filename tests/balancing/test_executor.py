@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -27,6 +28,7 @@ from lakeshard.routing.placement import first_shard, placement_shards
 from lakeshard.routing.router import ROUTED, ROUTING_METRICS, Router
 from lakeshard.routing.tables import PLACEMENTS, RoutingTables, TenantSetting
 from lakeshard.synth import SynthSpec, generate_landing
+from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 WS = 300
@@ -137,3 +139,25 @@ def test_an_excluded_shard_drains_from_the_next_window_and_comes_back(
     trace = trace_from_metrics(store, cfg)
     assert trace.windows >= 6 and len(trace.tenant_ids) == 10
     assert trace.bytes.sum() == store.read(cfg.table_uri(ROUTING_METRICS)).agg(F.sum("bytes")).first()[0]
+
+
+def test_tenant_rates_read_only_recent_metrics_files_and_match_a_whole_read(
+    spark: SparkSession, store: TableStore, tmp_path: Path, lakehouse_config: Callable[..., LakeshardConfig]
+) -> None:
+    cfg = lakehouse_config(tmp_path / "lh")
+    uri, ws = cfg.table_uri(ROUTING_METRICS), cfg.routing.window_seconds
+    store.create(uri, ROUTING_METRICS_SCHEMA)
+    # A file per routed batch: a long history, a gap, two recent windows, and one window after `now`.
+    steps = [*range(0, 40, 2), 200, 203, 260]
+    for i, step in enumerate(steps):
+        start = T0 + timedelta(seconds=ws * step)
+        rows = [(start, f"t{k}", k % 4, 10, 1000 * (k + 1) + step, i, start) for k in range(3 + step % 2)]
+        store.append(uri, spark.createDataFrame(rows, ROUTING_METRICS_SCHEMA).coalesce(1))
+    now = T0 + timedelta(seconds=ws * 250)
+    for windows in (1, 3, 8):
+        rates = read_tenant_rates(store, cfg, now=now, windows=windows)
+        wanted = sorted(s for s in steps if s <= 250)[-windows:]
+        assert rates.windows == tuple(T0 + timedelta(seconds=ws * s) for s in wanted)
+        for k in range(4):
+            expected = tuple((1000 * (k + 1) + s) / ws if k < 3 + s % 2 else 0.0 for s in wanted)
+            assert rates.rates.get(f"t{k}", (0.0,) * windows) == pytest.approx(expected)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
 from lakeshard.routing.router import ROUTING_METRICS
 from lakeshard.routing.tables import RoutingTables, ShardTopology, TenantSetting, from_micros, micros
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 __all__ = [
     "AutoshardRun",
@@ -83,9 +87,7 @@ def read_tenant_rates(store: TableStore, cfg: LakeshardConfig, *, now: datetime,
     if windows < 1 or not store.exists(uri):
         return TenantRates((), ws, {})
     start_us = F.unix_micros("window_start")
-    metrics = store.read(uri).where(start_us <= micros(now))
-    starts = sorted(int(r["w"]) for r in metrics.select(start_us.alias("w")).distinct()
-                    .orderBy(F.desc("w")).limit(windows).collect())
+    metrics, starts = _newest_windows(store, uri, now=now, windows=windows, window_seconds=ws)
     if not starts:
         return TenantRates((), ws, {})
     rows = (metrics.where(start_us.isin(starts)).groupBy("tenant_id", start_us.alias("w"))
@@ -98,6 +100,34 @@ def read_tenant_rates(store: TableStore, cfg: LakeshardConfig, *, now: datetime,
         i = index[int(r["w"])]
         table.setdefault(r["tenant_id"], [0.0] * len(starts))[i] = float(r["b"] or 0) / seconds[i]
     return TenantRates(tuple(from_micros(s) for s in starts), ws, {t: tuple(v) for t, v in table.items()})
+
+
+def _newest_windows(store: TableStore, uri: str, *, now: datetime, windows: int, window_seconds: int
+                    ) -> tuple[DataFrame, list[int]]:
+    """Return the ``routing_metrics`` rows up to ``now`` of the files that can hold its newest ``windows`` window
+    starts, and those starts (epoch microseconds, oldest first).
+
+    The table gains a file per routed batch for as long as the lakehouse lives: the files are chosen by their
+    ``window_start`` statistics, looking back twice as far each time the recent ones hold too few windows.
+    """
+    from pyspark.sql import functions as F
+
+    start_us = F.unix_micros("window_start")
+    files = store.files(uri)
+    # Files whose windows all start after `now` hold nothing wanted; those without statistics are always read.
+    ranges = [(f, r) for f in files if (r := f.time_range("window_start")) is None or r[0] <= now]
+    reach = windows + 2
+    while True:
+        floor = now - timedelta(seconds=window_seconds * reach)
+        chosen = [f for f, r in ranges if r is None or r[1] >= floor]
+        every = len(chosen) == len(ranges)
+        metrics = (store.read_files(uri, chosen) if chosen else store.read(uri).limit(0)).where(start_us <= micros(now))
+        starts = sorted(int(r["w"]) for r in metrics.select(start_us.alias("w")).distinct()
+                        .orderBy(F.desc("w")).limit(windows).collect())
+        # Exact once the files read hold `windows` starts at or after the floor: any other file ends before it.
+        if every or (len(starts) == windows and starts[0] >= micros(floor)):
+            return metrics, starts
+        reach *= 2
 
 
 def last_count_changes(store: TableStore, cfg: LakeshardConfig, tenants: Iterable[str]) -> dict[str, datetime]:

@@ -29,19 +29,18 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakeshard.buckets.planner import Backlog, Bucket, BucketDecision, BucketObservation, plan_closures
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.routing.placement import from_micros
 from lakeshard.tables import BUCKETS, COMPLETIONIST_APP_ID, EVENTS, LANDING_BATCHES, ROUTED, writer_app_id
 from lakeshard.tables.schemas import BUCKETS_SCHEMA
 from lakeshard.versions.chunks import rows_in
 
 if TYPE_CHECKING:
-    from pyspark.sql import Row, SparkSession
+    from pyspark.sql import SparkSession
 
     from lakeshard.landing.reader import LandingFile
 
@@ -122,8 +121,8 @@ def check_buckets(store: TableStore, events: str, files: Mapping[Bucket, Sequenc
     from pyspark.sql import functions as F
 
     every = [f for fs in files.values() for f in fs]
-    if not every:
-        return {}
+    if not every:  # buckets without live files hold no rows
+        return {b: BucketCheck(b[0], b[1], rows=0, distinct_keys=0, stats_rows=0, checksum="0") for b in files}
     df = store.read_files(events, every)
     row_hash = F.xxhash64(F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])))
     agg = (df.groupBy("tenant_id", "hour")
@@ -191,10 +190,12 @@ class Completionist:
     def states(self, version: int | None = None) -> dict[Bucket, BucketState]:
         """Return each known bucket's current state (a closed row wins over a closing one, which wins over open)."""
         self.ensure_table()
-        cols = ["tenant_id", "hour", "state", "unix_micros(decided_at) AS decided_us", "reason", "rows",
-                "distinct_keys", "checksum", "unix_micros(newest_file_at) AS newest_us", "events_version"]
+        # Read in this process: the table holds a few small rows per bucket, and the writers ask on every
+        # change of it (a Spark job's fixed cost would dwarf the read).
+        cols = ["tenant_id", "hour", "state", "decided_at", "reason", "rows", "distinct_keys", "checksum",
+                "newest_file_at", "events_version"]
         out: dict[Bucket, BucketState] = {}
-        for r in self.store.read(self.uri, version=version).selectExpr(*cols).collect():
+        for r in self.store.read_table_arrow(self.uri, cols, version=version).to_pylist():
             s = _state_from_row(r)
             key = (s.tenant_id, s.hour)
             if key not in out or _RANK.get(s.state, 0) > _RANK.get(out[key].state, 0):
@@ -271,17 +272,25 @@ class Completionist:
         if not self.store.exists(self.routed_uri):
             return set()
         latest = self.store.version(self.routed_uri)
-        by_shard: dict[str, list[FileInfo]] = {}
-        for f in self.store.files(self.routed_uri, version=latest):
-            by_shard.setdefault(str(f.partition_values.get("shard")), []).append(f)
-        events = self.store.exists(self.events_uri)
+        live = self.store.files(self.routed_uri, version=latest)
+        shards = sorted({int(s) for f in live if (s := f.partition_values.get("shard")) is not None})
+        done: dict[int, int] = dict.fromkeys(shards, 0)
+        if self.store.exists(self.events_uri):
+            committed = self.store.transaction_versions(self.events_uri, [writer_app_id(s) for s in shards])
+            done = {s: committed[writer_app_id(s)] or 0 for s in shards}
+        # A file is pending for its shard's writer when a routed commit after the writer's progress added it:
+        # one read of the log since the slowest writer, not one snapshot per shard.
+        lagging = [v for v in done.values() if 0 < v < latest]
+        added: dict[str, int] = {}
+        if lagging:
+            for entry in self.store.log_entries(self.routed_uri, start=min(lagging) + 1, end=latest):
+                added.update((c.file.path, entry.version) for c in entry.changes if c.action == "add")
         pending: list[FileInfo] = []
-        for shard, fs in by_shard.items():
-            done = (self.store.transaction_version(self.events_uri, writer_app_id(int(shard))) or 0) if events else 0
-            if done >= latest:
-                continue
-            before = {f.path for f in self.store.files(self.routed_uri, version=done)} if done else set()
-            pending += [f for f in fs if f.path not in before]
+        for f in live:
+            shard = f.partition_values.get("shard")
+            progress = done.get(int(shard), 0) if shard is not None else 0
+            if progress == 0 or (progress < latest and added.get(f.path, 0) > progress):
+                pending.append(f)
         if not pending:
             return set()
         rows = self.store.read_files(self.routed_uri, pending).select("tenant_id", event_hour().alias("hour"))
@@ -323,11 +332,12 @@ class Completionist:
         committed = self._commit(marked, read_version)
         if committed is None or not closed_now:
             return CompletionReport(now, backlog, decisions, [], failed, committed)
-        closed_now, version_closed, refused = self._close(closed_now, committed)
+        closed_now, version_closed, refused = self._close(closed_now, committed, files, checks)
         return CompletionReport(now, backlog, decisions, closed_now, failed + refused,
                                 committed if version_closed is None else version_closed)
 
-    def _close(self, closing: Sequence[BucketState], buckets_version: int
+    def _close(self, closing: Sequence[BucketState], buckets_version: int,
+               files_checked: Mapping[Bucket, Sequence[FileInfo]], checks_done: Mapping[Bucket, BucketCheck]
                ) -> tuple[list[BucketState], int | None, list[BucketCheck]]:
         """Return the buckets closed (checked at a fresh ``events`` version, fenced, committed as closed), the
         ``buckets`` version that closed them (None: none closed) and the checks that failed.
@@ -335,14 +345,19 @@ class Completionist:
         The fence is prepared at the newest ``events`` version whose commits since the check changed none of
         the checked buckets (writers keep committing to other buckets meanwhile: their commits only move the
         fence's read version). A commit that changed a checked bucket makes the check stale: it is done again,
-        a few times per run; buckets still not closed stay ``closing`` for the next run.
+        a few times per run; buckets still not closed stay ``closing`` for the next run. A bucket whose live
+        files are the ones ``checks_done`` read (``files_checked``) keeps that check: data files never change.
         """
         from lakeshard.buckets.fence import fence_writers
 
+        known = {b: (_paths(fs), checks_done[b]) for b, fs in files_checked.items() if b in checks_done}
         for _ in range(_FENCE_ATTEMPTS):
             checked, _, files = self.observe()
-            checks = check_buckets(self.store, self.events_uri,
-                                   {(s.tenant_id, s.hour): files.get((s.tenant_id, s.hour), []) for s in closing})
+            now_files = {(s.tenant_id, s.hour): files.get((s.tenant_id, s.hour), []) for s in closing}
+            stale = {b: fs for b, fs in now_files.items() if b not in known or known[b][0] != _paths(fs)}
+            checks = {b: known[b][1] for b in now_files if b not in stale}
+            checks.update(check_buckets(self.store, self.events_uri, stale))
+            known.update((b, (_paths(now_files[b]), checks[b])) for b in stale)
             refused = [c for c in checks.values() if c.problem]
             good = [dataclasses.replace(s, rows=c.rows, distinct_keys=c.distinct_keys, checksum=c.checksum,
                                         events_version=checked)
@@ -406,14 +421,21 @@ class Completionist:
         return [(s, c) for s, c in now if (c.checksum, c.rows) != (s.checksum, s.rows)]
 
 
-def _state_from_row(r: Row) -> BucketState:
-    # Timestamps travel as epoch microseconds: collect() would turn them into naive local times.
+def _paths(files: Sequence[FileInfo]) -> frozenset[str]:
+    return frozenset(f.path for f in files)
+
+
+def _state_from_row(r: Mapping[str, Any]) -> BucketState:
     return BucketState(
-        str(r["tenant_id"]), str(r["hour"]), str(r["state"]), from_micros(int(r["decided_us"])), str(r["reason"]),
+        str(r["tenant_id"]), str(r["hour"]), str(r["state"]), _utc(r["decided_at"]), str(r["reason"]),
         None if r["rows"] is None else int(r["rows"]),
         None if r["distinct_keys"] is None else int(r["distinct_keys"]),
         None if r["checksum"] is None else str(r["checksum"]),
-        None if r["newest_us"] is None else from_micros(int(r["newest_us"])),
+        None if r["newest_file_at"] is None else _utc(r["newest_file_at"]),
         None if r["events_version"] is None else int(r["events_version"]),
     )
 
+
+def _utc(when: datetime) -> datetime:
+    # Arrow gives the Delta timestamps (UTC) back naive or tagged UTC, depending on how the file was written.
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)

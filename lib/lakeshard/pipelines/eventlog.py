@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeshard.config import LakeshardConfig
-from lakeshard.lake import TableStore
+from lakeshard.errors import TableStoreError
+from lakeshard.lake import FileInfo, TableStore
 from lakeshard.tables import PIPELINE_EVENTS
 from lakeshard.tables.schemas import EXPECTATION_SCHEMA
 from lakeshard.tables.schemas import PIPELINE_EVENTS_SCHEMA as EVENT_SCHEMA
@@ -37,6 +38,7 @@ __all__ = ["EVENTS_TABLE", "EVENT_KINDS", "EVENT_SCHEMA", "EventLog", "FlowEvent
 
 EVENTS_TABLE = PIPELINE_EVENTS
 EVENT_KINDS = ("started", "completed", "failed", "skipped", "up_to_date")
+_FIRST_PAGE = 32  # commits of the log read first when looking for the newest event
 
 
 
@@ -127,10 +129,34 @@ class EventLog:
 
     def _newest(self, columns: Sequence[str], *, flow: str | None = None) -> dict[str, Any] | None:
         """Return the newest event (these columns; of ``flow``'s completed or up-to-date ends when given), read
-        in this process; None if there is none."""
+        in this process; None if there is none.
+
+        The log grows by a file per append, run after run: it is read newest commits first, in pages that
+        double, and stops at the first page holding a match (the latest run's, as a rule).
+        """
         if not self.exists():
             return None
-        log = self.store.read_table_arrow(self.uri, columns)
+        live = {f.path: f for f in self.store.files(self.uri)}
+        end, page = self.store.version(self.uri), _FIRST_PAGE
+        while end >= 0 and live:
+            start = max(0, end - page + 1)
+            try:
+                entries = self.store.log_entries(self.uri, start=start, end=end)
+            except TableStoreError:  # older commits cleaned from the log: read what is left whole
+                return self._newest_in(list(live.values()), columns, flow)
+            added = [live.pop(c.file.path) for e in entries for c in e.changes
+                     if c.action == "add" and c.file.path in live]
+            found = self._newest_in(added, columns, flow) if added else None
+            if found is not None:
+                return found
+            end, page = start - 1, page * 2
+        return None
+
+    def _newest_in(self, files: Sequence[FileInfo], columns: Sequence[str], flow: str | None
+                   ) -> dict[str, Any] | None:
+        if not files:
+            return None
+        log = self.store.read_arrow(self.uri, files, columns)
         if flow is not None:
             log = log.filter(pc.and_(pc.equal(log.column("flow"), flow),
                                      pc.is_in(log.column("event"), pa.array(["completed", "up_to_date"]))))

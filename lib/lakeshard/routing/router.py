@@ -222,6 +222,7 @@ class Router:
         self._before_commit = before_commit or (lambda table, batch: None)
         self._clock = clock  # when a batch is planned: the clock its parse validates by, on every attempt
         self.last_intake: Intake | None = None  # what the latest look at the landing zone found and left
+        self._consumed: tuple[int, dict[str, Consumed]] | None = None  # (landing_batches version, its consumed map)
         self.uris = {name: cfg.table_uri(name) for name in (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS)}
         self._ready = False
 
@@ -325,9 +326,36 @@ class Router:
 
     def _next_files(self, landing: str, now: datetime) -> Intake:
         settle = self.cfg.landing_format.settle_seconds
-        consumed = consumed_landing(self.store, self.uris[LANDING_BATCHES])
+        consumed = self._consumed_landing()
         return plan_intake(scan_landing(landing), consumed, now=now, settle_seconds=settle,
                            max_files=self.max_batch_files, max_bytes=self.max_batch_bytes)
+
+    def _consumed_landing(self) -> dict[str, Consumed]:
+        """Return :func:`consumed_landing` of the batch plans as they are now, reading only the plans committed
+        since this router last looked (the table gains a file per batch for as long as the lakehouse lives)."""
+        uri = self.uris[LANDING_BATCHES]
+        latest = self.store.version(uri)
+        known = self._consumed
+        if known is not None and known[0] == latest:
+            return known[1]
+        added: list[FileInfo] | None = None
+        if known is not None and known[0] < latest:
+            try:
+                entries = self.store.log_entries(uri, start=known[0] + 1, end=latest)
+            except TableStoreError:  # those commits were cleaned from the log: read the plans whole
+                entries = []
+            changes = [c for e in entries for c in e.changes]
+            # Plans are only ever appended, each batch after the ones before; anything else is read whole.
+            if entries and all(c.action == "add" for c in changes):
+                added = [c.file for c in changes]
+        if known is None or added is None:
+            consumed = consumed_landing(self.store, uri)
+        else:
+            consumed = dict(known[1])
+            if added:
+                _merge_consumed(consumed, self.store.read_arrow(uri, added, _CONSUMED_COLUMNS))
+        self._consumed = (latest, consumed)
+        return consumed
 
     def _added_files(self, version: int) -> list[FileInfo]:
         """Return the data files the ``routed`` commit ``version`` added."""
@@ -400,17 +428,25 @@ class Router:
 def consumed_landing(store: TableStore, batches_uri: str, up_to_batch: int | None = None) -> dict[str, Consumed]:
     """Return what was routed of each landing file, by identity: its newest entry in the batch plans
     ``batches_uri`` (only batches up to ``up_to_batch``, when given)."""
-    columns = ["batch", "path", "file_id", "size_bytes", "mtime", "end_byte", "next_line", "anchor"]
-    rows = store.read_table_arrow(batches_uri, columns).sort_by("batch")  # only what deciding a range needs
+    rows = store.read_table_arrow(batches_uri, _CONSUMED_COLUMNS)  # only what deciding a range needs
     if up_to_batch is not None:
         rows = rows.filter(pc.less_equal(rows.column("batch"), up_to_batch))
     out: dict[str, Consumed] = {}
-    for path, file_id, size, mtime, end, next_line, anchor in zip(
-            *(rows.column(c).to_pylist() for c in columns[1:]), strict=True):
-        # Plans made before byte ranges consumed whole files, by path.
-        out[file_id or path] = Consumed(path, int(size if end is None else end), int(size), _utc(mtime), anchor,
-                                        int(next_line or 1))
+    _merge_consumed(out, rows)
     return out
+
+
+_CONSUMED_COLUMNS = ("batch", "path", "file_id", "size_bytes", "mtime", "end_byte", "next_line", "anchor")
+
+
+def _merge_consumed(into: dict[str, Consumed], rows: pa.Table) -> None:
+    """Record in ``into`` what the batch plan ``rows`` routed of each file (a later batch's entry wins)."""
+    rows = rows.sort_by("batch")
+    for path, file_id, size, mtime, end, next_line, anchor in zip(
+            *(rows.column(c).to_pylist() for c in _CONSUMED_COLUMNS[1:]), strict=True):
+        # Plans made before byte ranges consumed whole files, by path.
+        into[file_id or path] = Consumed(path, int(size if end is None else end), int(size), _utc(mtime), anchor,
+                                         int(next_line or 1))
 
 
 def unrouted_landing(store: TableStore, cfg: LakeshardConfig, landing: str | None = None) -> list[LandingFile]:
