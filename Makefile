@@ -39,6 +39,7 @@ bench: env
 	$(BIN)/python bench/bench_dedupe.py
 	$(BIN)/python bench/bench_dedupe_tiny_cache.py
 	$(BIN)/python bench/bench_hostile.py
+	$(BIN)/python bench/bench_day.py
 
 env: java $(STAMP)
 

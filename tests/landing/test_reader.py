@@ -15,7 +15,7 @@ import pytest
 
 from lakeshard.config import LandingConfig
 from lakeshard.landing import reasons
-from lakeshard.landing.reader import LandingReadError, _raw_text, list_landing_files, read_landing
+from lakeshard.landing.reader import LandingReadError, _raw_text, list_landing_files, parse_landing_arrow, read_landing
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 from lakeshard.synth import Manifest, SynthSpec, generate_landing, read_truth_events
 
@@ -175,6 +175,20 @@ def test_explicit_files_and_file_uris(spark: SparkSession, landed: Landed) -> No
         got = batch.events.count() + batch.quarantine.count()
     relative = [f.path.removeprefix(f"file://{landed.root}/") for f in files]
     assert got == sum(landed.manifest.file_lines[r] for r in relative)
+
+
+def test_a_plain_file_whose_first_line_starts_with_the_gzip_magic_bytes_is_read_line_by_line(tmp_path: Path) -> None:
+    ok = b'{"tenant_id":"t","event_id":"%d","ts":1767225600000}'
+    # Two magic bytes open many a binary line; a gzip stream also names deflate and sets no reserved flag.
+    (tmp_path / "binary-first.jsonl").write_bytes(b"\x1f\x8b\n" + ok % 1 + b"\n" + ok % 2 + b"\n")
+    (tmp_path / "magic-and-method.jsonl").write_bytes(b"\x1f\x8b\x08\x00 junk\n" + ok % 3 + b"\n")
+    events, quarantine = parse_landing_arrow(list_landing_files(tmp_path), limits=LIMITS, now_ms=NOW_MS)
+    assert sorted(events.column("event_id").to_pylist()) == ["1", "2"]
+    rows = {(Path(f).name, n, r.split(":")[0]) for f, n, r in zip(quarantine.column("source_file").to_pylist(),
+                                                             quarantine.column("line_number").to_pylist(),
+                                                             quarantine.column("reason").to_pylist(), strict=True)}
+    assert rows == {("binary-first.jsonl", 1, reasons.INVALID_JSON),
+                    ("magic-and-method.jsonl", 0, reasons.UNREADABLE_FILE)}
 
 
 def test_line_endings_blank_lines_bom_gzip_and_odd_names(spark: SparkSession, tmp_path: Path) -> None:

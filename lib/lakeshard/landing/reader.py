@@ -53,11 +53,13 @@ import pyarrow.compute as pc
 from lakeshard.config import LandingConfig
 from lakeshard.landing import reasons
 from lakeshard.landing.listing import (
+    GZIP_HEADER_BYTES,
     LANDING_SUFFIXES,
     LandingFile,
     LandingReadError,
     LandingScan,
     content_checksum,
+    is_gzip,
     list_landing_files,
     open_landing_file,
     scan_landing,
@@ -82,7 +84,6 @@ __all__ = [
     "scan_landing",
 ]
 
-_GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
 _BLANK = b" \t\r"
 # Output batches are cut by rows and by bytes: Arrow string columns have 32-bit offsets, and one
@@ -198,7 +199,7 @@ def _gunzip(data: bytes, limit: int) -> tuple[bytes, str | None]:
 
 def _decode(content: bytes, limit: int) -> tuple[bytes, str | None]:
     """Return a landing file's text bytes (gunzipped, BOM dropped), or ``b""`` and why it cannot be read."""
-    if content.startswith(_GZIP_MAGIC):
+    if is_gzip(content[:GZIP_HEADER_BYTES]):
         content, problem = _gunzip(content, limit)
         if problem is not None:
             return b"", problem

@@ -9,7 +9,7 @@ rule raises :class:`ExpectationFailed` before anything of the step is committed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -195,7 +195,8 @@ class FlowResult:
 
 @dataclass
 class FlowContext:
-    """Everything a flow function needs: the session, the store, the config, its parameters and its gate.
+    """Everything a flow function needs: the session, the store, the config, its parameters, its gate and the
+    clock its decisions go by (wall time unless the run was given another, e.g. a simulation's).
 
     ``session`` may be None when the store starts Spark on first use (:func:`lakeshard.lake.open_lazy_store`):
     a flow hands ``session`` to what can run without Spark and uses :attr:`spark` where it needs one.
@@ -208,6 +209,7 @@ class FlowContext:
     run_id: str
     params: Mapping[str, Any]
     gate: ExpectationGate
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
     @property
     def spark(self) -> SparkSession:

@@ -21,6 +21,7 @@ from lakeshard.compaction.planner import Bucket
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.pipelines.context import FlowContext, FlowResult, new_rows
 from lakeshard.pipelines.declaration import Flow, Pipeline, PipelineError, expect, expect_or_fail
+from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.router import Router
 from lakeshard.routing.tables import RoutingTables
 from lakeshard.tables import (
@@ -55,7 +56,8 @@ def _version(ctx: FlowContext, table: str) -> int | None:
 
 def run_route(ctx: FlowContext) -> FlowResult:
     """Return what routing every new landing file did (:class:`~lakeshard.routing.router.Router`)."""
-    router = Router(ctx.session, ctx.store, ctx.cfg, max_batch_files=int(ctx.params["batch_files"]))
+    router = Router(ctx.session, ctx.store, ctx.cfg, max_batch_files=int(ctx.params["batch_files"]),
+                    allocator=ShardAllocator(ctx.store, ctx.cfg, clock=ctx.clock), clock=ctx.clock)
     router.ensure_tables()
     before = _version(ctx, ROUTED)
     reports = router.run()
@@ -75,7 +77,7 @@ def run_ingest(ctx: FlowContext) -> FlowResult:
     text = str(ctx.params["shards"]).strip()
     shards = ([int(s) for s in text.split(",")] if text
               else list(range(RoutingTables(ctx.store, ctx.cfg).topology().total_shards)))
-    writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, shards, gate=ctx.gate)
+    writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, shards, gate=ctx.gate, clock=ctx.clock)
     reports = writer.run()
     return FlowResult(rows_in=sum(r.rows_in for r in reports), rows_out=sum(r.written for r in reports),
                       duplicates_dropped=sum(r.duplicates_in_batch + r.duplicates_in_index for r in reports),
@@ -88,7 +90,7 @@ def run_close_buckets(ctx: FlowContext) -> FlowResult:
     """Return the completionist's run (:class:`~lakeshard.buckets.Completionist`): open buckets in, closed out."""
     completionist = Completionist(ctx.spark, ctx.store, ctx.cfg,
                                   quiet=timedelta(minutes=float(ctx.params["quiet_minutes"])),
-                                  grace=timedelta(minutes=float(ctx.params["grace_minutes"])))
+                                  grace=timedelta(minutes=float(ctx.params["grace_minutes"])), clock=ctx.clock)
     before = _version(ctx, BUCKETS)
     run = completionist.run()
     _observe(ctx, BUCKETS, before)
@@ -160,11 +162,11 @@ def compact_buckets(text: str) -> list[Bucket] | None:
                             f"{text[:200]!r} ({exc})") from None
 
 
-def _as_of(ctx: FlowContext) -> datetime | None:
-    """Return the ``as_of`` parameter as a UTC time (None: now)."""
+def _as_of(ctx: FlowContext) -> datetime:
+    """Return the ``as_of`` parameter as a UTC time (empty: the run's clock)."""
     text = str(ctx.params["as_of"]).strip()
     if not text:
-        return None
+        return ctx.clock()
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

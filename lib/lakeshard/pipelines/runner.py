@@ -172,10 +172,11 @@ class _Run:
     """The state of one run: what has ended how, and the log it writes to."""
 
     def __init__(self, spark: SparkSession | None, store: TableStore, cfg: LakeshardConfig, pipeline: Pipeline,
-                 full_refresh: bool, say: Callable[[str], None]) -> None:
+                 full_refresh: bool, say: Callable[[str], None], clock: Callable[[], datetime]) -> None:
         self.spark, self.store, self.cfg, self.pipeline = spark, store, cfg, pipeline
         self.full_refresh = full_refresh
         self.say = say
+        self.clock = clock
         self.run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
         self.log = EventLog(store, cfg)
         self.report = RunReport(self.run_id, pipeline.name, full_refresh)
@@ -204,7 +205,7 @@ class _Run:
         self.say(f"{flow.name}: running ...")
         self.event(flow.name, "started")
         gate = ExpectationGate(flow, self.store, self.cfg, self.run_id)
-        ctx = FlowContext(self.spark, self.store, self.cfg, flow, self.run_id, params, gate)
+        ctx = FlowContext(self.spark, self.store, self.cfg, flow, self.run_id, params, gate, self.clock)
         start = time.perf_counter()
         try:
             result = flow.run(ctx)
@@ -233,6 +234,7 @@ def run_pipeline(
     full_refresh: bool = False,
     params: Mapping[str, Mapping[str, Any]] | None = None,
     say: Callable[[str], None] = lambda line: None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> RunReport:
     """Return the report of running ``pipeline``'s flows (all, or ``flows``) in DAG order on ``cfg.lakehouse``.
 
@@ -245,6 +247,9 @@ def run_pipeline(
             flows upstream of them, see the module docstring).
         params: parameter overrides by flow, e.g. ``{"autoshard": {"apply": False}}``.
         say: where progress lines go.
+        clock: the time the flows decide by (placement windows, the parse's absurd-timestamp bound, settling
+            landing files, quiet periods and grace, late buckets, metric windows); a simulation passes its own.
+            Data files keep their real modification times.
 
     Raises:
         PipelineError: an unknown flow or parameter (before anything runs).
@@ -255,7 +260,7 @@ def run_pipeline(
         pipeline = lakeshard_pipeline()
     order = pipeline.order(refresh_closure(pipeline, flows or pipeline.names) if full_refresh else flows)
     resolved = resolve_params(pipeline, params)
-    run = _Run(spark, store, cfg, pipeline, full_refresh, say)
+    run = _Run(spark, store, cfg, pipeline, full_refresh, say, clock)
     if full_refresh:
         for name in order:
             for table in pipeline.flow(name).refreshed_tables:

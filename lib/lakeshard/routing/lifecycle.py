@@ -32,7 +32,14 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakeshard.landing.listing import LandingFile, LandingScan, content_checksum, open_landing_file
+from lakeshard.landing.listing import (
+    GZIP_HEADER_BYTES,
+    LandingFile,
+    LandingScan,
+    content_checksum,
+    is_gzip,
+    open_landing_file,
+)
 
 __all__ = [
     "ANCHOR_BYTES",
@@ -48,7 +55,6 @@ ANCHOR_BYTES = 1024
 """How many bytes before a consumed end are hashed to recognise an append (versus a rewrite)."""
 
 _CHUNK = 8 << 20  # bytes read at a time: a big file is hashed without holding it whole
-_GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 
 Read = Callable[[int, int], bytes]
@@ -160,7 +166,7 @@ def next_range(f: LandingFile, last: Consumed | None, read: Read, *, now: dateti
     """
     if last is not None and _consumed_whole(f, last):
         return None
-    gzip = f.size_bytes >= 2 and read(0, 2) == _GZIP_MAGIC
+    gzip = f.size_bytes >= GZIP_HEADER_BYTES and is_gzip(read(0, GZIP_HEADER_BYTES))
     start, first_line, rewritten = _start_of(f, last, read, gzip)
     if start < 0:
         return None
