@@ -157,15 +157,14 @@ class IdIndex:
         ``progress`` (per shard, the routed version committed to ``events``)."""
         indexed = self.store.transaction_versions(self.ids_uri, [writer_app_id(s) for s in self.shards])
         lag = {s: indexed[writer_app_id(s)] or 0 for s in self.shards}
-        behind = [s for s in self.shards if lag[s] < progress[s]]
+        behind = sorted(s for s in self.shards if lag[s] < progress[s])
         if not behind:
             return 0
         self.cache.drop_shards(behind)  # cached intervals lack the IDs about to be rebuilt
         oldest = min(lag[s] for s in behind)
         # File statistics narrow the read to files that can hold these shards' newer events.
         candidates = [f for f in self.store.files(self.events_uri)
-                      if _may_hold(f, "routed_version", oldest + 1, None)
-                      and any(_may_hold(f, "shard", s, s) for s in behind)]
+                      if _may_hold(f, "routed_version", oldest + 1, None) and _may_hold_any(f, "shard", behind)]
         txns = [AppTransaction(writer_app_id(s), progress[s]) for s in behind]
         if self.arrow_max_bytes and sum(f.size_bytes for f in candidates) <= self.arrow_max_bytes:
             return self._repair_arrow(candidates, behind, lag, progress, txns)
@@ -180,12 +179,15 @@ class IdIndex:
             rows = self._spark().createDataFrame([], ID_INDEX_SCHEMA)
         else:
             events = self.store.read_files(self.events_uri, candidates)
-            cond = F.lit(False)
-            for s in behind:
-                cond = cond | ((F.col("shard") == s) & (F.col("routed_version") > lag[s])
-                               & (F.col("routed_version") <= progress[s]))
+            # A join with one small row per shard keeps the plan one node whatever the number of shards behind
+            # (a predicate per shard grows the expression tree until the analyser overflows the JVM stack).
+            bounds = self._spark().createDataFrame([(s, lag[s], progress[s]) for s in behind],
+                                                   "shard int, _lag long, _progress long")
+            version = F.col("routed_version")
+            wanted = (events.join(F.broadcast(bounds), "shard")
+                      .where((version > F.col("_lag")) & (version <= F.col("_progress"))))
             # Laid out as a step writes IDs: one file per (shard, interval), sorted by hash (a page-in's order).
-            rows = (events.where(cond).withColumns(key_hash_columns())
+            rows = (wanted.withColumns(key_hash_columns())
                     .select("shard", own_hour().alias("interval"), *KEY, "routed_version", *HASH)
                     .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
         rows = rows.persist()
@@ -206,9 +208,12 @@ class IdIndex:
 
         rows = self.store.read_arrow(self.events_uri, candidates, columns=[*KEY, "shard", "routed_version"])
         shard, version = rows.column("shard").to_numpy(), rows.column("routed_version").to_numpy()
-        wanted = np.zeros(rows.num_rows, dtype=bool)
-        for s in behind:
-            wanted |= (shard == s) & (version > lag[s]) & (version <= progress[s])
+        # Each row's shard bounds by lookup in the sorted shards behind: one pass, whatever their number.
+        order = np.array(sorted(behind), dtype=np.int64)
+        at = np.minimum(np.searchsorted(order, shard), len(order) - 1)
+        low = np.array([lag[s] for s in order], dtype=np.int64)[at]
+        high = np.array([progress[s] for s in order], dtype=np.int64)[at]
+        wanted = (order[at] == shard) & (version > low) & (version <= high)
         rows = rows.filter(pa.array(wanted))
         hi, lo = key_hashes(rows)
         rows = (rows.append_column("interval", own_hour_arrow(rows.column("ts")))
@@ -316,3 +321,14 @@ def _may_hold(f: FileInfo, column: str, low: int | None, high: int | None) -> bo
     if lo is None or hi is None:
         return True
     return (low is None or int(hi) >= low) and (high is None or int(lo) <= high)
+
+
+def _may_hold_any(f: FileInfo, column: str, values: Sequence[int]) -> bool:
+    """Return whether a file's min/max statistics allow any of the sorted ``values`` in ``column``."""
+    import bisect
+
+    lo, hi = f.min_values.get(column), f.max_values.get(column)
+    if lo is None or hi is None:
+        return True
+    first = bisect.bisect_left(values, int(lo))
+    return first < len(values) and values[first] <= int(hi)
