@@ -44,3 +44,47 @@ def test_repair_over_hundreds_of_shards_behind(spark: SparkSession, store: Table
     ids = {(r["shard"], r["routed_version"]) for r in store.read(ids_uri).collect()}
     assert ids == {(s, v) for s in range(SHARDS) for v in range(1, progress[s] + 1)}
     assert index.repair(progress) == 0  # the app transactions record each shard's rebuilt progress
+
+
+def test_routed_feed_log_reads_equal_snapshots(store: TableStore, tmp_path: Path) -> None:
+    """The feed's one pass over the log picks, per shard, the routed files a snapshot at its progress and one at
+    the step's version tell apart, and expiry removes exactly the files live at each shard's progress and
+    still live — over many shards at scattered progress, with files removed in between."""
+    import random
+
+    import pyarrow as pa
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    from lakeshard.config import DedupeConfig
+    from lakeshard.dedupe.feed import RoutedFeed
+
+    rnd = random.Random(7)
+    uri = str(tmp_path / "routed")
+    store.create(uri, StructType([StructField("shard", IntegerType(), False), StructField("x", LongType(), False)]),
+                 partition_by=["shard"])
+    shards = tuple(range(40))
+    for version in range(1, 9):
+        touched = rnd.sample(shards, 12)
+        store.append_arrow(uri, pa.table({"shard": pa.array(touched, pa.int32()),
+                                          "x": pa.array([version] * len(touched), pa.int64())}))
+        if version in (4, 7):  # another writer's expiry removes some files
+            doomed = [f.path for f in store.files(uri) if rnd.random() < 0.3]
+            store.replace_files(uri, doomed, None, data_change=True)
+    latest = store.version(uri)
+    feed = RoutedFeed(store, shards, routed_uri=uri, events_uri=str(tmp_path / "events"), dedupe=DedupeConfig(),
+                      clock=lambda: datetime.now(UTC), before_commit=_no_commit_hook)
+    for _ in range(20):
+        progress = {s: rnd.choice([0, *range(1, latest)]) for s in shards}
+        version = rnd.randint(max(progress.values()) + 1, latest) if max(progress.values()) < latest else latest
+        todo = tuple(s for s in shards if progress[s] < version)
+        by_log = feed._new_routed_files(todo, progress, version)
+        by_snapshot = feed._new_routed_files_by_snapshot(todo, progress, version)
+        assert sorted(f.path for f in by_log) == sorted(f.path for f in by_snapshot)
+
+    progress = {s: rnd.choice([0, *range(1, latest + 1)]) for s in shards}
+    live = {f.path for f in store.files(uri)}
+    expected = {f.path for s in shards if progress[s] for f in store.files(uri, version=progress[s])
+                if f.partition_values["shard"] == str(s) and f.path in live}
+    assert expected and expected != live
+    assert feed.expire_routed(lambda: progress) == len(expected)
+    assert live - {f.path for f in store.files(uri)} == expected
