@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from lakeshard.dedupe.index import IdIndex
 from lakeshard.lake import TableStore
@@ -88,3 +89,35 @@ def test_routed_feed_log_reads_equal_snapshots(store: TableStore, tmp_path: Path
     assert expected and expected != live
     assert feed.expire_routed(lambda: progress) == len(expected)
     assert live - {f.path for f in store.files(uri)} == expected
+
+
+def test_late_assignment_broadcasts_only_the_batch_buckets(spark: SparkSession,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given the batch's (tenant, own hour) pairs, bucket assignment gives the rows it gives with every closed
+    bucket, and its broadcast lookup holds only the closed buckets among those pairs (not every bucket ever
+    closed, which grows with history)."""
+    from lakeshard.buckets import assign_buckets
+
+    now = datetime(2026, 1, 2, 12, 5, tzinfo=UTC)
+    hours = [(now - timedelta(hours=h)).strftime("%Y-%m-%dT%H") for h in range(1, 25)]
+    closed = {(f"t{t}", h) for t in range(100) for h in hours} | {("t0", now.strftime("%Y-%m-%dT%H"))}
+    rows = [("t0", "a", now - timedelta(hours=2)), ("t0", "b", now), ("t1", "c", now - timedelta(hours=30)),
+            ("t7", "d", now - timedelta(hours=5)), ("t500", "e", now - timedelta(hours=1))]
+    events = spark.createDataFrame(rows, "tenant_id string, event_id string, ts timestamp").withColumn(
+        "interval", F.date_format("ts", "yyyy-MM-dd'T'HH"))
+    pairs = {(str(r["tenant_id"]), str(r["interval"])) for r in events.collect()}
+
+    lookups: list[int] = []
+    create = SparkSession.createDataFrame
+
+    def spy(self: SparkSession, data: object, *args: object, **kwargs: object) -> object:
+        if isinstance(data, list):
+            lookups.append(len(data))
+        return create(self, data, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SparkSession, "createDataFrame", spy)
+    every = {(r["event_id"], r["hour"], r["late"]) for r in assign_buckets(events, closed, now).collect()}
+    only = {(r["event_id"], r["hour"], r["late"]) for r in assign_buckets(events, closed, now, pairs).collect()}
+    assert only == every
+    assert ("a", "2026-01-02T13", True) in only  # t0's own hour is closed, and so is the current one
+    assert lookups == [len(closed), 3]  # the closed own hours of a, b and d
