@@ -121,3 +121,44 @@ def test_late_assignment_broadcasts_only_the_batch_buckets(spark: SparkSession,
     assert only == every
     assert ("a", "2026-01-02T13", True) in only  # t0's own hour is closed, and so is the current one
     assert lookups == [len(closed), 3]  # the closed own hours of a, b and d
+
+
+def test_page_ins_list_the_index_once_per_version(spark: SparkSession, store: TableStore, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Page-ins at one ``event_ids`` version share one listing of its files (the listing grows with every shard
+    and hour retained); a commit makes the next page-in list again, and it finds the new IDs."""
+    import pyarrow as pa
+
+    from lakeshard.dedupe.cache import IdInterval
+
+    events_uri, ids_uri = str(tmp_path / "events"), str(tmp_path / "event_ids")
+    store.create(ids_uri, ID_INDEX_SCHEMA, partition_by=ID_INDEX_PARTITIONING, properties=ID_INDEX_PROPERTIES)
+    ts = datetime(2026, 1, 1, 5, 30, tzinfo=UTC)
+
+    def commit(shard: int, key: int) -> None:
+        store.append_arrow(ids_uri, pa.table({
+            "shard": pa.array([shard], pa.int32()), "interval": ["2026-01-01T05"], "tenant_id": ["t"],
+            "event_id": [f"e{key}"], "ts": pa.array([ts], pa.timestamp("us", tz="UTC")),
+            "routed_version": pa.array([1], pa.int64()), "key_hi": pa.array([key], pa.int64()),
+            "key_lo": pa.array([key], pa.int64())}))
+
+    for shard in range(3):
+        commit(shard, shard)
+    index = IdIndex(store, (0, 1, 2), ids_uri=ids_uri, events_uri=events_uri, retention=timedelta(days=1),
+                    cache_bytes=1 << 20, arrow_max_bytes=0, spark=lambda: spark, before_commit=_no_commit_hook)
+    listings: list[str] = []
+    files = store.files
+
+    def counted(table: str, **kwargs: int | None) -> list:  # type: ignore[type-arg]
+        if table == ids_uri:
+            listings.append(table)
+        return files(table, **kwargs)
+
+    monkeypatch.setattr(store, "files", counted)
+    into: dict[tuple[int, str], IdInterval] = {}
+    assert index.page_in({(0, "2026-01-01T05")}, into) == 1
+    assert index.page_in({(1, "2026-01-01T05"), (2, "2026-01-01T05")}, into) == 2
+    assert len(listings) == 1
+    commit(2, 7)
+    assert index.page_in({(2, "2026-01-01T05")}, into) == 2
+    assert len(listings) == 2

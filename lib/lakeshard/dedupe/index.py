@@ -56,6 +56,7 @@ class IdIndex:
         self._newest_hour: dict[int, str] = {}  # per shard, the newest interval committed to the index
         self._sealed: set[Interval] = set()  # intervals the stream moved past since their files were last merged
         self._schema: pa.Schema | None = None  # event_ids' Arrow schema, read once
+        self._listing: tuple[int, dict[Interval, list[FileInfo]]] | None = None  # (event_ids version, files)
 
     def arrow_schema(self) -> pa.Schema:
         """Return the Arrow schema of ``event_ids`` (read once)."""
@@ -123,12 +124,8 @@ class IdIndex:
         written sorted by the hash, so building an interval merges sorted runs instead of sorting.
         """
         self._before_commit("page-in")
-        files = self.store.files(self.ids_uri)
-        self.saw_intervals(interval_of(f) for f in files)
-        wanted: dict[Interval, list[FileInfo]] = {}
-        for f in files:
-            if (key := interval_of(f)) in intervals:
-                wanted.setdefault(key, []).append(f)
+        listing = self._files_by_interval()
+        wanted = {key: listing[key] for key in intervals if key in listing}
         read = self.store.read_arrow_groups(self.ids_uri, wanted, columns=HASH) if wanted else {}
         total = 0
         for key in sorted(intervals):
@@ -140,6 +137,18 @@ class IdIndex:
                 into[key] = IdInterval(ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy())
             self.cache.put(key, into[key])
         return total
+
+    def _files_by_interval(self) -> dict[Interval, list[FileInfo]]:
+        """Return the live ``event_ids`` files grouped by interval, listed and grouped once per table version (a
+        step pages in a few intervals; the listing grows with every shard and hour retained)."""
+        version = self.store.version(self.ids_uri)
+        if self._listing is None or self._listing[0] != version:
+            grouped: dict[Interval, list[FileInfo]] = {}
+            for f in self.store.files(self.ids_uri, version=version):
+                grouped.setdefault(interval_of(f), []).append(f)
+            self.saw_intervals(grouped)
+            self._listing = (version, grouped)
+        return self._listing[1]
 
     def remember(self, committed: pa.Table) -> None:
         """Add the keys just committed to the cached intervals they belong to."""
