@@ -29,13 +29,15 @@ def event_hour(ts: str = "ts") -> Column:
     return F.date_format(F.col(ts), SPARK_HOUR_FORMAT)
 
 
-def assign_buckets(events: DataFrame, closed: Collection[Bucket], now: datetime) -> DataFrame:
+def assign_buckets(events: DataFrame, closed: Collection[Bucket], now: datetime,
+                   pairs: Collection[Bucket] | None = None) -> DataFrame:
     """Return ``events`` with ``hour`` = the bucket each row is written to and ``late`` = its own is closed.
 
     ``closed`` is the set of closed ``(tenant_id, hour)`` buckets (from
     :meth:`~lakeshard.buckets.Completionist.closed`, read once per writer step); ``now`` picks the open
-    bucket. Rows of open buckets keep their own hour and ``late = false``. Only the closed buckets of
-    tenants present are broadcast, so the cost is one small broadcast join.
+    bucket. Rows of open buckets keep their own hour and ``late = false``. ``pairs``, when given, are the
+    ``(tenant_id, own hour)`` pairs the events hold: only the closed ones among them are broadcast, so the
+    broadcast grows with the batch, not with every bucket ever closed.
 
     Example::
 
@@ -45,7 +47,8 @@ def assign_buckets(events: DataFrame, closed: Collection[Bucket], now: datetime)
 
     spark = events.sparkSession
     # Every event of a closed bucket goes to the same place: its tenant's open bucket (late_target's rule).
-    targets = [(t, h, open_hour(t, now, closed)) for t, h in sorted(closed)]
+    wanted = closed if pairs is None else {b for b in pairs if b in closed}
+    targets = [(t, h, open_hour(t, now, closed)) for t, h in sorted(wanted)]
     own = event_hour()
     if not targets:
         return events.withColumn("hour", own).withColumn("late", F.lit(False))

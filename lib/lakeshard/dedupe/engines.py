@@ -173,28 +173,47 @@ class SparkStep(StepEngine):
     def batch(self, files: Sequence[FileInfo], routed_version: int) -> DataFrame:
         """Return the routed rows as events: ``interval`` = the event's own hour (where its ID lives), ``hour``
         and ``late`` = the bucket it is written to (its own hour, or its tenant's open one if that is closed)."""
-        from pyspark.sql import functions as F
+        return self.assign(self.routed_events(files, routed_version))
 
-        from lakeshard.buckets import assign_buckets
+    def routed_events(self, files: Sequence[FileInfo], routed_version: int) -> DataFrame:
+        """Return the routed rows as events with ``interval`` (the event's own hour), before bucket assignment."""
+        from pyspark.sql import functions as F
 
         rows = (self.store.read_files(self.routed_uri, files) if files
                 else self._spark().createDataFrame([], ROUTED_SCHEMA))
-        events = rows.select(
+        return rows.select(
             *[F.col(name) for name in EVENT_COLUMNS],
             F.col("shard"),
             F.lit(routed_version).cast("long").alias("routed_version"),
             own_hour().alias("interval"),
         )
-        return assign_buckets(events, self.buckets.get(), now=self._clock())
+
+    def assign(self, events: DataFrame) -> DataFrame:
+        """Return ``events`` (with ``interval``) with ``hour`` and ``late``: see :func:`assign_buckets`.
+
+        Only the closed buckets among the events' (tenant, own hour) pairs are broadcast: reading the pairs is
+        a small job (cheap when ``events`` is cached), broadcasting every bucket ever closed grows with history.
+        """
+        from lakeshard.buckets import assign_buckets
+
+        closed = self.buckets.get()
+        pairs = None
+        if closed:
+            pairs = {(str(r["tenant_id"]), str(r["interval"]))
+                     for r in events.select("tenant_id", "interval").distinct().collect()}
+        return assign_buckets(events, closed, now=self._clock(), pairs=pairs)
 
     def run(self, step: Step) -> WriteReport:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        batch = self.batch(step.files, step.routed_version).withColumns(key_hash_columns())
-        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        # Cached before the buckets are assigned: the pairs read for the assignment come from the cache.
+        routed = self.routed_events(step.files, step.routed_version).withColumns(key_hash_columns())
+        routed = routed.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            rows_in = batch.count()
+            rows_in = routed.count()
+            batch = self.assign(routed)
+            batch = batch.select(*[c for c in batch.columns if c not in HASH], *HASH)  # the events' column order
             unique = batch.dropDuplicates(KEY).persist(StorageLevel.MEMORY_AND_DISK)
             # The keys of a micro-batch are small: the index check runs on the driver, against the cache.
             keys = unique.select("shard", "interval", *HASH).toArrow()
@@ -232,7 +251,7 @@ class SparkStep(StepEngine):
             new_events.unpersist()
             unique.unpersist()
         finally:
-            batch.unpersist()
+            routed.unpersist()
         return self.report(step, rows_in=rows_in, n_unique=n_unique, n_new=n_new, kept=written, check=check,
                            conflict=conflict)
 

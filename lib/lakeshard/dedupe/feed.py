@@ -135,34 +135,42 @@ class RoutedFeed:
             entries = self.store.log_entries(self.routed_uri, start=oldest + 1 if oldest else 0, end=version)
         except TableStoreError:
             return self._new_routed_files_by_snapshot(todo, progress, version)
-        out: list[FileInfo] = []
-        for shard in todo:
-            live: dict[str, FileInfo] = {}
-            for entry in entries:
-                if progress[shard] and entry.version <= progress[shard]:
-                    continue
-                for change in entry.changes:
-                    if change.action != "add":
-                        live.pop(change.file.path, None)  # a remove may not repeat the partition values
-                    elif change.file.partition_values.get("shard") == str(shard):
-                        live[change.file.path] = change.file
-            out += live.values()
-        return out
+        # One pass over the entries: each add goes to its shard's files when it is newer than the shard's progress.
+        wanted = {str(s): s for s in todo}
+        after = {s: progress[s] or -1 for s in todo}  # a shard that consumed nothing takes every entry
+        live: dict[int, dict[str, FileInfo]] = {s: {} for s in todo}
+        owner: dict[str, int] = {}  # path -> its shard (a remove may not repeat the partition values)
+        for entry in entries:
+            for change in entry.changes:
+                path = change.file.path
+                if change.action != "add":
+                    if (gone := owner.pop(path, None)) is not None:
+                        live[gone].pop(path, None)
+                elif (shard := wanted.get(change.file.partition_values.get("shard") or "")) is not None \
+                        and entry.version > after[shard]:
+                    live[shard][path] = change.file
+                    owner[path] = shard
+        return [f for s in todo for f in live[s].values()]
 
     def _new_routed_files_by_snapshot(self, todo: Sequence[int], progress: dict[int, int],
                                       version: int) -> list[FileInfo]:
-        def of_shard(files: list[FileInfo], shard: int) -> dict[str, FileInfo]:
-            return {f.path: f for f in files if f.partition_values.get("shard") == str(shard)}
+        """Return what :meth:`_new_routed_files` does, from the snapshot at ``version`` and one at each distinct
+        progress version (each snapshot's files grouped by shard once)."""
+        def by_shard(files: list[FileInfo]) -> dict[str, dict[str, FileInfo]]:
+            grouped: dict[str, dict[str, FileInfo]] = {}
+            for f in files:
+                grouped.setdefault(f.partition_values.get("shard") or "", {})[f.path] = f
+            return grouped
 
-        latest = self.store.files(self.routed_uri, version=version)
-        seen: dict[int, list[FileInfo]] = {}
+        latest = by_shard(self.store.files(self.routed_uri, version=version))
+        seen: dict[int, dict[str, dict[str, FileInfo]]] = {}
         out: list[FileInfo] = []
         for shard in todo:
             done = progress[shard]
             if done and done not in seen:
-                seen[done] = self.store.files(self.routed_uri, version=done)
-            before = of_shard(seen[done], shard) if done else {}
-            out += [f for p, f in of_shard(latest, shard).items() if p not in before]
+                seen[done] = by_shard(self.store.files(self.routed_uri, version=done))
+            before = seen[done].get(str(shard), {}) if done else {}
+            out += [f for p, f in latest.get(str(shard), {}).items() if p not in before]
         return out
 
     # ------------------------------------------------------------------------------------- expiry
@@ -187,17 +195,23 @@ class RoutedFeed:
         self._consumed = 0
         if not self.store.exists(self.routed_uri):
             return 0
-        by_version: dict[int, set[str]] = {}  # progress version -> the shards at it, as partition values
-        for shard, version in progress().items():
-            if version:
-                by_version.setdefault(version, set()).add(str(shard))
-        live = {f.path for f in self.store.files(self.routed_uri)}
-        try:
-            doomed = sorted({f.path for version, shards in by_version.items()
-                             for f in self.store.files(self.routed_uri, version=version)
-                             if str(f.partition_values["shard"]) in shards and f.path in live})
-        except TableStoreError:
-            return 0  # a progress version the log no longer holds (log cleanup): nothing is removed
+        done = {str(shard): version for shard, version in progress().items() if version}
+        if not done:
+            return 0
+        latest = self.store.version(self.routed_uri)
+        live = self.store.files(self.routed_uri, version=latest)
+        # A file live now was live at its shard's progress unless a commit after the progress added it: one read
+        # of the log since the slowest shard, not one snapshot per progress version.
+        added: dict[str, int] = {}
+        slowest = min(done.values())
+        if slowest < latest:
+            try:
+                for entry in self.store.log_entries(self.routed_uri, start=slowest + 1, end=latest):
+                    added.update((c.file.path, entry.version) for c in entry.changes if c.action == "add")
+            except TableStoreError:
+                return 0  # the log no longer holds those commits (log cleanup): nothing is removed
+        doomed = sorted(f.path for f in live if (at := done.get(f.partition_values.get("shard") or "")) is not None
+                        and added.get(f.path, 0) <= at)
         if not doomed:
             return 0
         self._before_commit("routed-expiry")

@@ -56,6 +56,7 @@ class IdIndex:
         self._newest_hour: dict[int, str] = {}  # per shard, the newest interval committed to the index
         self._sealed: set[Interval] = set()  # intervals the stream moved past since their files were last merged
         self._schema: pa.Schema | None = None  # event_ids' Arrow schema, read once
+        self._listing: tuple[int, dict[Interval, list[FileInfo]]] | None = None  # (event_ids version, files)
 
     def arrow_schema(self) -> pa.Schema:
         """Return the Arrow schema of ``event_ids`` (read once)."""
@@ -123,12 +124,8 @@ class IdIndex:
         written sorted by the hash, so building an interval merges sorted runs instead of sorting.
         """
         self._before_commit("page-in")
-        files = self.store.files(self.ids_uri)
-        self.saw_intervals(interval_of(f) for f in files)
-        wanted: dict[Interval, list[FileInfo]] = {}
-        for f in files:
-            if (key := interval_of(f)) in intervals:
-                wanted.setdefault(key, []).append(f)
+        listing = self._files_by_interval()
+        wanted = {key: listing[key] for key in intervals if key in listing}
         read = self.store.read_arrow_groups(self.ids_uri, wanted, columns=HASH) if wanted else {}
         total = 0
         for key in sorted(intervals):
@@ -140,6 +137,18 @@ class IdIndex:
                 into[key] = IdInterval(ids.column("key_hi").to_numpy(), ids.column("key_lo").to_numpy())
             self.cache.put(key, into[key])
         return total
+
+    def _files_by_interval(self) -> dict[Interval, list[FileInfo]]:
+        """Return the live ``event_ids`` files grouped by interval, listed and grouped once per table version (a
+        step pages in a few intervals; the listing grows with every shard and hour retained)."""
+        version = self.store.version(self.ids_uri)
+        if self._listing is None or self._listing[0] != version:
+            grouped: dict[Interval, list[FileInfo]] = {}
+            for f in self.store.files(self.ids_uri, version=version):
+                grouped.setdefault(interval_of(f), []).append(f)
+            self.saw_intervals(grouped)
+            self._listing = (version, grouped)
+        return self._listing[1]
 
     def remember(self, committed: pa.Table) -> None:
         """Add the keys just committed to the cached intervals they belong to."""
@@ -157,15 +166,14 @@ class IdIndex:
         ``progress`` (per shard, the routed version committed to ``events``)."""
         indexed = self.store.transaction_versions(self.ids_uri, [writer_app_id(s) for s in self.shards])
         lag = {s: indexed[writer_app_id(s)] or 0 for s in self.shards}
-        behind = [s for s in self.shards if lag[s] < progress[s]]
+        behind = sorted(s for s in self.shards if lag[s] < progress[s])
         if not behind:
             return 0
         self.cache.drop_shards(behind)  # cached intervals lack the IDs about to be rebuilt
         oldest = min(lag[s] for s in behind)
         # File statistics narrow the read to files that can hold these shards' newer events.
         candidates = [f for f in self.store.files(self.events_uri)
-                      if _may_hold(f, "routed_version", oldest + 1, None)
-                      and any(_may_hold(f, "shard", s, s) for s in behind)]
+                      if _may_hold(f, "routed_version", oldest + 1, None) and _may_hold_any(f, "shard", behind)]
         txns = [AppTransaction(writer_app_id(s), progress[s]) for s in behind]
         if self.arrow_max_bytes and sum(f.size_bytes for f in candidates) <= self.arrow_max_bytes:
             return self._repair_arrow(candidates, behind, lag, progress, txns)
@@ -180,12 +188,15 @@ class IdIndex:
             rows = self._spark().createDataFrame([], ID_INDEX_SCHEMA)
         else:
             events = self.store.read_files(self.events_uri, candidates)
-            cond = F.lit(False)
-            for s in behind:
-                cond = cond | ((F.col("shard") == s) & (F.col("routed_version") > lag[s])
-                               & (F.col("routed_version") <= progress[s]))
+            # A join with one small row per shard keeps the plan one node whatever the number of shards behind
+            # (a predicate per shard grows the expression tree until the analyser overflows the JVM stack).
+            bounds = self._spark().createDataFrame([(s, lag[s], progress[s]) for s in behind],
+                                                   "shard int, _lag long, _progress long")
+            version = F.col("routed_version")
+            wanted = (events.join(F.broadcast(bounds), "shard")
+                      .where((version > F.col("_lag")) & (version <= F.col("_progress"))))
             # Laid out as a step writes IDs: one file per (shard, interval), sorted by hash (a page-in's order).
-            rows = (events.where(cond).withColumns(key_hash_columns())
+            rows = (wanted.withColumns(key_hash_columns())
                     .select("shard", own_hour().alias("interval"), *KEY, "routed_version", *HASH)
                     .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
         rows = rows.persist()
@@ -206,9 +217,12 @@ class IdIndex:
 
         rows = self.store.read_arrow(self.events_uri, candidates, columns=[*KEY, "shard", "routed_version"])
         shard, version = rows.column("shard").to_numpy(), rows.column("routed_version").to_numpy()
-        wanted = np.zeros(rows.num_rows, dtype=bool)
-        for s in behind:
-            wanted |= (shard == s) & (version > lag[s]) & (version <= progress[s])
+        # Each row's shard bounds by lookup in the sorted shards behind: one pass, whatever their number.
+        order = np.array(sorted(behind), dtype=np.int64)
+        at = np.minimum(np.searchsorted(order, shard), len(order) - 1)
+        low = np.array([lag[s] for s in order], dtype=np.int64)[at]
+        high = np.array([progress[s] for s in order], dtype=np.int64)[at]
+        wanted = (order[at] == shard) & (version > low) & (version <= high)
         rows = rows.filter(pa.array(wanted))
         hi, lo = key_hashes(rows)
         rows = (rows.append_column("interval", own_hour_arrow(rows.column("ts")))
@@ -316,3 +330,14 @@ def _may_hold(f: FileInfo, column: str, low: int | None, high: int | None) -> bo
     if lo is None or hi is None:
         return True
     return (low is None or int(hi) >= low) and (high is None or int(lo) <= high)
+
+
+def _may_hold_any(f: FileInfo, column: str, values: Sequence[int]) -> bool:
+    """Return whether a file's min/max statistics allow any of the sorted ``values`` in ``column``."""
+    import bisect
+
+    lo, hi = f.min_values.get(column), f.max_values.get(column)
+    if lo is None or hi is None:
+        return True
+    first = bisect.bisect_left(values, int(lo))
+    return first < len(values) and values[first] <= int(hi)
