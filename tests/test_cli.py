@@ -141,3 +141,28 @@ def test_each_maintenance_command_says_why_it_changed_nothing(
     assert main(["balance", *common, "--apply"]) == 0
     out = capsys.readouterr().out
     assert "nothing to change: " in out and "max/mean shard load" in out, out
+
+
+def test_ingest_follow_stops_cleanly_on_ctrl_c_after_the_run_in_progress(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
+    landing.mkdir()
+    proc = subprocess.Popen([*LAKESHARD, "ingest", "--follow", "--poll-seconds", "0.2", "--lakehouse", str(lakehouse),
+                             "--landing", str(landing)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        # The first run has ended once the pipeline's event log holds a commit.
+        while not list((lakehouse / "pipeline_events" / "_delta_log").glob("*.json")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no ingest run ended within 240 s"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "interrupted: stopping after the current run" in err
+    assert "Traceback" not in err
+    assert out.strip().splitlines()[-1].startswith("stopped after ")
