@@ -162,3 +162,60 @@ def test_page_ins_list_the_index_once_per_version(spark: SparkSession, store: Ta
     commit(2, 7)
     assert index.page_in({(2, "2026-01-01T05")}, into) == 2
     assert len(listings) == 2
+
+
+def test_a_new_writer_per_run_keeps_consumed_routed_files_and_past_id_intervals_bounded(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    """The ingest job builds a new ``ShardWriter`` per run, and each run consumes a few routed files. Over a
+    stream of several hours with late events, run after run: the live ``routed`` files their shards' progress
+    passed stay below ``routed_expire_files``, no ``event_ids`` interval below its shard's newest hour keeps
+    more than one file, and ``events`` equals the ground truth — however few files one writer object sees."""
+    from lakeshard.config import load_config
+    from lakeshard.dedupe.index import interval_of
+    from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
+    from lakeshard.routing.router import ROUTED, Router
+    from lakeshard.synth import SynthSpec, generate_landing
+    from lakeshard.synth.verify import check_against_truth
+    from lakeshard.tables import writer_app_id
+
+    landing = tmp_path / "landing"
+    generate_landing(landing, SynthSpec(events=600, tenants=3, hours=3, seed=11, file_seconds=900, retry_rate=0.05,
+                                        late_rate=0.2, late_max_hours=3, redelivered_files=0.0, bad_rate=0.0))
+    expire_every = 4
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                                 "routing": {"total_shards": 2, "default_shard_count": 2},
+                                 "dedupe": {"routed_expire_files": expire_every}}, env={})
+    routed_uri, events_uri, ids_uri = cfg.table_uri(ROUTED), cfg.table_uri(EVENTS), cfg.table_uri(ID_INDEX)
+    aside = tmp_path / "arriving"
+    arriving = sorted(p.relative_to(landing) for p in landing.rglob("part-*") if "_truth" not in p.parts)
+    for rel in arriving:
+        (aside / rel).parent.mkdir(parents=True, exist_ok=True)
+        (landing / rel).rename(aside / rel)
+
+    def consumed_live() -> int:
+        """Live routed files added at or before their shard's progress."""
+        done = store.transaction_versions(events_uri, [writer_app_id(s) for s in (0, 1)])
+        added = {c.file.path: e.version for e in store.log_entries(routed_uri) for c in e.changes
+                 if c.action == "add"}
+        return sum(1 for f in store.files(routed_uri)
+                   if added[f.path] <= (done[writer_app_id(int(f.partition_values["shard"] or -1))] or 0))
+
+    def past_multi_file_intervals() -> int:
+        """Intervals below their shard's newest hour in ``event_ids`` that hold more than one file."""
+        files = [interval_of(f) for f in store.files(ids_uri)]
+        newest = {s: max(h for t, h in files if t == s) for s, _ in files}
+        return sum(1 for key in set(files) if key[1] < newest[key[0]] and files.count(key) > 1)
+
+    runs = 0
+    for start in range(0, len(arriving), 2):  # two landing files arrive between runs
+        for rel in arriving[start:start + 2]:
+            (aside / rel).rename(landing / rel)
+        Router(spark, store, cfg).run()
+        ShardWriter(spark, store, cfg, [0, 1]).run()  # a fresh writer per run, as the ingest job builds one
+        runs += 1
+        assert consumed_live() < expire_every, f"run {runs}"
+        assert past_multi_file_intervals() == 0, f"run {runs}"
+    assert runs >= 6
+    check = check_against_truth(spark, store.read(events_uri), str(landing))
+    assert check.exactly_once, check

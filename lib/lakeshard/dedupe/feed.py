@@ -4,7 +4,7 @@
 ``writer/<shard>`` in ``events``) and what this writer last saw of it, the coalescing rule (wait while the
 routed commits waiting are small and young), the memory gate (take routed commits up to
 ``dedupe.max_batch_bytes``), the new routed files of a step (read from the log between two versions) and the
-expiry of routed files every shard has consumed.
+expiry of routed files every shard has consumed, once ``dedupe.routed_expire_files`` of them are live.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class RoutedFeed:
         self.deferred = 0  # steps that waited for more routed data to coalesce (next_intake(flush=False))
         self.conflicts = 0  # commit races lost to another writer of the same shards
         self._known_progress: dict[int, int] = {}  # what this writer last saw committed, per shard
-        self._consumed = 0  # routed files consumed since this writer last expired routed data
+        self._unchecked = 0  # routed files this writer consumed since it last counted the consumed live ones
 
     # ----------------------------------------------------------------------------------- progress
     def progress(self) -> dict[int, int]:
@@ -175,14 +175,31 @@ class RoutedFeed:
 
     # ------------------------------------------------------------------------------------- expiry
     def consumed(self, files: int) -> bool:
-        """Count ``files`` routed files consumed; return whether enough were to expire them now."""
-        self._consumed += files
-        return bool(self.routed_expire_files) and self._consumed >= self.routed_expire_files
+        """Count ``files`` routed files consumed by this writer; return whether that alone makes
+        ``routed_expire_files`` since the consumed live files were last counted (a long run checks then)."""
+        self._unchecked += files
+        return bool(self.routed_expire_files) and self._unchecked >= self.routed_expire_files
 
-    def expire_routed(self, progress: Callable[[], dict[int, int]]) -> int:
+    @property
+    def unchecked(self) -> int:
+        """How many routed files this writer consumed since it last counted the consumed live ones."""
+        return self._unchecked
+
+    def expire_if_due(self, progress: Callable[[], dict[int, int]]) -> int:
+        """Remove the routed files these shards' committed ``progress`` has passed once at least
+        ``routed_expire_files`` of them are live; return how many were removed (0 below that, or on a lost race).
+
+        Counted from the table, not from what this writer consumed: a writer built for one short run (the ingest
+        job builds one per run) expires what earlier runs consumed just as a long-lived writer does.
+        """
+        if not self.routed_expire_files:
+            return 0
+        return self.expire_routed(progress, at_least=self.routed_expire_files)
+
+    def expire_routed(self, progress: Callable[[], dict[int, int]], *, at_least: int = 1) -> int:
         """Remove from ``routed`` the files of these shards that their committed ``progress`` (read when
-        needed) has passed; return how many (0 when a concurrent commit removed one of them first: expired next
-        time).
+        needed) has passed, when there are ``at_least`` of them; return how many (0 when fewer, or when a
+        concurrent commit removed one of them first: expired next time).
 
         A routed file of shard ``s`` is consumed once ``writer/s`` in ``events`` reached a version at which the
         file was live: its rows are in ``events`` (or were dropped as duplicates, or dead-lettered). Those are
@@ -192,7 +209,7 @@ class RoutedFeed:
         added after some shard's progress (the writers' log reads, the completionist's pending rows), which
         this never removes. The files stay on disk until ``routed`` is vacuumed.
         """
-        self._consumed = 0
+        self._unchecked = 0
         if not self.store.exists(self.routed_uri):
             return 0
         done = {str(shard): version for shard, version in progress().items() if version}
@@ -212,7 +229,7 @@ class RoutedFeed:
                 return 0  # the log no longer holds those commits (log cleanup): nothing is removed
         doomed = sorted(f.path for f in live if (at := done.get(f.partition_values.get("shard") or "")) is not None
                         and added.get(f.path, 0) <= at)
-        if not doomed:
+        if not doomed or len(doomed) < at_least:
             return 0
         self._before_commit("routed-expiry")
         try:

@@ -2,11 +2,11 @@
 
 :class:`IdIndex` owns what a writer knows of the IDs its shards committed: the byte-bounded LRU of intervals
 (:mod:`lakeshard.dedupe.cache`), the newest hour seen per shard (the retention cutoff counts back from it) and
-the intervals the stream moved past since their files were last merged (*sealed*). It answers which keys of a
-batch are already committed (paging missing intervals in), remembers the keys a step committed, rebuilds IDs
-that lag behind ``events`` after a crash, merges the ID files of sealed intervals and expires intervals past
-the retention. An interval is one ``(shard, hour)`` partition; the hour is the event's own UTC hour, computed
-by :func:`own_hour` in Spark and :func:`own_hour_arrow` in the driver.
+the listing of ``event_ids`` files by interval (once per table version). It answers which keys of a batch are
+already committed (paging missing intervals in), remembers the keys a step committed, rebuilds IDs that lag
+behind ``events`` after a crash, merges the ID files of sealed intervals (below their shard's newest hour in
+the listing) and expires intervals past the retention. An interval is one ``(shard, hour)`` partition; the
+hour is the event's own UTC hour, computed by :func:`own_hour` in Spark and :func:`own_hour_arrow` in the driver.
 """
 
 from __future__ import annotations
@@ -54,7 +54,6 @@ class IdIndex:
         self._spark = spark
         self._before_commit = before_commit
         self._newest_hour: dict[int, str] = {}  # per shard, the newest interval committed to the index
-        self._sealed: set[Interval] = set()  # intervals the stream moved past since their files were last merged
         self._schema: pa.Schema | None = None  # event_ids' Arrow schema, read once
         self._listing: tuple[int, dict[Interval, list[FileInfo]]] | None = None  # (event_ids version, files)
 
@@ -94,19 +93,25 @@ class IdIndex:
         return IndexCheck(duplicate, expired, len(missing), len(live) - len(missing), paged, page_seconds)
 
     def saw_intervals(self, intervals: Iterable[Interval]) -> None:
-        """Remember the newest hour seen per shard: the retention cutoff counts back from it. The hour it
-        replaces is sealed (the stream moved past it): its ID files are merged after this step's commits."""
+        """Remember the newest hour seen per shard: the retention cutoff counts back from it."""
         for shard, hour in intervals:
-            newest = self._newest_hour.get(shard, "")
-            if hour > newest:
+            if hour > self._newest_hour.get(shard, ""):
                 self._newest_hour[shard] = hour
-                if newest:
-                    self._sealed.add((shard, newest))
 
-    def take_sealed(self) -> set[Interval]:
-        """Return the intervals sealed since the last call, and forget them (the caller merges them)."""
-        sealed, self._sealed = self._sealed, set()
-        return sealed
+    def mergeable(self) -> dict[Interval, list[FileInfo]]:
+        """Return the sealed intervals of these shards that hold more than one ID file, with their files.
+
+        Decided from the ``event_ids`` listing alone (cached per table version), not from what this object saw:
+        an interval is sealed once its shard holds a newer hour, so a writer built for one short run merges
+        what earlier runs, late events or other writers left behind just as a long-lived one does.
+        """
+        listing = self._files_by_interval()
+        newest: dict[int, str] = {}
+        for shard, hour in listing:
+            if shard in self.shards and hour > newest.get(shard, ""):
+                newest[shard] = hour
+        return {key: files for key, files in listing.items()
+                if key[0] in newest and key[1] < newest[key[0]] and len(files) > 1}
 
     def cutoff_hour(self, shard: int) -> str:
         """Return the oldest hour of ``shard`` still checked: the retention before its newest hour ("" if none)."""
@@ -234,20 +239,14 @@ class IdIndex:
         return int(rows.num_rows)
 
     def compact(self, intervals: Iterable[Interval] | None = None) -> int:
-        """Merge the ID files of each sealed interval of these shards (``intervals``: only these) into one file
-        sorted by the key hash; return how many files were merged away (0 when another commit removed some of
-        them first). See :meth:`lakeshard.dedupe.writer.ShardWriter.compact_ids`."""
+        """Merge the ID files of each sealed interval of these shards with more than one file (``intervals``:
+        only these; :meth:`mergeable`) into one file sorted by the key hash; return how many files were merged
+        away (0 when there are none, or when another commit removed some of them first). See
+        :meth:`lakeshard.dedupe.writer.ShardWriter.compact_ids`."""
         from lakeshard.lake.files import write_partitioned
 
-        files = self.store.files(self.ids_uri)
-        self.saw_intervals(interval_of(f) for f in files)
         only = None if intervals is None else set(intervals)
-        merge: dict[Interval, list[FileInfo]] = {}
-        for f in files:
-            key = interval_of(f)
-            if key[0] in self.shards and key[1] < self._newest_hour.get(key[0], "") and (only is None or key in only):
-                merge.setdefault(key, []).append(f)
-        merge = {k: v for k, v in merge.items() if len(v) > 1}
+        merge = {key: files for key, files in self.mergeable().items() if only is None or key in only}
         if not merge:
             return 0
         import pyarrow as pa

@@ -201,6 +201,12 @@ class ShardWriter:
             if report is None:
                 break
             reports.append(report)
+        if reports and not reports[-1].conflict and self.feed.unchecked:
+            # Once per run, counted from the table: a writer built per run consumes too little to trigger it.
+            expired = self.feed.expire_if_due(self.progress)
+            if expired:
+                reports[-1] = dataclasses.replace(reports[-1], routed_files_expired=reports[-1].routed_files_expired
+                                                  + expired)
         return reports
 
     def progress(self) -> dict[int, int]:
@@ -258,11 +264,10 @@ class ShardWriter:
         # housekeeping, outside the retries (an error here is not the batch's; the next step goes on from
         # the committed progress).
         if not report.conflict:
-            expire = self.feed.consumed(len(new_files))
-            # Taken before merging: the merge's listing may seal more intervals, which the next step merges.
-            sealed = self.index.take_sealed()
-            merged = self.compact_ids(sealed) if sealed else 0
-            expired = self.expire_routed() if expire else 0
+            # Both decided from the tables (the event_ids listing, the live routed files), so a writer built for
+            # one short run keeps them bounded as a long-lived one does.
+            merged = self.index.compact()
+            expired = self.feed.expire_if_due(self.progress) if self.feed.consumed(len(new_files)) else 0
             if merged or expired:
                 report = dataclasses.replace(report, id_files_merged=merged, routed_files_expired=expired,
                                              seconds=time.perf_counter() - started)
@@ -303,11 +308,12 @@ class ShardWriter:
 
         Each step appends one ID file per ``(shard, interval)`` it wrote to, so an hour of a steady stream
         ends up as dozens of small files, and paging it in costs a file open each. An interval is *sealed*
-        once an interval after it was committed to its shard; the writer merges those the stream just moved
-        past after each step's commits (``intervals``: only these), so a page-in reads about one file per
-        hour. The swap (:meth:`~lakeshard.lake.TableStore.replace_files`, ``dataChange=false``) removes
-        exactly the files it read and adds their rows in one commit: the index never loses or doubles an
-        ID, and a writer that listed the old files still reads them (they stay on disk until vacuum).
+        once the ``event_ids`` listing holds a newer hour of its shard; after each step's commits the writer
+        merges every sealed interval with more than one file (``intervals``: only these), whoever wrote them
+        (an earlier run, late events), so a page-in reads about one file per past hour. The swap
+        (:meth:`~lakeshard.lake.TableStore.replace_files`, ``dataChange=false``) removes exactly the files it
+        read and adds their rows in one commit: the index never loses or doubles an ID,
+        and a writer that listed the old files still reads them (they stay on disk until vacuum).
         """
         self.ensure_tables()
         return self.index.compact(intervals)
