@@ -50,7 +50,7 @@ def test_event_log_accounts_for_every_input_record(
     assert report.ok, report.render()
     log = EventLog(store, cfg).read(report.run_id).collect()
     assert [(r["flow"], r["event"]) for r in log] == [
-        (f, e) for f in ("route", "ingest", "close_buckets", "compact", "autoshard", "balance")
+        (f, e) for f in ("route", "ingest", "close_buckets", "compact", "autoshard", "balance", "compact_books")
         for e in ("started", "completed")]
     ends = _ends(store, cfg, report.run_id)
     route, ingest = ends["route"], ends["ingest"]
@@ -88,7 +88,8 @@ def test_an_incremental_rerun_does_nothing_new(
     report = run_pipeline(spark, store, cfg)
     assert [(f.flow, f.status) for f in report.flows] == [
         ("route", "completed"), ("ingest", "up_to_date"), ("close_buckets", "completed"), ("compact", "completed"),
-        ("autoshard", "up_to_date"), ("balance", "up_to_date")]  # closing and compacting also follow the clock
+        ("autoshard", "up_to_date"), ("balance", "up_to_date"),
+        ("compact_books", "completed")]  # closing and compacting also follow the clock; upkeep always runs
     assert report.flow("route").result == FlowResult(details={"batches": 0, "files": 0})
     assert {t: store.version(cfg.table_uri(t)) for t in versions} == versions
     assert set(_ends(store, cfg, report.run_id)["ingest"]["input_versions"]) == {"routed"}
