@@ -221,10 +221,14 @@ class MaintenanceConfig:
 
     # A bookkeeping table with more live files than this is rewritten into one file per partition.
     bookkeeping_max_files: int = 64
+    # Parquet bytes one table's rewrite reads into the driver at most: the smallest files first, so a table's
+    # files that have grown past it are left as they are and memory stays bounded.
+    bookkeeping_max_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        if self.bookkeeping_max_files < 1:
-            raise ConfigError(f"maintenance.bookkeeping_max_files must be >= 1, found {self.bookkeeping_max_files}")
+        if self.bookkeeping_max_files < 1 or self.bookkeeping_max_bytes < 1:
+            raise ConfigError(f"maintenance.bookkeeping_max_files and bookkeeping_max_bytes must be >= 1, found "
+                              f"{self.bookkeeping_max_files} and {self.bookkeeping_max_bytes}")
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from lakeshard.compaction.bookkeeping import BOOKKEEPING_TABLES, compact_bookkeeping
+from lakeshard.compaction.bookkeeping import BOOKKEEPING_TABLES, compact_bookkeeping, small_files
 from lakeshard.config import LakeshardConfig, MaintenanceConfig
-from lakeshard.lake import TableStore
+from lakeshard.lake import FileInfo, TableStore
 from lakeshard.tables import EVENTS, ID_INDEX, ROUTED
 
 LEDGER = "ledger"
@@ -108,3 +109,35 @@ def test_concurrent_append_during_rewrite_is_kept(store: TableStore, test_config
     if done.conflict:
         compact_bookkeeping(store, cfg, tables=(LEDGER,))
         assert len(store.files(uri)) == 3 and _rows(store, uri) == expected
+
+
+def _file(path: str, size: int) -> FileInfo:
+    return FileInfo(path, size, None, {}, datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def test_small_files_take_the_smallest_within_the_byte_budget() -> None:
+    files = [_file("big", 1000), _file("a", 10), _file("b", 20), _file("c", 30)]
+    assert [f.path for f in small_files(files, 60)] == ["a", "b", "c"]
+    assert [f.path for f in small_files(files, 35)] == ["a", "b"]
+    assert small_files(files, 15) == []  # one file alone is not worth a rewrite
+
+
+def test_files_past_the_byte_budget_are_left_alone(store: TableStore, test_config: LakeshardConfig,
+                                                  tmp_path: Path) -> None:
+    cfg = _config(tmp_path, test_config, max_files=4)
+    uri = cfg.table_uri(LEDGER)
+    _grow(store, uri, 12)
+    merged = compact_bookkeeping(store, cfg, tables=(LEDGER,))
+    assert merged.rewritten == 1
+    big = {f.path for f in store.files(uri)}
+    _grow(store, uri, 12, start=100)
+    rows = _rows(store, uri)
+    new = [f for f in store.files(uri) if f.path not in big]
+    assert max(f.size_bytes for f in new) < min(f.size_bytes for f in store.files(uri) if f.path in big)
+    # A budget that fits the new small files but not one more: the merged files are past it and stay.
+    tight = replace(cfg, maintenance=MaintenanceConfig(bookkeeping_max_files=4,
+                                                       bookkeeping_max_bytes=sum(f.size_bytes for f in new)))
+    compact_bookkeeping(store, tight, tables=(LEDGER,))
+    files = store.files(uri)
+    assert big <= {f.path for f in files} and len(files) == 6
+    assert _rows(store, uri) == rows

@@ -6,7 +6,9 @@ Every ingest run appends a file to ``landing_batches``, ``routing_metrics``, ``q
 :func:`compact_bookkeeping` rewrites such a table, once it holds more than
 ``maintenance.bookkeeping_max_files`` files, into one file per partition: a ``data_change=False`` swap through
 :meth:`~lakeshard.lake.TableStore.replace_files` of exactly the files it read, so readers see the same rows at
-every version and a concurrent append (a file the swap does not remove) is kept. A swap that loses a race
+every version and a concurrent append (a file the swap does not remove) is kept. A rewrite reads at most
+``maintenance.bookkeeping_max_bytes`` of Parquet, smallest files first: files that have grown past that are left
+alone, so the driver's memory stays bounded however old the table is. A swap that loses a race
 commits nothing and the next run tries again. The rows are read and written with pyarrow in this process:
 these tables are small, and a Spark job's fixed cost would dwarf them.
 
@@ -26,7 +28,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
@@ -34,7 +36,8 @@ from lakeshard.lake import FileInfo, TableStore
 from lakeshard.lake.files import write_partitioned
 from lakeshard.tables import EVENTS, ID_INDEX, ROUTED, TABLES
 
-__all__ = ["BOOKKEEPING_TABLES", "CHECKPOINT_INTERVAL", "BookkeepingReport", "TableUpkeep", "compact_bookkeeping"]
+__all__ = ["BOOKKEEPING_TABLES", "CHECKPOINT_INTERVAL", "BookkeepingReport", "TableUpkeep", "compact_bookkeeping",
+           "small_files"]
 
 # Every table of the catalog but the event data and its ID index, which have compaction and expiry of their own.
 BOOKKEEPING_TABLES: tuple[str, ...] = tuple(t for t in TABLES if t not in (EVENTS, ROUTED, ID_INDEX))
@@ -78,26 +81,43 @@ def compact_bookkeeping(store: TableStore, cfg: LakeshardConfig, *,
         TableStoreError: a read or commit failed for another reason than a lost race.
     """
     limit = cfg.maintenance.bookkeeping_max_files if max_files is None else max_files
-    return BookkeepingReport(tuple(_upkeep(store, cfg.table_uri(name), name, limit) for name in tables))
+    budget = cfg.maintenance.bookkeeping_max_bytes
+    return BookkeepingReport(tuple(_upkeep(store, cfg.table_uri(name), name, limit, budget) for name in tables))
 
 
-def _upkeep(store: TableStore, uri: str, name: str, limit: int) -> TableUpkeep:
+def small_files(files: Sequence[FileInfo], budget: int) -> list[FileInfo]:
+    """Return the smallest of ``files`` whose sizes add up to at most ``budget`` bytes (none if fewer than two)."""
+    chosen: list[FileInfo] = []
+    total = 0
+    for f in sorted(files, key=lambda f: (f.size_bytes, f.path)):
+        if total + f.size_bytes > budget:
+            break
+        chosen.append(f)
+        total += f.size_bytes
+    return chosen if len(chosen) > 1 else []
+
+
+def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int) -> TableUpkeep:
     if not store.exists(uri):
         return TableUpkeep(name, 0, 0, skipped="no table yet")
     version = store.version(uri)
     files = store.files(uri, version=version)
-    upkeep = TableUpkeep(name, len(files), len(files), skipped=f"{len(files)} files <= {limit}")
-    if len(files) > limit:
-        upkeep = _rewrite(store, uri, name, version, files)
+    chosen = small_files(files, budget) if len(files) > limit else []
+    if chosen:
+        upkeep = _rewrite(store, uri, name, version, files, chosen)
+    else:
+        why = f"{len(files)} files <= {limit}" if len(files) <= limit else f"fewer than two files fit {budget} bytes"
+        upkeep = TableUpkeep(name, len(files), len(files), skipped=why)
     checkpoint = _ensure_checkpoint(store, uri)
-    return upkeep if checkpoint is None else TableUpkeep(**{**upkeep.__dict__, "checkpoint": checkpoint})
+    return upkeep if checkpoint is None else replace(upkeep, checkpoint=checkpoint)
 
 
-def _rewrite(store: TableStore, uri: str, name: str, version: int, live: Sequence[FileInfo]) -> TableUpkeep:
-    rows = store.read_arrow(uri, live)
+def _rewrite(store: TableStore, uri: str, name: str, version: int, live: Sequence[FileInfo],
+             chosen: Sequence[FileInfo]) -> TableUpkeep:
+    rows = store.read_arrow(uri, chosen)
     schema, parts = store.arrow_schema(uri), store.partition_columns(uri)
     try:
-        result = store.replace_files(uri, [f.path for f in live], None, data_change=False, read_version=version,
+        result = store.replace_files(uri, [f.path for f in chosen], None, data_change=False, read_version=version,
                                      metadata={"lakeshard.operation": "compact_bookkeeping"},
                                      write=lambda target: write_partitioned(rows, target, schema, parts))
     except CommitConflict:
