@@ -5,8 +5,8 @@ session (flows called in-process through :func:`~lakeshard.pipelines.run_pipelin
 flow's, not a JVM start-up):
 
 * the **ingest** job (flows ``route`` → ``ingest``) every 5 simulated minutes: 288 runs a day;
-* the **maintenance** job (``close_buckets`` → ``compact`` → ``autoshard`` → ``balance``) every simulated hour, at
-  minute 10 as the bundle's schedule (``0 10 * * * ?``) has it.
+* the **maintenance** job (``close_buckets`` → ``compact`` → ``autoshard`` → ``balance`` → ``compact_books``) every
+  simulated hour, at minute 10 as the bundle's schedule (``0 10 * * * ?``) has it.
 
 Traffic comes from :func:`lakeshard.synth.generate_landing` (Zipf-skewed tenants, bursts, producer retries,
 redelivered files, events up to 6 hours late, malformed records), generated per day into a staging directory;
@@ -76,7 +76,7 @@ from lakeshard.tables import (
 
 RESULTS = Path(__file__).resolve().parent / "results"
 INGEST_FLOWS = ("route", "ingest")
-MAINTENANCE_FLOWS = ("close_buckets", "compact", "autoshard", "balance")
+MAINTENANCE_FLOWS = ("close_buckets", "compact", "autoshard", "balance", "compact_books")
 FLOWS = INGEST_FLOWS + MAINTENANCE_FLOWS
 INGEST_EVERY = timedelta(minutes=5)
 MAINTENANCE_MINUTE = 10  # the bundle's maintenance schedule: "0 10 * * * ?"
@@ -329,7 +329,7 @@ def render_md(results: dict[str, Any], args: argparse.Namespace, days: int) -> s
              partial + f"{args.events:,} unique events per simulated day of {args.hours:g} h, {args.tenants} tenants "
              f"(Zipf-skewed, bursts, retries, redelivered files, late events, bad records), {days} day(s); "
              f"ingest job (route → ingest) every 5 simulated minutes, maintenance job (close_buckets → compact → "
-             f"autoshard → balance) hourly at minute 10; one Spark session, flows called in-process. "
+             f"autoshard → balance → compact_books) hourly at minute 10; one Spark session, flows called in-process. "
              f"Machine: {results['machine']}. Wall time {results['wall_s']:,.0f} s; peak RSS (driver + JVM) "
              f"{results['peak_rss_mb']:,.0f} MB.", "",
              "## Latency per run: first vs last simulated hour (median seconds)", "",

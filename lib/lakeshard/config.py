@@ -29,8 +29,8 @@ from typing import Any, Literal
 from lakeshard.errors import ConfigError
 
 __all__ = [
-    "BalancingConfig", "CompactionConfig", "DedupeConfig", "LakeshardConfig", "LandingConfig", "RoutingConfig",
-    "SparkConfig", "load_config",
+    "BalancingConfig", "CompactionConfig", "DedupeConfig", "LakeshardConfig", "LandingConfig", "MaintenanceConfig",
+    "RoutingConfig", "SparkConfig", "load_config",
 ]
 
 Adapter = Literal["auto", "embedded", "native"]
@@ -216,6 +216,22 @@ class CompactionConfig:
 
 
 @dataclass(frozen=True)
+class MaintenanceConfig:
+    """The maintenance job's upkeep of the small bookkeeping tables (docs/pipelines.md, flow ``compact_books``)."""
+
+    # A bookkeeping table with more live files than this is rewritten into one file per partition.
+    bookkeeping_max_files: int = 64
+    # Parquet bytes one table's rewrite reads into the driver at most: the smallest files first, so a table's
+    # files that have grown past it are left as they are and memory stays bounded.
+    bookkeeping_max_bytes: int = 64 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.bookkeeping_max_files < 1 or self.bookkeeping_max_bytes < 1:
+            raise ConfigError(f"maintenance.bookkeeping_max_files and bookkeeping_max_bytes must be >= 1, found "
+                              f"{self.bookkeeping_max_files} and {self.bookkeeping_max_bytes}")
+
+
+@dataclass(frozen=True)
 class LakeshardConfig:
     """Everything lakeshard reads from its environment, in one place."""
 
@@ -227,6 +243,7 @@ class LakeshardConfig:
     balancing: BalancingConfig = field(default_factory=BalancingConfig)
     dedupe: DedupeConfig = field(default_factory=DedupeConfig)
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
 
     def table_uri(self, table: str) -> str:
         """Return the location of ``table`` inside the lakehouse (``<lakehouse>/<table>``)."""

@@ -31,15 +31,16 @@ def _flow(name: str, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = ()
 
 def test_lakeshard_pipeline_runs_in_dependency_order() -> None:
     p = lakeshard_pipeline()
-    assert p.order() == ["route", "ingest", "close_buckets", "compact", "autoshard", "balance"]
+    assert p.order() == ["route", "ingest", "close_buckets", "compact", "autoshard", "balance", "compact_books"]
     assert p.edges() == [("route", "ingest"), ("ingest", "close_buckets"), ("close_buckets", "compact"),
                          ("ingest", "compact"), ("compact", "autoshard"), ("route", "autoshard"),
-                         ("autoshard", "balance"), ("route", "balance")]
+                         ("autoshard", "balance"), ("route", "balance"), ("balance", "compact_books")]
     assert p.jobs() == {"ingest": ["route", "ingest"],
-                        "maintenance": ["close_buckets", "compact", "autoshard", "balance"]}
+                        "maintenance": ["close_buckets", "compact", "autoshard", "balance", "compact_books"]}
     assert p.order(["balance", "route"]) == ["route", "balance"]
-    assert p.downstream("ingest") == {"close_buckets", "compact", "autoshard", "balance"}
-    assert p.downstream("balance") == set()
+    assert p.downstream("ingest") == {"close_buckets", "compact", "autoshard", "balance", "compact_books"}
+    assert p.downstream("balance") == {"compact_books"}
+    assert p.downstream("compact_books") == set()
 
 
 def test_order_follows_tables_not_declaration_order() -> None:
@@ -111,8 +112,9 @@ def test_extend_is_how_later_flows_plug_in() -> None:
     assert p.upstream("hourly_rollup") == ["close_buckets", "ingest"]
     assert p.upstream("dedupe_rollup") == ["hourly_rollup"]  # its own output among its inputs is no edge
     assert p.jobs()["reports"] == ["hourly_rollup", "dedupe_rollup"]
-    # The maintenance job's chain (close buckets -> compact -> autoshard -> balance) holds by `after`.
-    assert p.jobs()["maintenance"] == ["close_buckets", "compact", "autoshard", "balance"]
+    # The maintenance job's chain (close buckets -> compact -> autoshard -> balance -> compact_books) holds by
+    # `after`.
+    assert p.jobs()["maintenance"] == ["close_buckets", "compact", "autoshard", "balance", "compact_books"]
     assert p.upstream("compact") == ["close_buckets", "ingest"]
 
 

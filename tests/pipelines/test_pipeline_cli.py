@@ -27,14 +27,14 @@ def test_graph_prints_the_flows_in_dag_order(capsys: pytest.CaptureFixture[str])
     assert main(["pipeline", "graph"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines[3:]] == ["route", "ingest", "close_buckets", "compact", "autoshard",
-                                                       "balance"]
+                                                       "balance", "compact_books"]
     assert "routed -> events, event_ids" in lines[4] and "expect_or_fail:identified" in lines[4]
 
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["pipeline", "run", "--flows", "vacuum"],
      "error: pipeline 'lakeshard' has no flow 'vacuum'; flows: ['route', 'ingest', 'close_buckets', 'compact', "
-     "'autoshard', 'balance']"),
+     "'autoshard', 'balance', 'compact_books']"),
     (["pipeline", "run", "--param", "apply=false"],
      "error: --param expects FLOW.NAME=VALUE (e.g. autoshard.apply=false), found 'apply=false'"),
 ])
@@ -56,7 +56,7 @@ def test_run_then_events_show_the_latest_run(
     lh = str(copy_lakehouse(first_run[0]))
     assert main(["pipeline", "events", "--lakehouse", lh, "--run", first_run[1].run_id]) == 0
     out = capsys.readouterr().out
-    assert sum(" completed " in line for line in out.splitlines()) == 6  # every flow of the pipeline
+    assert sum(" completed " in line for line in out.splitlines()) == 7  # every flow of the pipeline
     assert main(["pipeline", "run", "--flows", "ingest", "--lakehouse", lh, "--landing", str(landing[0])]) == 0
     out = capsys.readouterr().out
     assert "ingest: up to date" in out and ": ok" in out

@@ -50,7 +50,7 @@ def test_event_log_accounts_for_every_input_record(
     assert report.ok, report.render()
     log = EventLog(store, cfg).read(report.run_id).collect()
     assert [(r["flow"], r["event"]) for r in log] == [
-        (f, e) for f in ("route", "ingest", "close_buckets", "compact", "autoshard", "balance")
+        (f, e) for f in ("route", "ingest", "close_buckets", "compact", "autoshard", "balance", "compact_books")
         for e in ("started", "completed")]
     ends = _ends(store, cfg, report.run_id)
     route, ingest = ends["route"], ends["ingest"]
@@ -88,10 +88,30 @@ def test_an_incremental_rerun_does_nothing_new(
     report = run_pipeline(spark, store, cfg)
     assert [(f.flow, f.status) for f in report.flows] == [
         ("route", "completed"), ("ingest", "up_to_date"), ("close_buckets", "completed"), ("compact", "completed"),
-        ("autoshard", "up_to_date"), ("balance", "up_to_date")]  # closing and compacting also follow the clock
+        ("autoshard", "up_to_date"), ("balance", "up_to_date"),
+        ("compact_books", "completed")]  # closing and compacting also follow the clock; upkeep always runs
     assert report.flow("route").result == FlowResult(details={"batches": 0, "files": 0})
     assert {t: store.version(cfg.table_uri(t)) for t in versions} == versions
     assert set(_ends(store, cfg, report.run_id)["ingest"]["input_versions"]) == {"routed"}
+
+
+def test_compact_books_rewrites_grown_bookkeeping_tables_with_the_same_rows(
+    spark: SparkSession, store: TableStore, landing: tuple[Path, Manifest], first_run: tuple[Path, RunReport],
+    copy_lakehouse: Callable[[Path], Path], pipeline_config: Callable[[Path, Path], LakeshardConfig],
+) -> None:
+    cfg = pipeline_config(copy_lakehouse(first_run[0]), landing[0])
+    grown = cfg.table_uri("pipeline_events")  # a file per flow event: 14 after the first run
+    files, rows = len(store.files(grown)), sorted(map(str, store.read_table_arrow(grown).to_pylist()))
+    assert files > 2
+    # max_files=2: every bookkeeping table with more than two files is rewritten, one file per partition.
+    report = run_pipeline(spark, store, cfg, flows=["compact_books"], params={"compact_books": {"max_files": 2}})
+    assert report.ok, report.render()
+    result = report.flow("compact_books").result
+    assert result is not None and "pipeline_events" in str(result.details["tables"])
+    # The run's "started" event was merged too; its "completed" event came after: one merged file plus that one.
+    assert len(store.files(grown)) == 2
+    after = sorted(map(str, store.read_table_arrow(grown).to_pylist()))
+    assert set(rows) <= set(after) and len(after) == len(rows) + 2
 
 
 def test_full_refresh_rebuilds_the_outputs_from_the_landing_zone(

@@ -37,7 +37,7 @@ def test_the_pipeline_over_600_tenants_and_their_buckets_is_exactly_once_and_com
                                   "compact": {"min_files": 2}})
     assert report.ok, report.render()
     assert [f.flow for f in report.flows if f.status == "completed"] == [
-        "route", "ingest", "close_buckets", "compact", "autoshard", "balance"]
+        "route", "ingest", "close_buckets", "compact", "autoshard", "balance", "compact_books"]
 
     events = store.read(cfg.table_uri(EVENTS))
     truth = check_against_truth(spark, events, landing)

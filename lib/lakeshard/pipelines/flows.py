@@ -1,5 +1,5 @@
 """lakeshard's own pipeline, declared once: route → ingest (the ingest job) and close_buckets → compact →
-autoshard → balance (the hourly maintenance job). Each flow function is a thin call into the library.
+autoshard → balance → compact_books (the hourly maintenance job). Each flow function is a thin call into the library.
 
 Adding a flow takes a function and one :class:`Flow` entry (see ``run_compact`` below), then a task for it
 in the job's ``bundles/<job>.job.yml`` (``tests/bundles`` fails until the job matches). A flow that both
@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from lakeshard.balancing.executor import autoshard, balance
 from lakeshard.buckets.completionist import Completionist
+from lakeshard.compaction.bookkeeping import compact_bookkeeping
 from lakeshard.compaction.events import compact_events
 from lakeshard.compaction.planner import Bucket
 from lakeshard.dedupe.writer import ShardWriter
@@ -37,7 +38,7 @@ from lakeshard.tables import (
 )
 
 __all__ = ["LANDING", "compact_buckets", "compact_events", "lakeshard_pipeline", "run_autoshard", "run_balance",
-           "run_close_buckets", "run_compact", "run_ingest", "run_route"]
+           "run_close_buckets", "run_compact", "run_compact_books", "run_ingest", "run_route"]
 
 LANDING = "landing"  # the pipeline's source: the landing zone of JSON files (cfg.landing)
 
@@ -145,6 +146,19 @@ def run_balance(ctx: FlowContext) -> FlowResult:
                                "version": run.version}, outcome=run)
 
 
+def run_compact_books(ctx: FlowContext) -> FlowResult:
+    """Return what compacting the bookkeeping tables did (files in, files out)
+    (:func:`~lakeshard.compaction.bookkeeping.compact_bookkeeping`)."""
+    limit = int(ctx.params["max_files"])  # 0: the configured maintenance.bookkeeping_max_files
+    report = compact_bookkeeping(ctx.store, ctx.cfg, max_files=limit or None)
+    done = [t for t in report.tables if t.version is not None]
+    return FlowResult(rows_in=sum(t.files_before for t in done), rows_out=sum(t.files_after for t in done),
+                      details={"tables": ",".join(t.table for t in done),
+                               "conflicts": sum(1 for t in report.tables if t.conflict),
+                               "checkpoints": ",".join(t.table for t in report.tables if t.checkpoint is not None)},
+                      outcome=report)
+
+
 def compact_buckets(text: str) -> list[Bucket] | None:
     """Return the buckets a ``compact.buckets`` parameter names (a JSON list of ``[tenant, hour]`` pairs), or
     None for every bucket when it is empty.
@@ -210,4 +224,9 @@ def lakeshard_pipeline() -> Pipeline:
              refresh=(), params={"apply": True, "max_moves": 0, "as_of": ""},
              job="maintenance", notebook="notebooks/jobs/balance.ipynb",
              description="move tenant salts off the hottest shards, capped per run"),
+        # Rewrites its tables in place with the same rows (data_change=False): no table links it to the others.
+        Flow("compact_books", run_compact_books, params={"max_files": 0}, after=("balance",),
+             job="maintenance", notebook="notebooks/jobs/compact_books.ipynb",
+             description="rewrite each bookkeeping table that has grown many small files into one file per "
+                         "partition, and checkpoint logs that lack one"),
     ), sources=(LANDING,))

@@ -1,0 +1,143 @@
+"""Compaction of the small bookkeeping tables: many small appends become one file per partition, rows kept."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from lakeshard.compaction.bookkeeping import BOOKKEEPING_TABLES, compact_bookkeeping, small_files
+from lakeshard.config import LakeshardConfig, MaintenanceConfig
+from lakeshard.lake import FileInfo, TableStore
+from lakeshard.tables import EVENTS, ID_INDEX, ROUTED
+
+LEDGER = "ledger"
+SCHEMA = StructType([StructField("part", StringType(), False), StructField("n", LongType(), False),
+                     StructField("shard", IntegerType(), True)])
+
+
+def _config(tmp_path: Path, test_config: LakeshardConfig, max_files: int = 64) -> LakeshardConfig:
+    return replace(test_config, lakehouse=str(tmp_path / "lh"),
+                   maintenance=MaintenanceConfig(bookkeeping_max_files=max_files))
+
+
+def _grow(store: TableStore, uri: str, appends: int, start: int = 0) -> None:
+    store.create(uri, SCHEMA, partition_by=("part",))
+    for i in range(start, start + appends):
+        store.append_arrow(uri, pa.table({"part": [f"p{i % 3}"], "n": [i], "shard": [i % 5]}))
+
+
+def _rows(store: TableStore, uri: str) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r.values()) for r in store.read_table_arrow(uri).to_pylist())
+
+
+def test_catalog_bookkeeping_tables_leave_out_the_big_ones() -> None:
+    assert not {EVENTS, ROUTED, ID_INDEX} & set(BOOKKEEPING_TABLES)
+    assert "pipeline_events" in BOOKKEEPING_TABLES and "landing_batches" in BOOKKEEPING_TABLES
+
+
+def test_grown_table_is_compacted_to_one_file_per_partition(store: TableStore, test_config: LakeshardConfig,
+                                                           tmp_path: Path) -> None:
+    cfg = _config(tmp_path, test_config)
+    uri = cfg.table_uri(LEDGER)
+    _grow(store, uri, 200)
+    before = _rows(store, uri)
+    assert len(store.files(uri)) == 200
+    # delta-rs checkpoints every 100 commits by itself: snapshot loads replay at most ~100 commits.
+    assert store.checkpoint_versions(uri)
+
+    report = compact_bookkeeping(store, cfg, tables=(LEDGER,))
+
+    assert len(store.files(uri)) == 3
+    assert _rows(store, uri) == before
+    (done,) = report.tables
+    assert (done.table, done.files_before, done.files_after, done.conflict) == (LEDGER, 200, 3, False)
+    assert store.version(uri) - max(store.checkpoint_versions(uri)) < 100
+
+    again = compact_bookkeeping(store, cfg, tables=(LEDGER,))
+    version = store.version(uri)
+    assert all(t.skipped for t in again.tables)
+    assert store.version(uri) == version
+
+
+def test_small_table_is_left_alone(store: TableStore, test_config: LakeshardConfig, tmp_path: Path) -> None:
+    cfg = _config(tmp_path, test_config, max_files=10)
+    uri = cfg.table_uri(LEDGER)
+    _grow(store, uri, 10)
+    version = store.version(uri)
+    report = compact_bookkeeping(store, cfg, tables=(LEDGER, "never_created"))
+    assert store.version(uri) == version and len(store.files(uri)) == 10
+    assert all(t.skipped for t in report.tables)
+
+
+class _AppendDuringRewrite:
+    """The real store, with another writer's append committed between the rewrite's read and its commit."""
+
+    def __init__(self, store: TableStore, uri: str) -> None:
+        self._store, self._uri, self.appended = store, uri, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def replace_files(self, table: str, *args: Any, **kwargs: Any) -> Any:
+        if not self.appended:
+            self._store.append_arrow(self._uri, pa.table({"part": ["p1"], "n": [10_000], "shard": [1]}))
+            self.appended = True
+        return self._store.replace_files(table, *args, **kwargs)
+
+
+def test_concurrent_append_during_rewrite_is_kept(store: TableStore, test_config: LakeshardConfig,
+                                                  tmp_path: Path) -> None:
+    cfg = _config(tmp_path, test_config, max_files=8)
+    uri = cfg.table_uri(LEDGER)
+    _grow(store, uri, 20)
+    expected = sorted([*_rows(store, uri), ("p1", 10_000, 1)])
+    racing = _AppendDuringRewrite(store, uri)
+
+    report = compact_bookkeeping(racing, cfg, tables=(LEDGER,))  # type: ignore[arg-type]
+
+    assert racing.appended
+    assert _rows(store, uri) == expected
+    (done,) = report.tables
+    # Either the rewrite committed around the append (3 merged files + the appended one) or it lost the race,
+    # committed nothing and is retried next run; the appended row is there either way.
+    assert len(store.files(uri)) == (4 if not done.conflict else 21)
+    if done.conflict:
+        compact_bookkeeping(store, cfg, tables=(LEDGER,))
+        assert len(store.files(uri)) == 3 and _rows(store, uri) == expected
+
+
+def _file(path: str, size: int) -> FileInfo:
+    return FileInfo(path, size, None, {}, datetime(2026, 1, 1, tzinfo=UTC))
+
+
+def test_small_files_take_the_smallest_within_the_byte_budget() -> None:
+    files = [_file("big", 1000), _file("a", 10), _file("b", 20), _file("c", 30)]
+    assert [f.path for f in small_files(files, 60)] == ["a", "b", "c"]
+    assert [f.path for f in small_files(files, 35)] == ["a", "b"]
+    assert small_files(files, 15) == []  # one file alone is not worth a rewrite
+
+
+def test_files_past_the_byte_budget_are_left_alone(store: TableStore, test_config: LakeshardConfig,
+                                                  tmp_path: Path) -> None:
+    cfg = _config(tmp_path, test_config, max_files=4)
+    uri = cfg.table_uri(LEDGER)
+    _grow(store, uri, 12)
+    merged = compact_bookkeeping(store, cfg, tables=(LEDGER,))
+    assert merged.rewritten == 1
+    big = {f.path for f in store.files(uri)}
+    _grow(store, uri, 12, start=100)
+    rows = _rows(store, uri)
+    new = [f for f in store.files(uri) if f.path not in big]
+    assert max(f.size_bytes for f in new) < min(f.size_bytes for f in store.files(uri) if f.path in big)
+    # A budget that fits the new small files but not one more: the merged files are past it and stay.
+    tight = replace(cfg, maintenance=MaintenanceConfig(bookkeeping_max_files=4,
+                                                       bookkeeping_max_bytes=sum(f.size_bytes for f in new)))
+    compact_bookkeeping(store, tight, tables=(LEDGER,))
+    files = store.files(uri)
+    assert big <= {f.path for f in files} and len(files) == 6
+    assert _rows(store, uri) == rows
