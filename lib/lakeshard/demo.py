@@ -250,7 +250,7 @@ def run_demo(
     say(f"      {manifest.records:,} records in {manifest.files} files ({manifest.unique_events:,} events, "
         f"{manifest.duplicate_records:,} duplicates, {manifest.bad_records} bad)")
 
-    run = step(2, "pipeline: route -> ingest -> close_buckets -> compact -> autoshard -> balance",
+    run = step(2, "pipeline: route -> ingest -> close_buckets -> compact -> autoshard -> balance -> compact_books",
                lambda: run_pipeline(spark, store, cfg, params=DEMO_FLOW_PARAMS, say=lambda line: say(f"      {line}")))
     for f in run.flows:
         seconds[f"  {f.flow}"] = f.seconds
