@@ -5,7 +5,7 @@ Example::
 
     from lakeshard.pipelines import lakeshard_pipeline, run_pipeline
 
-    report = run_pipeline(spark, store, cfg)  # route -> ingest -> close_buckets -> compact -> autoshard -> balance -> compact_books
+    report = run_pipeline(spark, store, cfg)  # every flow, in DAG order
     print(report.render())
     EventLog(store, cfg).read(report.run_id).show()
 """
