@@ -281,10 +281,7 @@ class Completionist:
         # A file is pending for its shard's writer when a routed commit after the writer's progress added it:
         # one read of the log since the slowest writer, not one snapshot per shard.
         lagging = [v for v in done.values() if 0 < v < latest]
-        added: dict[str, int] = {}
-        if lagging:
-            for entry in self.store.log_entries(self.routed_uri, start=min(lagging) + 1, end=latest):
-                added.update((c.file.path, entry.version) for c in entry.changes if c.action == "add")
+        added = self.store.added_since(self.routed_uri, min(lagging), latest) if lagging else {}
         pending: list[FileInfo] = []
         for f in live:
             shard = f.partition_values.get("shard")

@@ -219,14 +219,10 @@ class RoutedFeed:
         live = self.store.files(self.routed_uri, version=latest)
         # A file live now was live at its shard's progress unless a commit after the progress added it: one read
         # of the log since the slowest shard, not one snapshot per progress version.
-        added: dict[str, int] = {}
-        slowest = min(done.values())
-        if slowest < latest:
-            try:
-                for entry in self.store.log_entries(self.routed_uri, start=slowest + 1, end=latest):
-                    added.update((c.file.path, entry.version) for c in entry.changes if c.action == "add")
-            except TableStoreError:
-                return 0  # the log no longer holds those commits (log cleanup): nothing is removed
+        try:
+            added = self.store.added_since(self.routed_uri, min(done.values()), latest)
+        except TableStoreError:
+            return 0  # the log no longer holds those commits (log cleanup): nothing is removed
         doomed = sorted(f.path for f in live if (at := done.get(f.partition_values.get("shard") or "")) is not None
                         and added.get(f.path, 0) <= at)
         if not doomed or len(doomed) < at_least:

@@ -345,6 +345,19 @@ class TableStore(ABC):
         cleaned up after a checkpoint), ``end`` to the latest version.
         """
 
+    def added_since(self, table: str, after: int, end: int) -> dict[str, int]:
+        """Return, for each file a commit in ``after + 1``..``end`` added, the version of the newest such commit
+        (one read of the log; empty when ``after >= end``).
+
+        Raises:
+            TableStoreError: the log no longer holds those commits (cleaned up after a checkpoint).
+        """
+        added: dict[str, int] = {}
+        if after < end:
+            for entry in self.log_entries(table, start=after + 1, end=end):
+                added.update((c.file.path, entry.version) for c in entry.changes if c.action == "add")
+        return added
+
     @abstractmethod
     def checkpoint_versions(self, table: str) -> list[int]:
         """Return the versions that have a checkpoint (a materialised snapshot of the log), oldest first."""
