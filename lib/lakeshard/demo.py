@@ -250,8 +250,12 @@ def run_demo(
     say(f"      {manifest.records:,} records in {manifest.files} files ({manifest.unique_events:,} events, "
         f"{manifest.duplicate_records:,} duplicates, {manifest.bad_records} bad)")
 
+    # The traffic is a replay of hours that ended at spec.end: sharding decisions look at the metric windows
+    # as of then (by the wall clock every window is days stale and the autosharder rightly holds still).
+    end = spec.end.strftime("%Y-%m-%dT%H:%M:%SZ")
+    params = {**DEMO_FLOW_PARAMS, "autoshard": {"as_of": end}, "balance": {"as_of": end}}
     run = step(2, "pipeline: route -> ingest -> close_buckets -> compact -> autoshard -> balance -> compact_books",
-               lambda: run_pipeline(spark, store, cfg, params=DEMO_FLOW_PARAMS, say=lambda line: say(f"      {line}")))
+               lambda: run_pipeline(spark, store, cfg, params=params, say=lambda line: say(f"      {line}")))
     for f in run.flows:
         seconds[f"  {f.flow}"] = f.seconds
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lakeshard.errors import ConfigError
@@ -112,6 +112,11 @@ class SynthSpec:
             raise ConfigError(f"SynthSpec.{name} must be a number, found {value!r}")
         if not low <= value <= high:
             raise ConfigError(f"SynthSpec.{name} must be in [{low}, {high}], found {value}")
+
+    @property
+    def end(self) -> datetime:
+        """Return when the generated arrival window ends (``start`` + ``hours``)."""
+        return self.start + timedelta(hours=self.hours)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the spec as a JSON-serialisable dict (``start`` as an RFC 3339 string)."""
