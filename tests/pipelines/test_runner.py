@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,19 @@ def test_an_incremental_rerun_does_nothing_new(
     assert report.flow("route").result == FlowResult(details={"batches": 0, "files": 0})
     assert {t: store.version(cfg.table_uri(t)) for t in versions} == versions
     assert set(_ends(store, cfg, report.run_id)["ingest"]["input_versions"]) == {"routed"}
+
+
+def test_a_flow_given_parameters_runs_even_when_its_inputs_are_unchanged(
+    spark: SparkSession, store: TableStore, landing: tuple[Path, Manifest], first_run: tuple[Path, RunReport],
+    copy_lakehouse: Callable[[Path], Path], pipeline_config: Callable[[Path, Path], LakeshardConfig],
+) -> None:
+    # "autoshard --as-of T" asks a question of the same inputs: answering "up to date" would ignore it.
+    cfg = pipeline_config(copy_lakehouse(first_run[0]), landing[0])
+    report = run_pipeline(spark, store, cfg, flows=["autoshard", "balance"],
+                          params={"autoshard": {"as_of": "2026-01-01T02:00:00Z"}})
+    assert [(f.flow, f.status) for f in report.flows] == [("autoshard", "completed"), ("balance", "up_to_date")]
+    result = report.flow("autoshard").result
+    assert result is not None and result.outcome.plan.now == datetime(2026, 1, 1, 2, tzinfo=UTC)
 
 
 def test_compact_books_rewrites_grown_bookkeeping_tables_with_the_same_rows(

@@ -7,7 +7,8 @@ cannot or need not run, and writes the event log.
 * **Incremental** (the default): a flow whose inputs are all tables, none of which changed since its last
   completed run, is recorded ``up_to_date`` and not called. Flows reading a source (the landing zone)
   always run, the library finds what is new; so do ``timed`` flows, whose decisions change with the clock
-  alone (a bucket's quiet period ends, a tier's files settle).
+  alone (a bucket's quiet period ends, a tier's files settle), and so does a flow given a parameter away from
+  its default (``autoshard --as-of T`` asks a new question of the same inputs).
 * **Full refresh**: before running, every selected flow's refreshable outputs are emptied with one Delta
   commit each (all live files removed; history, time travel and app-transaction progress stay), then the
   flows rebuild them from their inputs. A flow's progress over its input lives in Delta app transactions
@@ -198,7 +199,9 @@ class _Run:
             self.event(flow.name, "skipped", error="an upstream flow failed in this run")
             return FlowRun(flow.name, "skipped", error="an upstream flow failed in this run")
         seen = self.input_versions(flow)
-        if not self.full_refresh and seen is not None and seen == self.log.last_completed_inputs(flow.name):
+        # A parameter away from its default asks a new question of the same inputs (e.g. as_of): always answer it.
+        asked = any(flow.params.get(name) != value for name, value in params.items())
+        if not (self.full_refresh or asked) and seen is not None and seen == self.log.last_completed_inputs(flow.name):
             self.event(flow.name, "up_to_date", input_versions=seen)
             self.say(f"{flow.name}: up to date (inputs unchanged: {seen})")
             return FlowRun(flow.name, "up_to_date")
