@@ -246,6 +246,6 @@ def test_a_lost_native_commit_is_a_conflict_and_its_files_are_deleted(
     _recording(reader, monkeypatch, RecordingTransaction(store.version(uri), spark, fail_with=concurrent))
     before = {p for p in Path(uri).iterdir()}
 
-    with pytest.raises(CommitConflict, match="lost to a concurrent commit: concurrent"):
+    with pytest.raises(CommitConflict, match="lost to a concurrent commit: Py4JJavaError: lost"):
         reader.replace_files(uri, [f.path for f in reader.files(uri)], None, write=_write_one_file)
     assert {p for p in Path(uri).iterdir()} == before  # the write directory is gone again

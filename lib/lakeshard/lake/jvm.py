@@ -2,7 +2,7 @@
 
 The native adapter calls Delta through these helpers: :class:`DeltaJvm` (Delta's internal classes, the
 table's Hadoop filesystem), :func:`scala_call` (Scala methods with defaulted parameters),
-:func:`is_concurrent_modification` (a lost optimistic commit, recognised by its Java exception class) and
+:func:`java_class_names` (the Java classes of an unconverted py4j error) and
 :func:`gateway` (a session's py4j view, None under Spark Connect).
 """
 
@@ -18,7 +18,7 @@ from lakeshard.lake.datafiles import is_hidden
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DELTA_PACKAGES", "DeltaJvm", "gateway", "has_delta_jvm", "is_concurrent_modification", "jvm_has_class",
+__all__ = ["DELTA_PACKAGES", "DeltaJvm", "gateway", "has_delta_jvm", "java_class_names", "jvm_has_class",
            "scala_call"]
 
 # Where Delta's internal classes live: delta-spark, then Databricks Runtime.
@@ -59,20 +59,21 @@ def scala_call(obj: Any, name: str, *args: Any, max_defaults: int = 8) -> Any:
     raise AttributeError(f"no overload of {name} accepts {len(args)} arguments plus Scala defaults: {last}")
 
 
-def is_concurrent_modification(exc: BaseException) -> bool:
-    """Return whether a py4j error wraps a Delta concurrent-commit failure (a lost optimistic commit).
+def java_class_names(exc: BaseException) -> list[str]:
+    """Return the Java class names of a py4j error's Java exception, most derived first ([] for other errors).
 
-    Delta's ``ConcurrentAppendException``, ``ConcurrentDeleteDeleteException``,
-    ``ConcurrentTransactionException``, ... all extend ``java.util.ConcurrentModificationException``.
+    :func:`lakeshard.lake.conflicts.is_concurrent_modification` uses it for errors PySpark did not convert.
     """
     java = getattr(exc, "java_exception", None)
-    cls = java.getClass() if java is not None else None
-    while cls is not None:
-        name = str(cls.getName())
-        if name == "java.util.ConcurrentModificationException" or name.endswith("ConcurrentModificationException"):
-            return True
-        cls = cls.getSuperclass()
-    return False
+    names: list[str] = []
+    try:
+        cls = java.getClass() if java is not None else None
+        while cls is not None:
+            names.append(str(cls.getName()))
+            cls = cls.getSuperclass()
+    except Exception:  # the gateway is gone (session stopped): no Java view of the error left
+        return names
+    return names
 
 
 class DeltaJvm:

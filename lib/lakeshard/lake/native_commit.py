@@ -19,6 +19,7 @@ from urllib.parse import unquote
 
 from lakeshard.errors import CommitConflict, TableNotFound, TableStoreError
 from lakeshard.lake.base import all_committed, new_write_dir, now_ms, txn_text
+from lakeshard.lake.conflicts import conflict_or_raise, is_concurrent_modification
 from lakeshard.lake.datafiles import (
     conform,
     footer_stats_and_values,
@@ -36,7 +37,7 @@ from lakeshard.lake.deltalog import (
     txn_action,
 )
 from lakeshard.lake.files import normalise_uri
-from lakeshard.lake.jvm import is_concurrent_modification, scala_call
+from lakeshard.lake.jvm import scala_call
 from lakeshard.lake.native_log import supported
 from lakeshard.lake.store import (
     BYTES_ADDED,
@@ -259,8 +260,7 @@ class NativeCommits:
         if app_transactions and _already_committed(uri, latest, app_transactions):
             return CommitResult(uri, latest.version, skipped=True,
                                 reason=f"app transactions {txn_text(app_transactions)} committed concurrently")
-        cause = str(getattr(exc, "java_exception", exc)).splitlines()[0][:500]
-        raise CommitConflict(uri, based_on, tuple(t.app_id for t in app_transactions), cause) from None
+        conflict_or_raise(exc, uri, based_on, [t.app_id for t in app_transactions])
 
     @contextlib.contextmanager
     def _user_metadata(self, value: str) -> Iterator[None]:
