@@ -68,6 +68,7 @@ from lakeshard.lake.base import (
     DEFAULT_PROPERTIES,
     AdapterBase,
     arrow_columns,
+    arrow_schema_utc,
     check_read_point,
 )
 from lakeshard.lake.datafiles import (
@@ -276,9 +277,7 @@ class NativeTableStore(AdapterBase):
 
     def arrow_schema(self, table: str) -> pa.Schema:
         """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        return to_arrow_schema(self.schema(table), timezone="UTC")
+        return arrow_schema_utc(self.schema(table))
 
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their typed statistics."""
