@@ -26,6 +26,7 @@ from lakeshard.lake.deltalog import (
     replay,
     state_from_checkpoint_rows,
     unsupported_features,
+    v2_checkpoint_versions,
 )
 from lakeshard.lake.store import LogEntry
 
@@ -91,7 +92,8 @@ class NativeLog:
         listing = self.listing(uri) if listing is None else listing
         commits = commit_versions(n for n, _, _ in listing)
         checkpoints = [v for v, parts in checkpoint_parts((n, loc) for n, loc, _ in listing).items() if parts]
-        latest = max([*commits, *checkpoints], default=-1)
+        v2 = v2_checkpoint_versions(n for n, _, _ in listing)
+        latest = max([*commits, *checkpoints, *v2], default=-1)
         if latest < 0:
             raise TableNotFound(f"no Delta table at {uri}")
         return latest
@@ -103,6 +105,11 @@ class NativeLog:
         target = latest if version is None else version
         if target > latest or target < 0:
             raise TableStoreError(f"{uri}: no version {target} (the latest is {latest})")
+        if v2_checkpoint_versions(n for n, _, _ in listing):
+            raise UnsupportedByAdapter(
+                f"{uri}: the table has V2 checkpoints (table feature v2Checkpoint, file actions in sidecar files); "
+                "the native adapter replays classic checkpoints and commit files only. Read it with Delta directly"
+            )
         mtimes = {n: m for n, _, m in listing}
         # A cached state is only reused while its commit file is the same one (a table dropped and
         # created again at the same location starts over at version 0 with new commit files).
