@@ -55,6 +55,7 @@ def test_a_missing_secret_names_the_variable_and_secrets_are_never_shown(config_
 def test_storage_options_from_the_environment_as_json(tmp_path: Path) -> None:
     env = {"LAKESHARD_STORAGE_S3": '{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "env:LK_KEY"}', **ENV}
     cfg = load_config(env=env)
-    assert storage_options(cfg, "s3://b/t", env=env) == {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIA-not-real"}
+    expected = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIA-not-real"}
+    assert storage_options(cfg, "s3://b/t", env=env) == expected
     with pytest.raises(ConfigError, match="LAKESHARD_STORAGE_S3"):
         load_config(env={"LAKESHARD_STORAGE_S3": "not json"})
