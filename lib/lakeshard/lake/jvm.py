@@ -124,8 +124,21 @@ class DeltaJvm:
             java_list.add(item)
         return self.jvm.org.apache.spark.api.python.PythonUtils.toSeq(java_list)
 
+    def activate(self) -> None:
+        """Make the store's session the active one of this thread's JVM thread.
+
+        Delta's ``OptimisticTransaction`` reads ``userMetadata`` (and every other conf) from the thread's active
+        session; a thread of a pool, or a second notebook session, may have none or another one, and its commit
+        would silently lose lakeshard's metadata.
+        """
+        self.jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.jspark)
+
     def manual_update(self) -> Any:
         return self.object("DeltaOperations$ManualUpdate")
+
+    def write_files(self, txn: Any, df: Any) -> list[dict[str, Any]]:
+        """Return the protocol JSON of the actions ``txn.writeFiles`` made writing ``df`` (a classic DataFrame)."""
+        return self.actions_json(txn.writeFiles(df._jdf))
 
     @staticmethod
     def actions_json(seq: Any) -> list[dict[str, Any]]:

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakeshard.errors import (
+    CommitConflict,
     TableNotFound,
     TableStoreError,
     UnsupportedByAdapter,
@@ -81,9 +82,11 @@ from lakeshard.lake.deltalog import (
     typed_stats,
 )
 from lakeshard.lake.files import normalise_uri
-from lakeshard.lake.jvm import DeltaJvm, scala_call
+from lakeshard.lake.jvm import DeltaJvm, gateway, scala_call
 from lakeshard.lake.native_commit import NativeCommits, session_conf
+from lakeshard.lake.native_files import SparkFiles
 from lakeshard.lake.native_log import NativeLog, supported
+from lakeshard.lake.native_public import PublicCommits, whole_partitions_predicate
 from lakeshard.lake.store import (
     AppTransaction,
     BeforeCommit,
@@ -100,7 +103,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructField, StructType
 
-__all__ = ["NativeTableStore"]
+__all__ = ["NATIVE_UNVERIFIED", "NativeTableStore"]
+
+# What `lakeshard doctor` and the docs say of this adapter until its contract tests have run on a Delta runtime.
+NATIVE_UNVERIFIED = (
+    "unverified: the native adapter's commits have not run against a Delta runtime (delta-spark jars or Databricks) "
+    "in lakeshard's tests; run `pytest -m delta_jvm` there first (docs/databricks.md)"
+)
 
 _RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 
@@ -122,11 +131,28 @@ class NativeTableStore(AdapterBase):
     """
 
     def __init__(self, spark: SparkSession) -> None:
+        self._setup(spark)
+        if gateway(spark) is not None:
+            self._jvm.package  # noqa: B018 (fail now, not at the first commit, when Delta's classes are missing)
+
+    def _setup(self, spark: SparkSession) -> None:
         self.spark = spark
-        self._jvm = DeltaJvm(spark)
-        self._jvm.package  # noqa: B018 (fail now, not at the first commit, when Delta's classes are missing)
-        self._log = NativeLog(spark, self._jvm)
-        self._commits = NativeCommits(spark, self._jvm, self._log)
+        self._delta_jvm: DeltaJvm | None = None
+        self._files = SparkFiles(spark)
+        self._log = NativeLog(spark, self._files)
+        self._commits = NativeCommits(spark, lambda: self._jvm, self._log)
+        self._public = PublicCommits(self._log)
+
+    @property
+    def _jvm(self) -> DeltaJvm:
+        """Return Delta's JVM classes behind the session's py4j gateway, for what only they can do.
+
+        Raises:
+            EnvironmentProblem: the session has no py4j gateway (Spark Connect).
+        """
+        if self._delta_jvm is None:
+            self._delta_jvm = DeltaJvm(self.spark)
+        return self._delta_jvm
 
     @classmethod
     def for_log_reads(cls, spark: SparkSession) -> NativeTableStore:
@@ -139,10 +165,7 @@ class NativeTableStore(AdapterBase):
         it to check the native adapter's log reading against the embedded adapter where Delta's JVM is absent.
         """
         store = cls.__new__(cls)
-        store.spark = spark
-        store._jvm = DeltaJvm(spark)
-        store._log = NativeLog(spark, store._jvm)
-        store._commits = NativeCommits(spark, store._jvm, store._log)
+        store._setup(spark)
         return store
 
     # ----------------------------------------------------------------------------------- lookup
@@ -301,19 +324,39 @@ class NativeTableStore(AdapterBase):
     ) -> CommitResult:
         """Append ``df``'s rows in one Delta commit carrying ``app_transactions`` and ``metadata``.
 
-        One app transaction (or none) and no ``read_version``: Delta's writer with ``txnAppId`` /
-        ``txnVersion``. Otherwise Delta's ``OptimisticTransaction`` with one ``SetTransaction`` action per app
-        transaction, each also read by the transaction so a concurrent commit of the same app id fails it.
-        If every app transaction is already committed at or past its version the write is skipped.
+        Rows as a DataFrame with one app transaction (or none): Delta's public writer with ``txnAppId`` /
+        ``txnVersion`` and ``userMetadata`` options (:mod:`lakeshard.lake.native_public`), on any session.
+        Otherwise (several app transactions, a ``write`` function) Delta's ``OptimisticTransaction`` with one
+        ``SetTransaction`` action per app transaction, each also read by the transaction so a concurrent commit
+        of the same app id fails it (classic sessions only). If every app transaction is already committed at
+        or past its version the write is skipped.
 
         Raises:
             CommitConflict: a concurrent commit conflicts (e.g. it committed one of the same app
                 transactions); nothing of this append is visible.
+            UnsupportedByAdapter: the append needs Delta's internal API and the session is Spark Connect.
         """
-        if df is not None and write is None and len(app_transactions) <= 1 and read_version is None:
-            return self._commits.append_with_writer(table, df, app_transactions, metadata)
+        if df is not None and write is None and len(app_transactions) <= 1:
+            uri = normalise_uri(table)
+            state = self._log.state(uri)
+            supported(uri, state, "append")
+            done = self._commits.replayed(uri, state, state.version if read_version is None else read_version,
+                                          app_transactions)
+            if done is not None:
+                return done
+            return self._public.append(uri, df, state, app_transactions, metadata)
+        self._needs_jvm(table, "an append with several app transactions or a write function")
         return self._commits.commit(table, df, remove=(), data_change=True, app_transactions=app_transactions,
                                     metadata=metadata, read_version=read_version, operation="append", write=write)
+
+    def _needs_jvm(self, table: str, what: str) -> None:
+        """Raise UnsupportedByAdapter when ``what`` needs Delta's internal API and the session has no py4j."""
+        if gateway(self.spark) is None:
+            raise UnsupportedByAdapter(
+                f"{normalise_uri(table)}: {what} needs Delta's internal transaction API (py4j), which a Spark Connect "
+                "session cannot reach; run this step on a classic cluster (a job or notebook), or use the embedded "
+                "adapter with storage it can commit to"
+            )
 
     def replace_files(
         self,
@@ -334,9 +377,33 @@ class NativeTableStore(AdapterBase):
         the table, their statistics read from the Parquet footers); removes are the files' exact log paths.
         Delta's conflict checker fails the commit when a concurrent commit removed one of the same files.
 
+        When ``remove`` is every live file of the partitions it touches, the rows come as a DataFrame, with at
+        most one app transaction and no ``before_commit``, the swap is Delta's public writer: an overwrite with
+        ``replaceWhere`` on exactly those partitions and ``dataChange`` as given (any session). Anything else
+        needs Delta's internal API (classic sessions only).
+
         Raises:
             CommitConflict: a file in ``remove`` is not live, or a concurrent commit removed it.
+            UnsupportedByAdapter: the swap needs Delta's internal API and the session is Spark Connect.
         """
+        uri = normalise_uri(table)
+        if df is not None and write is None and before_commit is None and len(app_transactions) <= 1:
+            state = self._log.state(uri)
+            supported(uri, state, "replace_files")
+            gone = [p for p in remove if p not in state.files]
+            if gone:
+                raise CommitConflict(uri, read_version, tuple(t.app_id for t in app_transactions),
+                                     f"files to remove are not live at version {state.version}: {gone[:5]}")
+            predicate = whole_partitions_predicate(state, remove)
+            if predicate is not None:
+                done = self._commits.replayed(uri, state, state.version if read_version is None else read_version,
+                                              app_transactions)
+                if done is not None:
+                    return done
+                return self._public.replace_partitions(uri, df, state, predicate, len(remove), app_transactions,
+                                                       metadata, data_change)
+        self._needs_jvm(uri, "a swap of part of a partition's files, with a write function, a before_commit hook "
+                             "or several app transactions")
         return self._commits.commit(table, df, remove=remove, data_change=data_change,
                                     app_transactions=app_transactions, metadata=metadata, read_version=read_version,
                                     before_commit=before_commit, write=write, operation="replace")
@@ -427,9 +494,9 @@ class NativeTableStore(AdapterBase):
                         "needs spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension on the session"
                     ) from None
                 return VacuumReport(uri, True, tuple(sorted(_relative(uri, str(r[0])) for r in listed)), ())
-            before = set(self._jvm.list_files(uri))
+            before = set(self._files.list_files(uri))
             DeltaTable.forPath(self.spark, uri).vacuum(float(hours))
-            after = set(self._jvm.list_files(uri))
+            after = set(self._files.list_files(uri))
         return VacuumReport(uri, False, tuple(sorted(before - after)), ())
 
     @contextlib.contextmanager
