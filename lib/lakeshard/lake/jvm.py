@@ -83,9 +83,8 @@ class DeltaJvm:
         jvm = gateway(spark)
         if jvm is None:
             raise EnvironmentProblem(
-                "the native adapter drives Delta's JVM classes through py4j, and this Spark session has no py4j "
-                "gateway (Spark Connect / databricks-connect); use the embedded adapter here, or run on the "
-                "cluster (a job or notebook), where the native adapter works"
+                "this operation needs Delta's internal JVM classes through py4j, and this Spark session has no py4j "
+                "gateway (Spark Connect / databricks-connect); run it on a classic cluster (a job or notebook)"
             )
         self.jvm = jvm
         self.jspark = spark._jsparkSession

@@ -435,6 +435,7 @@ class NativeTableStore(AdapterBase):
     def create_checkpoint(self, table: str) -> int:
         """Write a checkpoint of the latest version with Delta's ``DeltaLog.checkpoint`` and return that version."""
         uri = normalise_uri(table)
+        self._needs_jvm(uri, "writing a checkpoint")
         log = self._jvm.delta_log(uri)
         snapshot = scala_call(log, "update")
         scala_call(log, "checkpoint", snapshot)
