@@ -1,51 +1,36 @@
-"""The native adapter: Delta Lake's own JVM writer commits, in any Spark session that has Delta's classes.
+"""The native adapter: Delta Lake's own commits, in any Spark session that has Delta (classic or Spark Connect).
 
-This is the adapter for a Databricks cluster (jobs, notebooks on classic compute) and for any Spark session
-started with the delta-spark jars (DESIGN.md §1). It drives Delta through the session's py4j gateway, so it
-needs a classic session: a Spark Connect / databricks-connect session has no gateway and uses the embedded
-adapter (see :func:`lakeshard.lake.choose_adapter`). Its log reads are :mod:`lakeshard.lake.native_log`, its
-commits :mod:`lakeshard.lake.native_commit`, and every py4j call into Delta goes through :mod:`lakeshard.lake.jvm`.
+This is the adapter for Databricks (jobs and notebooks on classic compute, databricks-connect, serverless)
+and for any Spark session started with the delta-spark jars (DESIGN.md §1). Public APIs first, so the same
+code runs on a classic session and under Spark Connect:
 
-Which Delta API each operation uses, and why:
-
-- **create, exists, snapshot reads, vacuum**: Delta's public API — ``DeltaTable.createIfNotExists`` (deletion
-  vectors off, as the embedded adapter creates tables), ``DeltaTable.isDeltaTable``,
-  ``spark.read.format("delta")`` with ``versionAsOf`` / ``timestampAsOf``, ``DeltaTable.vacuum``.
-- **append with at most one app transaction and no read version**: the public writer,
-  ``df.write.format("delta").mode("append")`` with ``txnAppId`` / ``txnVersion`` (Delta's documented
-  idempotent writes: a version at or below the committed one is skipped by Delta itself) and
-  ``userMetadata`` carrying lakeshard's commit metadata.
-- **every other commit** — a file swap (remove exactly these files, add new ones, ``dataChange=false`` for
-  compaction), an append carrying several app transactions (a writer's progress for several shards) or
-  prepared against an older ``read_version``: Delta's ``OptimisticTransaction``
-  (``DeltaLog.forTable(...).startTransaction()``, ``txn.writeFiles(df)`` for the data files with Delta's own
-  statistics, ``txn.txnVersion(app_id)`` to make the commit depend on each app transaction, and
-  ``txn.commit(actions, DeltaOperations.ManualUpdate)``). delta-spark's public API has no way to remove an
-  exact set of files and add others in one commit (``replaceWhere`` removes every file matching a predicate,
-  including files a size-tiered plan did not pick), nor to commit several app transactions at once. These
-  classes are internal to Delta; they live in ``org.apache.spark.sql.delta`` (delta-spark) and
-  ``com.databricks.sql.transaction.tahoe`` (Databricks Runtime), and both are looked up. Actions are built as
-  the protocol's JSON and turned into Delta's objects with ``Action.fromJson``, the parser Delta reads its
-  own log with, so no constructor signatures (which change between releases) are relied on.
-- **live files, per-version deltas, checkpoints, history, app transaction versions**: the log files
-  themselves, read through the session's Hadoop filesystem and replayed by :mod:`lakeshard.lake.deltalog`
-  (the documented protocol, identical on delta-spark and Databricks). ``DeltaLog.update().transactions()``
-  would give app transaction versions too, but it is an internal API whose package and signature differ
-  between delta-spark and Databricks; the protocol does not. History timestamps are what Delta's time travel
-  resolves timestamps against: the in-commit timestamp when the table has one, else the commit file's
-  modification time, made increasing.
+- **create, exists, snapshot reads, vacuum**: ``DeltaTable.createIfNotExists`` (deletion vectors off, as the
+  embedded adapter creates tables), ``spark.read.format("delta")`` with ``versionAsOf`` / ``timestampAsOf``,
+  ``DeltaTable.vacuum``.
+- **appends with at most one app transaction, and swaps of whole partitions**: Delta's public writer with
+  ``txnAppId`` / ``txnVersion`` / ``userMetadata`` as write options, ``replaceWhere`` + ``dataChange=false``
+  for a swap (:mod:`lakeshard.lake.native_public`).
+- **live files, per-version deltas, checkpoints, history, app transaction versions**: the log files, listed
+  and read with Spark's ``binaryFile`` source (:mod:`lakeshard.lake.native_files`) and replayed by
+  :mod:`lakeshard.lake.deltalog` (the documented protocol, identical on delta-spark and Databricks). History
+  timestamps are what Delta's time travel resolves timestamps against.
+- **everything else** — a swap of part of a partition (a size-tiered plan), several app transactions in one
+  commit, files written by a ``write`` function, a ``before_commit`` hook, writing a checkpoint: Delta's
+  internal ``OptimisticTransaction`` through py4j (:mod:`lakeshard.lake.native_commit`, every py4j call in
+  :mod:`lakeshard.lake.jvm`), on classic sessions only; under Spark Connect these raise
+  :class:`~lakeshard.errors.UnsupportedByAdapter` naming what needs it.
 
 Lakeshard's commit metadata (:data:`~lakeshard.lake.store.ROWS_ADDED`, ``BYTES_ADDED``, ...) travels as one JSON
-object in the commit's ``userMetadata`` (delta-spark keeps no other custom commitInfo keys); a public-writer
-append records rows and bytes from Delta's own ``operationMetrics``.
+object in the commit's ``userMetadata``; a public-writer commit records rows and bytes from Delta's own
+``operationMetrics``. Lost races are recognised by :func:`lakeshard.lake.conflicts.is_concurrent_modification`.
 
 Tables with deletion vectors, column mapping or V2 checkpoints cannot be read file by file or replayed this
 way; the operations that need that raise :class:`~lakeshard.errors.UnsupportedByAdapter` naming the feature.
 
-This module is **not exercised against a real Delta JVM in lakeshard's own CI** (delta-spark's jars come
-from Maven, which that environment cannot reach); its contract tests run wherever the classes are present
-(``pytest -m delta_jvm``), and its pure parts (log replay, metadata encoding, Scala call helpers) are unit
-tested everywhere.
+This module's commits are **not exercised against a real Delta runtime in lakeshard's own tests**
+(delta-spark's jars come from Maven, which that environment cannot reach; :data:`NATIVE_UNVERIFIED`); its
+contract tests run wherever Delta is present (``pytest -m delta_jvm``), and its log reads, conflict
+recognition and swap planning are tested everywhere, under Spark Connect too.
 """
 
 from __future__ import annotations
@@ -118,10 +103,11 @@ class NativeTableStore(AdapterBase):
     """A :class:`TableStore` whose commits are Delta Lake's own (delta-spark or Databricks Runtime).
 
     Args:
-        spark: a classic (py4j) session with Delta's JVM classes on its classpath.
+        spark: a session with Delta: a classic (py4j) session with Delta's JVM classes on its classpath, or a
+            Spark Connect session to a server that has them (not checked here: there is no py4j to ask).
 
     Raises:
-        EnvironmentProblem: the session has no py4j gateway or no Delta classes.
+        EnvironmentProblem: a classic session whose classpath lacks Delta's classes.
 
     Example::
 
