@@ -59,3 +59,17 @@ def test_storage_options_from_the_environment_as_json(tmp_path: Path) -> None:
     assert storage_options(cfg, "s3://b/t", env=env) == expected
     with pytest.raises(ConfigError, match="LAKESHARD_STORAGE_S3"):
         load_config(env={"LAKESHARD_STORAGE_S3": "not json"})
+
+
+def test_pyarrow_reads_object_stores_with_the_same_options() -> None:
+    import pyarrow.fs as pafs
+
+    from lakeshard.lake.storage import arrow_filesystem
+
+    found = arrow_filesystem({"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
+                              "AWS_ENDPOINT_URL": "http://localhost:9000"}, "s3://bucket/lh/events")
+    assert found is not None
+    fs, path = found
+    assert isinstance(fs, pafs.S3FileSystem) and fs.region == "eu-west-1" and path == "bucket/lh/events"
+    assert arrow_filesystem(None, "s3://bucket/lh") is None
+    assert arrow_filesystem({"GOOGLE_SERVICE_ACCOUNT_KEY": "{}"}, "gs://bucket/lh") is None
