@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import tomllib
 import types
@@ -30,7 +31,7 @@ from lakeshard.errors import ConfigError
 
 __all__ = [
     "BalancingConfig", "CompactionConfig", "DedupeConfig", "LakeshardConfig", "LandingConfig", "MaintenanceConfig",
-    "RoutingConfig", "SparkConfig", "load_config",
+    "RoutingConfig", "SparkConfig", "StorageConfig", "load_config",
 ]
 
 Adapter = Literal["auto", "embedded", "native"]
@@ -232,6 +233,29 @@ class MaintenanceConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """delta-rs storage options per object store (``s3://``, ``abfss://``, ``gs://``), used by
+    :func:`lakeshard.lake.storage.storage_options`.
+
+    Keys are the ones delta-rs (``object_store``) expects, e.g. ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``,
+    ``AZURE_STORAGE_ACCOUNT_NAME``, ``GOOGLE_SERVICE_ACCOUNT_KEY``. A value ``"env:NAME"`` is read from the
+    environment variable ``NAME`` when the options are used, so secrets need not be in the file. In the
+    environment a whole section is JSON: ``LAKESHARD_STORAGE_S3='{"AWS_REGION": "eu-west-1"}'``. Values are
+    left out of the config's ``repr`` (they may hold secrets).
+    """
+
+    s3: dict[str, str] = field(default_factory=dict, repr=False)
+    azure: dict[str, str] = field(default_factory=dict, repr=False)
+    gcs: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("s3", "azure", "gcs"):
+            options = getattr(self, name)
+            if not isinstance(options, Mapping) or not all(isinstance(v, str) for v in options.values()):
+                raise ConfigError(f"storage.{name} must be a table of string keys to string values")
+
+
+@dataclass(frozen=True)
 class LakeshardConfig:
     """Everything lakeshard reads from its environment, in one place."""
 
@@ -244,6 +268,7 @@ class LakeshardConfig:
     dedupe: DedupeConfig = field(default_factory=DedupeConfig)
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
 
     def table_uri(self, table: str) -> str:
         """Return the location of ``table`` inside the lakehouse (``<lakehouse>/<table>``)."""
@@ -259,6 +284,15 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
         return value
     if origin in (typing.Union, types.UnionType):
         return value
+    if origin is dict and isinstance(value, str):
+        # A table given in one environment variable: a JSON object.
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise ConfigError(f"{where}: expected a JSON object, found text that is not one") from None
+        return {str(k): str(v) for k, v in parsed.items()}
     if hint is bool:
         if isinstance(value, bool):
             return value

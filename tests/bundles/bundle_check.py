@@ -7,7 +7,13 @@
 * every wheel a task attaches is what an ``artifacts`` entry builds;
 * every ``${var.X}`` is declared, every declared variable has a description and a value in every target;
 * exactly one default target; ``dev`` is ``mode: development``; ``prod`` is ``mode: production`` with an
-  explicit ``workspace.root_path`` and permissions; no personal user names or e-mail addresses.
+  explicit ``workspace.root_path``, permissions and ``run_as`` a service principal; no personal user names or
+  e-mail addresses;
+* every ``${resources.<kind>.<name>...}`` names a resource the bundle declares, and the volumes the jobs
+  write to are declared (a ``/Volumes/`` path is built from a volume resource, not spelled out);
+* every wheel artifact has ``dynamic_version: true``; serverless environments name an ``environment_version``
+  (not the deprecated ``client``); the ingest job is triggered by file arrival (or runs continuously), not
+  by a cron schedule.
 
 :func:`check_bundle` returns the problems as ``"<file>: <where>: <what>"`` lines (empty = valid).
 """
@@ -25,10 +31,13 @@ import nbformat
 import yaml
 from databricks.bundles.jobs import Job
 from databricks.bundles.pipelines import Pipeline
+from databricks.bundles.schemas import Schema
+from databricks.bundles.volumes import Volume
 
 VAR = re.compile(r"\$\{var\.([A-Za-z_][\w-]*)")
+RESOURCE_REF = re.compile(r"\$\{resources\.([A-Za-z_]+)\.([A-Za-z_][\w-]*)")
 PERSONAL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|/Users/|\$\{workspace\.current_user")
-RESOURCE_MODELS: dict[str, Any] = {"jobs": Job, "pipelines": Pipeline}
+RESOURCE_MODELS: dict[str, Any] = {"jobs": Job, "pipelines": Pipeline, "schemas": Schema, "volumes": Volume}
 FILE_KEYS = {"notebook_path", "python_file", "whl", "path"}
 
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}
@@ -42,7 +51,11 @@ _WORKSPACE = {"type": "object", "additionalProperties": False,
 _TARGET = {"type": "object", "additionalProperties": False, "properties": {
     "mode": {"enum": ["development", "production"]}, "default": {"type": "boolean"},
     "workspace": _WORKSPACE, "permissions": {"type": "array", "items": _PERMISSION},
-    "variables": _STRING_MAP, "run_as": {"type": "object"}, "presets": {"type": "object"},
+    "variables": {"type": "object", "additionalProperties": {"anyOf": [
+        {"type": ["string", "number", "boolean"]},
+        {"type": "object", "additionalProperties": False, "required": ["lookup"], "properties": {
+            "lookup": {"type": "object", "minProperties": 1, "maxProperties": 1}}}]}},
+    "run_as": {"type": "object"}, "presets": {"type": "object"},
     "resources": {"type": "object"}}}
 ROOT_SCHEMA = {
     "type": "object", "additionalProperties": False, "required": ["bundle", "targets"],
@@ -59,7 +72,8 @@ ROOT_SCHEMA = {
         "targets": {"type": "object", "minProperties": 1, "additionalProperties": _TARGET},
         "artifacts": {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": False, "required": ["type", "build"],
-            "properties": {"type": {"enum": ["whl"]}, "build": {"type": "string"}, "path": {"type": "string"}}}},
+            "properties": {"type": {"enum": ["whl"]}, "build": {"type": "string"}, "path": {"type": "string"},
+                           "dynamic_version": {"type": "boolean"}}}},
         "workspace": _WORKSPACE,
         "permissions": {"type": "array", "items": _PERMISSION},
         "resources": {"type": "object"},
@@ -164,6 +178,13 @@ def _check_targets(doc: dict[str, Any]) -> list[str]:
         problems.append("databricks.yml: targets.prod.workspace.root_path: production needs an explicit root_path")
     if not prod.get("permissions"):
         problems.append("databricks.yml: targets.prod.permissions: production needs explicit permissions")
+    if not (prod.get("run_as") or {}).get("service_principal_name"):
+        problems.append("databricks.yml: targets.prod.run_as: production jobs must run as a service principal "
+                        "(run_as.service_principal_name)")
+    for name, artifact in (doc.get("artifacts") or {}).items():
+        if (artifact or {}).get("type") == "whl" and (artifact or {}).get("dynamic_version") is not True:
+            problems.append(f"databricks.yml: artifacts.{name}.dynamic_version: a wheel needs dynamic_version: true "
+                            "(clusters cache a wheel by version; a fixed version keeps a stale copy)")
     variables = doc.get("variables") or {}
     for name, spec in variables.items():
         if "default" in (spec or {}):
@@ -177,6 +198,29 @@ def _check_targets(doc: dict[str, Any]) -> list[str]:
             if name not in variables:
                 problems.append(f"databricks.yml: targets.{target}.variables.{name}: not declared under variables")
     return problems
+
+
+def _check_jobs(rel: str, doc: Any) -> list[str]:
+    """Return the problems of the jobs in one resource file: deprecated environments, a cron-driven ingest."""
+    problems = []
+    for name, job in (((doc or {}).get("resources") or {}).get("jobs") or {}).items():
+        for i, env in enumerate((job or {}).get("environments") or []):
+            spec = (env or {}).get("spec") or {}
+            if "client" in spec or not spec.get("environment_version"):
+                problems.append(f"{rel}: resources.jobs.{name}.environments[{i}].spec: name an environment_version "
+                                "(the serverless client key is deprecated)")
+        if name == "ingest":
+            trigger = (job or {}).get("trigger") or {}
+            if "schedule" in (job or {}) or not (trigger.get("file_arrival") or (job or {}).get("continuous")):
+                problems.append(f"{rel}: resources.jobs.ingest: ingest must be triggered by file arrival on the "
+                                "landing volume (trigger.file_arrival) or run continuously, not on a schedule")
+    return problems
+
+
+def _declared_resources(trees: list[tuple[str, Any]]) -> set[tuple[str, str]]:
+    return {(kind, name) for _rel, tree in trees
+            for kind, items in (((tree or {}).get("resources") or {}) if isinstance(tree, dict) else {}).items()
+            for name in (items or {})}
 
 
 def check_bundle(root: Path) -> list[str]:
@@ -201,10 +245,17 @@ def check_bundle(root: Path) -> list[str]:
         trees.append((rel, resource_doc))
         problems += _check_resources(yml, resource_doc, rel)
         problems += _check_paths(yml, root, resource_doc, wheel_dirs, rel)
+        problems += _check_jobs(rel, resource_doc)
+    resources = _declared_resources(trees)
     for rel, tree in trees:
         for where, _key, value in _strings(tree):
             problems += [f"{rel}: {where}: ${{var.{v}}} is not declared under variables in databricks.yml"
                          for v in VAR.findall(value) if v not in declared]
+            problems += [f"{rel}: {where}: ${{resources.{kind}.{name}}} is not a resource of this bundle"
+                         for kind, name in RESOURCE_REF.findall(value) if (kind, name) not in resources]
+            if value.startswith("/Volumes/") and "${resources.volumes." not in value:
+                problems.append(f"{rel}: {where}: {value!r} spells out a volume path; build it from a volume "
+                                "resource (${resources.volumes.<name>...}) so the volume is declared")
             if PERSONAL.search(value):
                 problems.append(f"{rel}: {where}: {value!r} names a person; use groups and shared paths")
     return problems

@@ -246,6 +246,27 @@ def test_a_lost_native_commit_is_a_conflict_and_its_files_are_deleted(
     _recording(reader, monkeypatch, RecordingTransaction(store.version(uri), spark, fail_with=concurrent))
     before = {p for p in Path(uri).iterdir()}
 
-    with pytest.raises(CommitConflict, match="lost to a concurrent commit: concurrent"):
+    with pytest.raises(CommitConflict, match="lost to a concurrent commit: Py4JJavaError: lost"):
         reader.replace_files(uri, [f.path for f in reader.files(uri)], None, write=_write_one_file)
     assert {p for p in Path(uri).iterdir()} == before  # the write directory is gone again
+
+
+def test_arrow_schema_works_on_pyspark_4_0s_signature(store: TableStore, spark: SparkSession, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyspark 4.0 (Databricks Runtime 17.3) has ``to_arrow_schema(schema, error_on_duplicated_field_names_in_struct)``
+    and no ``timezone``; its timestamps are UTC microseconds already."""
+    import pyarrow as pa
+    import pyspark.sql.pandas.types as pandas_types
+
+    real = pandas_types.to_arrow_schema
+
+    def to_arrow_schema_4_0(schema: object, error_on_duplicated_field_names_in_struct: bool = False) -> pa.Schema:
+        return real(schema, error_on_duplicated_field_names_in_struct=error_on_duplicated_field_names_in_struct,
+                    timezone="UTC")
+
+    uri = str(tmp_path / "arrow")
+    store.create(uri, _rows(spark, "x", 1).schema, partition_by=["tenant_id"])
+    expected = NativeTableStore.for_log_reads(spark).arrow_schema(uri)
+    monkeypatch.setattr(pandas_types, "to_arrow_schema", to_arrow_schema_4_0)
+    assert NativeTableStore.for_log_reads(spark).arrow_schema(uri) == expected
+    assert expected.field("ts").type == pa.timestamp("us", tz="UTC")

@@ -28,6 +28,7 @@ __all__ = [
     "AdapterBase",
     "all_committed",
     "arrow_columns",
+    "arrow_schema_utc",
     "check_read_point",
     "log_range",
     "new_write_dir",
@@ -142,6 +143,21 @@ def arrow_columns(uri: str, schema: pa.Schema, columns: Sequence[str] | None) ->
     if unknown:
         raise TableStoreError(f"{uri}: no columns {unknown}; the table has {schema.names}")
     return names, pa.schema([schema.field(c).with_nullable(True) for c in names])
+
+
+def arrow_schema_utc(schema: StructType) -> pa.Schema:
+    """Return a Spark schema as Arrow types, timestamps as UTC microseconds, on pyspark 4.0 and later alike.
+
+    pyspark 4.1 added ``to_arrow_schema(..., timezone=...)`` (without it timestamps have no time zone);
+    pyspark 4.0 (Databricks Runtime 17.3) has no such parameter and always gives UTC timestamps.
+    """
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)
 
 
 def new_write_dir(uri: str) -> tuple[str, str]:

@@ -45,6 +45,7 @@ __all__ = [
     "txn_action",
     "typed_stats",
     "unsupported_features",
+    "v2_checkpoint_versions",
 ]
 
 # Every lakeshard commit carries a random id so the writer can find the version it landed at afterwards.
@@ -111,6 +112,21 @@ def checkpoint_parts(entries: Iterable[tuple[str, str]]) -> dict[int, list[str]]
             found.setdefault(version, {})[int(bits[2])] = location
             expected[version] = int(bits[3])
     return {v: [parts[i] for i in sorted(parts)] if len(parts) == expected[v] else [] for v, parts in found.items()}
+
+
+def v2_checkpoint_versions(names: Iterable[str]) -> set[int]:
+    """Return the versions that have a V2 checkpoint (``<v>.checkpoint.<uuid>.json|parquet``) among these names.
+
+    A V2 checkpoint keeps its file actions in sidecar files; this reader does not follow them, so a table
+    that has one is refused (see :func:`unsupported_features`) rather than replayed without it.
+    """
+    found = set()
+    for name in names:
+        bits = name.split(".")
+        if (len(bits) == 4 and bits[0].isdigit() and bits[1] == "checkpoint" and bits[3] in ("json", "parquet")
+                and not bits[2].isdigit()):
+            found.add(int(bits[0]))
+    return found
 
 
 def encode_user_metadata(metadata: Mapping[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 The native adapter calls Delta through these helpers: :class:`DeltaJvm` (Delta's internal classes, the
 table's Hadoop filesystem), :func:`scala_call` (Scala methods with defaulted parameters),
-:func:`is_concurrent_modification` (a lost optimistic commit, recognised by its Java exception class) and
+:func:`java_class_names` (the Java classes of an unconverted py4j error) and
 :func:`gateway` (a session's py4j view, None under Spark Connect).
 """
 
@@ -18,7 +18,7 @@ from lakeshard.lake.datafiles import is_hidden
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DELTA_PACKAGES", "DeltaJvm", "gateway", "has_delta_jvm", "is_concurrent_modification", "jvm_has_class",
+__all__ = ["DELTA_PACKAGES", "DeltaJvm", "gateway", "has_delta_jvm", "java_class_names", "jvm_has_class",
            "scala_call"]
 
 # Where Delta's internal classes live: delta-spark, then Databricks Runtime.
@@ -59,20 +59,21 @@ def scala_call(obj: Any, name: str, *args: Any, max_defaults: int = 8) -> Any:
     raise AttributeError(f"no overload of {name} accepts {len(args)} arguments plus Scala defaults: {last}")
 
 
-def is_concurrent_modification(exc: BaseException) -> bool:
-    """Return whether a py4j error wraps a Delta concurrent-commit failure (a lost optimistic commit).
+def java_class_names(exc: BaseException) -> list[str]:
+    """Return the Java class names of a py4j error's Java exception, most derived first ([] for other errors).
 
-    Delta's ``ConcurrentAppendException``, ``ConcurrentDeleteDeleteException``,
-    ``ConcurrentTransactionException``, ... all extend ``java.util.ConcurrentModificationException``.
+    :func:`lakeshard.lake.conflicts.is_concurrent_modification` uses it for errors PySpark did not convert.
     """
     java = getattr(exc, "java_exception", None)
-    cls = java.getClass() if java is not None else None
-    while cls is not None:
-        name = str(cls.getName())
-        if name == "java.util.ConcurrentModificationException" or name.endswith("ConcurrentModificationException"):
-            return True
-        cls = cls.getSuperclass()
-    return False
+    names: list[str] = []
+    try:
+        cls = java.getClass() if java is not None else None
+        while cls is not None:
+            names.append(str(cls.getName()))
+            cls = cls.getSuperclass()
+    except Exception:  # the gateway is gone (session stopped): no Java view of the error left
+        return names
+    return names
 
 
 class DeltaJvm:
@@ -82,9 +83,8 @@ class DeltaJvm:
         jvm = gateway(spark)
         if jvm is None:
             raise EnvironmentProblem(
-                "the native adapter drives Delta's JVM classes through py4j, and this Spark session has no py4j "
-                "gateway (Spark Connect / databricks-connect); use the embedded adapter here, or run on the "
-                "cluster (a job or notebook), where the native adapter works"
+                "this operation needs Delta's internal JVM classes through py4j, and this Spark session has no py4j "
+                "gateway (Spark Connect / databricks-connect); run it on a classic cluster (a job or notebook)"
             )
         self.jvm = jvm
         self.jspark = spark._jsparkSession
@@ -123,8 +123,21 @@ class DeltaJvm:
             java_list.add(item)
         return self.jvm.org.apache.spark.api.python.PythonUtils.toSeq(java_list)
 
+    def activate(self) -> None:
+        """Make the store's session the active one of this thread's JVM thread.
+
+        Delta's ``OptimisticTransaction`` reads ``userMetadata`` (and every other conf) from the thread's active
+        session; a thread of a pool, or a second notebook session, may have none or another one, and its commit
+        would silently lose lakeshard's metadata.
+        """
+        self.jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.jspark)
+
     def manual_update(self) -> Any:
         return self.object("DeltaOperations$ManualUpdate")
+
+    def write_files(self, txn: Any, df: Any) -> list[dict[str, Any]]:
+        """Return the protocol JSON of the actions ``txn.writeFiles`` made writing ``df`` (a classic DataFrame)."""
+        return self.actions_json(txn.writeFiles(df._jdf))
 
     @staticmethod
     def actions_json(seq: Any) -> list[dict[str, Any]]:

@@ -1,51 +1,36 @@
-"""The native adapter: Delta Lake's own JVM writer commits, in any Spark session that has Delta's classes.
+"""The native adapter: Delta Lake's own commits, in any Spark session that has Delta (classic or Spark Connect).
 
-This is the adapter for a Databricks cluster (jobs, notebooks on classic compute) and for any Spark session
-started with the delta-spark jars (DESIGN.md §1). It drives Delta through the session's py4j gateway, so it
-needs a classic session: a Spark Connect / databricks-connect session has no gateway and uses the embedded
-adapter (see :func:`lakeshard.lake.choose_adapter`). Its log reads are :mod:`lakeshard.lake.native_log`, its
-commits :mod:`lakeshard.lake.native_commit`, and every py4j call into Delta goes through :mod:`lakeshard.lake.jvm`.
+This is the adapter for Databricks (jobs and notebooks on classic compute, databricks-connect, serverless)
+and for any Spark session started with the delta-spark jars (DESIGN.md §1). Public APIs first, so the same
+code runs on a classic session and under Spark Connect:
 
-Which Delta API each operation uses, and why:
-
-- **create, exists, snapshot reads, vacuum**: Delta's public API — ``DeltaTable.createIfNotExists`` (deletion
-  vectors off, as the embedded adapter creates tables), ``DeltaTable.isDeltaTable``,
-  ``spark.read.format("delta")`` with ``versionAsOf`` / ``timestampAsOf``, ``DeltaTable.vacuum``.
-- **append with at most one app transaction and no read version**: the public writer,
-  ``df.write.format("delta").mode("append")`` with ``txnAppId`` / ``txnVersion`` (Delta's documented
-  idempotent writes: a version at or below the committed one is skipped by Delta itself) and
-  ``userMetadata`` carrying lakeshard's commit metadata.
-- **every other commit** — a file swap (remove exactly these files, add new ones, ``dataChange=false`` for
-  compaction), an append carrying several app transactions (a writer's progress for several shards) or
-  prepared against an older ``read_version``: Delta's ``OptimisticTransaction``
-  (``DeltaLog.forTable(...).startTransaction()``, ``txn.writeFiles(df)`` for the data files with Delta's own
-  statistics, ``txn.txnVersion(app_id)`` to make the commit depend on each app transaction, and
-  ``txn.commit(actions, DeltaOperations.ManualUpdate)``). delta-spark's public API has no way to remove an
-  exact set of files and add others in one commit (``replaceWhere`` removes every file matching a predicate,
-  including files a size-tiered plan did not pick), nor to commit several app transactions at once. These
-  classes are internal to Delta; they live in ``org.apache.spark.sql.delta`` (delta-spark) and
-  ``com.databricks.sql.transaction.tahoe`` (Databricks Runtime), and both are looked up. Actions are built as
-  the protocol's JSON and turned into Delta's objects with ``Action.fromJson``, the parser Delta reads its
-  own log with, so no constructor signatures (which change between releases) are relied on.
-- **live files, per-version deltas, checkpoints, history, app transaction versions**: the log files
-  themselves, read through the session's Hadoop filesystem and replayed by :mod:`lakeshard.lake.deltalog`
-  (the documented protocol, identical on delta-spark and Databricks). ``DeltaLog.update().transactions()``
-  would give app transaction versions too, but it is an internal API whose package and signature differ
-  between delta-spark and Databricks; the protocol does not. History timestamps are what Delta's time travel
-  resolves timestamps against: the in-commit timestamp when the table has one, else the commit file's
-  modification time, made increasing.
+- **create, exists, snapshot reads, vacuum**: ``DeltaTable.createIfNotExists`` (deletion vectors off, as the
+  embedded adapter creates tables), ``spark.read.format("delta")`` with ``versionAsOf`` / ``timestampAsOf``,
+  ``DeltaTable.vacuum``.
+- **appends with at most one app transaction, and swaps of whole partitions**: Delta's public writer with
+  ``txnAppId`` / ``txnVersion`` / ``userMetadata`` as write options, ``replaceWhere`` + ``dataChange=false``
+  for a swap (:mod:`lakeshard.lake.native_public`).
+- **live files, per-version deltas, checkpoints, history, app transaction versions**: the log files, listed
+  and read with Spark's ``binaryFile`` source (:mod:`lakeshard.lake.native_files`) and replayed by
+  :mod:`lakeshard.lake.deltalog` (the documented protocol, identical on delta-spark and Databricks). History
+  timestamps are what Delta's time travel resolves timestamps against.
+- **everything else** — a swap of part of a partition (a size-tiered plan), several app transactions in one
+  commit, files written by a ``write`` function, a ``before_commit`` hook, writing a checkpoint: Delta's
+  internal ``OptimisticTransaction`` through py4j (:mod:`lakeshard.lake.native_commit`, every py4j call in
+  :mod:`lakeshard.lake.jvm`), on classic sessions only; under Spark Connect these raise
+  :class:`~lakeshard.errors.UnsupportedByAdapter` naming what needs it.
 
 Lakeshard's commit metadata (:data:`~lakeshard.lake.store.ROWS_ADDED`, ``BYTES_ADDED``, ...) travels as one JSON
-object in the commit's ``userMetadata`` (delta-spark keeps no other custom commitInfo keys); a public-writer
-append records rows and bytes from Delta's own ``operationMetrics``.
+object in the commit's ``userMetadata``; a public-writer commit records rows and bytes from Delta's own
+``operationMetrics``. Lost races are recognised by :func:`lakeshard.lake.conflicts.is_concurrent_modification`.
 
 Tables with deletion vectors, column mapping or V2 checkpoints cannot be read file by file or replayed this
 way; the operations that need that raise :class:`~lakeshard.errors.UnsupportedByAdapter` naming the feature.
 
-This module is **not exercised against a real Delta JVM in lakeshard's own CI** (delta-spark's jars come
-from Maven, which that environment cannot reach); its contract tests run wherever the classes are present
-(``pytest -m delta_jvm``), and its pure parts (log replay, metadata encoding, Scala call helpers) are unit
-tested everywhere.
+This module's commits are **not exercised against a real Delta runtime in lakeshard's own tests**
+(delta-spark's jars come from Maven, which that environment cannot reach; :data:`NATIVE_UNVERIFIED`); its
+contract tests run wherever Delta is present (``pytest -m delta_jvm``), and its log reads, conflict
+recognition and swap planning are tested everywhere, under Spark Connect too.
 """
 
 from __future__ import annotations
@@ -60,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakeshard.errors import (
+    CommitConflict,
     TableNotFound,
     TableStoreError,
     UnsupportedByAdapter,
@@ -68,6 +54,7 @@ from lakeshard.lake.base import (
     DEFAULT_PROPERTIES,
     AdapterBase,
     arrow_columns,
+    arrow_schema_utc,
     check_read_point,
 )
 from lakeshard.lake.datafiles import (
@@ -80,9 +67,11 @@ from lakeshard.lake.deltalog import (
     typed_stats,
 )
 from lakeshard.lake.files import normalise_uri
-from lakeshard.lake.jvm import DeltaJvm, scala_call
+from lakeshard.lake.jvm import DeltaJvm, gateway, scala_call
 from lakeshard.lake.native_commit import NativeCommits, session_conf
+from lakeshard.lake.native_files import SparkFiles
 from lakeshard.lake.native_log import NativeLog, supported
+from lakeshard.lake.native_public import PublicCommits, whole_partitions_predicate
 from lakeshard.lake.store import (
     AppTransaction,
     BeforeCommit,
@@ -99,7 +88,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructField, StructType
 
-__all__ = ["NativeTableStore"]
+__all__ = ["NATIVE_UNVERIFIED", "NativeTableStore"]
+
+# What `lakeshard doctor` and the docs say of this adapter until its contract tests have run on a Delta runtime.
+NATIVE_UNVERIFIED = (
+    "unverified: the native adapter's commits have not run against a Delta runtime (delta-spark jars or Databricks) "
+    "in lakeshard's tests; run `pytest -m delta_jvm` there first (docs/databricks.md)"
+)
 
 _RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 
@@ -108,10 +103,11 @@ class NativeTableStore(AdapterBase):
     """A :class:`TableStore` whose commits are Delta Lake's own (delta-spark or Databricks Runtime).
 
     Args:
-        spark: a classic (py4j) session with Delta's JVM classes on its classpath.
+        spark: a session with Delta: a classic (py4j) session with Delta's JVM classes on its classpath, or a
+            Spark Connect session to a server that has them (not checked here: there is no py4j to ask).
 
     Raises:
-        EnvironmentProblem: the session has no py4j gateway or no Delta classes.
+        EnvironmentProblem: a classic session whose classpath lacks Delta's classes.
 
     Example::
 
@@ -121,11 +117,28 @@ class NativeTableStore(AdapterBase):
     """
 
     def __init__(self, spark: SparkSession) -> None:
+        self._setup(spark)
+        if gateway(spark) is not None:
+            self._jvm.package  # noqa: B018 (fail now, not at the first commit, when Delta's classes are missing)
+
+    def _setup(self, spark: SparkSession) -> None:
         self.spark = spark
-        self._jvm = DeltaJvm(spark)
-        self._jvm.package  # noqa: B018 (fail now, not at the first commit, when Delta's classes are missing)
-        self._log = NativeLog(spark, self._jvm)
-        self._commits = NativeCommits(spark, self._jvm, self._log)
+        self._delta_jvm: DeltaJvm | None = None
+        self._files = SparkFiles(spark)
+        self._log = NativeLog(spark, self._files)
+        self._commits = NativeCommits(spark, lambda: self._jvm, self._log)
+        self._public = PublicCommits(self._log)
+
+    @property
+    def _jvm(self) -> DeltaJvm:
+        """Return Delta's JVM classes behind the session's py4j gateway, for what only they can do.
+
+        Raises:
+            EnvironmentProblem: the session has no py4j gateway (Spark Connect).
+        """
+        if self._delta_jvm is None:
+            self._delta_jvm = DeltaJvm(self.spark)
+        return self._delta_jvm
 
     @classmethod
     def for_log_reads(cls, spark: SparkSession) -> NativeTableStore:
@@ -138,10 +151,7 @@ class NativeTableStore(AdapterBase):
         it to check the native adapter's log reading against the embedded adapter where Delta's JVM is absent.
         """
         store = cls.__new__(cls)
-        store.spark = spark
-        store._jvm = DeltaJvm(spark)
-        store._log = NativeLog(spark, store._jvm)
-        store._commits = NativeCommits(spark, store._jvm, store._log)
+        store._setup(spark)
         return store
 
     # ----------------------------------------------------------------------------------- lookup
@@ -276,9 +286,7 @@ class NativeTableStore(AdapterBase):
 
     def arrow_schema(self, table: str) -> pa.Schema:
         """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        return to_arrow_schema(self.schema(table), timezone="UTC")
+        return arrow_schema_utc(self.schema(table))
 
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their typed statistics."""
@@ -302,19 +310,39 @@ class NativeTableStore(AdapterBase):
     ) -> CommitResult:
         """Append ``df``'s rows in one Delta commit carrying ``app_transactions`` and ``metadata``.
 
-        One app transaction (or none) and no ``read_version``: Delta's writer with ``txnAppId`` /
-        ``txnVersion``. Otherwise Delta's ``OptimisticTransaction`` with one ``SetTransaction`` action per app
-        transaction, each also read by the transaction so a concurrent commit of the same app id fails it.
-        If every app transaction is already committed at or past its version the write is skipped.
+        Rows as a DataFrame with one app transaction (or none): Delta's public writer with ``txnAppId`` /
+        ``txnVersion`` and ``userMetadata`` options (:mod:`lakeshard.lake.native_public`), on any session.
+        Otherwise (several app transactions, a ``write`` function) Delta's ``OptimisticTransaction`` with one
+        ``SetTransaction`` action per app transaction, each also read by the transaction so a concurrent commit
+        of the same app id fails it (classic sessions only). If every app transaction is already committed at
+        or past its version the write is skipped.
 
         Raises:
             CommitConflict: a concurrent commit conflicts (e.g. it committed one of the same app
                 transactions); nothing of this append is visible.
+            UnsupportedByAdapter: the append needs Delta's internal API and the session is Spark Connect.
         """
-        if df is not None and write is None and len(app_transactions) <= 1 and read_version is None:
-            return self._commits.append_with_writer(table, df, app_transactions, metadata)
+        if df is not None and write is None and len(app_transactions) <= 1:
+            uri = normalise_uri(table)
+            state = self._log.state(uri)
+            supported(uri, state, "append")
+            done = self._commits.replayed(uri, state, state.version if read_version is None else read_version,
+                                          app_transactions)
+            if done is not None:
+                return done
+            return self._public.append(uri, df, state, app_transactions, metadata)
+        self._needs_jvm(table, "an append with several app transactions or a write function")
         return self._commits.commit(table, df, remove=(), data_change=True, app_transactions=app_transactions,
                                     metadata=metadata, read_version=read_version, operation="append", write=write)
+
+    def _needs_jvm(self, table: str, what: str) -> None:
+        """Raise UnsupportedByAdapter when ``what`` needs Delta's internal API and the session has no py4j."""
+        if gateway(self.spark) is None:
+            raise UnsupportedByAdapter(
+                f"{normalise_uri(table)}: {what} needs Delta's internal transaction API (py4j), which a Spark Connect "
+                "session cannot reach; run this step on a classic cluster (a job or notebook), or use the embedded "
+                "adapter with storage it can commit to"
+            )
 
     def replace_files(
         self,
@@ -335,9 +363,33 @@ class NativeTableStore(AdapterBase):
         the table, their statistics read from the Parquet footers); removes are the files' exact log paths.
         Delta's conflict checker fails the commit when a concurrent commit removed one of the same files.
 
+        When ``remove`` is every live file of the partitions it touches, the rows come as a DataFrame, with at
+        most one app transaction and no ``before_commit``, the swap is Delta's public writer: an overwrite with
+        ``replaceWhere`` on exactly those partitions and ``dataChange`` as given (any session). Anything else
+        needs Delta's internal API (classic sessions only).
+
         Raises:
             CommitConflict: a file in ``remove`` is not live, or a concurrent commit removed it.
+            UnsupportedByAdapter: the swap needs Delta's internal API and the session is Spark Connect.
         """
+        uri = normalise_uri(table)
+        if df is not None and write is None and before_commit is None and len(app_transactions) <= 1:
+            state = self._log.state(uri)
+            supported(uri, state, "replace_files")
+            gone = [p for p in remove if p not in state.files]
+            if gone:
+                raise CommitConflict(uri, read_version, tuple(t.app_id for t in app_transactions),
+                                     f"files to remove are not live at version {state.version}: {gone[:5]}")
+            predicate = whole_partitions_predicate(state, remove)
+            if predicate is not None:
+                done = self._commits.replayed(uri, state, state.version if read_version is None else read_version,
+                                              app_transactions)
+                if done is not None:
+                    return done
+                return self._public.replace_partitions(uri, df, state, predicate, len(remove), app_transactions,
+                                                       metadata, data_change)
+        self._needs_jvm(uri, "a swap of part of a partition's files, with a write function, a before_commit hook "
+                             "or several app transactions")
         return self._commits.commit(table, df, remove=remove, data_change=data_change,
                                     app_transactions=app_transactions, metadata=metadata, read_version=read_version,
                                     before_commit=before_commit, write=write, operation="replace")
@@ -369,6 +421,7 @@ class NativeTableStore(AdapterBase):
     def create_checkpoint(self, table: str) -> int:
         """Write a checkpoint of the latest version with Delta's ``DeltaLog.checkpoint`` and return that version."""
         uri = normalise_uri(table)
+        self._needs_jvm(uri, "writing a checkpoint")
         log = self._jvm.delta_log(uri)
         snapshot = scala_call(log, "update")
         scala_call(log, "checkpoint", snapshot)
@@ -428,9 +481,9 @@ class NativeTableStore(AdapterBase):
                         "needs spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension on the session"
                     ) from None
                 return VacuumReport(uri, True, tuple(sorted(_relative(uri, str(r[0])) for r in listed)), ())
-            before = set(self._jvm.list_files(uri))
+            before = set(self._files.list_files(uri))
             DeltaTable.forPath(self.spark, uri).vacuum(float(hours))
-            after = set(self._jvm.list_files(uri))
+            after = set(self._files.list_files(uri))
         return VacuumReport(uri, False, tuple(sorted(before - after)), ())
 
     @contextlib.contextmanager

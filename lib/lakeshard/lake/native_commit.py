@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,7 @@ from urllib.parse import unquote
 
 from lakeshard.errors import CommitConflict, TableNotFound, TableStoreError
 from lakeshard.lake.base import all_committed, new_write_dir, now_ms, txn_text
+from lakeshard.lake.conflicts import conflict_or_raise, is_concurrent_modification
 from lakeshard.lake.datafiles import (
     conform,
     footer_stats_and_values,
@@ -36,7 +37,7 @@ from lakeshard.lake.deltalog import (
     txn_action,
 )
 from lakeshard.lake.files import normalise_uri
-from lakeshard.lake.jvm import is_concurrent_modification, scala_call
+from lakeshard.lake.jvm import scala_call
 from lakeshard.lake.native_log import supported
 from lakeshard.lake.store import (
     BYTES_ADDED,
@@ -80,44 +81,19 @@ class NativeCommits:
 
     Args:
         spark: the store's classic session.
-        jvm: its :class:`~lakeshard.lake.jvm.DeltaJvm` (transactions, actions, the table's filesystem).
+        jvm: gives its :class:`~lakeshard.lake.jvm.DeltaJvm` (transactions, actions, the table's filesystem) when
+            a commit needs Delta's internal transaction API; it raises on a session without py4j.
         log: its :class:`~lakeshard.lake.native_log.NativeLog` (the state a commit is checked against).
     """
 
-    def __init__(self, spark: SparkSession, jvm: DeltaJvm, log: NativeLog) -> None:
+    def __init__(self, spark: SparkSession, jvm: Callable[[], DeltaJvm], log: NativeLog) -> None:
         self.spark = spark
-        self._jvm = jvm
+        self._delta_jvm = jvm
         self._log = log
 
-    def append_with_writer(self, table: str, df: DataFrame, app_transactions: Sequence[AppTransaction],
-                            metadata: Mapping[str, Any] | None) -> CommitResult:
-        uri = normalise_uri(table)
-        state = self._log.state(uri)
-        if app_transactions and _already_committed(uri, state, app_transactions):
-            return CommitResult(uri, state.version, skipped=True,
-                                reason=f"app transactions {txn_text(app_transactions)} already committed")
-        from pyspark.sql.types import StructType
-
-        commit_id = uuid.uuid4().hex
-        writer = (conform(df, StructType.fromJson(state.schema_json), uri).write.format("delta").mode("append")
-                  .option("userMetadata", encode_user_metadata({**(metadata or {}), COMMIT_ID: commit_id})))
-        for t in app_transactions:
-            writer = writer.option("txnAppId", t.app_id).option("txnVersion", t.version)
-        try:
-            writer.save(uri)
-        except Exception as exc:
-            if not is_concurrent_modification(exc):
-                raise
-            return self._lost(uri, state.version, app_transactions, exc)
-        entry = self._log.find_commit(uri, state.version, commit_id)
-        if entry is None:  # Delta skipped the write: the same app transaction committed meanwhile
-            latest = self._log.state(uri)
-            return CommitResult(uri, latest.version, skipped=True,
-                                reason=f"app transactions {txn_text(app_transactions)} committed concurrently")
-        adds = [c for c in entry.changes if c.action == "add"]
-        return CommitResult(uri, entry.version, files_added=len(adds),
-                            rows_added=int(entry.custom_metadata.get(ROWS_ADDED, 0)),
-                            bytes_added=sum(c.file.size_bytes for c in adds), reason="append")
+    @property
+    def _jvm(self) -> DeltaJvm:
+        return self._delta_jvm()
 
     def commit(
         self,
@@ -148,7 +124,7 @@ class NativeCommits:
         for t in app_transactions:
             txn.txnVersion(t.app_id)  # the commit now depends on this app id: a concurrent commit of it fails ours
         if app_transactions:
-            done = self._replayed(uri, now, based_on, app_transactions)
+            done = self.replayed(uri, now, based_on, app_transactions)
             if done is not None:
                 return done
         gone = [p for p in remove if p not in now.files]
@@ -160,8 +136,7 @@ class NativeCommits:
         # Delta leaves the files of a failed commit to VACUUM; deleting them at once is only tidier.
         written_paths: list[str] = []
         if df is not None:
-            written = self._jvm.actions_json(txn.writeFiles(
-                conform(df, StructType.fromJson(now.schema_json), uri)._jdf))
+            written = self._jvm.write_files(txn, conform(df, StructType.fromJson(now.schema_json), uri))
             for action in written:
                 if "add" in action:
                     action["add"]["dataChange"] = data_change
@@ -233,7 +208,7 @@ class NativeCommits:
             out.append((file, add_action(file, data_change=data_change, stats=stats)))
         return out, target
 
-    def _replayed(self, uri: str, now: LogState, based_on: int,
+    def replayed(self, uri: str, now: LogState, based_on: int,
                   app_transactions: Sequence[AppTransaction]) -> CommitResult | None:
         """Return a skipped result when the app transactions are already committed, None when they are new.
 
@@ -241,6 +216,8 @@ class NativeCommits:
             CommitConflict: some are committed and some are not, or a commit after ``based_on`` (the version
                 the caller read) carried one of them without reaching this commit's version.
         """
+        if not app_transactions:
+            return None
         if _already_committed(uri, now, app_transactions):
             return CommitResult(uri, now.version, skipped=True,
                                 reason=f"app transactions {txn_text(app_transactions)} already committed")
@@ -259,13 +236,13 @@ class NativeCommits:
         if app_transactions and _already_committed(uri, latest, app_transactions):
             return CommitResult(uri, latest.version, skipped=True,
                                 reason=f"app transactions {txn_text(app_transactions)} committed concurrently")
-        cause = str(getattr(exc, "java_exception", exc)).splitlines()[0][:500]
-        raise CommitConflict(uri, based_on, tuple(t.app_id for t in app_transactions), cause) from None
+        conflict_or_raise(exc, uri, based_on, [t.app_id for t in app_transactions])
 
     @contextlib.contextmanager
     def _user_metadata(self, value: str) -> Iterator[None]:
         """Set Delta's session-wide ``userMetadata`` for one commit (the OptimisticTransaction API has no option)."""
         with _COMMIT_LOCK, session_conf(self.spark, _USER_METADATA_CONF, value):
+            self._jvm.activate()
             yield
 
 

@@ -1,4 +1,4 @@
-"""The native adapter's view of a table's Delta log: read through the session's Hadoop filesystem and replayed.
+"""The native adapter's view of a table's Delta log: read with Spark's public file sources and replayed.
 
 :class:`NativeLog` lists the log, replays it (from the newest checkpoint or an already replayed version) into
 a :class:`~lakeshard.lake.deltalog.LogState` per version, keeps the latest replayed states, and reads commits
@@ -26,13 +26,14 @@ from lakeshard.lake.deltalog import (
     replay,
     state_from_checkpoint_rows,
     unsupported_features,
+    v2_checkpoint_versions,
 )
 from lakeshard.lake.store import LogEntry
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakeshard.lake.jvm import DeltaJvm
+    from lakeshard.lake.native_files import SparkFiles
 
 __all__ = ["NativeLog", "commit_timestamps", "supported"]
 
@@ -71,27 +72,28 @@ def supported(uri: str, state: LogState, operation: str) -> None:
 
 
 class NativeLog:
-    """A table's Delta log read through the session's Hadoop filesystem, its replayed states cached per version.
+    """A table's Delta log read through Spark (``binaryFile``, checkpoints as Parquet), replayed states cached.
 
     Args:
         spark: the session whose Hadoop filesystem reaches the table (checkpoints are read with it).
-        jvm: the session's :class:`~lakeshard.lake.jvm.DeltaJvm`, whose filesystem calls list and read the log.
+        files: the :class:`~lakeshard.lake.native_files.SparkFiles` that list and read the log.
     """
 
-    def __init__(self, spark: SparkSession, jvm: DeltaJvm) -> None:
+    def __init__(self, spark: SparkSession, files: SparkFiles) -> None:
         self.spark = spark
-        self._jvm = jvm
+        self._files = files
         # (table, version) -> (replayed state, modification time of that version's commit file)
         self._states: OrderedDict[tuple[str, int], tuple[LogState, int | None]] = OrderedDict()
 
     def listing(self, uri: str) -> list[tuple[str, str, int]]:
-        return self._jvm.list_dir(f"{uri}/_delta_log")
+        return self._files.list_dir(f"{uri}/_delta_log")
 
     def latest(self, uri: str, listing: list[tuple[str, str, int]] | None = None) -> int:
         listing = self.listing(uri) if listing is None else listing
         commits = commit_versions(n for n, _, _ in listing)
         checkpoints = [v for v, parts in checkpoint_parts((n, loc) for n, loc, _ in listing).items() if parts]
-        latest = max([*commits, *checkpoints], default=-1)
+        v2 = v2_checkpoint_versions(n for n, _, _ in listing)
+        latest = max([*commits, *checkpoints, *v2], default=-1)
         if latest < 0:
             raise TableNotFound(f"no Delta table at {uri}")
         return latest
@@ -103,6 +105,11 @@ class NativeLog:
         target = latest if version is None else version
         if target > latest or target < 0:
             raise TableStoreError(f"{uri}: no version {target} (the latest is {latest})")
+        if v2_checkpoint_versions(n for n, _, _ in listing):
+            raise UnsupportedByAdapter(
+                f"{uri}: the table has V2 checkpoints (table feature v2Checkpoint, file actions in sidecar files); "
+                "the native adapter replays classic checkpoints and commit files only. Read it with Delta directly"
+            )
         mtimes = {n: m for n, _, m in listing}
         # A cached state is only reused while its commit file is the same one (a table dropped and
         # created again at the same location starts over at version 0 with new commit files).
@@ -124,15 +131,16 @@ class NativeLog:
         elif checkpoint >= 0:
             base = state_from_checkpoint_rows(checkpoint, self.checkpoint_rows(parts[checkpoint]))
         start = 0 if base is None else base.version + 1
-        commits = []
         for v in range(start, target + 1):
-            name = f"{v:020d}.json"
-            if name not in names:
+            if f"{v:020d}.json" not in names:
                 raise TableStoreError(
                     f"{uri}: commit {v} is missing from the log and no checkpoint covers it; version {target} "
                     "cannot be reconstructed"
                 )
-            commits.append((v, parse_commit(self._jvm.read_text(names[name]), v)[1]))
+        wanted = [names[f"{v:020d}.json"] for v in range(start, target + 1)]
+        texts = self._files.read_texts(wanted)  # one read for all the commits since the base
+        commits = [(v, parse_commit(texts[loc], v)[1]) for v, loc in zip(range(start, target + 1), wanted,
+                                                                            strict=True)]
         state = replay(commits, base=base)
         self._states[(uri, target)] = (state, mtimes.get(f"{target:020d}.json"))
         while len(self._states) > _STATE_CACHE:
@@ -151,7 +159,7 @@ class NativeLog:
         listing = {n: loc for n, loc, _ in self.listing(uri)}
         version = after + 1
         while (name := f"{version:020d}.json") in listing:
-            entry, actions = parse_commit(self._jvm.read_text(listing[name]), version)
+            entry, actions = parse_commit(self._files.read_text(listing[name]), version)
             info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
             if commit_id_of(info) == commit_id:
                 return entry
@@ -165,9 +173,11 @@ class NativeLog:
         locations = {n: (loc, mtime) for n, loc, mtime in listing}
         commits = commit_versions(locations)
         start, end = log_range(uri, commits, latest, start, end)
+        wanted = [locations[f"{v:020d}.json"][0] for v in range(start, end + 1)]
+        texts = self._files.read_texts(wanted)
         parsed = []
-        for v in range(start, end + 1):
-            entry, actions = parse_commit(self._jvm.read_text(locations[f"{v:020d}.json"][0]), v)
+        for v, location in zip(range(start, end + 1), wanted, strict=True):
+            entry, actions = parse_commit(texts[location], v)
             parsed.append((entry, next((dict(a["commitInfo"]) for a in actions if "commitInfo" in a), {})))
         times = commit_timestamps([
             (e.version, locations[f"{e.version:020d}.json"][1],
