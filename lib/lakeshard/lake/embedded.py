@@ -65,6 +65,7 @@ from lakeshard.lake.embedded_write import (
     metadata_strings,
     stale_write_dirs,
     version_of_commit,
+    write_spark_files,
 )
 from lakeshard.lake.files import filesystem, normalise_uri
 from lakeshard.lake.store import (
@@ -490,15 +491,11 @@ class EmbeddedTableStore(AdapterBase):
         return all_committed(dt.table_uri, int(dt.version()), txns, versions)
 
     def _write_files(self, dt: DeltaTable, df: DataFrame, data_change: bool) -> tuple[list[AddAction], int, str]:
-        """Write ``df`` with Spark under a fresh directory of the table; return its add actions."""
+        """Write ``df`` with Spark under a fresh directory of the table; return its add actions (all its rows)."""
         uri = normalise_uri(dt.table_uri)
-        parts = list(dt.metadata().partition_columns)
         write_id, target = new_write_dir(uri)
-        writer = conform(df, _to_spark_schema(dt.schema()), uri).write.mode("errorifexists")
-        if parts:
-            writer = writer.partitionBy(*parts)
-        writer.parquet(_spark_path(target))
-        return collect_adds(dt, write_id, target, data_change)
+        frame = conform(df, _to_spark_schema(dt.schema()), uri)
+        return write_spark_files(dt, frame, _spark_path(target), write_id, target, data_change)
 
     def _write_with(self, dt: DeltaTable, write: WriteFiles, data_change: bool) -> tuple[list[AddAction], int, str]:
         """Let ``write`` write Parquet files under a fresh directory of the table; return their add actions."""
