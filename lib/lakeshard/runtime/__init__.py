@@ -10,11 +10,12 @@ from lakeshard.runtime.session import (
     get_spark,
     is_spark_connect,
     local_spark_conf,
+    on_databricks,
     runtime_name,
     session_sql_conf,
 )
 
 __all__ = [
     "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect",
-    "local_spark_conf", "runtime_name", "session_sql_conf",
+    "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
 ]

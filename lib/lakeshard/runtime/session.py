@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
-    "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect",
-    "local_spark_conf", "runtime_name", "session_sql_conf",
+    "DATABRICKS_DOMAINS", "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark",
+    "is_spark_connect", "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
 ]
 
 MIN_JAVA = 17
@@ -46,6 +47,22 @@ def detect_runtime(cfg: LakeshardConfig | None = None) -> RuntimeKind:
     if cfg.spark.remote:
         return RuntimeKind.SPARK_CONNECT
     return RuntimeKind.LOCAL
+
+
+# Hosts of Databricks workspaces (AWS, Azure, GCP): a Spark Connect server there is Databricks compute.
+DATABRICKS_DOMAINS = (".cloud.databricks.com", ".azuredatabricks.net", ".gcp.databricks.com", ".databricks.com")
+
+
+def on_databricks(cfg: LakeshardConfig | None = None) -> bool:
+    """Return whether Spark runs on Databricks compute: its runtime (``DATABRICKS_RUNTIME_VERSION``),
+    databricks-connect (``spark.databricks_connect``), or a ``sc://`` remote whose host is a Databricks workspace."""
+    cfg = cfg or load_config()
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION") or cfg.spark.databricks_connect:
+        return True
+    if not cfg.spark.remote.startswith("sc://"):
+        return False
+    host = urlparse("http://" + cfg.spark.remote.removeprefix("sc://").split(";")[0].split("/")[0]).hostname or ""
+    return host.endswith(DATABRICKS_DOMAINS)
 
 
 def describe_mode(cfg: LakeshardConfig | None = None) -> str:
