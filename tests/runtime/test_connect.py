@@ -19,8 +19,8 @@ from lakeshard.errors import ConfigError
 from lakeshard.runtime import RuntimeKind, describe_mode, detect_runtime, is_spark_connect, runtime_name
 
 TESTS = Path(__file__).resolve().parents[1]
-# Under Spark Connect: the whole TableStore contract (embedded adapter) and the demo with every batch through Spark.
-CONNECT_SUITE = [TESTS / "lake" / "test_store_contract.py", TESTS / "runtime" / "connect_demo.py"]
+# Under Spark Connect: the TableStore contract (embedded adapter), the demo with every batch through Spark, doctor.
+CONNECT_SUITE = [TESTS / "lake" / "test_store_contract.py", TESTS / "runtime" / "connect_suite.py"]
 
 
 @pytest.mark.slow
