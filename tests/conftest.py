@@ -1,8 +1,21 @@
-"""Shared fixtures: one local Spark session for the whole test session, and a TableStore over it."""
+"""Shared fixtures: one local Spark session for the whole test session, a TableStore over it, and a Spark
+Connect server for the tests that ask for one.
+
+Classic and Spark Connect sessions cannot share one Python process (pyspark picks its Column and function
+implementations process-wide, and refuses a Connect session beside a classic one), so the tests that run
+under Spark Connect run in a pytest subprocess whose ``spark`` fixture is a Connect session: set
+``LAKESHARD_TEST_SPARK_REMOTE=sc://host:port`` and ``spark`` connects there (``tests/runtime/test_connect.py``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -13,6 +26,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lakeshard.lake import TableStore
+
+# Set to a Spark Connect URL, the ``spark`` fixture is a Connect session to that server.
+TEST_REMOTE_ENV = "LAKESHARD_TEST_SPARK_REMOTE"
+CONNECT_SERVER = Path(__file__).with_name("connect_server.py")
 
 
 @pytest.fixture(scope="session")
@@ -26,10 +43,13 @@ def test_config() -> LakeshardConfig:
 
 @pytest.fixture(scope="session")
 def spark(test_config: LakeshardConfig) -> Iterator[SparkSession]:
-    """Return the one local Spark session shared by every test (started once, stopped at the end)."""
+    """Return the one Spark session shared by every test (started once, stopped at the end): a local classic
+    session, or a Spark Connect session to ``$LAKESHARD_TEST_SPARK_REMOTE`` when that is set."""
     from lakeshard.runtime import get_spark
 
-    session = get_spark(test_config)
+    remote = os.environ.get(TEST_REMOTE_ENV, "")
+    cfg = dataclasses.replace(test_config, spark=dataclasses.replace(test_config.spark, remote=remote))
+    session = get_spark(cfg)
     yield session
     session.stop()
 
@@ -40,3 +60,28 @@ def store(spark: SparkSession, test_config: LakeshardConfig) -> TableStore:
     from lakeshard.lake import open_store
 
     return open_store(spark, test_config)
+
+
+@pytest.fixture(scope="session")
+def connect_server() -> Iterator[str]:
+    """Return the ``sc://`` URL of a local Spark Connect server, one per test session, started by the first
+    test that asks for it (in its own process, ``tests/connect_server.py``) and stopped at the end."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(CONNECT_SERVER), str(port)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None and server.stdin is not None
+    try:
+        line = server.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"the Spark Connect server for the tests did not start (exit {server.poll()}, "
+                               f"said {line!r}; its stderr is above)")
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.stdin.close()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

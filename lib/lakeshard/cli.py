@@ -52,7 +52,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     kind = detect_runtime(cfg)
     rows.append(("mode", describe_mode(cfg)))
     ok = True
-    if kind is RuntimeKind.LOCAL:  # only a local session needs a local JVM
+    # Only a local session (classic, or the local Spark Connect server) needs a local JVM.
+    if kind is RuntimeKind.LOCAL or (kind is RuntimeKind.SPARK_CONNECT and cfg.spark.remote.startswith("local")):
         try:
             java, major = find_java()
             rows.append(("java", f"{major} ({java})"))
@@ -72,7 +73,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]) -> bool:
     """Start the session, name the adapter and prove a Delta round trip; append what was found to ``rows``."""
     from lakeshard.lake import adapter_choice, open_store
-    from lakeshard.runtime import RuntimeKind, get_spark
+    from lakeshard.runtime import RuntimeKind, get_spark, runtime_name
 
     start = time.perf_counter()
     try:
@@ -80,8 +81,9 @@ def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]
     except LakeshardError as exc:
         rows.append(("spark", f"PROBLEM: {exc}"))
         return False
-    where = cfg.spark.master if kind is RuntimeKind.LOCAL else kind.value
+    where = {RuntimeKind.LOCAL: cfg.spark.master, RuntimeKind.SPARK_CONNECT: cfg.spark.remote}.get(kind, kind.value)
     rows.append(("spark", f"{spark.version} started in {time.perf_counter() - start:.1f}s ({where})"))
+    rows.append(("runtime", runtime_name(spark)))
     try:
         choice = adapter_choice(spark, cfg)
     except LakeshardError as exc:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import tomllib
 import types
 import typing
@@ -53,7 +54,15 @@ class SparkConfig:
     jars: str = ""
     # Use databricks-connect when it is installed and this is true (or DATABRICKS_* is configured).
     databricks_connect: bool = False
+    # Spark Connect: "" = a classic local session (``master``); "local" / "local[N]" = start the Spark Connect
+    # server pyspark ships in this process and talk to it over Connect; "sc://host:port" = connect to a server.
+    remote: str = ""
     log_level: str = "ERROR"
+
+    def __post_init__(self) -> None:
+        if self.remote and not re.fullmatch(r"local(\[(\d+|\*)\])?|sc://\S+", self.remote):
+            raise ConfigError(f"spark.remote: expected '' (classic session), 'local', 'local[N]' or 'sc://host:port', "
+                              f"found {self.remote!r}")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from lakeshard.report import format_table
 from lakeshard.report.landing import landing_overview_plot
 from lakeshard.report.routing import ShardLoad, shard_load, shard_load_plot
 from lakeshard.routing.router import QUARANTINE, ROUTED
+from lakeshard.runtime import runtime_name
 from lakeshard.synth import Manifest, SynthSpec, generate_landing
 from lakeshard.synth.verify import TruthCheck, check_against_truth
 
@@ -94,6 +95,7 @@ class DemoReport:
     autoshard: AutoshardRun | None = None  # what the autoshard flow planned and committed (None: it did not run)
     balance: BalanceRun | None = None
     target_bytes_per_second: float = 0.0  # the bytes/s one shard takes from one tenant (balancing config)
+    runtime: str = ""  # the Spark runtime it ran on: "Spark Connect" or "classic"
 
     def load_story(self) -> list[str]:
         """Return what autosharding and balancing did, and why max/mean shard bytes is what it is."""
@@ -169,6 +171,7 @@ class DemoReport:
         lines = [
             f"lakehouse: {self.lakehouse}",
             f"landing:   {self.landing}",
+            f"runtime:   {self.runtime}",
             "",
             self.run.render(),
             "",
@@ -294,7 +297,7 @@ def run_demo(
     autoshard, balance = (r.outcome if (r := run.flow(name).result) else None for name in ("autoshard", "balance"))
     return DemoReport(cfg.lakehouse, cfg.landing, manifest, run, log, by_category, routed_truth, truth, load, closed,
                       changed, before, after, queries, seconds, pngs, autoshard, balance,
-                      cfg.balancing.target_bytes_per_second)
+                      cfg.balancing.target_bytes_per_second, runtime_name(spark))
 
 
 def needle_queries(spark: SparkSession, store: TableStore, cfg: LakeshardConfig) -> list[NeedleQuery]:

@@ -11,6 +11,7 @@ __all__ = [
     "TableExists",
     "TableNotFound",
     "TableStoreError",
+    "UnaccountedRows",
     "UnsupportedByAdapter",
 ]
 
@@ -45,6 +46,30 @@ class UnsupportedByAdapter(TableStoreError):
     The message names the operation, the table, and why (e.g. a table feature such as deletion vectors
     that a plain replay of the log would get wrong, or a session without Delta's JVM classes).
     """
+
+
+class UnaccountedRows(TableStoreError):
+    """The data files a commit would add do not hold the rows Spark reported writing; nothing was committed.
+
+    Typically the committing process cannot see what Spark's executors wrote (a path that means different
+    storage on the driver and on the executors, a mount, an eventually consistent listing).
+
+    Attributes:
+        table: the table's URI.
+        written: the rows Spark reported writing.
+        found: the rows in the files the committer found.
+    """
+
+    def __init__(self, table: str, target: str, written: int, found: int, files: int) -> None:
+        self.table = table
+        self.written = written
+        self.found = found
+        super().__init__(
+            f"{table}: Spark reported writing {written:,} rows under {target}, but the {files} data files this "
+            f"process finds there hold {found:,} rows; nothing was committed and no progress moved. The committing "
+            "process must see the storage Spark's executors write to (same path, same filesystem; a remote Spark "
+            "Connect server or cluster needs shared storage, e.g. an object-store URI)"
+        )
 
 
 class CommitConflict(TableStoreError):

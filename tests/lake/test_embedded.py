@@ -165,3 +165,38 @@ def test_a_store_that_cached_a_table_still_sees_another_stores_commits_and_loses
     assert store.transaction_version(uri, "writer/1") == other.transaction_version(uri, "writer/1") == 3
     assert {f.path for f in store.files(uri)} == {f.path for f in other.files(uri)}
     assert sorted({r.tenant_id for r in store.read(uri).collect()}) == ["a", "b", "d"]
+
+
+def test_a_write_the_committer_cannot_fully_see_fails_without_moving_progress_and_retries_exactly_once(
+    store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark writes a partitioned batch; before the commit one of its files vanishes for the committer (as when the
+    driver does not see the executors' storage). The commit must fail with nothing moved, and a retry once the
+    fault is gone commits the batch exactly once."""
+    from lakeshard.errors import UnaccountedRows
+    from lakeshard.lake import AppTransaction, embedded_write
+
+    uri = str(tmp_path / "events")
+    store.create(uri, EVENTS, partition_by=["tenant_id", "hour"])
+    store.append(uri, _rows(spark, "acme", 1, 2), app_transactions=[AppTransaction("writer/0", 1)])
+    batch = _rows(spark, "acme", 1, 3, start=10).unionByName(_rows(spark, "zeta", 2, 4, start=20))
+    step = [AppTransaction("writer/0", 2)]
+    real = embedded_write.written_parquet
+
+    def one_file_lost(target: str):  # the committer lists the write directory after one file went missing
+        fs, written = real(target)
+        fs.delete_file(written[0][0].path)
+        return real(target)
+
+    monkeypatch.setattr(embedded_write, "written_parquet", one_file_lost)
+    with pytest.raises(UnaccountedRows, match="Spark reported writing 7 rows"):
+        store.append(uri, batch, app_transactions=step)
+    assert store.version(uri) == 1 and store.transaction_version(uri, "writer/0") == 1
+    assert store.read(uri).count() == 2
+
+    monkeypatch.setattr(embedded_write, "written_parquet", real)
+    assert store.append(uri, batch, app_transactions=step).rows_added == 7
+    assert store.append(uri, batch, app_transactions=step).skipped  # the step is done: a replay adds nothing
+    ids = sorted(r.event_id for r in store.read(uri).collect())
+    assert ids == sorted([f"acme-{i}" for i in (0, 1, 10, 11, 12)] + [f"zeta-{i}" for i in range(20, 24)])
+    assert store.transaction_version(uri, "writer/0") == 2

@@ -155,10 +155,10 @@ class RecordingTransaction:
 
 def _recording(reader: NativeTableStore, monkeypatch: pytest.MonkeyPatch, txn: RecordingTransaction) -> None:
     log = type("Log", (), {"startTransaction": lambda _self: txn})()
-    monkeypatch.setattr(reader._jvm, "delta_log", lambda uri: log)
-    monkeypatch.setattr(reader._jvm, "action", lambda action: action)
-    monkeypatch.setattr(reader._jvm, "seq", list)
-    monkeypatch.setattr(reader._jvm, "manual_update", lambda: "ManualUpdate")
+    monkeypatch.setattr(reader._delta, "delta_log", lambda uri: log)
+    monkeypatch.setattr(reader._delta, "action", lambda action: action)
+    monkeypatch.setattr(reader._delta, "seq", list)
+    monkeypatch.setattr(reader._delta, "manual_update", lambda: "ManualUpdate")
 
 
 def _write_one_file(directory: str) -> None:

@@ -222,17 +222,17 @@ def test_the_driver_and_spark_paths_route_the_same_rows_to_the_same_shards(
 
 
 class _Session:
-    """Just what write_tasks reads of a session: its master and, off local mode, the default parallelism."""
+    """Just what write_tasks reads of a session: settings (``spark.conf``), no SparkContext (as over Spark Connect)."""
 
     def __init__(self, master: str | None, parallelism: int = 0) -> None:
         self.conf = self
-        self._master = master
-        self.sparkContext = type("Context", (), {"defaultParallelism": parallelism})()
+        self._settings = {"spark.master": master,
+                          "spark.default.parallelism": str(parallelism) if parallelism else None}
 
-    def get(self, key: str) -> str:
-        if self._master is None:
-            raise RuntimeError(f"{key} is not available over Spark Connect")
-        return self._master
+    def get(self, key: str, default: str | None = None) -> str | None:
+        if self._settings["spark.master"] is None:
+            raise RuntimeError(f"{key} is not available on this session")
+        return self._settings.get(key) or default
 
 
 @pytest.mark.parametrize(("master", "parallelism", "configured", "expected"), [
@@ -241,7 +241,8 @@ class _Session:
     ("local[16]", 0, 0, 0),       # more cores than AUTO_WRITE_TASKS_MAX: shuffle by shard, one file per shard
     ("spark://m:7077", 4, 0, 4),
     ("spark://m:7077", 64, 0, 0),
-    (None, 0, 0, 0),              # the session does not say (Spark Connect): shuffle
+    (None, 0, 0, 0),              # the session does not say: shuffle
+    ("sc://cluster", 0, 0, 0),     # no spark.default.parallelism set: shuffle
     ("local[16]", 0, 3, 3),       # configured wins
 ])
 def test_write_tasks_skip_the_shuffle_only_on_few_cores(master: str | None, parallelism: int, configured: int,

@@ -61,11 +61,13 @@ class AdapterChoice:
 _DELTA_CLASS = "io.delta.tables.DeltaTable"
 
 
-def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True) -> AdapterChoice:
+def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True, databricks: bool = False) -> AdapterChoice:
     """Return the adapter for the ``spark.adapter`` setting given what the session has.
 
     ``delta_jvm``: Delta's JVM classes load in the session; ``gateway``: the session has a py4j gateway
-    (a Spark Connect / databricks-connect session has none, so its Delta classes, if any, are out of reach).
+    (a Spark Connect / databricks-connect session has none, so whether Delta is there cannot be asked);
+    ``databricks``: Spark runs on Databricks compute, which always has Delta (and whose storage, Unity Catalog
+    volumes, the embedded adapter cannot commit to safely).
 
     Raises:
         EnvironmentProblem: ``native`` is forced and the session cannot run it, with what is missing.
@@ -74,22 +76,27 @@ def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True) -> Ad
         return AdapterChoice("embedded", "spark.adapter = 'embedded' (configured): Spark writes Parquet, "
                                          "delta-rs commits")
     if setting == "native":
-        if not gateway:
+        if not gateway and not databricks:
             raise EnvironmentProblem(
                 "spark.adapter = 'native' was asked for, but this Spark session has no py4j gateway (Spark Connect "
                 "/ databricks-connect): the native adapter drives Delta's JVM classes through it. Use 'auto' or "
                 "'embedded' here, or run the step on the cluster (a job or notebook)"
             )
-        if not delta_jvm:
+        if gateway and not delta_jvm:
             raise EnvironmentProblem(
                 f"spark.adapter = 'native' was asked for, but Delta's JVM classes ({_DELTA_CLASS}) are not on this "
                 "session's classpath: start Spark with the delta-spark jars (spark.jars / spark.jars.packages) or "
                 "run on a Databricks runtime, or use 'auto' / 'embedded'"
             )
-        return AdapterChoice("native", f"spark.adapter = 'native' (configured); {_DELTA_CLASS} loads")
+        where = f"{_DELTA_CLASS} loads" if gateway else "a Spark Connect session to Databricks, which has Delta"
+        return AdapterChoice("native", f"spark.adapter = 'native' (configured); {where}")
     if not gateway:
-        return AdapterChoice("embedded", "auto: a Spark Connect session (no py4j gateway to Delta's JVM classes); "
-                                         "delta-rs commits from this process")
+        if databricks:
+            return AdapterChoice("native", "auto: a Spark Connect session on Databricks, whose runtime has Delta "
+                                           "(delta-rs cannot commit safely to its volumes)")
+        return AdapterChoice("embedded", "auto: a Spark Connect session outside Databricks (Delta's JVM classes "
+                                         "cannot be asked for); Spark writes Parquet, delta-rs commits from this "
+                                         "process")
     if delta_jvm:
         return AdapterChoice("native", f"auto: Delta's JVM classes ({_DELTA_CLASS}) load in this session")
     return AdapterChoice("embedded", f"auto: Delta's JVM classes ({_DELTA_CLASS}) are not on this session's "
@@ -99,10 +106,12 @@ def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True) -> Ad
 def adapter_choice(spark: SparkSession, cfg: LakeshardConfig | None = None) -> AdapterChoice:
     """Return which adapter :func:`open_store` picks for this session under ``cfg``, and why."""
     from lakeshard.lake.jvm import gateway, has_delta_jvm
+    from lakeshard.runtime import on_databricks
 
     cfg = cfg or load_config()
     has_gateway = gateway(spark) is not None
-    return choose_adapter(cfg.spark.adapter, delta_jvm=has_gateway and has_delta_jvm(spark), gateway=has_gateway)
+    return choose_adapter(cfg.spark.adapter, delta_jvm=has_gateway and has_delta_jvm(spark), gateway=has_gateway,
+                          databricks=on_databricks(cfg))
 
 
 def adapter_name(spark: SparkSession, cfg: LakeshardConfig | None = None) -> str:

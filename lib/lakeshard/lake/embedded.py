@@ -56,7 +56,7 @@ from lakeshard.lake.deltalog import (
     COMMIT_ID,
     custom_metadata,
 )
-from lakeshard.lake.embedded_log import DeltaRsLog, live_files
+from lakeshard.lake.embedded_log import DeltaRsLog, embedded_uri, live_files
 from lakeshard.lake.embedded_write import (
     added_file,
     collect_adds,
@@ -65,8 +65,9 @@ from lakeshard.lake.embedded_write import (
     metadata_strings,
     stale_write_dirs,
     version_of_commit,
+    write_spark_files,
 )
-from lakeshard.lake.files import filesystem, normalise_uri
+from lakeshard.lake.files import filesystem
 from lakeshard.lake.store import (
     BYTES_ADDED,
     ROWS_ADDED,
@@ -151,7 +152,7 @@ class EmbeddedTableStore(AdapterBase):
     # ----------------------------------------------------------------------------------- lookup
     def exists(self, table: str) -> bool:
         """Return whether a Delta table exists at ``table``."""
-        return DeltaTable.is_deltatable(normalise_uri(table), storage_options=self._storage)
+        return DeltaTable.is_deltatable(embedded_uri(table), storage_options=self._storage)
 
     def schema(self, table: str) -> StructType:
         """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
@@ -161,7 +162,7 @@ class EmbeddedTableStore(AdapterBase):
         """Add nullable columns to an existing table with delta-rs' schema change; return the new version."""
         from deltalake.schema import Field
 
-        uri = normalise_uri(table)
+        uri = embedded_uri(table)
         check_new_columns(uri, self.schema(uri), fields)
         dt = self._log.table(uri)
         try:
@@ -199,7 +200,7 @@ class EmbeddedTableStore(AdapterBase):
             TableStoreError: an existing table's schema or partitioning differs (both are shown), or a
                 partition column has a type that cannot be a partition.
         """
-        uri = normalise_uri(table)
+        uri = embedded_uri(table)
         self._log.forget(uri)
         existing = self._existing_version(uri, schema, partition_by, exist_ok)
         if existing is not None:
@@ -256,7 +257,7 @@ class EmbeddedTableStore(AdapterBase):
 
     def _read_snapshot(self, dt: DeltaTable, only: Sequence[FileInfo] | None = None) -> DataFrame:
         files = live_files(dt) if only is None else list(only)
-        return read_data_files(self.spark, normalise_uri(dt.table_uri), _to_spark_schema(dt.schema()),
+        return read_data_files(self.spark, embedded_uri(dt.table_uri), _to_spark_schema(dt.schema()),
                                list(dt.metadata().partition_columns), files)
 
     def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None) -> pa.Table:
@@ -287,7 +288,7 @@ class EmbeddedTableStore(AdapterBase):
         data = [c for c in names if c not in parts]
         # Data columns as the table types them (a column a file lacks reads as null, as Spark reads it).
         read_schema = pa.schema([schema.field(c).with_nullable(True) for c in schema.names if c not in parts])
-        fs, base = filesystem(normalise_uri(dt.table_uri))
+        fs, base = filesystem(embedded_uri(dt.table_uri))
         everything = [f for files in groups.values() for f in files]
         fragments = list(ds.FileSystemDataset.from_paths(
             [f"{base}/{unquote(f.path)}" for f in everything], schema=read_schema, format=ds.ParquetFileFormat(),
@@ -319,7 +320,7 @@ class EmbeddedTableStore(AdapterBase):
         The latest listing is kept until the table moves: a version's files never change. A ``version`` that is
         the latest one (a reader that just asked for the version) is served from it too, not from a fresh load.
         """
-        return self._log.files(normalise_uri(table), version)
+        return self._log.files(embedded_uri(table), version)
 
     # ------------------------------------------------------------------------------------ write
     def append(
@@ -408,7 +409,7 @@ class EmbeddedTableStore(AdapterBase):
         write: WriteFiles | None = None,
         fence: bool = False,
     ) -> CommitResult:
-        uri = normalise_uri(table)
+        uri = embedded_uri(table)
         if df is not None and write is not None:
             raise TableStoreError(f"{uri}: give the rows to add as a DataFrame or as a write function, not both")
         # A swap checks that the files it removes are live at the read version and commits at exactly that
@@ -490,19 +491,15 @@ class EmbeddedTableStore(AdapterBase):
         return all_committed(dt.table_uri, int(dt.version()), txns, versions)
 
     def _write_files(self, dt: DeltaTable, df: DataFrame, data_change: bool) -> tuple[list[AddAction], int, str]:
-        """Write ``df`` with Spark under a fresh directory of the table; return its add actions."""
-        uri = normalise_uri(dt.table_uri)
-        parts = list(dt.metadata().partition_columns)
+        """Write ``df`` with Spark under a fresh directory of the table; return its add actions (all its rows)."""
+        uri = embedded_uri(dt.table_uri)
         write_id, target = new_write_dir(uri)
-        writer = conform(df, _to_spark_schema(dt.schema()), uri).write.mode("errorifexists")
-        if parts:
-            writer = writer.partitionBy(*parts)
-        writer.parquet(_spark_path(target))
-        return collect_adds(dt, write_id, target, data_change)
+        frame = conform(df, _to_spark_schema(dt.schema()), uri)
+        return write_spark_files(dt, frame, _spark_path(target), write_id, target, data_change)
 
     def _write_with(self, dt: DeltaTable, write: WriteFiles, data_change: bool) -> tuple[list[AddAction], int, str]:
         """Let ``write`` write Parquet files under a fresh directory of the table; return their add actions."""
-        write_id, target = new_write_dir(normalise_uri(dt.table_uri))
+        write_id, target = new_write_dir(embedded_uri(dt.table_uri))
         try:
             write(target)
         except BaseException:
@@ -521,18 +518,18 @@ class EmbeddedTableStore(AdapterBase):
             TableStoreError: ``start`` is older than the oldest commit file left in the log, or a commit
                 between ``start`` and ``end`` is missing.
         """
-        return self._log.log_entries(normalise_uri(table), start, end)
+        return self._log.log_entries(embedded_uri(table), start, end)
 
     def checkpoint_versions(self, table: str) -> list[int]:
         """Return the versions with a complete classic checkpoint (single- or multi-part), oldest first.
 
         V2 checkpoints (UUID-named, with sidecars) are not listed: delta-rs does not write them.
         """
-        return self._log.checkpoint_versions(normalise_uri(table))
+        return self._log.checkpoint_versions(embedded_uri(table))
 
     def checkpoint_files(self, table: str, version: int) -> list[FileInfo]:
         """Return the live data files the checkpoint at ``version`` records (its add actions)."""
-        return self._log.checkpoint_files(normalise_uri(table), version)
+        return self._log.checkpoint_files(embedded_uri(table), version)
 
     def create_checkpoint(self, table: str) -> int:
         """Write a checkpoint of the latest version (delta-rs) and return that version."""
@@ -574,7 +571,7 @@ class EmbeddedTableStore(AdapterBase):
         retention longer than the longest write: a write still in progress has not committed yet, and
         its files look exactly like orphans.
         """
-        uri = normalise_uri(table)
+        uri = embedded_uri(table)
         dt = self._log.table(uri)
         hours = max(0, math.ceil(retention_hours))
         removed = dt.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False, full=True)

@@ -19,13 +19,34 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
-from lakeshard.errors import TableNotFound, TableStoreError
+from lakeshard.errors import TableNotFound, TableStoreError, UnsupportedByAdapter
 from lakeshard.lake.base import log_range
 from lakeshard.lake.deltalog import checkpoint_parts, commit_versions, file_from_action, parse_commit
 from lakeshard.lake.files import filesystem, normalise_uri
 from lakeshard.lake.store import FileInfo, LogEntry
 
-__all__ = ["DeltaRsLog", "live_files"]
+__all__ = ["FUSE_PREFIXES", "DeltaRsLog", "embedded_uri", "live_files"]
+
+# Databricks' FUSE mounts of Unity Catalog volumes and DBFS: no atomic put-if-absent, so no safe delta-rs commit.
+FUSE_PREFIXES = ("/Volumes/", "/dbfs/", "dbfs:")
+
+
+def embedded_uri(table: str) -> str:
+    """Return the table's location as the embedded adapter uses it (:func:`normalise_uri`).
+
+    Raises:
+        UnsupportedByAdapter: the location is on a FUSE mount (``/Volumes/...``, ``/dbfs/...``, ``dbfs:``), where
+            delta-rs' commits are unsafe: the mount has no atomic put-if-absent for the next log entry, so two
+            writers can both "win" a version (or the create fails with "Function not implemented").
+    """
+    if table.startswith(FUSE_PREFIXES) or table.rstrip("/") in ("/Volumes", "/dbfs"):
+        raise UnsupportedByAdapter(
+            f"{table}: the embedded adapter (delta-rs commits) refuses FUSE paths such as /Volumes/... and /dbfs/...: "
+            "they have no atomic put-if-absent, so concurrent commits are unsafe. Use the native adapter "
+            "(spark.adapter = 'native', on a Databricks runtime or Spark Connect session with Delta), or give the "
+            "embedded adapter an object-store URI (s3://, abfss://, gs://) it commits to directly"
+        )
+    return normalise_uri(table)
 
 
 class DeltaRsLog:
@@ -51,7 +72,7 @@ class DeltaRsLog:
             TableNotFound: no Delta table at ``table``.
             TableStoreError: it cannot be loaded (at that version).
         """
-        uri = normalise_uri(table)
+        uri = embedded_uri(table)
         try:
             return DeltaTable(uri, version=version, storage_options=self._storage)
         except TableNotFoundError:
@@ -70,7 +91,7 @@ class DeltaRsLog:
         is not deleted and re-created at the same location by another process while this store is in use
         (the store's ``create`` forgets the table's state; a cached version whose commit file is gone is reloaded).
         """
-        uri = normalise_uri(table)
+        uri = embedded_uri(table)
         with self.lock:
             return self._latest_locked(uri)
 
@@ -126,7 +147,7 @@ class DeltaRsLog:
             return self._app_versions_locked(dt, app_ids)
 
     def _app_versions_locked(self, dt: DeltaTable, app_ids: Sequence[str]) -> dict[str, int | None]:
-        uri = normalise_uri(dt.table_uri)
+        uri = embedded_uri(dt.table_uri)
         version = int(dt.version())
         known = self._txns.get(uri)
         if known is not None and known.version > version:  # an older snapshot: a commit prepared back then

@@ -10,14 +10,14 @@ import json
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
 
-from lakeshard.errors import TableStoreError
+from lakeshard.errors import TableStoreError, UnaccountedRows
 from lakeshard.lake.base import WRITE_PREFIX, now_ms
 from lakeshard.lake.datafiles import (
     footer_stats_and_values,
@@ -32,6 +32,9 @@ from lakeshard.lake.files import filesystem, normalise_uri
 from lakeshard.lake.store import AppTransaction, FileInfo
 from lakeshard.lake.trace import COMMIT, phase
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 __all__ = [
     "added_file",
     "collect_adds",
@@ -40,6 +43,7 @@ __all__ = [
     "metadata_strings",
     "stale_write_dirs",
     "version_of_commit",
+    "write_spark_files",
 ]
 
 # A swap (removes + adds) re-tries against the newest version at most this often when other commits land.
@@ -73,6 +77,36 @@ def collect_adds(dt: DeltaTable, write_id: str, target: str, data_change: bool
             data_change=data_change,
             stats=json.dumps(stats, separators=(",", ":")),
         ))
+    return adds, rows, target
+
+
+def write_spark_files(dt: DeltaTable, frame: DataFrame, spark_path: str, write_id: str, target: str,
+                      data_change: bool) -> tuple[list[AddAction], int, str]:
+    """Return add actions for ``frame`` written by Spark as Parquet under ``target`` (``spark_path`` as Spark
+    names it), after checking that they hold every row Spark reported writing.
+
+    Spark counts the rows it writes through an :class:`~pyspark.sql.Observation` on the written frame (works on
+    classic and Spark Connect sessions); the adds come from the files this process finds. Fewer rows found means
+    the committer cannot see (all of) what the executors wrote: committing then would move progress past rows
+    that are in no commit.
+
+    Raises:
+        UnaccountedRows: the files found hold a different number of rows; the files are deleted again.
+    """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observation = Observation(f"lakeshard_write_{write_id.replace('-', '_')}")
+    parts = list(dt.metadata().partition_columns)
+    writer = frame.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("error")
+    if parts:
+        writer = writer.partitionBy(*parts)
+    writer.parquet(spark_path)
+    written = int(observation.get["rows"])
+    adds, rows, target = collect_adds(dt, write_id, target, data_change)
+    if rows != written:
+        delete_tree(target)
+        raise UnaccountedRows(normalise_uri(dt.table_uri), target, written, rows, len(adds))
     return adds, rows, target
 
 

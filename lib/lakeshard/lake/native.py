@@ -119,18 +119,18 @@ class NativeTableStore(AdapterBase):
     def __init__(self, spark: SparkSession) -> None:
         self._setup(spark)
         if gateway(spark) is not None:
-            self._jvm.package  # noqa: B018 (fail now, not at the first commit, when Delta's classes are missing)
+            self._delta.package  # noqa: B018 (fail now, not at the first commit, when Delta's classes are missing)
 
     def _setup(self, spark: SparkSession) -> None:
         self.spark = spark
         self._delta_jvm: DeltaJvm | None = None
         self._files = SparkFiles(spark)
         self._log = NativeLog(spark, self._files)
-        self._commits = NativeCommits(spark, lambda: self._jvm, self._log)
+        self._commits = NativeCommits(spark, lambda: self._delta, self._log)
         self._public = PublicCommits(self._log)
 
     @property
-    def _jvm(self) -> DeltaJvm:
+    def _delta(self) -> DeltaJvm:
         """Return Delta's JVM classes behind the session's py4j gateway, for what only they can do.
 
         Raises:
@@ -422,7 +422,7 @@ class NativeTableStore(AdapterBase):
         """Write a checkpoint of the latest version with Delta's ``DeltaLog.checkpoint`` and return that version."""
         uri = normalise_uri(table)
         self._needs_jvm(uri, "writing a checkpoint")
-        log = self._jvm.delta_log(uri)
+        log = self._delta.delta_log(uri)
         snapshot = scala_call(log, "update")
         scala_call(log, "checkpoint", snapshot)
         return int(snapshot.version())

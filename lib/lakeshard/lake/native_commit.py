@@ -92,7 +92,7 @@ class NativeCommits:
         self._log = log
 
     @property
-    def _jvm(self) -> DeltaJvm:
+    def _delta(self) -> DeltaJvm:
         return self._delta_jvm()
 
     def commit(
@@ -114,7 +114,7 @@ class NativeCommits:
         uri = normalise_uri(table)
         if df is not None and write is not None:
             raise TableStoreError(f"{uri}: give the rows to add as a DataFrame or as a write function, not both")
-        txn = scala_call(self._jvm.delta_log(uri), "startTransaction")
+        txn = scala_call(self._delta.delta_log(uri), "startTransaction")
         start = int(txn.readVersion())
         if start < 0:
             raise TableNotFound(f"no Delta table at {uri}")
@@ -136,7 +136,7 @@ class NativeCommits:
         # Delta leaves the files of a failed commit to VACUUM; deleting them at once is only tidier.
         written_paths: list[str] = []
         if df is not None:
-            written = self._jvm.write_files(txn, conform(df, StructType.fromJson(now.schema_json), uri))
+            written = self._delta.write_files(txn, conform(df, StructType.fromJson(now.schema_json), uri))
             for action in written:
                 if "add" in action:
                     action["add"]["dataChange"] = data_change
@@ -148,7 +148,7 @@ class NativeCommits:
 
         def cleanup() -> None:
             for path in written_paths:
-                self._jvm.delete(path)
+                self._delta.delete(path)
 
         rows = sum(f.num_records or 0 for f, _ in new_files)
         size = sum(f.size_bytes for f, _ in new_files)
@@ -168,8 +168,8 @@ class NativeCommits:
         actions += [txn_action(t, millis=millis) for t in app_transactions]
         try:
             with self._user_metadata(user_metadata):
-                version = int(txn.commit(self._jvm.seq([self._jvm.action(a) for a in actions]),
-                                         self._jvm.manual_update()))
+                version = int(txn.commit(self._delta.seq([self._delta.action(a) for a in actions]),
+                                         self._delta.manual_update()))
         except Exception as exc:
             if not is_concurrent_modification(exc):
                 raise
@@ -189,7 +189,7 @@ class NativeCommits:
         try:
             write(target)
         except BaseException:
-            self._jvm.delete(target)
+            self._delta.delete(target)
             raise
         fs, written = written_parquet(target)
         indexed = stats_columns(state.metadata.get("configuration") or {},
@@ -242,7 +242,7 @@ class NativeCommits:
     def _user_metadata(self, value: str) -> Iterator[None]:
         """Set Delta's session-wide ``userMetadata`` for one commit (the OptimisticTransaction API has no option)."""
         with _COMMIT_LOCK, session_conf(self.spark, _USER_METADATA_CONF, value):
-            self._jvm.activate()
+            self._delta.activate()
             yield
 
 

@@ -124,8 +124,9 @@ AUTO_WRITE_TASKS_MAX = 8
 def write_tasks(spark: SparkSession, configured: int = 0) -> int:
     """Return how many tasks write a routed batch (each one file per shard it holds), 0 for a shuffle by shard.
 
-    ``configured`` if set; else the cores Spark runs tasks on, up to :data:`AUTO_WRITE_TASKS_MAX`; else 0 (more
-    cores, or a session that does not say, e.g. over Spark Connect).
+    ``configured`` if set; else the cores Spark runs tasks on (a local master's, else the cluster's
+    ``spark.default.parallelism``), up to :data:`AUTO_WRITE_TASKS_MAX`; else 0 (more cores, or a session that
+    does not say). Reads settings only, so it works the same over Spark Connect.
     """
     if configured:
         return configured
@@ -135,10 +136,11 @@ def write_tasks(spark: SparkSession, configured: int = 0) -> int:
         if local:
             cores = 1 if local[1] is None else (os.cpu_count() or 1) if local[1] == "*" else int(local[1])
         else:
-            cores = int(spark.sparkContext.defaultParallelism)
-    except Exception:  # no such conf, or no SparkContext (Spark Connect, serverless)
+            # A setting, not SparkContext.defaultParallelism: a Spark Connect session has no SparkContext.
+            cores = int(spark.conf.get("spark.default.parallelism", None) or 0)
+    except Exception:  # a session that does not say (e.g. serverless)
         return 0
-    return cores if cores <= AUTO_WRITE_TASKS_MAX else 0
+    return cores if 0 < cores <= AUTO_WRITE_TASKS_MAX else 0
 
 
 def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:

@@ -8,8 +8,14 @@ from lakeshard.runtime.session import (
     detect_runtime,
     find_java,
     get_spark,
+    is_spark_connect,
+    local_spark_conf,
+    on_databricks,
+    runtime_name,
+    session_sql_conf,
 )
 
 __all__ = [
-    "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark",
+    "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect",
+    "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
 ]

@@ -7,9 +7,12 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
@@ -18,7 +21,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
-    "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark",
+    "DATABRICKS_DOMAINS", "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark",
+    "is_spark_connect", "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
 ]
 
 MIN_JAVA = 17
@@ -29,6 +33,7 @@ class RuntimeKind(StrEnum):
 
     DATABRICKS = "databricks"  # code runs on a Databricks cluster: use its active session
     DATABRICKS_CONNECT = "databricks-connect"  # a laptop driving a remote cluster
+    SPARK_CONNECT = "spark-connect"  # spark.remote: pyspark's local Spark Connect server, or sc://host:port
     LOCAL = "local"  # a local JVM started by PySpark
 
 
@@ -39,7 +44,25 @@ def detect_runtime(cfg: LakeshardConfig | None = None) -> RuntimeKind:
         return RuntimeKind.DATABRICKS
     if cfg.spark.databricks_connect:
         return RuntimeKind.DATABRICKS_CONNECT
+    if cfg.spark.remote:
+        return RuntimeKind.SPARK_CONNECT
     return RuntimeKind.LOCAL
+
+
+# Hosts of Databricks workspaces (AWS, Azure, GCP): a Spark Connect server there is Databricks compute.
+DATABRICKS_DOMAINS = (".cloud.databricks.com", ".azuredatabricks.net", ".gcp.databricks.com", ".databricks.com")
+
+
+def on_databricks(cfg: LakeshardConfig | None = None) -> bool:
+    """Return whether Spark runs on Databricks compute: its runtime (``DATABRICKS_RUNTIME_VERSION``),
+    databricks-connect (``spark.databricks_connect``), or a ``sc://`` remote whose host is a Databricks workspace."""
+    cfg = cfg or load_config()
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION") or cfg.spark.databricks_connect:
+        return True
+    if not cfg.spark.remote.startswith("sc://"):
+        return False
+    host = urlparse("http://" + cfg.spark.remote.removeprefix("sc://").split(";")[0].split("/")[0]).hostname or ""
+    return host.endswith(DATABRICKS_DOMAINS)
 
 
 def describe_mode(cfg: LakeshardConfig | None = None) -> str:
@@ -63,6 +86,12 @@ def describe_mode(cfg: LakeshardConfig | None = None) -> str:
             installed = False
         missing = "" if installed else " - PROBLEM: databricks-connect is not installed in this environment"
         return f"databricks-connect to {target} (Spark runs on the remote cluster){missing}"
+    if kind is RuntimeKind.SPARK_CONNECT:
+        remote = cfg.spark.remote
+        if remote.startswith("local"):
+            return (f"Spark Connect to a local server (Spark {remote} started in this process, reached over Spark "
+                    "Connect on port 15002)")
+        return f"Spark Connect to {remote} (Spark runs on that server)"
     return f"local embedded lakehouse (Spark {cfg.spark.master} in a local JVM, Delta commits by delta-rs)"
 
 
@@ -97,50 +126,109 @@ def find_java() -> tuple[str, int]:
     return java, major
 
 
-def _local_session(cfg: LakeshardConfig) -> SparkSession:
-    find_java()
-    from pyspark.sql import SparkSession
+def session_sql_conf(cfg: LakeshardConfig) -> dict[str, str]:
+    """Return the runtime SQL settings lakeshard's results depend on (UTC, Parquet timestamps, Arrow, partitions).
 
+    They are session settings, so a Spark Connect client sets them on a server it did not start, too.
+    """
+    return {
+        "spark.sql.shuffle.partitions": str(cfg.spark.shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+        "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.adaptive.enabled": "true",
+    }
+
+
+def local_spark_conf(cfg: LakeshardConfig) -> dict[str, str]:
+    """Return the Spark settings of a local session (classic or the local Spark Connect server) under ``cfg``.
+
+    Tuned for a small machine: UI off, few shuffle partitions, driver memory from the config, loopback only,
+    the JVM in UTC with lakeshard's log4j configuration at ``spark.log_level``, plus :func:`session_sql_conf`.
+    Also sets the environment a local session's Python workers need (``PYSPARK_PYTHON``, ``SPARK_LOCAL_IP``).
+    """
     # Executors' Python workers must be the interpreter that has lakeshard installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # A local session talks to itself only: bind to loopback (and skip the hostname lookup warning).
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log4j = Path(__file__).with_name("log4j2.properties")
-    java_options = f"-Duser.timezone=UTC -Dlog4j2.configurationFile={log4j.as_uri()}"
+    # The level reaches log4j as a system property its configuration reads, so no JVM call is needed after start.
+    java_options = (f"-Duser.timezone=UTC -Dlog4j2.configurationFile={log4j.as_uri()} "
+                    f"-Dlakeshard.log.level={cfg.spark.log_level.lower()}")
     sc = cfg.spark
-    builder = (
-        SparkSession.builder.master(sc.master)
-        .appName(sc.app_name)
-        .config("spark.driver.memory", sc.driver_memory)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(sc.shuffle_partitions))
-        .config("spark.default.parallelism", str(max(2, sc.shuffle_partitions)))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        .config("spark.sql.parquet.datetimeRebaseModeInWrite", "CORRECTED")
-        .config("spark.sql.parquet.int96RebaseModeInWrite", "CORRECTED")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.adaptive.enabled", "true")
+    conf = {
+        "spark.app.name": sc.app_name,
+        "spark.driver.memory": sc.driver_memory,
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.default.parallelism": str(max(2, sc.shuffle_partitions)),
+        "spark.driver.extraJavaOptions": java_options,
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
         # Data files are committed by the Delta log, not by marker files or checksums beside them.
-        .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-        .config("spark.hadoop.parquet.enable.summary-metadata", "false")
-        .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
-        .config("spark.hadoop.fs.file.impl.disable.cache", "true")
-    )
+        "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+        "spark.hadoop.parquet.enable.summary-metadata": "false",
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+        "spark.hadoop.fs.file.impl.disable.cache": "true",
+        **session_sql_conf(cfg),
+    }
     if sc.jars:
-        builder = builder.config("spark.jars", sc.jars)
+        conf["spark.jars"] = sc.jars
         if any(Path(j.strip()).name.startswith("delta-spark") for j in sc.jars.split(",")):
-            builder = (builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-                       .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(sc.log_level)
-    return spark
+            conf["spark.sql.extensions"] = "io.delta.sql.DeltaSparkSessionExtension"
+            conf["spark.sql.catalog.spark_catalog"] = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    return conf
+
+
+def _options(conf: Mapping[str, str]) -> dict[str, bool | float | int | str | None]:
+    """Return ``conf`` typed as ``SparkSession.Builder.config(map=...)`` takes it."""
+    return dict(conf)
+
+
+def _local_session(cfg: LakeshardConfig) -> SparkSession:
+    find_java()
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.master(cfg.spark.master).config(map=_options(local_spark_conf(cfg))).getOrCreate()
+
+
+def _connect_session(cfg: LakeshardConfig) -> SparkSession:
+    remote = cfg.spark.remote
+    try:
+        import pyspark.sql.connect.session  # noqa: F401 (its import checks the client's dependencies)
+    except ImportError as exc:
+        raise EnvironmentProblem(
+            f"spark.remote = {remote!r} needs the Spark Connect client's dependencies (grpcio, grpcio-status, "
+            f"googleapis-common-protos, zstandard): install 'pyspark[connect]' (make test does): {exc}"
+        ) from None
+    from pyspark.sql import SparkSession
+
+    if remote.startswith("local"):
+        find_java()
+        # pyspark starts a regular Spark driver in this process with the Connect server plugin (port 15002)
+        # and hands back a Connect client session to it; the launch settings configure that driver.
+        conf = local_spark_conf(cfg)
+    else:
+        conf = session_sql_conf(cfg)
+    with warnings.catch_warnings():
+        # pyspark also replays the launch settings on the Connect session, where each one that is not a session
+        # setting warns "Failed to set ..."; the server was started with them, so the warnings say nothing.
+        warnings.filterwarnings("ignore", message="Failed to set", category=UserWarning)
+        return SparkSession.builder.remote(remote).config(map=_options(conf)).getOrCreate()
+
+
+def is_spark_connect(spark: object) -> bool:
+    """Return whether ``spark`` is a Spark Connect session (pyspark's or databricks-connect's), not a classic one."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def runtime_name(spark: object) -> str:
+    """Return the name of the session's runtime for reports: ``"Spark Connect"`` or ``"classic"`` (py4j driver)."""
+    return "Spark Connect" if is_spark_connect(spark) else "classic"
 
 
 def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
@@ -148,8 +236,9 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
 
     On a Databricks cluster this is the cluster's active session; with ``spark.databricks_connect``
     set it is a databricks-connect session (``databricks-connect`` must be installed in place of
-    ``pyspark``); otherwise a local JVM session tuned for a small machine: UI off, few shuffle
-    partitions, UTC session time zone, microsecond Parquet timestamps, driver memory from the config.
+    ``pyspark``); with ``spark.remote`` a Spark Connect session (``local[N]``: the server pyspark ships,
+    started in this process; ``sc://host:port``: a running server, given lakeshard's session settings);
+    otherwise a local JVM session tuned for a small machine (:func:`local_spark_conf`).
 
     Example::
 
@@ -165,6 +254,8 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
 
         active = SparkSession.getActiveSession()
         return active if active is not None else SparkSession.builder.getOrCreate()
+    if kind is RuntimeKind.SPARK_CONNECT:
+        return _connect_session(cfg)
     if kind is RuntimeKind.DATABRICKS_CONNECT:
         try:
             from databricks.connect import DatabricksSession
