@@ -30,7 +30,8 @@ def compact_events(store: TableStore, cfg: LakeshardConfig, *, sealed: Collectio
         store: the table store.
         cfg: the configuration (``[compaction]`` settings, where ``events`` and ``chunk_locks`` live).
         sealed: buckets that receive no more files (the completionist's closed ones).
-        buckets: only these buckets (None: every bucket with live files).
+        buckets: only these buckets (None: the buckets changed since the last run that finished its work,
+            :mod:`lakeshard.compaction.scope`).
         min_files: files a tier needs before it merges in a bucket that is not sealed.
         target_rows: rows an output file aims for (both planners).
         include_open: also merge the newest files of buckets still receiving data.
@@ -50,5 +51,6 @@ def compact_events(store: TableStore, cfg: LakeshardConfig, *, sealed: Collectio
         cfg.compaction, locality=LocalityPlanner(target_rows=target_rows),
         size_tiered=SizeTieredPlanner(min_files=min_files, target_rows=target_rows), include_open=include_open)
     locks = ChunkLocks(store, cfg.table_uri(CHUNK_LOCKS))
-    return Compactor(store, cfg.table_uri(EVENTS), settings=settings, chunk_lock=locks.fenced).run(
+    return Compactor(store, cfg.table_uri(EVENTS), settings=settings, chunk_lock=locks.fenced,
+                     incremental=buckets is None).run(
         apply=apply, buckets=buckets, sealed=sealed)
