@@ -10,8 +10,8 @@ with:
 * ``rowhash2`` (kind 2, recorded as ``"rowhash2:<16 hex digits>"``, the default): read in this process with
   Arrow, per bucket from only that bucket's files; each row's 64-bit hash chains XXH64 over its columns in name
   order (strings by their UTF-8 bytes, numbers, booleans and timestamps as longs, a null as a marker, a map as the
-  sum of its entries' hashes), and the checksum is the sum of the row hashes modulo 2**64. Distinct keys are the
-  distinct 128-bit key hashes the ID index uses (:func:`lakeshard.dedupe.keyhash.key_hashes`).
+  sum of its entries' hashes), and the checksum is the sum of the row hashes modulo 2**64. Distinct keys are
+  counted exactly by Arrow's hash grouping.
 
 Example::
 
@@ -102,13 +102,10 @@ def check_buckets(store: TableStore, events: str, files: Mapping[Bucket, Sequenc
 
 def rowhash2(rows: pa.Table) -> tuple[int, int, str]:
     """Return ``(rows, distinct event keys, rowhash2 checksum)`` of one bucket's rows."""
-    from lakeshard.dedupe.keyhash import key_hashes
-
     n = rows.num_rows
     if n == 0:
         return 0, 0, f"{ROWHASH2}:{0:016x}"
-    hi, lo = key_hashes(rows.select(list(_KEY)))
-    keys = len(np.unique(np.stack([hi, lo], axis=1), axis=0))
+    keys = rows.select(list(_KEY)).group_by(list(_KEY)).aggregate([]).num_rows  # exact, Arrow's hash grouping
     h = np.full(n, SPARK_HASH_SEED, np.uint64)
     for name in sorted(rows.column_names):
         h = _chain(rows.column(name), h, name)
