@@ -246,10 +246,14 @@ class Compactor:
         self.sort_schema.check(table, [f.name for f in store.schema(table).fields])
 
     # ------------------------------------------------------------------------------- planning
-    def snapshot(self) -> Snapshot:
-        """Return the table version, its live files and the planner's view of them."""
+    def snapshot(self, *, now: datetime | None = None, rescope: bool = False) -> Snapshot:
+        """Return the table version, its live files and the planner's view of them (of the buckets in scope;
+        with ``rescope``, the scope of an incremental run is first worked out at that version)."""
         version = self.store.version(self.table)
         files = self.store.files(self.table, version=version)
+        if rescope:
+            self._scope = compaction_scope(self.store, self.table, files, version, now=now or datetime.now(UTC),
+                                           size_tiered=self.settings.size_tiered).buckets
         if self._scope is not None:  # only these buckets' files are planned (and their fragments read)
             files = [f for f in files if _bucket_of(f) in self._scope]
         nodes = file_nodes(files, read_fragments(self.store, self.table, files))
@@ -259,6 +263,7 @@ class Compactor:
              sealed: Collection[Bucket] = ()) -> CompactionPlan:
         """Return the plan for the table as it is now (optionally only for ``buckets``; ``sealed`` ones merge
         all their small files at once)."""
+        self._scope = None
         _, _, nodes = self.snapshot()
         return self._plan(nodes, buckets, now, sealed)
 
@@ -284,12 +289,8 @@ class Compactor:
         """
         sealed = frozenset(sealed)
         self._scope = None
-        if self.incremental and buckets is None:
-            version = self.store.version(self.table)
-            self._scope = compaction_scope(self.store, self.table, self.store.files(self.table, version=version),
-                                           version, now=now or datetime.now(UTC),
-                                           size_tiered=self.settings.size_tiered).buckets
-        snapshot = self.snapshot()
+        # The scope is read at the snapshot's version: the watermark recorded below is that version.
+        snapshot = self.snapshot(now=now, rescope=self.incremental and buckets is None)
         first = self._plan(snapshot[2], buckets, now, sealed)
         if not apply or not first.tasks:
             if apply:
