@@ -19,6 +19,7 @@ next run sees the same buckets again. With no watermark yet, or a log that no lo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
@@ -59,12 +60,22 @@ def compaction_scope(store: TableStore, table: str, files: Collection[FileInfo],
             if tenant is None or hour is None:
                 return CompactionScope(None, since, f"version {entry.version} changed a file outside any bucket")
             changed.add((tenant, hour))
-        for name in entry.custom_metadata.get("closing_fence") or ():
-            tenant, _, hour = str(name).rpartition("/")
+        for name in _closing(entry.custom_metadata.get("closing_fence")):
+            tenant, _, hour = name.rpartition("/")
             changed.add((tenant, hour))
     live = {(str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour"))) for f in files}
     changed |= {b for b in live if size_tiered.is_open(b, now)}
     return CompactionScope(frozenset(changed & live), since, f"changed since version {since}")
+
+
+def _closing(value: object) -> list[str]:
+    """Return the ``tenant/hour`` names a fence's ``closing_fence`` metadata lists (the log keeps it as JSON text)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def record_compacted(store: TableStore, table: str, version: int) -> bool:
