@@ -43,3 +43,26 @@ def test_a_run_plans_only_the_buckets_changed_since_the_last_finished_run(
     from lakeshard.tables import COMPACTOR_APP_ID
 
     assert store.transaction_version(cfg.table_uri("events"), COMPACTOR_APP_ID) is not None  # the watermark
+
+
+def test_a_bucket_closed_after_the_last_run_is_merged_though_its_files_did_not_change(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from lakeshard.buckets import Completionist
+
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(tmp_path / "no-landing"),
+                                 "routing": {"total_shards": 2}}, env={})
+    events = SmallFileTable(spark, store, cfg.table_uri("events"))
+    events.append("t1", files=3, rows=5)
+    waiting = compact_events(store, cfg, min_files=32, target_rows=150)  # open by tier: 3 files wait for 32
+    assert waiting.plan.tasks == ()
+
+    later = datetime.now(UTC) + timedelta(hours=1)  # past the quiet period of the files just written
+    closer = Completionist(spark, store, cfg, clock=lambda: later)
+    assert len(closer.run().closed) == 2  # both hours close behind a fence commit to events
+    sealed = closer.closed()
+    merged = compact_events(store, cfg, sealed=sealed, min_files=32, target_rows=150)
+    assert {t.bucket for t in merged.plan.tasks} == sealed
+    assert len(store.files(cfg.table_uri("events"))) == 2 and closer.verify() == []
