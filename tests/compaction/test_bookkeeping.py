@@ -172,5 +172,5 @@ def test_routing_metrics_past_their_retention_are_dropped_and_recent_windows_kep
             "routed_at": pa.array([start], pa.timestamp("us", tz="UTC"))}))
     report = compact_bookkeeping(store, cfg, tables=(ROUTING_METRICS,))
     kept = sorted(r["batch"] for r in store.read_table_arrow(uri).to_pylist())
-    assert kept == [0, 1, 2]  # the default retention is 24 hours
+    assert kept == [0, 1, 2]  # the default retention is 24 hours before the newest window
     assert report.tables[0].expired_files == 3 and len(store.files(uri)) == 1

@@ -13,9 +13,11 @@ ones have gathered), so a merged file is not rewritten on every run and the driv
 however old the table is.
 
 ``routing_metrics`` also expires: rows whose window started more than
-``maintenance.routing_metrics_retention_hours`` before ``now`` (never less than the autosharder's and the
-balancer's longest look-back) are dropped — whole files by their ``window_start`` statistics, rows of the files
-being rewritten — in a ``data_change=True`` commit. A swap that loses a race
+``maintenance.routing_metrics_retention_hours`` (never less than the autosharder's and the balancer's longest
+look-back) before the table's newest window are dropped (measured from the newest window, not the clock, so a
+lakehouse of historical data keeps its last day of metrics for ``--as-of`` planning) — whole files by their
+``window_start`` statistics, rows of the files being rewritten — in a ``data_change=True`` commit. A swap that
+loses a race
 commits nothing and the next run tries again. The rows are read and written with pyarrow in this process:
 these tables are small, and a Spark job's fixed cost would dwarf them.
 
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -84,20 +86,20 @@ class BookkeepingReport:
 
 
 def compact_bookkeeping(store: TableStore, cfg: LakeshardConfig, *, tables: Sequence[str] = BOOKKEEPING_TABLES,
-                        max_files: int | None = None, now: datetime | None = None) -> BookkeepingReport:
+                        max_files: int | None = None) -> BookkeepingReport:
     """Return what rewriting each of ``tables`` with more than ``max_files`` live files (default
     ``cfg.maintenance.bookkeeping_max_files``) into one file per partition, and expiring ``routing_metrics``
-    rows past their retention at ``now`` (default: the current time), did; tables that do not exist yet are
-    skipped.
+    rows past their retention (:func:`metrics_retention`) before its newest window, did; tables that do not
+    exist yet are skipped.
 
     Raises:
         TableStoreError: a read or commit failed for another reason than a lost race.
     """
     limit = cfg.maintenance.bookkeeping_max_files if max_files is None else max_files
     budget = cfg.maintenance.bookkeeping_max_bytes
-    cutoff = (now or datetime.now(UTC)) - metrics_retention(cfg)
+    retention = metrics_retention(cfg)
     return BookkeepingReport(tuple(
-        _upkeep(store, cfg.table_uri(name), name, limit, budget, cutoff if name == ROUTING_METRICS else None)
+        _upkeep(store, cfg.table_uri(name), name, limit, budget, retention if name == ROUTING_METRICS else None)
         for name in tables))
 
 
@@ -123,12 +125,14 @@ def small_files(files: Sequence[FileInfo], budget: int) -> list[FileInfo]:
     return chosen if len(chosen) > 1 else []
 
 
-def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int, cutoff: datetime | None
+def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int, retention: timedelta | None
             ) -> TableUpkeep:
     if not store.exists(uri):
         return TableUpkeep(name, 0, 0, skipped="no table yet")
     version = store.version(uri)
     files = store.files(uri, version=version)
+    newest = max((r[1] for f in files if (r := f.time_range("window_start"))), default=None) if retention else None
+    cutoff = None if newest is None or retention is None else newest - retention
     expired = [] if cutoff is None else [f for f in files if (r := f.time_range("window_start")) and r[1] < cutoff]
     gone = {f.path for f in expired}
     kept = [f for f in files if f.path not in gone]

@@ -150,7 +150,7 @@ def run_compact_books(ctx: FlowContext) -> FlowResult:
     """Return what compacting the bookkeeping tables did (files in, files out)
     (:func:`~lakeshard.compaction.bookkeeping.compact_bookkeeping`)."""
     limit = int(ctx.params["max_files"])  # 0: the configured maintenance.bookkeeping_max_files
-    report = compact_bookkeeping(ctx.store, ctx.cfg, max_files=limit or None, now=ctx.clock())
+    report = compact_bookkeeping(ctx.store, ctx.cfg, max_files=limit or None)
     done = [t for t in report.tables if t.version is not None]
     return FlowResult(rows_in=sum(t.files_before for t in done), rows_out=sum(t.files_after for t in done),
                       details={"tables": ",".join(t.table for t in done),
