@@ -314,8 +314,8 @@ class Compactor:
     def _record(self, version: int, *, finished: bool, ours: Collection[int] = ()) -> None:
         """Record the watermark of an incremental run that left no work behind: the version it planned at, or
         the table's latest when every commit since then was one of this run's swaps (``ours``)."""
-        if not (self.incremental and finished):
-            return
+        if not (self.incremental and finished) or self._scope == frozenset():
+            return  # nothing changed since the watermark (an empty scope): it stays where it is
         latest = self.store.version(self.table)
         record_compacted(self.store, self.table, latest if set(range(version + 1, latest + 1)) <= set(ours)
                          else version)

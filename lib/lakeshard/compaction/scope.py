@@ -13,7 +13,8 @@ the next run plans only
 * the buckets still open by the size-tiered planner's clock (the current hours: their files settle with time).
 
 A run that left work behind (rounds exhausted, a bucket given up or failed) does not move the watermark, so the
-next run sees the same buckets again. With no watermark yet, or a log that no longer holds the commits since it
+next run sees the same buckets again; nor does a run that found nothing changed (no commit for nothing). With
+no watermark yet, or a log that no longer holds the commits since it
 (cleaned up after a checkpoint), the run plans over every bucket.
 """
 
