@@ -141,3 +141,36 @@ def test_files_past_the_byte_budget_are_left_alone(store: TableStore, test_confi
     files = store.files(uri)
     assert big <= {f.path for f in files} and len(files) == 6
     assert _rows(store, uri) == rows
+
+
+def test_a_merged_file_waits_for_a_tier_of_its_size_instead_of_being_rewritten_every_run() -> None:
+    merged = _file("merged", 1000)
+    fresh = [_file(f"new{i:02}", 10) for i in range(40)]
+    chosen = small_files([merged, *fresh], 10**9)
+    assert [f.path for f in chosen] == [f.path for f in fresh]  # 400 bytes of new files do not drag 1000 along
+    more = [_file(f"more{i:03}", 10) for i in range(100)]
+    assert "merged" in {f.path for f in small_files([merged, *fresh, *more], 10**9)}  # 1,400 bytes: its tier
+
+
+def test_routing_metrics_past_their_retention_are_dropped_and_recent_windows_kept(
+    store: TableStore, test_config: LakeshardConfig, tmp_path: Path
+) -> None:
+    from datetime import timedelta
+
+    from lakeshard.tables import ROUTING_METRICS
+    from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA
+
+    cfg = _config(tmp_path, test_config, max_files=2)
+    uri = cfg.table_uri(ROUTING_METRICS)
+    store.create(uri, ROUTING_METRICS_SCHEMA)
+    now = datetime.now(UTC).replace(microsecond=0)
+    for hours_ago in (72, 49, 30, 2, 1, 0):
+        start = now - timedelta(hours=hours_ago)
+        store.append_arrow(uri, pa.table({
+            "window_start": pa.array([start], pa.timestamp("us", tz="UTC")), "tenant_id": ["acme"],
+            "shard": pa.array([0], pa.int32()), "events": [10], "bytes": [1000], "batch": [hours_ago],
+            "routed_at": pa.array([start], pa.timestamp("us", tz="UTC"))}))
+    report = compact_bookkeeping(store, cfg, tables=(ROUTING_METRICS,))
+    kept = sorted(r["batch"] for r in store.read_table_arrow(uri).to_pylist())
+    assert kept == [0, 1, 2]  # the default retention is 24 hours before the newest window
+    assert report.tables[0].expired_files == 3 and len(store.files(uri)) == 1

@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from lakeshard.buckets.checksum import BucketCheck, check_buckets
     from lakeshard.buckets.completionist import (
         BUCKETS,
-        BucketCheck,
         BucketsError,
         BucketState,
         Completionist,
         CompletionReport,
-        check_buckets,
     )
     from lakeshard.buckets.late import assign_buckets, assign_buckets_arrow, event_hour
     from lakeshard.buckets.planner import (
@@ -61,7 +60,7 @@ __all__ = [
 _HOME = {
     "BUCKETS": "completionist",
     "Backlog": "planner",
-    "BucketCheck": "completionist",
+    "BucketCheck": "checksum",
     "BucketDecision": "planner",
     "BucketObservation": "planner",
     "BucketState": "completionist",
@@ -70,7 +69,7 @@ _HOME = {
     "Completionist": "completionist",
     "assign_buckets": "late",
     "assign_buckets_arrow": "late",
-    "check_buckets": "completionist",
+    "check_buckets": "checksum",
     "event_hour": "late",
     "late_target": "planner",
     "open_hour": "planner",

@@ -8,8 +8,9 @@ integrity of every bucket about to close, and commits the new states to the ``bu
 Integrity check of a closing bucket, over its rows at one ``events`` version: no event key
 ``(tenant_id, event_id, ts)`` twice, and the rows read equal the rows the log's file statistics
 promise. A bucket failing it stays open, with the problem as its reason. The check also yields the
-bucket's checksum — an order-independent sum of a 64-bit hash of every row — recorded with the
-closure, so anyone can later prove a closed bucket never changed (:meth:`Completionist.verify`).
+bucket's checksum — an order-independent sum of a 64-bit hash of every row, of a recorded kind
+(:mod:`lakeshard.buckets.checksum`) — recorded with the closure, so anyone can later prove a closed bucket
+never changed (:meth:`Completionist.verify`, by the formula each bucket closed with).
 
 Closing races the shard writers, whose commits go to another table. A close therefore takes three steps:
 the bucket is first committed as ``closing`` (writers treat it as closed from then on: its late rows go to
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from lakeshard.buckets.checksum import CHECKSUM_KINDS, ROWHASH2, BucketCheck, check_buckets, checksum_kind
 from lakeshard.buckets.planner import Backlog, Bucket, BucketDecision, BucketObservation, plan_closures
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict, LakeshardError
@@ -56,7 +58,6 @@ __all__ = [
     "check_buckets",
 ]
 
-_KEY = ("tenant_id", "event_id", "ts")
 _RANK = {"open": 0, "closing": 1, "closed": 2}  # a bucket's rows: the furthest state is its state
 _FENCE_ATTEMPTS = 3  # checks of the closing buckets per run, each at a newer events version
 
@@ -82,28 +83,6 @@ class BucketState:
 
 
 @dataclass(frozen=True)
-class BucketCheck:
-    """The integrity check of one bucket at one ``events`` version."""
-
-    tenant_id: str
-    hour: str
-    rows: int
-    distinct_keys: int
-    stats_rows: int  # what the log's file statistics say the bucket holds
-    checksum: str
-
-    @property
-    def problem(self) -> str:
-        """Return what is wrong with the bucket, or "" when nothing is."""
-        issues = []
-        if self.rows != self.distinct_keys:
-            issues.append(f"{self.rows - self.distinct_keys} duplicate event keys")
-        if self.rows != self.stats_rows:
-            issues.append(f"{self.rows} rows read but the log's statistics promise {self.stats_rows}")
-        return "; ".join(issues)
-
-
-@dataclass(frozen=True)
 class CompletionReport:
     """One completionist run: every open bucket's decision, the buckets closed, checks that failed."""
 
@@ -115,31 +94,6 @@ class CompletionReport:
     committed_version: int | None = None  # the buckets version written, None for a dry run or a lost race
 
 
-def check_buckets(store: TableStore, events: str, files: Mapping[Bucket, Sequence[FileInfo]]
-                  ) -> dict[Bucket, BucketCheck]:
-    """Return the integrity check of each bucket, reading exactly the given files of each (one Spark job)."""
-    from pyspark.sql import functions as F
-
-    every = [f for fs in files.values() for f in fs]
-    if not every:  # buckets without live files hold no rows
-        return {b: BucketCheck(b[0], b[1], rows=0, distinct_keys=0, stats_rows=0, checksum="0") for b in files}
-    df = store.read_files(events, every)
-    row_hash = F.xxhash64(F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])))
-    agg = (df.groupBy("tenant_id", "hour")
-           .agg(F.count(F.lit(1)).alias("rows"), F.count_distinct(*[F.col(c) for c in _KEY]).alias("keys"),
-                F.sum(row_hash.cast("decimal(38,0)")).cast("string").alias("checksum"))
-           .collect())
-    found = {(str(r["tenant_id"]), str(r["hour"])): r for r in agg}
-    out = {}
-    for bucket, fs in files.items():
-        r = found.get(bucket)
-        out[bucket] = BucketCheck(
-            bucket[0], bucket[1], rows=int(r["rows"]) if r else 0, distinct_keys=int(r["keys"]) if r else 0,
-            stats_rows=rows_in(fs), checksum=str(r["checksum"]) if r else "0",
-        )
-    return out
-
-
 class Completionist:
     """Decides which ``(tenant, hour)`` buckets of ``events`` are complete and closes them, exactly once.
 
@@ -148,6 +102,8 @@ class Completionist:
         quiet: how long a bucket must go without a new file before it may close.
         grace: how far past the hour's end the backlog watermark must be.
         clock: the time source (UTC); tests and simulations move it.
+        checksum: the checksum kind new closures record (:mod:`lakeshard.buckets.checksum`); closed buckets
+            are verified by the kind they recorded, whatever this is.
 
     Example::
 
@@ -166,15 +122,19 @@ class Completionist:
         grace: timedelta = timedelta(minutes=15),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         before_commit: Callable[[str], None] | None = None,
+        checksum: str = ROWHASH2,
     ) -> None:
         if quiet < timedelta(0) or grace < timedelta(0):
             raise BucketsError(f"quiet period and grace must not be negative, found {quiet} and {grace}")
+        if checksum not in CHECKSUM_KINDS:
+            raise BucketsError(f"unknown checksum kind {checksum!r}; known: {', '.join(CHECKSUM_KINDS)}")
         self.spark = spark
         self.store = store
         self.cfg = cfg
         self.quiet = quiet
         self.grace = grace
         self._clock = clock
+        self.checksum_kind = checksum
         # Called with "fence" right before the closing fence is committed (tests interleave writers there).
         self._before_commit = before_commit or (lambda step: None)
         self.uri = cfg.table_uri(BUCKETS)
@@ -306,7 +266,8 @@ class Completionist:
         decisions = plan_closures(seen, backlog, closed, now=now, quiet=self.quiet, grace=self.grace)
         closing = [d for d in decisions if d.close]
         checks = check_buckets(self.store, self.events_uri,
-                               {(d.tenant_id, d.hour): files[(d.tenant_id, d.hour)] for d in closing})
+                               {(d.tenant_id, d.hour): files[(d.tenant_id, d.hour)] for d in closing},
+                               self.checksum_kind)
         newest = {(b.tenant_id, b.hour): b.newest_file_at for b in seen}
         failed = [c for c in checks.values() if c.problem]
         new_states = []
@@ -353,7 +314,7 @@ class Completionist:
             now_files = {(s.tenant_id, s.hour): files.get((s.tenant_id, s.hour), []) for s in closing}
             stale = {b: fs for b, fs in now_files.items() if b not in known or known[b][0] != _paths(fs)}
             checks = {b: known[b][1] for b in now_files if b not in stale}
-            checks.update(check_buckets(self.store, self.events_uri, stale))
+            checks.update(check_buckets(self.store, self.events_uri, stale, self.checksum_kind))
             known.update((b, (_paths(now_files[b]), checks[b])) for b in stale)
             refused = [c for c in checks.values() if c.problem]
             good = [dataclasses.replace(s, rows=c.rows, distinct_keys=c.distinct_keys, checksum=c.checksum,
@@ -412,8 +373,11 @@ class Completionist:
         """Return the closed buckets whose rows differ now from when they closed (empty when all are intact)."""
         states = [s for s in self.states().values() if s.state == "closed"]
         _, _, files = self.observe()
-        checks = check_buckets(self.store, self.events_uri,
-                               {(s.tenant_id, s.hour): files.get((s.tenant_id, s.hour), []) for s in states})
+        checks: dict[Bucket, BucketCheck] = {}
+        for kind in {checksum_kind(s.checksum) for s in states}:  # each bucket by the formula it closed with
+            checks |= check_buckets(self.store, self.events_uri,
+                                    {(s.tenant_id, s.hour): files.get((s.tenant_id, s.hour), [])
+                                     for s in states if checksum_kind(s.checksum) == kind}, kind)
         now = [(s, checks[(s.tenant_id, s.hour)]) for s in states]
         return [(s, c) for s, c in now if (c.checksum, c.rows) != (s.checksum, s.rows)]
 

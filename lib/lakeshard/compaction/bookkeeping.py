@@ -7,8 +7,17 @@ Every ingest run appends a file to ``landing_batches``, ``routing_metrics``, ``q
 ``maintenance.bookkeeping_max_files`` files, into one file per partition: a ``data_change=False`` swap through
 :meth:`~lakeshard.lake.TableStore.replace_files` of exactly the files it read, so readers see the same rows at
 every version and a concurrent append (a file the swap does not remove) is kept. A rewrite reads at most
-``maintenance.bookkeeping_max_bytes`` of Parquet, smallest files first: files that have grown past that are left
-alone, so the driver's memory stays bounded however old the table is. A swap that loses a race
+``maintenance.bookkeeping_max_bytes`` of Parquet, smallest files first, and only files of about the size of
+those already chosen (size tiers: a file larger than all smaller chosen files together waits until enough small
+ones have gathered), so a merged file is not rewritten on every run and the driver's memory stays bounded
+however old the table is.
+
+``routing_metrics`` also expires: rows whose window started more than
+``maintenance.routing_metrics_retention_hours`` (never less than the autosharder's and the balancer's longest
+look-back) before the table's newest window are dropped (measured from the newest window, not the clock, so a
+lakehouse of historical data keeps its last day of metrics for ``--as-of`` planning) — whole files by their
+``window_start`` statistics, rows of the files being rewritten — in a ``data_change=True`` commit. A swap that
+loses a race
 commits nothing and the next run tries again. The rows are read and written with pyarrow in this process:
 these tables are small, and a Spark job's fixed cost would dwarf them.
 
@@ -29,12 +38,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.lake.files import write_partitioned
-from lakeshard.tables import EVENTS, ID_INDEX, ROUTED, TABLES
+from lakeshard.tables import EVENTS, ID_INDEX, ROUTED, ROUTING_METRICS, TABLES
 
 __all__ = ["BOOKKEEPING_TABLES", "CHECKPOINT_INTERVAL", "BookkeepingReport", "TableUpkeep", "compact_bookkeeping",
            "small_files"]
@@ -54,6 +67,7 @@ class TableUpkeep:
     files_before: int
     files_after: int
     skipped: str | None = None  # why nothing was rewritten (small enough, no table yet)
+    expired_files: int = 0  # files dropped whole because every row was past the retention
     conflict: bool = False  # the swap lost a race and committed nothing (retried next run)
     version: int | None = None  # the swap's commit
     checkpoint: int | None = None  # the version a checkpoint was written at, when one was missing
@@ -71,40 +85,60 @@ class BookkeepingReport:
         return sum(1 for t in self.tables if t.version is not None)
 
 
-def compact_bookkeeping(store: TableStore, cfg: LakeshardConfig, *,
-                        tables: Sequence[str] = BOOKKEEPING_TABLES, max_files: int | None = None) -> BookkeepingReport:
+def compact_bookkeeping(store: TableStore, cfg: LakeshardConfig, *, tables: Sequence[str] = BOOKKEEPING_TABLES,
+                        max_files: int | None = None) -> BookkeepingReport:
     """Return what rewriting each of ``tables`` with more than ``max_files`` live files (default
-    ``cfg.maintenance.bookkeeping_max_files``) into one file per partition did; tables that do not exist yet
-    are skipped.
+    ``cfg.maintenance.bookkeeping_max_files``) into one file per partition, and expiring ``routing_metrics``
+    rows past their retention (:func:`metrics_retention`) before its newest window, did; tables that do not
+    exist yet are skipped.
 
     Raises:
         TableStoreError: a read or commit failed for another reason than a lost race.
     """
     limit = cfg.maintenance.bookkeeping_max_files if max_files is None else max_files
     budget = cfg.maintenance.bookkeeping_max_bytes
-    return BookkeepingReport(tuple(_upkeep(store, cfg.table_uri(name), name, limit, budget) for name in tables))
+    retention = metrics_retention(cfg)
+    return BookkeepingReport(tuple(
+        _upkeep(store, cfg.table_uri(name), name, limit, budget, retention if name == ROUTING_METRICS else None)
+        for name in tables))
+
+
+def metrics_retention(cfg: LakeshardConfig) -> timedelta:
+    """Return how long ``routing_metrics`` rows are kept: the configured retention, never less than what the
+    autosharder and the balancer look back over (their windows plus the metrics' allowed staleness)."""
+    b = cfg.balancing
+    windows = max(b.scale_down_windows, b.lookback_windows) + 2  # the look-back's margin (_newest_windows)
+    longest = windows * cfg.routing.window_seconds + b.metrics_max_age_seconds
+    return max(timedelta(hours=cfg.maintenance.routing_metrics_retention_hours), timedelta(seconds=longest))
 
 
 def small_files(files: Sequence[FileInfo], budget: int) -> list[FileInfo]:
-    """Return the smallest of ``files`` whose sizes add up to at most ``budget`` bytes (none if fewer than two)."""
+    """Return the smallest of ``files`` whose sizes add up to at most ``budget`` bytes, stopping at a file larger
+    than those chosen together (it waits for a tier of its size); none if fewer than two."""
     chosen: list[FileInfo] = []
     total = 0
     for f in sorted(files, key=lambda f: (f.size_bytes, f.path)):
-        if total + f.size_bytes > budget:
+        if total + f.size_bytes > budget or (len(chosen) >= 2 and f.size_bytes > total):
             break
         chosen.append(f)
         total += f.size_bytes
     return chosen if len(chosen) > 1 else []
 
 
-def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int) -> TableUpkeep:
+def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int, retention: timedelta | None
+            ) -> TableUpkeep:
     if not store.exists(uri):
         return TableUpkeep(name, 0, 0, skipped="no table yet")
     version = store.version(uri)
     files = store.files(uri, version=version)
-    chosen = small_files(files, budget) if len(files) > limit else []
-    if chosen:
-        upkeep = _rewrite(store, uri, name, version, files, chosen)
+    newest = max((r[1] for f in files if (r := f.time_range("window_start"))), default=None) if retention else None
+    cutoff = None if newest is None or retention is None else newest - retention
+    expired = [] if cutoff is None else [f for f in files if (r := f.time_range("window_start")) and r[1] < cutoff]
+    gone = {f.path for f in expired}
+    kept = [f for f in files if f.path not in gone]
+    chosen = small_files(kept, budget) if len(kept) > limit else []
+    if chosen or expired:
+        upkeep = _rewrite(store, uri, name, version, files, chosen, expired, cutoff)
     else:
         why = f"{len(files)} files <= {limit}" if len(files) <= limit else f"fewer than two files fit {budget} bytes"
         upkeep = TableUpkeep(name, len(files), len(files), skipped=why)
@@ -113,17 +147,26 @@ def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int) -> 
 
 
 def _rewrite(store: TableStore, uri: str, name: str, version: int, live: Sequence[FileInfo],
-             chosen: Sequence[FileInfo]) -> TableUpkeep:
-    rows = store.read_arrow(uri, chosen)
+             chosen: Sequence[FileInfo], expired: Sequence[FileInfo] = (), cutoff: datetime | None = None
+             ) -> TableUpkeep:
+    rows = store.read_arrow(uri, chosen) if chosen else None
+    dropped = bool(expired)
+    if rows is not None and cutoff is not None:
+        fresh = rows.filter(pc.greater_equal(rows.column("window_start"), pa.scalar(cutoff, rows.schema.field(
+            "window_start").type)))
+        dropped, rows = dropped or fresh.num_rows < rows.num_rows, fresh
     schema, parts = store.arrow_schema(uri), store.partition_columns(uri)
+    kept = rows
     try:
-        result = store.replace_files(uri, [f.path for f in chosen], None, data_change=False, read_version=version,
-                                     metadata={"lakeshard.operation": "compact_bookkeeping"},
-                                     write=lambda target: write_partitioned(rows, target, schema, parts))
+        result = store.replace_files(
+            uri, [f.path for f in (*chosen, *expired)], None, data_change=dropped, read_version=version,
+            metadata={"lakeshard.operation": "compact_bookkeeping", "expired_files": len(expired)},
+            write=None if kept is None or kept.num_rows == 0
+            else lambda target: write_partitioned(kept, target, schema, parts))
     except CommitConflict:
         return TableUpkeep(name, len(live), len(live), conflict=True)
     return TableUpkeep(name, len(live), len(live) - result.files_removed + result.files_added,
-                       version=result.version)
+                       version=result.version, expired_files=len(expired))
 
 
 def _ensure_checkpoint(store: TableStore, uri: str) -> int | None:

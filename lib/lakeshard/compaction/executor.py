@@ -76,6 +76,7 @@ from lakeshard.compaction.planner import (
     SizeTieredPlanner,
     plan_compaction,
 )
+from lakeshard.compaction.scope import compaction_scope, record_compacted
 from lakeshard.compaction.sort_schema import SortSchema, sort_schema_for
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
@@ -168,6 +169,8 @@ class CompactionReport:
     plan: CompactionPlan  # the first plan (what ``--apply`` starts from)
     applied: bool
     rounds: tuple[RoundResult, ...] = ()
+    # The buckets planned over (lakeshard.compaction.scope): None for every bucket of the table.
+    scope: frozenset[Bucket] | None = None
 
     @property
     def conflicts(self) -> int:
@@ -214,6 +217,8 @@ class Compactor:
         chunk_lock: optional ``buckets -> context manager`` held around each round's swap, yielding the
             fencing tokens the swap carries (``ChunkLocks.fenced``).
         before_commit: called with the new files just before each commit (tests use it to die there).
+        incremental: plan only the buckets that changed since the last run that finished its work (see
+            :mod:`lakeshard.compaction.scope`), and record this run's watermark when it finishes its work.
 
     Example::
 
@@ -225,13 +230,15 @@ class Compactor:
 
     def __init__(self, store: TableStore, table: str, *, sort_schema: SortSchema | None = None,
                  settings: CompactionSettings | None = None, chunk_lock: ChunkLock | None = None,
-                 before_commit: Callable[[Sequence[FileInfo]], None] | None = None) -> None:
+                 before_commit: Callable[[Sequence[FileInfo]], None] | None = None, incremental: bool = False) -> None:
         self.store = store
         self.table = table
         self.sort_schema = sort_schema or sort_schema_for(table)
         self.settings = settings or CompactionSettings()
         self.chunk_lock = chunk_lock
         self._before_commit = before_commit
+        self.incremental = incremental
+        self._scope: frozenset[Bucket] | None = None  # the buckets this run plans over (None: all)
         parts = store.partition_columns(table)
         if tuple(parts) != BUCKET_COLUMNS:
             raise CompactionError(f"{table}: compaction needs a table partitioned by {list(BUCKET_COLUMNS)}, "
@@ -239,10 +246,16 @@ class Compactor:
         self.sort_schema.check(table, [f.name for f in store.schema(table).fields])
 
     # ------------------------------------------------------------------------------- planning
-    def snapshot(self) -> Snapshot:
-        """Return the table version, its live files and the planner's view of them."""
+    def snapshot(self, *, now: datetime | None = None, rescope: bool = False) -> Snapshot:
+        """Return the table version, its live files and the planner's view of them (of the buckets in scope;
+        with ``rescope``, the scope of an incremental run is first worked out at that version)."""
         version = self.store.version(self.table)
         files = self.store.files(self.table, version=version)
+        if rescope:
+            self._scope = compaction_scope(self.store, self.table, files, version, now=now or datetime.now(UTC),
+                                           size_tiered=self.settings.size_tiered).buckets
+        if self._scope is not None:  # only these buckets' files are planned (and their fragments read)
+            files = [f for f in files if _bucket_of(f) in self._scope]
         nodes = file_nodes(files, read_fragments(self.store, self.table, files))
         return version, files, nodes
 
@@ -250,6 +263,7 @@ class Compactor:
              sealed: Collection[Bucket] = ()) -> CompactionPlan:
         """Return the plan for the table as it is now (optionally only for ``buckets``; ``sealed`` ones merge
         all their small files at once)."""
+        self._scope = None
         _, _, nodes = self.snapshot()
         return self._plan(nodes, buckets, now, sealed)
 
@@ -274,20 +288,37 @@ class Compactor:
         without waiting for a tier to fill.
         """
         sealed = frozenset(sealed)
-        snapshot = self.snapshot()
+        self._scope = None
+        # The scope is read at the snapshot's version: the watermark recorded below is that version.
+        snapshot = self.snapshot(now=now, rescope=self.incremental and buckets is None)
         first = self._plan(snapshot[2], buckets, now, sealed)
         if not apply or not first.tasks:
-            return CompactionReport(self.table, first, applied=False)
+            if apply:
+                self._record(snapshot[0], finished=True)
+            return CompactionReport(self.table, first, applied=False, scope=self._scope)
         rounds: list[RoundResult] = []
         abandoned: set[Bucket] = set()
+        finished = False
         for n in range(self.settings.max_rounds):
             # The first round starts from the snapshot just planned on (the swap's commit checks it is current).
             results = self._round(buckets, now, abandoned, sealed, snapshot if n == 0 else None)
             if results is None:
+                finished = True
                 break
             rounds.extend(results)
             abandoned.update(t.bucket for r in results if r.gave_up for t in r.tasks)
-        return CompactionReport(self.table, first, applied=True, rounds=tuple(rounds))
+        self._record(snapshot[0], finished=finished and not abandoned,
+                     ours={r.version for r in rounds if r.version is not None})
+        return CompactionReport(self.table, first, applied=True, rounds=tuple(rounds), scope=self._scope)
+
+    def _record(self, version: int, *, finished: bool, ours: Collection[int] = ()) -> None:
+        """Record the watermark of an incremental run that left no work behind: the version it planned at, or
+        the table's latest when every commit since then was one of this run's swaps (``ours``)."""
+        if not (self.incremental and finished) or self._scope == frozenset():
+            return  # nothing changed since the watermark (an empty scope): it stays where it is
+        latest = self.store.version(self.table)
+        record_compacted(self.store, self.table, latest if set(range(version + 1, latest + 1)) <= set(ours)
+                         else version)
 
     def _round(self, buckets: Sequence[Bucket] | None, now: datetime | None, abandoned: set[Bucket],
                sealed: Collection[Bucket], snapshot: Snapshot | None = None,
@@ -425,6 +456,10 @@ class Compactor:
         key = [F.col(c) for c in (*BUCKET_COLUMNS, *self.sort_schema.columns)]
         df = self.store.read_files(self.table, inputs)
         return df.repartitionByRange(max(1, outputs), *key).sortWithinPartitions(*key)
+
+
+def _bucket_of(f: FileInfo) -> Bucket:
+    return str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour"))
 
 
 def _part_path(directory: str, n: int) -> str:

@@ -110,7 +110,7 @@ def run_compact(ctx: FlowContext) -> FlowResult:
     closed = Completionist(ctx.spark, ctx.store, ctx.cfg).closed()
     report = compact_events(ctx.store, ctx.cfg, sealed=closed, buckets=compact_buckets(str(ctx.params["buckets"])),
                             min_files=int(ctx.params["min_files"]), target_rows=int(ctx.params["target_rows"]),
-                            include_open=bool(ctx.params["include_open"]))
+                            include_open=bool(ctx.params["include_open"]), now=ctx.clock())
     done = [r for r in report.rounds if not r.gave_up]
     return FlowResult(rows_in=sum(r.files_removed for r in done), rows_out=sum(r.files_added for r in done),
                       details={"rounds": len(done), "buckets": len({t.bucket for r in done for t in r.tasks}),

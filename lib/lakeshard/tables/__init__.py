@@ -51,6 +51,7 @@ __all__ = [
     "BUCKETS_SCHEMA",
     "CHUNK_LOCKS",
     "CHUNK_LOCKS_SCHEMA",
+    "COMPACTOR_APP_ID",
     "COMPLETIONIST_APP_ID",
     "EVENTS",
     "EVENTS_PARTITIONING",
@@ -133,6 +134,7 @@ ROUTER_APP_ID = "router"  # on routed, quarantine, landing_batches, routing_metr
 ALLOCATOR_APP_ID = "allocator"  # on placements: the placements version the allocator read, plus one
 COMPLETIONIST_APP_ID = "completionist"  # on buckets: the buckets version the completionist read, plus one
 FENCE_APP_ID = "completionist/fence"  # on events: the completionist's fence against racing writers
+COMPACTOR_APP_ID = "compactor"  # on events: the version the last compaction that finished its work planned at
 
 
 def writer_app_id(shard: int) -> str:

@@ -1,0 +1,145 @@
+"""The closing integrity check and its versioned checksum: cheap (no Spark job), order-independent, and every
+closed bucket verified by the kind it recorded."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    BooleanType,
+    IntegerType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from lakeshard.buckets import Completionist, check_buckets
+from lakeshard.buckets.planner import hour_of
+from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.lake import TableStore
+
+QUIET, GRACE = timedelta(minutes=10), timedelta(minutes=15)
+EVENTS = StructType([
+    StructField("tenant_id", StringType(), False),
+    StructField("event_id", StringType(), False),
+    StructField("ts", TimestampType(), False),
+    StructField("message", StringType(), True),
+    StructField("attributes", MapType(StringType(), StringType()), True),
+    StructField("size_bytes", IntegerType(), True),
+    StructField("hour", StringType(), False),
+    StructField("late", BooleanType(), True),
+])
+
+
+@pytest.fixture()
+def lakehouse(store: TableStore, tmp_path: Path) -> LakeshardConfig:
+    """Return a lakehouse with an empty events table and no landing backlog."""
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(tmp_path / "no-landing")},
+                      env={})
+    store.create(cfg.table_uri("events"), EVENTS, partition_by=["tenant_id", "hour"])
+    return cfg
+
+
+def _rows(spark: SparkSession, tenant: str, hour: str, prefix: str, n: int) -> DataFrame:
+    start = datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+    rows = [(tenant, f"{prefix}-{i}", start + timedelta(minutes=7 * i), None if i % 3 else f"m{i}",
+             {"k": f"v{i}", "z": None} if i % 2 else None, 100 + i, hour, False) for i in range(n)]
+    return spark.createDataFrame(rows, EVENTS)
+
+
+def _bucket_files(store: TableStore, cfg: LakeshardConfig) -> dict[tuple[str, str], list]:  # type: ignore[type-arg]
+    out: dict[tuple[str, str], list] = {}  # type: ignore[type-arg]
+    for f in store.files(cfg.table_uri("events")):
+        out.setdefault((f.partition_values["tenant_id"], f.partition_values["hour"]), []).append(f)
+    return out
+
+
+def test_the_closing_check_runs_no_spark_job_and_finds_duplicate_keys(
+    spark: SparkSession, store: TableStore, lakehouse: LakeshardConfig
+) -> None:
+    cfg, hour = lakehouse, hour_of(datetime.now(UTC) - timedelta(hours=3))
+    uri = cfg.table_uri("events")
+    store.append(uri, _rows(spark, "acme", hour, "a", 7).coalesce(1))
+    store.append(uri, _rows(spark, "zeta", hour, "z", 4).coalesce(1))
+    store.append(uri, _rows(spark, "zeta", hour, "z", 1).coalesce(1))  # z-0 twice
+    group = "lakeshard-test-closing-check"
+    spark.sparkContext.setJobGroup(group, "the closing check")
+    try:
+        checks = check_buckets(store, uri, _bucket_files(store, cfg))
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == []
+    acme, zeta = checks[("acme", hour)], checks[("zeta", hour)]
+    assert (acme.rows, acme.distinct_keys, acme.problem) == (7, 7, "")
+    assert (zeta.rows, zeta.distinct_keys, zeta.problem) == (5, 4, "1 duplicate event keys")
+    assert acme.checksum.startswith("rowhash2:")
+
+
+def test_buckets_closed_with_either_checksum_kind_verify_and_a_changed_bucket_of_each_kind_is_caught(
+    spark: SparkSession, store: TableStore, lakehouse: LakeshardConfig
+) -> None:
+    cfg, uri = lakehouse, lakehouse.table_uri("events")
+    now = datetime.now(UTC) + QUIET + timedelta(minutes=1)
+    old_hour, new_hour = (hour_of(datetime.now(UTC) - timedelta(hours=n)) for n in (4, 3))
+    store.append(uri, _rows(spark, "acme", old_hour, "a", 6).coalesce(1))
+    store.append(uri, _rows(spark, "zeta", old_hour, "z", 3).coalesce(1))
+    closed_old = Completionist(spark, store, cfg, quiet=QUIET, grace=GRACE, clock=lambda: now,
+                               checksum="rowjson").run()
+    store.append(uri, _rows(spark, "acme", new_hour, "b", 5).coalesce(1))
+    closed_new = Completionist(spark, store, cfg, quiet=QUIET, grace=GRACE, clock=lambda: now).run()
+    assert {(s.tenant_id, s.hour) for s in closed_old.closed} == {("acme", old_hour), ("zeta", old_hour)}
+    assert {(s.tenant_id, s.hour) for s in closed_new.closed} == {("acme", new_hour)}
+
+    c = Completionist(spark, store, cfg, quiet=QUIET, grace=GRACE, clock=lambda: now)
+    states = c.states()
+    assert ":" not in (states[("acme", old_hour)].checksum or "")  # kind 1 keeps its unprefixed decimal
+    assert (states[("acme", new_hour)].checksum or "").startswith("rowhash2:")
+    assert c.verify() == []
+
+    # A rogue writer adds a row to one bucket of each kind: both are caught, each by its own formula.
+    store.append(uri, _rows(spark, "acme", old_hour, "rogue-old", 1).coalesce(1))
+    store.append(uri, _rows(spark, "acme", new_hour, "rogue-new", 1).coalesce(1))
+    broken = {(s.tenant_id, s.hour): check.rows for s, check in c.verify()}
+    assert broken == {("acme", old_hour): 7, ("acme", new_hour): 6}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.text(max_size=40)),
+                          st.dictionaries(st.text(max_size=5), st.one_of(st.none(), st.text(max_size=5)), max_size=3),
+                          st.integers(-2**31, 2**31 - 1)), min_size=1, max_size=20, unique_by=lambda r: r[0]),
+       st.randoms())
+def test_rowhash2_ignores_row_and_map_entry_order_and_sees_any_changed_value(
+    rows: list[tuple[str, str | None, dict[str, str | None], int]], rnd: random.Random
+) -> None:
+    from lakeshard.buckets.checksum import rowhash2
+
+    def table(rs: list[tuple[str, str | None, dict[str, str | None], int]], flip_maps: bool = False) -> pa.Table:
+        maps = [list(reversed(m.items())) if flip_maps else list(m.items()) for _, _, m, _ in rs]
+        return pa.table({
+            "tenant_id": ["acme"] * len(rs), "event_id": [r[0] for r in rs],
+            "ts": pa.array([datetime(2026, 1, 1, tzinfo=UTC)] * len(rs), pa.timestamp("us", tz="UTC")),
+            "message": pa.array([r[1] for r in rs], pa.string()),
+            "attributes": pa.array(maps, pa.map_(pa.string(), pa.string())),
+            "size_bytes": pa.array([r[3] for r in rs], pa.int32()),
+        })
+
+    n, keys, checksum = rowhash2(table(rows))
+    assert (n, keys) == (len(rows), len(rows))
+    shuffled = rows[:]
+    rnd.shuffle(shuffled)
+    assert rowhash2(table(shuffled, flip_maps=True))[2] == checksum
+    i = rnd.randrange(len(rows))
+    event_id, message, attributes, size = rows[i]
+    for changed in ((event_id, None if message else "x", attributes, size),
+                    (event_id, message, {**attributes, "new-key": "v"}, size),
+                    (event_id, message, attributes, size ^ 1)):
+        assert rowhash2(table([*rows[:i], changed, *rows[i + 1:]]))[2] != checksum
