@@ -90,6 +90,10 @@ def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]
         rows.append(("adapter", f"PROBLEM: {exc}"))
         return False
     rows.append(("adapter", f"{choice.name} - {choice.reason}"))
+    if choice.name == "native":
+        from lakeshard.lake.native import NATIVE_UNVERIFIED
+
+        rows.append(("native adapter", NATIVE_UNVERIFIED))
     if kind is RuntimeKind.DATABRICKS_CONNECT:
         # The embedded adapter commits from this process, which cannot see files the remote cluster writes;
         # the native adapter needs a py4j session, i.e. code running on the cluster (docs/databricks.md).

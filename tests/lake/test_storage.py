@@ -73,3 +73,21 @@ def test_pyarrow_reads_object_stores_with_the_same_options() -> None:
     assert isinstance(fs, pafs.S3FileSystem) and fs.region == "eu-west-1" and path == "bucket/lh/events"
     assert arrow_filesystem(None, "s3://bucket/lh") is None
     assert arrow_filesystem({"GOOGLE_SERVICE_ACCOUNT_KEY": "{}"}, "gs://bucket/lh") is None
+
+
+def test_the_store_for_an_object_store_lakehouse_sends_delta_rs_to_the_configured_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lakeshard.lake import open_lazy_store
+
+    # A closed local port as the S3 endpoint: the request can only go there if the options reached delta-rs.
+    (tmp_path / "lakeshard.toml").write_text('lakehouse = "s3://bucket/lh"\n[storage]\ns3 = { AWS_ENDPOINT_URL = '
+                                             '"http://127.0.0.1:9", AWS_ALLOW_HTTP = "true", AWS_REGION = "x", '
+                                             'AWS_ACCESS_KEY_ID = "a", AWS_SECRET_ACCESS_KEY = "env:LK_SECRET", '
+                                             'max_retries = "0" }\n')
+    monkeypatch.setenv("LK_SECRET", "s3cr3t-value")
+    cfg = load_config(tmp_path / "lakeshard.toml", env={})
+    store = open_lazy_store(cfg)
+    with pytest.raises(Exception, match=r"127\.0\.0\.1:9") as err:
+        store.version(cfg.table_uri("events"))
+    assert "s3cr3t-value" not in str(err.value)

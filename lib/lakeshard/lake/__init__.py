@@ -128,6 +128,9 @@ def open_store(spark: SparkSession, cfg: LakeshardConfig | None = None) -> Table
     Raises:
         EnvironmentProblem: ``native`` is forced on a session that cannot run it.
     """
+    from lakeshard.lake.storage import storage_options
+
+    cfg = cfg or load_config()
     choice = adapter_choice(spark, cfg)
     if choice.name == "native":
         from lakeshard.lake.native import NativeTableStore
@@ -135,7 +138,7 @@ def open_store(spark: SparkSession, cfg: LakeshardConfig | None = None) -> Table
         return NativeTableStore(spark)
     from lakeshard.lake.embedded import EmbeddedTableStore
 
-    return EmbeddedTableStore(spark)
+    return EmbeddedTableStore(spark, storage_options=storage_options(cfg, cfg.lakehouse))
 
 
 def open_lazy_store(cfg: LakeshardConfig | None = None) -> TableStore:
@@ -160,5 +163,7 @@ def open_lazy_store(cfg: LakeshardConfig | None = None) -> TableStore:
     if not lazy:
         return open_store(get_spark(cfg), cfg)
     from lakeshard.lake.embedded import EmbeddedTableStore
+    from lakeshard.lake.storage import storage_options
 
-    return EmbeddedTableStore(None, start_spark=lambda: get_spark(cfg))
+    return EmbeddedTableStore(None, start_spark=lambda: get_spark(cfg),
+                              storage_options=storage_options(cfg, cfg.lakehouse))
