@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakeshard.compaction import Compactor, FragmentTable, read_events, read_fragments
-from lakeshard.compaction.fragment_table import fragments_uri
+from lakeshard.compaction.fragment_table import FragmentRead, fragments_uri
 from lakeshard.compaction.fragments import FRAGMENTS_KEY
 from lakeshard.compaction.sample import event_rows
 from lakeshard.lake import TableStore
@@ -99,7 +99,7 @@ def test_a_crash_between_the_fragments_write_and_the_swap_leaves_a_correct_table
     real_write = compactor.fragments.write
 
     def write_then_die(*args: Any, **kwargs: Any) -> int:
-        version = real_write(*args, **kwargs)  # the rows really commit...
+        real_write(*args, **kwargs)  # the rows really commit...
         raise Died("killed between the fragments write and the swap")  # ...the swap never does
 
     monkeypatch.setattr(compactor.fragments, "write", write_then_die)
@@ -148,6 +148,15 @@ def _tiny_commits(store: TableStore, uri: str, n: int, rng: random.Random) -> No
         store.append_arrow(uri, pa.Table.from_pylist(rows, schema=schema))
 
 
+def _recording(read: Callable[..., FragmentRead], into: list[tuple[int, int]]) -> Callable[..., FragmentRead]:
+    def recorded(self: FragmentTable, files: Any) -> FragmentRead:
+        out = read(self, files)
+        into.append((out.files_read, out.rows_scanned))
+        return out
+
+    return recorded
+
+
 def test_planning_a_needle_query_reads_no_history_and_the_same_rows_with_10_or_200_commits(
         store: TableStore, events_table: tuple[str, AppendEvents], monkeypatch: pytest.MonkeyPatch) -> None:
     uri, append = events_table
@@ -160,14 +169,7 @@ def test_planning_a_needle_query_reads_no_history_and_the_same_rows_with_10_or_2
         history = _counting(monkeypatch, store, "history")
         entries = _counting(monkeypatch, store, "log_entries")
         reads: list[tuple[int, int]] = []
-        real_read = FragmentTable.read
-
-        def counted_read(self: FragmentTable, files: Any) -> Any:
-            out = real_read(self, files)
-            reads.append((out.files_read, out.rows_scanned))
-            return out
-
-        monkeypatch.setattr(FragmentTable, "read", counted_read)
+        monkeypatch.setattr(FragmentTable, "read", _recording(FragmentTable.read, reads))
         _needle(store, uri)
         monkeypatch.undo()
         assert sum(history) == 0 and sum(entries) == 0, f"planning read {sum(history)} commits of the log"
