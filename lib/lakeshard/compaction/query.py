@@ -39,7 +39,8 @@ from lakeshard.tables import HOUR_FORMAT
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Predicates", "PruningReport", "QueryError", "choose_files", "in_partitions", "read_events"]
+__all__ = ["Predicates", "PruningReport", "QueryError", "choose_files", "in_partitions", "plan_read",
+           "read_events"]
 
 Predicates = Mapping[str, "str | Sequence[str | None] | None"]
 """``{column: value}`` (equality; ``None`` means IS NULL) or ``{column: [v1, v2]}`` (IN)."""
@@ -160,6 +161,28 @@ def choose_files(files: Sequence[FileInfo], fragments: Mapping[str, FragmentMeta
     return kept, report
 
 
+def plan_read(store: TableStore, table: str, *, tenant: str, start: datetime, end: datetime,
+              predicates: Predicates | None = None, version: int | None = None,
+              use_regex: bool = True) -> tuple[list[FileInfo], PruningReport]:
+    """Return the files a query must read and the pruning report, reading the table's live files and the
+    fragment metadata of the files past the partition stage only (no Spark job, no walk of the log).
+
+    Raises:
+        QueryError: a predicate names a column the table lacks, or the query is malformed.
+    """
+    start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
+    columns = [f.name for f in store.schema(table).fields]
+    unknown = [c for c in (predicates or {}) if c not in columns]
+    if unknown:
+        raise QueryError(f"{table}: predicates name unknown columns {unknown}; columns are {columns}")
+    files = store.files(table, version=version)
+    # Metadata of the files the partition stage keeps only: a needle query reads its buckets' rows, no more.
+    candidates, _ = in_partitions(files, tenant=tenant, start=start, end=end)
+    fragments = read_fragments(store, table, candidates) if use_regex and candidates else {}
+    return choose_files(files, fragments, tenant=tenant, start=start, end=end, predicates=predicates,
+                        use_regex=use_regex)
+
+
 def read_events(spark: SparkSession, store: TableStore, table: str, *, tenant: str, start: datetime,
                 end: datetime, predicates: Predicates | None = None, version: int | None = None,
                 use_regex: bool = True) -> tuple[DataFrame, PruningReport]:
@@ -188,16 +211,8 @@ def read_events(spark: SparkSession, store: TableStore, table: str, *, tenant: s
     from pyspark.sql import functions as F
 
     start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
-    columns = [f.name for f in store.schema(table).fields]
-    unknown = [c for c in (predicates or {}) if c not in columns]
-    if unknown:
-        raise QueryError(f"{table}: predicates name unknown columns {unknown}; columns are {columns}")
-    files = store.files(table, version=version)
-    # Metadata of the files the partition stage keeps only: a needle query reads its buckets' rows, no more.
-    candidates, _ = in_partitions(files, tenant=tenant, start=start, end=end)
-    fragments = read_fragments(store, table, candidates) if use_regex and candidates else {}
-    kept, report = choose_files(files, fragments, tenant=tenant, start=start, end=end, predicates=predicates,
-                                use_regex=use_regex)
+    kept, report = plan_read(store, table, tenant=tenant, start=start, end=end, predicates=predicates,
+                             version=version, use_regex=use_regex)
     if not kept:
         return spark.createDataFrame([], store.schema(table)), report
     df = store.read_files(table, kept)
