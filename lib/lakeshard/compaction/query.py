@@ -23,7 +23,7 @@ This is the *event-time view*: every event whose ``ts`` is in the range, late on
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -135,17 +135,24 @@ def in_partitions(files: Sequence[FileInfo], *, tenant: str, start: datetime, en
     return kept, later
 
 
-def choose_files(files: Sequence[FileInfo], fragments: Mapping[str, FragmentMeta], *, tenant: str,
+FragmentSource = Mapping[str, FragmentMeta] | Callable[[Sequence[FileInfo]], Mapping[str, FragmentMeta]]
+"""Fragment metadata by decoded path, or a function giving it for the files past the partition stage."""
+
+
+def choose_files(files: Sequence[FileInfo], fragments: FragmentSource, *, tenant: str,
                  start: datetime, end: datetime, predicates: Predicates | None = None,
                  timestamp: str = "ts", use_min_max: bool = True,
                  use_regex: bool = True) -> tuple[list[FileInfo], PruningReport]:
-    """Return the files a query must read and the report of what each stage pruned (pure).
+    """Return the files a query must read and the report of what each stage pruned (pure, unless
+    ``fragments`` is a function that reads: it is called once, with the files past the partition stage).
 
     Raises:
         QueryError: ``end`` is not after ``start``, or a predicate is malformed.
     """
     candidates, later = in_partitions(files, tenant=tenant, start=start, end=end, timestamp=timestamp)
     wanted = _values(predicates)
+    if callable(fragments):
+        fragments = fragments(candidates) if use_regex and candidates else {}
     by_min_max = by_regex = 0
     kept = []
     for f in candidates:
@@ -177,10 +184,8 @@ def plan_read(store: TableStore, table: str, *, tenant: str, start: datetime, en
         raise QueryError(f"{table}: predicates name unknown columns {unknown}; columns are {columns}")
     files = store.files(table, version=version)
     # Metadata of the files the partition stage keeps only: a needle query reads its buckets' rows, no more.
-    candidates, _ = in_partitions(files, tenant=tenant, start=start, end=end)
-    fragments = read_fragments(store, table, candidates) if use_regex and candidates else {}
-    return choose_files(files, fragments, tenant=tenant, start=start, end=end, predicates=predicates,
-                        use_regex=use_regex)
+    return choose_files(files, lambda candidates: read_fragments(store, table, candidates), tenant=tenant,
+                        start=start, end=end, predicates=predicates, use_regex=use_regex)
 
 
 def read_events(spark: SparkSession, store: TableStore, table: str, *, tenant: str, start: datetime,
