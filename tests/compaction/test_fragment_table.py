@@ -7,7 +7,8 @@ import random
 import shutil
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -15,11 +16,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from lakeshard.compaction import Compactor, FragmentTable, read_events, read_fragments
+from lakeshard.compaction import Compactor, FragmentTable, fragment_table, read_events, read_fragments
+from lakeshard.compaction.bookkeeping import compact_bookkeeping
 from lakeshard.compaction.fragment_table import FragmentRead, fragments_uri
 from lakeshard.compaction.fragments import FRAGMENTS_KEY
 from lakeshard.compaction.sample import event_rows
+from lakeshard.config import load_config
 from lakeshard.lake import TableStore
+from lakeshard.tables import FRAGMENTS
 
 from .conftest import HOURS, AppendEvents, checksum, small_settings
 
@@ -89,7 +93,9 @@ def test_metadata_outlives_the_log_the_needle_reads_the_same_files_and_nothing_m
 
 
 def test_a_crash_between_the_fragments_write_and_the_swap_leaves_a_correct_table(
-        store: TableStore, events_table: tuple[str, AppendEvents], monkeypatch: pytest.MonkeyPatch) -> None:
+        store: TableStore, events_table: tuple[str, AppendEvents], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """The orphan rows are ignored by readers, and dropped by maintenance once older than the grace."""
     uri, append = events_table
     append("t1", 6, 60)
     rows_before = checksum(store.read(uri))
@@ -121,6 +127,15 @@ def test_a_crash_between_the_fragments_write_and_the_swap_leaves_a_correct_table
     assert checksum(store.read(uri)) == rows_before and _needle(store, uri)[1] == found_before
     described = read_fragments(store, uri, store.files(uri))
     assert described and all(m.level >= 1 for m in described.values())
+
+    cfg = load_config(overrides={"lakehouse": str(tmp_path)}, env={})
+    compact_bookkeeping(store, cfg, tables=[FRAGMENTS], max_files=0)
+    kept = store.read_table_arrow(fragments_uri(uri)).column("path").to_pylist()
+    assert set(kept) > set(described), "rows younger than the grace are kept: their swap may still land"
+    monkeypatch.setattr(fragment_table, "FRAGMENT_GRACE", timedelta(0))
+    compact_bookkeeping(store, cfg, tables=[FRAGMENTS], max_files=0)
+    assert sorted(store.read_table_arrow(fragments_uri(uri)).column("path").to_pylist()) == sorted(described)
+    assert read_fragments(store, uri, store.files(uri)) == described
 
 
 def test_a_lakehouse_with_metadata_only_in_commit_info_migrates_once(

@@ -18,6 +18,8 @@ behind than that (written by a writer that skipped it) gets one here. The log is
 is vacuumed: commit info others read stays, and removed files stay for time travel until ``vacuum``.
 
 ``events``, ``routed`` and ``event_ids`` are not bookkeeping: they have their own compaction and expiry.
+A rewrite of ``fragments`` also drops the rows of files no longer live in their table
+(:func:`~lakeshard.compaction.fragment_table.live_fragment_rows`).
 
 Example::
 
@@ -30,11 +32,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from lakeshard.compaction.fragment_table import live_fragment_rows
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.lake.files import write_partitioned
-from lakeshard.tables import EVENTS, ID_INDEX, ROUTED, TABLES
+from lakeshard.tables import EVENTS, FRAGMENTS, ID_INDEX, ROUTED, TABLES
 
 __all__ = ["BOOKKEEPING_TABLES", "CHECKPOINT_INTERVAL", "BookkeepingReport", "TableUpkeep", "compact_bookkeeping",
            "small_files"]
@@ -115,6 +118,8 @@ def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int) -> 
 def _rewrite(store: TableStore, uri: str, name: str, version: int, live: Sequence[FileInfo],
              chosen: Sequence[FileInfo]) -> TableUpkeep:
     rows = store.read_arrow(uri, chosen)
+    if name == FRAGMENTS:
+        rows = live_fragment_rows(store, uri, rows)
     schema, parts = store.arrow_schema(uri), store.partition_columns(uri)
     try:
         result = store.replace_files(uri, [f.path for f in chosen], None, data_change=False, read_version=version,

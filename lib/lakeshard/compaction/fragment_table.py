@@ -23,17 +23,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakeshard.compaction.fragments import FRAGMENTS_KEY, FragmentError, FragmentMeta
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.tables import FRAGMENTS, FRAGMENTS_PARTITIONING, fragments_migrated_app_id
 
-__all__ = ["FragmentRead", "FragmentTable", "commit_info_fragments", "fragments_uri", "read_fragments"]
+__all__ = ["FRAGMENT_GRACE", "FragmentRead", "FragmentTable", "commit_info_fragments", "fragments_uri",
+           "live_fragment_rows", "read_fragments"]
+
+FRAGMENT_GRACE = timedelta(hours=1)
+"""A row whose file is not live is dropped by maintenance only when older than this: its swap may still land."""
 
 
 def fragments_uri(table: str) -> str:
@@ -191,6 +196,31 @@ def commit_info_fragments(store: TableStore, table: str, files: Sequence[FileInf
         if len(found) == len(wanted):
             break
     return found
+
+
+def live_fragment_rows(store: TableStore, uri: str, rows: pa.Table, *, now: datetime | None = None,
+                       grace: timedelta | None = None) -> pa.Table:
+    """Return the rows of the fragments table at ``uri`` worth keeping: those whose file is live in its data
+    table (``<lakehouse>/<data_table>``), written less than ``grace`` (:data:`FRAGMENT_GRACE`) ago, or of a
+    data table that does not exist.
+
+    Maintenance rewrites (``compact_bookkeeping``) keep only these: rows of files compacted away, or of swaps
+    that never landed, cost every later read of their bucket a row.
+    """
+    if not rows.num_rows:
+        return rows
+    cutoff = (now or datetime.now(UTC)) - (FRAGMENT_GRACE if grace is None else grace)
+    keep = pc.greater(rows.column("written_at"), pa.scalar(cutoff, rows.schema.field("written_at").type))
+    lakehouse = uri.rstrip("/").rsplit("/", 1)[0]
+    for name in pc.unique(rows.column("data_table")).to_pylist():
+        table = f"{lakehouse}/{name}"
+        mine = pc.equal(rows.column("data_table"), name)
+        if not store.exists(table):
+            keep = pc.or_(keep, mine)
+            continue
+        live = pa.array(sorted({unquote(f.path) for f in store.files(table)}), pa.string())
+        keep = pc.or_(keep, pc.and_(mine, pc.is_in(rows.column("path"), value_set=live)))
+    return rows.filter(keep)
 
 
 def _bucket(f: FileInfo) -> tuple[str, str]:

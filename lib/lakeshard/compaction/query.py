@@ -39,8 +39,8 @@ from lakeshard.tables import HOUR_FORMAT
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Predicates", "PruningReport", "QueryError", "choose_files", "in_partitions", "plan_read",
-           "read_events"]
+__all__ = ["Predicates", "PruningReport", "QueryError", "choose_files", "choose_files_by_values",
+           "in_partitions", "plan_read", "read_events"]
 
 Predicates = Mapping[str, "str | Sequence[str | None] | None"]
 """``{column: value}`` (equality; ``None`` means IS NULL) or ``{column: [v1, v2]}`` (IN)."""
@@ -166,6 +166,35 @@ def choose_files(files: Sequence[FileInfo], fragments: FragmentSource, *, tenant
     report = PruningReport(len(files), len(files) - len(candidates), by_min_max, by_regex,
                            tuple(f.path for f in kept), later)
     return kept, report
+
+
+def choose_files_by_values(files: Sequence[FileInfo], fragments: FragmentSource,
+                           values: Mapping[str, Sequence[str | None]], *,
+                           partition_columns: Sequence[str] = ("tenant_id", "hour"),
+                           ) -> tuple[list[FileInfo], PruningReport]:
+    """Return the files that may hold rows whose columns take the ``values`` given (``None``: null), and the
+    report of what each stage pruned: partition values, then min/max and null counts, then the regexes.
+
+    The stages are :func:`choose_files`' without a time range: for scans that name columns, not a tenant and
+    an hour (the ``lakeshard`` Spark data source). ``fragments`` is called once, with the files past the
+    partition stage, when it is a function.
+    """
+    candidates = [f for f in files
+                  if all(f.partition_values.get(c) in values[c] for c in partition_columns if c in values)]
+    data = {c: v for c, v in values.items() if c not in partition_columns}
+    if callable(fragments):
+        fragments = fragments(candidates) if candidates and data else {}
+    by_min_max = by_regex = 0
+    kept = []
+    for f in candidates:
+        if any(_outside_min_max(f, c, v) for c, v in data.items()):
+            by_min_max += 1
+        elif _regex_rejects(fragments.get(unquote(f.path)), data):
+            by_regex += 1
+        else:
+            kept.append(f)
+    return kept, PruningReport(len(files), len(files) - len(candidates), by_min_max, by_regex,
+                               tuple(f.path for f in kept))
 
 
 def plan_read(store: TableStore, table: str, *, tenant: str, start: datetime, end: datetime,
