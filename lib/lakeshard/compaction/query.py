@@ -207,11 +207,19 @@ def plan_read(store: TableStore, table: str, *, tenant: str, start: datetime, en
         QueryError: a predicate names a column the table lacks, or the query is malformed.
     """
     start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
-    columns = [f.name for f in store.schema(table).fields]
-    unknown = [c for c in (predicates or {}) if c not in columns]
-    if unknown:
-        raise QueryError(f"{table}: predicates name unknown columns {unknown}; columns are {columns}")
     files = store.files(table, version=version)
+    # A column with statistics in a live file is a column of the table (columns are only ever added): the schema,
+    # another look at the log, is read only for a predicate column no file has statistics of.
+    missing = set(predicates or {})
+    for f in files:
+        if not missing:
+            break
+        missing -= f.null_counts.keys()
+    if missing:
+        columns = [f.name for f in store.schema(table).fields]
+        unknown = [c for c in (predicates or {}) if c not in columns]
+        if unknown:
+            raise QueryError(f"{table}: predicates name unknown columns {unknown}; columns are {columns}")
     # Metadata of the files the partition stage keeps only: a needle query reads its buckets' rows, no more.
     return choose_files(files, lambda candidates: read_fragments(store, table, candidates), tenant=tenant,
                         start=start, end=end, predicates=predicates, use_regex=use_regex)
