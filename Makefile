@@ -36,6 +36,7 @@ bench: env
 	$(BIN)/python bench/bench_routing.py
 	$(BIN)/python bench/bench_balancing.py
 	$(BIN)/python bench/bench_compaction.py
+	$(BIN)/python bench/bench_planning.py
 	$(BIN)/python bench/bench_dedupe.py
 	$(BIN)/python bench/bench_dedupe_tiny_cache.py
 	$(BIN)/python bench/bench_hostile.py

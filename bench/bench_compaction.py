@@ -4,7 +4,7 @@ One small-file ``events`` table (default 2,000,000 events, 4 tenants x 2 hours =
 per bucket = 400 files, as shard writers flush them) is copied three times and compacted by:
 
 * **lakeshard** — size-tiered + locality compaction (:class:`lakeshard.compaction.Compactor`), outputs sorted
-  by ``service, status, env, ts`` with per-file pruning regexes in the Delta log, rows with values rare in
+  by ``service, status, env, ts`` with per-file pruning regexes in the ``fragments`` table, rows with values rare in
   their bucket in a separate outlier file per bucket (default settings); also run without outlier files
   and with a small merge budget (streaming merge), for comparison;
 * **delta-rs compact** — ``DeltaTable.optimize.compact(target_size=...)``;

@@ -1,5 +1,5 @@
 """Compaction (Husky): lazy size-tiered merges, then locality levels, swapped in atomically, with per-file
-pruning regexes in the Delta log.
+pruning regexes in the ``fragments`` Delta table.
 
 Planners are pure (:mod:`~lakeshard.compaction.planner`); :class:`Compactor` executes their plans through
 the ``TableStore``; :func:`read_events` reads with partition, min/max and regex pruning and reports it.
@@ -29,7 +29,8 @@ if TYPE_CHECKING:
         Compactor,
         RoundResult,
     )
-    from lakeshard.compaction.fragments import FragmentError, FragmentMeta, read_fragments
+    from lakeshard.compaction.fragment_table import FragmentTable, read_fragments
+    from lakeshard.compaction.fragments import FragmentError, FragmentMeta
     from lakeshard.compaction.planner import (
         CompactionPlan,
         CompactionTask,
@@ -53,6 +54,7 @@ __all__ = [
     "FileNode",
     "FragmentError",
     "FragmentMeta",
+    "FragmentTable",
     "LocalityPlanner",
     "PlannerError",
     "PruningReport",
@@ -80,6 +82,7 @@ _HOME = {
     "FileNode": "planner",
     "FragmentError": "fragments",
     "FragmentMeta": "fragments",
+    "FragmentTable": "fragment_table",
     "LocalityPlanner": "planner",
     "PlannerError": "planner",
     "PruningReport": "query",
@@ -90,7 +93,7 @@ _HOME = {
     "SortSchemaError": "sort_schema",
     "plan_compaction": "planner",
     "read_events": "query",
-    "read_fragments": "fragments",
+    "read_fragments": "fragment_table",
     "compact_events": "events",
     "sort_schema_for": "sort_schema",
 }

@@ -27,6 +27,8 @@ behind than that (written by a writer that skipped it) gets one here. The log is
 is vacuumed: commit info others read stays, and removed files stay for time travel until ``vacuum``.
 
 ``events``, ``routed`` and ``event_ids`` are not bookkeeping: they have their own compaction and expiry.
+A rewrite of ``fragments`` also drops the rows of files no longer live in their table
+(:func:`~lakeshard.compaction.fragment_table.live_fragment_rows`).
 
 Example::
 
@@ -43,11 +45,12 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakeshard.compaction.fragment_table import live_fragment_rows
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.lake.files import write_partitioned
-from lakeshard.tables import EVENTS, ID_INDEX, ROUTED, ROUTING_METRICS, TABLES
+from lakeshard.tables import EVENTS, FRAGMENTS, ID_INDEX, ROUTED, ROUTING_METRICS, TABLES
 
 __all__ = ["BOOKKEEPING_TABLES", "CHECKPOINT_INTERVAL", "BookkeepingReport", "TableUpkeep", "compact_bookkeeping",
            "small_files"]
@@ -155,6 +158,9 @@ def _rewrite(store: TableStore, uri: str, name: str, version: int, live: Sequenc
         fresh = rows.filter(pc.greater_equal(rows.column("window_start"), pa.scalar(cutoff, rows.schema.field(
             "window_start").type)))
         dropped, rows = dropped or fresh.num_rows < rows.num_rows, fresh
+    if rows is not None and name == FRAGMENTS:  # rows of files no longer live (past their grace) go
+        live_rows = live_fragment_rows(store, uri, rows)
+        dropped, rows = dropped or live_rows.num_rows < rows.num_rows, live_rows
     schema, parts = store.arrow_schema(uri), store.partition_columns(uri)
     kept = rows
     try:

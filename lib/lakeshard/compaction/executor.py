@@ -2,7 +2,8 @@
 
 How one round works:
 
-1. The table's live files and their fragment metadata (level, key range) feed the planners.
+1. The table's live files and their fragment metadata (level, key range: rows of the ``fragments`` table,
+   :mod:`~lakeshard.compaction.fragment_table`) feed the planners.
 2. Tasks of distinct buckets form a round, merged by one of two engines:
 
    * ``arrow`` (default): each task's inputs go through :mod:`lakeshard.compaction.merge` in this process:
@@ -21,9 +22,11 @@ How one round works:
    Either way each bucket's outputs are sorted and disjoint in sort order (per lane: outlier outputs
    overlap the regular ones).
 3. ``store.replace_files`` writes the outputs and, in ONE Delta commit with ``dataChange=false``, removes
-   the inputs and adds the outputs; its ``before_commit`` hook puts the fragment metadata (level, key
-   range, lane, per-column pruning regex) into that same commit — from what the arrow merge recorded while
-   writing, or by reading the outputs' sort columns (Spark engine).
+   the inputs and adds the outputs; its ``before_commit`` hook first appends the fragment metadata (level,
+   key range, lane, per-column pruning regex) to the ``fragments`` table — from what the arrow merge
+   recorded while writing, or by reading the outputs' sort columns (Spark engine) — and puts a copy into the
+   swap commit's metadata for diagnostics. Rows of outputs whose swap never lands describe files that are
+   never live: readers ignore them.
 4. A commit that loses a race (:class:`~lakeshard.errors.CommitConflict`: an input was removed, or the
    log moved under it) is retried from step 1 for that round's buckets, up to ``max_retries`` times; then
    those buckets are given up for this run, and nothing of the failed attempts is visible.
@@ -58,12 +61,12 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from lakeshard.compaction.errors import CompactionError
+from lakeshard.compaction.fragment_table import FragmentTable
 from lakeshard.compaction.fragments import (
     FragmentMeta,
     describe_file,
     fragment_meta,
     fragments_metadata,
-    read_fragments,
 )
 from lakeshard.compaction.merge import MergedFile, MergeError, OverBudget, merge_sorted_files
 from lakeshard.compaction.outliers import OutlierSplit
@@ -239,6 +242,7 @@ class Compactor:
         self._before_commit = before_commit
         self.incremental = incremental
         self._scope: frozenset[Bucket] | None = None  # the buckets this run plans over (None: all)
+        self.fragments = FragmentTable(store, table)
         parts = store.partition_columns(table)
         if tuple(parts) != BUCKET_COLUMNS:
             raise CompactionError(f"{table}: compaction needs a table partitioned by {list(BUCKET_COLUMNS)}, "
@@ -256,7 +260,7 @@ class Compactor:
                                            size_tiered=self.settings.size_tiered).buckets
         if self._scope is not None:  # only these buckets' files are planned (and their fragments read)
             files = [f for f in files if _bucket_of(f) in self._scope]
-        nodes = file_nodes(files, read_fragments(self.store, self.table, files))
+        nodes = file_nodes(files, self.fragments.read(files).found)
         return version, files, nodes
 
     def plan(self, *, buckets: Sequence[Bucket] | None = None, now: datetime | None = None,
@@ -376,9 +380,11 @@ class Compactor:
         def describe(root: str, new: Sequence[FileInfo]) -> dict[str, str]:
             if self._before_commit is not None:
                 self._before_commit(new)
-            metas = []
+            metas, buckets = [], []
             for f in new:
-                task = by_bucket[(str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour")))]
+                bucket = (str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour")))
+                task = by_bucket[bucket]
+                buckets.append(bucket)
                 out = written.get(f.path)  # as on disk, as the store hands it over
                 if out is None:  # written by Spark: read its sort columns back
                     metas.append(describe_file(root, f.path, self.sort_schema, level=task.output_level,
@@ -387,6 +393,8 @@ class Compactor:
                     metas.append(fragment_meta(f.path, level=task.output_level, rows=out.rows, first=out.first,
                                                last=out.last, distinct=out.distinct, outlier=out.outlier,
                                                max_regex_chars=self.settings.max_regex_chars))
+            # Durable first: the swap below makes these files live only once their rows are committed.
+            self.fragments.write(metas, buckets)
             return fragments_metadata(metas)
 
         summary = {"operation": "compaction", "tasks": [

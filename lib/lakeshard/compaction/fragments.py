@@ -1,12 +1,13 @@
-"""Fragment metadata in the Delta log: per data file, its level, key range and per-column pruning regexes.
+"""Fragment metadata: per data file compaction wrote, its level, key range and per-column pruning regexes.
 
-Husky keeps this next to each fragment in FoundationDB; here it rides in the custom metadata of the very
-commit that adds the file (key :data:`FRAGMENTS_KEY`), so it can never disagree with the data: a file is
-live exactly when the commit that describes it is. No side files. Files without an entry (as writers
-flush them) are level 0 with unknown key range and no regex, and queries fall back to min/max for them.
+Husky keeps this next to each fragment in FoundationDB; here it is a row of the ``fragments`` Delta table
+(:mod:`lakeshard.compaction.fragment_table`), written before the swap commit that adds the file. The swap
+commit also carries it in its custom metadata (key :data:`FRAGMENTS_KEY`) for diagnostics; that copy goes
+when the Delta log is cleaned up, the table rows stay. Files without metadata (as writers flush them) are
+level 0 with unknown key range and no regex, and queries fall back to min/max for them.
 
 Delta add actions have no free-form tags in delta-rs 1.6.6 (``AddAction`` takes path, size, partition
-values, time, dataChange and stats only), hence commit metadata rather than per-file tags.
+values, time, dataChange and stats only) and its Python API writes no domain metadata, hence a table.
 """
 
 from __future__ import annotations
@@ -15,14 +16,12 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.sort_schema import SortKey, SortSchema, key_of, timestamp_text
-from lakeshard.lake import FileInfo, TableStore
 from lakeshard.lake.files import filesystem
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS, ColumnPruning, PruningError
 
@@ -33,7 +32,6 @@ __all__ = [
     "describe_file",
     "fragment_meta",
     "fragments_metadata",
-    "read_fragments",
 ]
 
 FRAGMENTS_KEY = "lakeshard.fragments"
@@ -69,7 +67,7 @@ class FragmentMeta:
         return key_of(self.last_key)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the JSON form stored in the commit."""
+        """Return the JSON form stored in the fragments table (and the commit's metadata)."""
         out = {"level": self.level, "rows": self.rows, "first": list(self.first_key),
                "last": list(self.last_key), "columns": {c: m.to_json() for c, m in self.columns.items()}}
         if self.outlier:
@@ -139,31 +137,3 @@ def fragments_metadata(fragments: Iterable[FragmentMeta]) -> dict[str, str]:
     """Return the commit metadata entry that describes ``fragments``."""
     body = {"format": _FORMAT, "files": {f.path: f.to_json() for f in fragments}}
     return {FRAGMENTS_KEY: json.dumps(body, separators=(",", ":"), ensure_ascii=False)}
-
-
-def read_fragments(store: TableStore, table: str, files: Sequence[FileInfo]) -> dict[str, FragmentMeta]:
-    """Return the fragment metadata of those ``files`` that compaction wrote, keyed by decoded path.
-
-    Reads the table's history newest first and stops once every file is found or the log is exhausted.
-    """
-    wanted = {unquote(f.path) for f in files}  # the log's paths are URI-encoded; the metadata's are not
-    found: dict[str, FragmentMeta] = {}
-    if not wanted:
-        return found
-    for commit in store.history(table):
-        raw = commit.custom_metadata.get(FRAGMENTS_KEY)
-        if raw is None:
-            continue
-        try:
-            body = json.loads(raw) if isinstance(raw, str) else raw
-            entries = body["files"]
-        except (ValueError, KeyError, TypeError):
-            raise FragmentError(f"{table} version {commit.version}: {FRAGMENTS_KEY} is not valid fragment "
-                                f"metadata: {str(raw)[:200]}") from None
-        for key, data in entries.items():
-            if key in wanted and key not in found:
-                found[key] = FragmentMeta.from_json(key, data)
-        if len(found) == len(wanted):
-            break
-    return found
-

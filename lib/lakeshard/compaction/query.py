@@ -1,27 +1,37 @@
 """Reading events with fragment pruning: partitions, then min/max statistics, then the pruning regexes.
 
-A query names a tenant, a time range and equality / IN predicates on string columns. Every live file is
-considered; a file is skipped at the first stage that proves it holds no matching row:
+A query names a tenant, a time range of *event time* (``ts``) and equality / IN predicates on string columns.
+Every live file is considered; a file is skipped at the first stage that proves it holds no matching row:
 
-1. **partition** — another tenant, or an hour outside the range;
+1. **partition** — another tenant; an hour before the range; an hour after it whose file's ``ts``
+   statistics miss the range. A late event lands in its tenant's open bucket (a later ``hour`` partition)
+   with its true ``ts``, so the partitions after the range are where late rows of the range can be; their
+   time statistics decide, which keeps on-time files of later hours out at no read. (Never an earlier
+   hour: an event is late only once its own hour closed, and the open bucket is at or after the clock.);
 2. **min/max** — the Delta statistics: the time range misses ``[min(ts), max(ts)]``, or every predicate
    value of some column lies outside that column's ``[min, max]`` (or asks for null where there is none);
 3. **regex** — the file's fragment metadata: some column's regex rejects every predicate value.
 
 Only the remaining files are read (``store.read_files``) and the predicates are applied to their rows,
-so pruning can only save work, never change the answer.
+so pruning can only save work, never change the answer. Fragment metadata is read for the files past the
+partition stage only (:mod:`~lakeshard.compaction.fragment_table`): planning costs what the query touches.
+
+This is the *event-time view*: every event whose ``ts`` is in the range, late ones included, each once. The
+*arrival view* — what an hourly consumer of closed buckets reads (``Completionist.closed_buckets``) — is the
+``hour`` partition: a late event appears there once, in the bucket it landed in. See docs/buckets.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from lakeshard.compaction.errors import CompactionError
-from lakeshard.compaction.fragments import FragmentMeta, read_fragments
+from lakeshard.compaction.fragment_table import read_fragments
+from lakeshard.compaction.fragments import FragmentMeta
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.pruning import may_contain
 from lakeshard.tables import HOUR_FORMAT
@@ -29,7 +39,8 @@ from lakeshard.tables import HOUR_FORMAT
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Predicates", "PruningReport", "QueryError", "choose_files", "read_events"]
+__all__ = ["Predicates", "PruningReport", "QueryError", "choose_files", "choose_files_by_values",
+           "in_partitions", "plan_read", "read_events"]
 
 Predicates = Mapping[str, "str | Sequence[str | None] | None"]
 """``{column: value}`` (equality; ``None`` means IS NULL) or ``{column: [v1, v2]}`` (IN)."""
@@ -48,11 +59,14 @@ class PruningReport:
     pruned_by_min_max: int
     pruned_by_regex: int
     read: tuple[str, ...]
+    # Files of hours after the range kept past the partition stage: they may hold late events of the range.
+    late_candidates: int = 0
 
     def render(self) -> str:
         """Return the report as one line."""
         return (f"files considered {self.considered}, pruned by partition {self.pruned_by_partition}, "
-                f"by min/max {self.pruned_by_min_max}, by regex {self.pruned_by_regex}, read {len(self.read)}")
+                f"by min/max {self.pruned_by_min_max}, by regex {self.pruned_by_regex}, read {len(self.read)} "
+                f"(of later hours, for late events: {self.late_candidates})")
 
 
 def _hour(when: datetime) -> str:
@@ -96,40 +110,126 @@ def _regex_rejects(meta: FragmentMeta | None, wanted: Mapping[str, Sequence[str 
                for col, values in wanted.items())
 
 
-def choose_files(files: Sequence[FileInfo], fragments: Mapping[str, FragmentMeta], *, tenant: str,
+def in_partitions(files: Sequence[FileInfo], *, tenant: str, start: datetime, end: datetime,
+                  timestamp: str = "ts") -> tuple[list[FileInfo], int]:
+    """Return the files past the partition stage (the tenant's files of the range's hours, and of later hours
+    when their ``timestamp`` statistics meet the range or are missing) and how many of those are of later hours.
+
+    Raises:
+        QueryError: ``end`` is not after ``start``.
+    """
+    if end <= start:
+        raise QueryError(f"time range is empty: end {end.isoformat()} is not after start {start.isoformat()}")
+    first_hour, last_hour = _hour(start), _hour(end - timedelta(microseconds=1))
+    kept: list[FileInfo] = []
+    later = 0
+    for f in files:
+        hour = f.partition_values.get("hour") or ""
+        if f.partition_values.get("tenant_id") != tenant or hour < first_hour:
+            continue
+        if hour > last_hour:
+            if _time_outside(f, timestamp, start, end):
+                continue
+            later += 1
+        kept.append(f)
+    return kept, later
+
+
+FragmentSource = Mapping[str, FragmentMeta] | Callable[[Sequence[FileInfo]], Mapping[str, FragmentMeta]]
+"""Fragment metadata by decoded path, or a function giving it for the files past the partition stage."""
+
+
+def choose_files(files: Sequence[FileInfo], fragments: FragmentSource, *, tenant: str,
                  start: datetime, end: datetime, predicates: Predicates | None = None,
                  timestamp: str = "ts", use_min_max: bool = True,
                  use_regex: bool = True) -> tuple[list[FileInfo], PruningReport]:
-    """Return the files a query must read and the report of what each stage pruned (pure).
+    """Return the files a query must read and the report of what each stage pruned (pure, unless
+    ``fragments`` is a function that reads: it is called once, with the files past the partition stage).
 
     Raises:
         QueryError: ``end`` is not after ``start``, or a predicate is malformed.
     """
-    if end <= start:
-        raise QueryError(f"time range is empty: end {end.isoformat()} is not after start {start.isoformat()}")
+    candidates, later = in_partitions(files, tenant=tenant, start=start, end=end, timestamp=timestamp)
     wanted = _values(predicates)
-    first_hour, last_hour = _hour(start), _hour(end - timedelta(microseconds=1))
-    by_partition = by_min_max = by_regex = 0
+    if callable(fragments):
+        fragments = fragments(candidates) if use_regex and candidates else {}
+    by_min_max = by_regex = 0
     kept = []
-    for f in files:
-        hour = f.partition_values.get("hour") or ""
-        if f.partition_values.get("tenant_id") != tenant or not first_hour <= hour <= last_hour:
-            by_partition += 1
-        elif use_min_max and (_time_outside(f, timestamp, start, end)
+    for f in candidates:
+        if use_min_max and (_time_outside(f, timestamp, start, end)
                               or any(_outside_min_max(f, c, v) for c, v in wanted.items())):
             by_min_max += 1
         elif use_regex and _regex_rejects(fragments.get(unquote(f.path)), wanted):
             by_regex += 1
         else:
             kept.append(f)
-    report = PruningReport(len(files), by_partition, by_min_max, by_regex, tuple(f.path for f in kept))
+    report = PruningReport(len(files), len(files) - len(candidates), by_min_max, by_regex,
+                           tuple(f.path for f in kept), later)
     return kept, report
+
+
+def choose_files_by_values(files: Sequence[FileInfo], fragments: FragmentSource,
+                           values: Mapping[str, Sequence[str | None]], *,
+                           partition_columns: Sequence[str] = ("tenant_id", "hour"),
+                           ) -> tuple[list[FileInfo], PruningReport]:
+    """Return the files that may hold rows whose columns take the ``values`` given (``None``: null), and the
+    report of what each stage pruned: partition values, then min/max and null counts, then the regexes.
+
+    The stages are :func:`choose_files`' without a time range: for scans that name columns, not a tenant and
+    an hour (the ``lakeshard`` Spark data source). ``fragments`` is called once, with the files past the
+    partition stage, when it is a function.
+    """
+    candidates = [f for f in files
+                  if all(f.partition_values.get(c) in values[c] for c in partition_columns if c in values)]
+    data = {c: v for c, v in values.items() if c not in partition_columns}
+    if callable(fragments):
+        fragments = fragments(candidates) if candidates and data else {}
+    by_min_max = by_regex = 0
+    kept = []
+    for f in candidates:
+        if any(_outside_min_max(f, c, v) for c, v in data.items()):
+            by_min_max += 1
+        elif _regex_rejects(fragments.get(unquote(f.path)), data):
+            by_regex += 1
+        else:
+            kept.append(f)
+    return kept, PruningReport(len(files), len(files) - len(candidates), by_min_max, by_regex,
+                               tuple(f.path for f in kept))
+
+
+def plan_read(store: TableStore, table: str, *, tenant: str, start: datetime, end: datetime,
+              predicates: Predicates | None = None, version: int | None = None,
+              use_regex: bool = True) -> tuple[list[FileInfo], PruningReport]:
+    """Return the files a query must read and the pruning report, reading the table's live files and the
+    fragment metadata of the files past the partition stage only (no Spark job, no walk of the log).
+
+    Raises:
+        QueryError: a predicate names a column the table lacks, or the query is malformed.
+    """
+    start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
+    files = store.files(table, version=version)
+    # A column with statistics in a live file is a column of the table (columns are only ever added): the schema,
+    # another look at the log, is read only for a predicate column no file has statistics of.
+    missing = set(predicates or {})
+    for f in files:
+        if not missing:
+            break
+        missing -= f.null_counts.keys()
+    if missing:
+        columns = [f.name for f in store.schema(table).fields]
+        unknown = [c for c in (predicates or {}) if c not in columns]
+        if unknown:
+            raise QueryError(f"{table}: predicates name unknown columns {unknown}; columns are {columns}")
+    # Metadata of the files the partition stage keeps only: a needle query reads its buckets' rows, no more.
+    return choose_files(files, lambda candidates: read_fragments(store, table, candidates), tenant=tenant,
+                        start=start, end=end, predicates=predicates, use_regex=use_regex)
 
 
 def read_events(spark: SparkSession, store: TableStore, table: str, *, tenant: str, start: datetime,
                 end: datetime, predicates: Predicates | None = None, version: int | None = None,
                 use_regex: bool = True) -> tuple[DataFrame, PruningReport]:
-    """Return a tenant's events in ``[start, end)`` matching ``predicates``, reading only files that may match.
+    """Return a tenant's events whose ``ts`` is in ``[start, end)`` (late ones included) matching ``predicates``,
+    reading only files that may match.
 
     Args:
         spark: the session (an empty answer is built with it).
@@ -153,14 +253,8 @@ def read_events(spark: SparkSession, store: TableStore, table: str, *, tenant: s
     from pyspark.sql import functions as F
 
     start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
-    columns = [f.name for f in store.schema(table).fields]
-    unknown = [c for c in (predicates or {}) if c not in columns]
-    if unknown:
-        raise QueryError(f"{table}: predicates name unknown columns {unknown}; columns are {columns}")
-    files = store.files(table, version=version)
-    fragments = read_fragments(store, table, files) if use_regex else {}
-    kept, report = choose_files(files, fragments, tenant=tenant, start=start, end=end, predicates=predicates,
-                                use_regex=use_regex)
+    kept, report = plan_read(store, table, tenant=tenant, start=start, end=end, predicates=predicates,
+                             version=version, use_regex=use_regex)
     if not kept:
         return spark.createDataFrame([], store.schema(table)), report
     df = store.read_files(table, kept)

@@ -329,7 +329,8 @@ class TableStore(ABC):
         """Remove the live files ``remove`` and add ``df``'s rows in one atomic commit.
 
         ``before_commit`` sees the written files before the commit and may add commit metadata about them
-        (compaction stores each new file's pruning regexes that way, in the same commit). ``write`` may
+        (compaction commits each new file's pruning regexes to its ``fragments`` table there, and puts a copy
+        in this commit's metadata); if it raises, nothing is committed. ``write`` may
         write the new files itself instead of ``df`` (compaction's streaming merge does).
         """
 

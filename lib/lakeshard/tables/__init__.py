@@ -32,6 +32,8 @@ if TYPE_CHECKING:
         EVENTS_SCHEMA,
         EXPECTATION_QUARANTINE_SCHEMA,
         EXPECTATION_SCHEMA,
+        FRAGMENTS_PROPERTIES,
+        FRAGMENTS_SCHEMA,
         ID_INDEX_PROPERTIES,
         ID_INDEX_SCHEMA,
         LANDING_BATCHES_SCHEMA,
@@ -62,6 +64,10 @@ __all__ = [
     "EXPECTATION_QUARANTINE_SCHEMA",
     "EXPECTATION_SCHEMA",
     "FENCE_APP_ID",
+    "FRAGMENTS",
+    "FRAGMENTS_PARTITIONING",
+    "FRAGMENTS_PROPERTIES",
+    "FRAGMENTS_SCHEMA",
     "HOUR_FORMAT",
     "HOUR_PATTERN",
     "HOUR_SPELLING",
@@ -91,6 +97,7 @@ __all__ = [
     "TENANT_SETTINGS",
     "TENANT_SETTINGS_SCHEMA",
     "dead_letter_app_id",
+    "fragments_migrated_app_id",
     "hour_of",
     "lock_app_id",
     "parse_hour",
@@ -113,9 +120,11 @@ BUCKETS = "buckets"  # lakeshard.buckets.completionist: state of each (tenant, h
 CHUNK_LOCKS = "chunk_locks"  # lakeshard.versions.locks: replace locks per (tenant, hour) chunk
 PIPELINE_EVENTS = "pipeline_events"  # lakeshard.pipelines.eventlog: one row per flow event of a run
 EXPECTATION_QUARANTINE = "expectation_quarantine"  # lakeshard.pipelines.context: rows an expectation held back
+# lakeshard.compaction.fragment_table: level, key range and pruning regexes of each file compaction wrote
+FRAGMENTS = "fragments"
 
 TABLES = (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS, PLACEMENTS, TENANT_SETTINGS, SHARD_TOPOLOGY,
-          EVENTS, ID_INDEX, BUCKETS, CHUNK_LOCKS, PIPELINE_EVENTS, EXPECTATION_QUARANTINE)
+          EVENTS, ID_INDEX, BUCKETS, CHUNK_LOCKS, PIPELINE_EVENTS, EXPECTATION_QUARANTINE, FRAGMENTS)
 
 # --- Partitioning (tables not listed here are unpartitioned) --------------------------------------------------
 
@@ -123,6 +132,8 @@ ROUTED_PARTITIONING = ("shard",)
 EVENTS_PARTITIONING = ("tenant_id", "hour")  # a file never holds two tenants nor two hours
 ID_INDEX_PARTITIONING = ("shard", "interval")  # interval: the event's UTC hour, in HOUR_FORMAT
 EXPECTATION_QUARANTINE_PARTITIONING = ("flow",)
+# data_table: the name of the compacted table the row describes a file of; then that file's bucket
+FRAGMENTS_PARTITIONING = ("data_table", "tenant_id", "hour")
 
 # The order rows of an ``events`` file are written in (Husky's typical log schema), within a (tenant, hour);
 # lakeshard.compaction.sort_schema builds its EVENTS_SORT_SCHEMA (and the pruning regexes) from it.
@@ -145,6 +156,11 @@ def writer_app_id(shard: int) -> str:
 def dead_letter_app_id(shard: int) -> str:
     """Return the app transaction id, on ``quarantine``, of the routed versions a shard writer dead-lettered."""
     return f"dead-letter/{shard}"
+
+
+def fragments_migrated_app_id(data_table: str) -> str:
+    """Return the app transaction id, on ``fragments``, marking that a table's commit-info metadata was copied in."""
+    return f"fragments-migrated/{data_table}"
 
 
 def lock_app_id(hour: str, tenant_id: str) -> str:
@@ -187,6 +203,8 @@ __getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys((
     "EVENTS_SCHEMA",
     "EXPECTATION_QUARANTINE_SCHEMA",
     "EXPECTATION_SCHEMA",
+    "FRAGMENTS_PROPERTIES",
+    "FRAGMENTS_SCHEMA",
     "ID_INDEX_PROPERTIES",
     "ID_INDEX_SCHEMA",
     "LANDING_BATCHES_SCHEMA",

@@ -31,6 +31,8 @@ __all__ = [
     "EVENT_COLUMNS",
     "EXPECTATION_QUARANTINE_SCHEMA",
     "EXPECTATION_SCHEMA",
+    "FRAGMENTS_PROPERTIES",
+    "FRAGMENTS_SCHEMA",
     "ID_INDEX_PROPERTIES",
     "ID_INDEX_SCHEMA",
     "LANDING_BATCHES_SCHEMA",
@@ -49,6 +51,7 @@ __all__ = [
 # Tables read only by partition, never by column statistics: their files carry no per-column stats.
 ROUTED_PROPERTIES: Mapping[str, str] = NO_STATS
 ID_INDEX_PROPERTIES: Mapping[str, str] = NO_STATS
+FRAGMENTS_PROPERTIES: Mapping[str, str] = NO_STATS
 
 _LANDING_LINEAGE = {"source_file", "line_number"}  # landing columns ``events`` does not keep
 # The landing record's columns an event keeps (all but the lineage), in the record's order.
@@ -200,4 +203,18 @@ EXPECTATION_QUARANTINE_SCHEMA = StructType([
     StructField("row", StringType(), False),  # the failing row as JSON, whatever the flow's schema
     StructField("quarantined_at", TimestampType(), False),
     StructField("rows", LongType(), False),  # always 1: lets a sum() read like the event log's counts
+])
+
+# One row per data file compaction wrote (lakeshard.compaction.fragment_table), written before the swap commit
+# that adds the file: a row whose file is not live is ignored by readers.
+FRAGMENTS_SCHEMA = StructType([
+    StructField("data_table", StringType(), False),  # the compacted table's name (the last segment of its URI)
+    StructField("tenant_id", StringType(), False),
+    StructField("hour", StringType(), False),
+    StructField("path", StringType(), False),  # relative to the data table's root, decoded (as on disk)
+    StructField("level", IntegerType(), False),
+    StructField("rows", LongType(), False),
+    StructField("outlier", BooleanType(), False),
+    StructField("meta", StringType(), False),  # FragmentMeta.to_json() as JSON: key range and per-column regexes
+    StructField("written_at", TimestampType(), False),
 ])

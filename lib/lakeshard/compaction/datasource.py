@@ -1,0 +1,145 @@
+"""``spark.read.format("lakeshard")``: a Spark Python data source that prunes a table's files before Spark reads.
+
+Spark pushes a query's filters to :meth:`LakeshardReader.pushFilters`; the reader keeps the equality, IN and
+IS NULL filters on top-level columns and plans with the same stages as :func:`~lakeshard.compaction.read_events`
+(:func:`choose_files_by_values`): partition values, then the files' min/max statistics and null counts, then
+the fragment regexes (:mod:`~lakeshard.compaction.fragment_table`, read for the partitions left only). Every
+filter is still handed back to Spark, which applies it to the rows read: pruning only saves reads. One input
+partition per file left; each is read with pyarrow in the Python worker (``TableStore.read_arrow``).
+
+What was pruned: ``reportPath`` (option) receives the :class:`~lakeshard.compaction.query.PruningReport` as JSON
+when the scan is planned, and the reader logs it (logger ``lakeshard.compaction.datasource``).
+
+Spark evaluates Python data sources in Python worker processes, so ``lakeshard`` must be importable there (on
+a cluster: the library installed on the cluster). Filter pushdown to Python data sources is off unless
+``spark.sql.python.filterPushdown.enabled`` is true (Spark 4.1+); without it every file is read.
+
+Example::
+
+    register_lakeshard_source(spark)
+    df = (spark.read.format("lakeshard").load(cfg.table_uri("events"))
+          .where("tenant_id = 'acme' AND service IN ('billing', 'cart')"))
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, Filter, In, InputPartition, IsNull
+
+from lakeshard.compaction.errors import CompactionError
+from lakeshard.compaction.fragment_table import read_fragments
+from lakeshard.compaction.query import PruningReport, choose_files_by_values
+from lakeshard.lake import FileInfo
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["LakeshardDataSource", "LakeshardReader", "register_lakeshard_source"]
+
+_LOG = logging.getLogger(__name__)
+
+
+def register_lakeshard_source(spark: SparkSession) -> None:
+    """Register ``format("lakeshard")`` with the session (classic or Spark Connect) and turn filter pushdown
+    to Python data sources on."""
+    spark.dataSource.register(LakeshardDataSource)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+
+
+def _store() -> Any:
+    from lakeshard.lake.embedded import EmbeddedTableStore
+
+    return EmbeddedTableStore(None)  # metadata and Arrow reads only: no Spark session in the worker
+
+
+class LakeshardDataSource(DataSource):
+    """``spark.read.format("lakeshard").load(table_uri)``: a lakeshard (Delta) table with pruning."""
+
+    @classmethod
+    def name(cls) -> str:
+        """Return the format name."""
+        return "lakeshard"
+
+    def _path(self) -> str:
+        path = self.options.get("path")
+        if not path:
+            raise CompactionError('format("lakeshard") needs the table\'s URI: .load("<lakehouse>/events")')
+        return str(path)
+
+    def schema(self) -> StructType:
+        """Return the table's schema (data and partition columns), every column nullable: the Arrow batches
+        read from Parquet say nullable, and Spark checks the two agree."""
+        from pyspark.sql.types import StructField, StructType
+
+        table: StructType = _store().schema(self._path())
+        return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in table.fields])
+
+    def reader(self, schema: StructType) -> LakeshardReader:
+        """Return the reader of the table."""
+        return LakeshardReader(self._path(), self.options.get("reportPath"))
+
+
+class _Files(InputPartition):
+    def __init__(self, files: Sequence[FileInfo]) -> None:
+        super().__init__(None)
+        self.files = list(files)
+
+
+class LakeshardReader(DataSourceReader):
+    """Plans the files a scan reads from the pushed filters and reads them with pyarrow."""
+
+    def __init__(self, table: str, report_path: str | None) -> None:
+        self.table = table
+        self.report_path = report_path
+        self.values: dict[str, tuple[str | None, ...]] = {}
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Remember the equality / IN / IS NULL filters on top-level columns for pruning; return every filter,
+        so that Spark applies them all to the rows read."""
+        for f in filters:
+            if not isinstance(f, EqualTo | In | IsNull) or len(f.attribute) != 1:
+                continue
+            col = f.attribute[0]
+            if isinstance(f, EqualTo) and (f.value is None or isinstance(f.value, str)):
+                got: tuple[str | None, ...] = (f.value,)
+            elif isinstance(f, In) and all(v is None or isinstance(v, str) for v in f.value):
+                got = tuple(f.value)
+            elif isinstance(f, IsNull):
+                got = (None,)
+            else:
+                continue
+            # Filters are ANDed: two on one column leave the values both allow.
+            self.values[col] = got if col not in self.values else tuple(v for v in self.values[col] if v in got)
+        return filters
+
+    def plan(self) -> tuple[list[FileInfo], PruningReport]:
+        """Return the files the scan reads and what each stage pruned."""
+        store = _store()
+        files = store.files(self.table)
+        parts = store.partition_columns(self.table)
+        return choose_files_by_values(files, lambda left: read_fragments(store, self.table, left), self.values,
+                                      partition_columns=parts)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """Return one input partition per file left after pruning (at least one, possibly empty)."""
+        kept, report = self.plan()
+        _LOG.info("%s: %s", self.table, report.render())
+        if self.report_path:
+            with open(self.report_path, "w", encoding="utf-8") as out:
+                json.dump({"filters": {c: list(v) for c, v in self.values.items()},
+                           "considered": report.considered, "pruned_by_partition": report.pruned_by_partition,
+                           "pruned_by_min_max": report.pruned_by_min_max, "pruned_by_regex": report.pruned_by_regex,
+                           "read": list(report.read)}, out)
+        return [_Files([f]) for f in kept] or [_Files([])]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Yield the rows of the partition's files as Arrow record batches."""
+        files = partition.files if isinstance(partition, _Files) else []
+        if files:
+            yield from _store().read_arrow(self.table, files).to_batches()
