@@ -167,8 +167,8 @@ def write_results(doc: dict[str, Any]) -> None:
              "| case | wall s | MB/s | events/s | files out | peak RSS MiB | rows out | duplicates let through | note |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for c in doc["cases"]:
-        lines.append(f"| {c['case']} | {c['wall_s']} | {c['mb_per_s']} | {c['events_per_s']:,} | {c['files_out']:,} "
-                     f"| {c['peak_rss_mib']:,} | {c['rows_out']:,} | {c['duplicates_let_through']:,} | {c['note']} |")
+        lines.append(f"| {c['case']} | {c['wall_s']} | {c['mb_per_s']} | {c['events_per_s']:,} "
+                     f"| {c['files_out']:,} | {c['peak_rss_mib']:,} | {c['rows_out']:,} | {c['duplicates_let_through']:,} | {c['note']} |")
     (RESULTS / "ingest.md").write_text("\n".join(lines) + "\n")
     try:
         import matplotlib

@@ -5,8 +5,8 @@ exactly those files — or the byte range of each that a batch plan names, check
 with Spark's ``binaryFile`` source (the bytes as written, so sizes and line numbers are exact), and one vectorised
 ``mapInArrow`` pass per partition gunzips, splits lines and parses them by blocks with
 :class:`lakeshard.landing.vector.BlockParser` (Arrow's JSON reader), handing the lines it does not accept to
-:meth:`lakeshard.landing.parse.RecordParser.check`. The in-driver path runs the same function. The result is cached once and split into
-``events`` and ``quarantine``: every non-blank line lands in exactly one of them.
+:meth:`lakeshard.landing.parse.RecordParser.check`. The in-driver path runs the same function. The result
+is cached once and split into ``events`` and ``quarantine``: every non-blank line lands in exactly one of them.
 
 Lines, decided here because DESIGN.md is silent:
 
