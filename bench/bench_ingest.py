@@ -164,11 +164,13 @@ def write_results(doc: dict[str, Any]) -> None:
     lines = [f"# Ingest: landing JSON to events ({doc['events']:,} events, {doc['landing_mb']:.0f} MB)", "",
              f"{doc['when']}, {doc['machine']}. Zone from `lakeshard generate --events {doc['events']}`: "
              f"{doc['records']:,} records, {doc['duplicates']:,} duplicates, {doc['bad']:,} malformed.", "",
-             "| case | wall s | MB/s | events/s | files out | peak RSS MiB | rows out | duplicates let through | note |",
+             "| case | wall s | MB/s | events/s | files out | peak RSS MiB | rows out | duplicates let through "
+             "| note |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for c in doc["cases"]:
         lines.append(f"| {c['case']} | {c['wall_s']} | {c['mb_per_s']} | {c['events_per_s']:,} "
-                     f"| {c['files_out']:,} | {c['peak_rss_mib']:,} | {c['rows_out']:,} | {c['duplicates_let_through']:,} | {c['note']} |")
+                     f"| {c['files_out']:,} | {c['peak_rss_mib']:,} | {c['rows_out']:,} "
+                     f"| {c['duplicates_let_through']:,} | {c['note']} |")
     (RESULTS / "ingest.md").write_text("\n".join(lines) + "\n")
     try:
         import matplotlib
