@@ -137,6 +137,10 @@ class BlockParser:
             for table, part in self._arrow_parts(lines, group, is_string, exact):
                 ok, columns = self._accept(table, is_string)
                 exact.append(part[~ok])
+                if ok.all():  # the common case: no copy
+                    accepted.append(columns)
+                    rows.append(part)
+                    continue
                 keep = np.flatnonzero(ok)
                 accepted.append({k: v.take(keep) for k, v in columns.items()})
                 rows.append(part[keep])
