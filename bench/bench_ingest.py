@@ -105,7 +105,11 @@ def _typed(frame: Any) -> Any:
     ts = F.coalesce(F.try_to_timestamp(F.col("ts")),
                     F.timestamp_millis(F.expr("try_cast(ts as bigint)")))
     # The peers keep what a partition directory can hold: present ids of lakeshard's lengths and a timestamp.
-    valid = (F.length("tenant_id").between(1, 128) & F.length("event_id").between(1, 256) & F.col("ts").isNotNull())
+    # A far-future ts (a producer bug the zone holds) would move a streaming watermark centuries ahead and drop
+    # everything after it as late: the peers get lakeshard's range check too.
+    in_range = F.col("ts").between(F.lit("2000-01-01 00:00:00").cast("timestamp"),
+                                   F.current_timestamp() + F.expr("INTERVAL 1 DAY"))
+    valid = (F.length("tenant_id").between(1, 128) & F.length("event_id").between(1, 256) & in_range)
     return frame.withColumn("ts", ts).where(valid).withColumn("hour", F.date_format("ts", "yyyy-MM-dd'T'HH"))
 
 
