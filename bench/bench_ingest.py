@@ -177,13 +177,21 @@ def write_results(doc: dict[str, Any]) -> None:
     lines = [f"# Ingest: landing JSON to events ({doc['events']:,} events, {doc['landing_mb']:.0f} MB)", "",
              f"{doc['when']}, {doc['machine']}. Zone from `lakeshard generate --events {doc['events']}`: "
              f"{doc['records']:,} records, {doc['duplicates']:,} duplicates, {doc['bad']:,} malformed.", "",
+             "Duplicates let through: rows out minus distinct (tenant, event, ts) keys out. Events short: true unique "
+             "events minus distinct keys out (a watermark drops late events; a lenient peer accepts records lakeshard "
+             "quarantines, which makes it negative).", "",
              "| case | wall s | MB/s | events/s | files out | peak RSS MiB | rows out | duplicates let through "
-             "| note |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "| events short | note |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for c in doc["cases"]:
         lines.append(f"| {c['case']} | {c['wall_s']} | {c['mb_per_s']} | {c['events_per_s']:,} "
                      f"| {c['files_out']:,} | {c['peak_rss_mib']:,} | {c['rows_out']:,} "
-                     f"| {c['duplicates_let_through']:,} | {c['note']} |")
+                     f"| {c['duplicates_let_through']:,} | {doc['unique_events'] - c['distinct_out']:,} "
+                     f"| {c['note']} |")
+    if doc.get("note"):
+        lines += ["", str(doc["note"])]
+    lines += ["", "Peak RSS is the CLI process's own for `lakeshard ingest`, this Python process's for the others (the "
+                  "Spark JVM of the Spark cases is not counted)."]
     (RESULTS / "ingest.md").write_text("\n".join(lines) + "\n")
     try:
         import matplotlib
