@@ -20,7 +20,9 @@ Cases, each on its own fresh lakehouse, all fed the same batches (Parquet files 
 * ``delta-rs merge`` — ``DeltaTable.merge(...).when_not_matched_insert_all()`` on the event key, the batch
   deduplicated first (an insert-only MERGE would insert both copies of an in-batch duplicate);
 * ``spark anti-join`` — the batch's distinct keys left-anti-joined against the target's keys, then appended;
-* ``plain append`` — the floor: the batch appended with no dedupe at all (its count is wrong on purpose).
+* ``plain append`` — the floor: the batch appended with no dedupe at all (its count is wrong on purpose);
+* ``delta-rs plain append`` — the true floor of a per-batch write: the same Arrow batch appended with
+  ``write_deltalake`` (no Spark job, no dedupe), partitioned like ``events``.
 
 Every case appends through the same embedded Delta store (Spark — or, for lakeshard's small steps, pyarrow —
 writes Parquet, delta-rs commits), except the MERGE, which is delta-rs end to end. Reported: total time,
@@ -54,7 +56,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -361,12 +363,25 @@ def run_case(cls: type[Case], spark: SparkSession, work: Path, paths: list[str],
     return out
 
 
+class DeltaRsAppend(Case):
+    name = "delta-rs plain append (no dedupe)"
+
+    def write(self, batch_path: str) -> None:
+        batch = pq.read_table(batch_path)
+        batch = batch.select([c.name for c in EVENT_SCHEMA.fields if c.name not in ("source_file", "line_number")])
+        n = batch.num_rows
+        hour = pc.strftime(batch.column("ts"), format="%Y-%m-%dT%H")
+        batch = (batch.append_column("shard", pa.array(np.zeros(n, np.int32)))
+                 .append_column("routed_version", pa.array(np.zeros(n, np.int64))).append_column("hour", hour))
+        write_deltalake(self.target, batch, mode="append", partition_by=["tenant_id", "hour"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batches", type=int, default=100)
     parser.add_argument("--batch-events", type=int, default=50_000)
     parser.add_argument("--large-events", type=int, default=1_000_000)
-    parser.add_argument("--cases", default="lakeshard,merge,antijoin,plain")
+    parser.add_argument("--cases", default="lakeshard,merge,antijoin,plain,deltars")
     parser.add_argument("--output", default="dedupe",
                         help="results go to bench/results/<output>.json, .md and .png")
     parser.add_argument("--cap-minutes", type=float, default=None,
@@ -397,7 +412,7 @@ def main() -> None:
         spark = get_spark(load_config(overrides={"spark": {"driver_memory": "8g"}}, env={}))
         pids = [os.getpid(), int(spark.sparkContext._jvm.ProcessHandle.current().pid())]  # type: ignore[union-attr]
         cases = {"lakeshard": Lakeshard, "lakeshard-spark": LakeshardSparkPath, "merge": DeltaMerge,
-                 "antijoin": SparkAntiJoin, "plain": PlainAppend}
+                 "antijoin": SparkAntiJoin, "plain": PlainAppend, "deltars": DeltaRsAppend}
         results = []
         for key in args.cases.split(","):
             print(f"case {cases[key].name} ...", flush=True)
@@ -438,6 +453,9 @@ def _goals(results: list[dict[str, Any]]) -> dict[str, Any]:
         goals["antijoin_over_lakeshard_total"] = round(by["spark anti-join"]["total_s"] / ours["total_s"], 2)
     if "plain append (no dedupe)" in by:
         goals["lakeshard_over_plain_total"] = round(ours["total_s"] / by["plain append (no dedupe)"]["total_s"], 2)
+    if "delta-rs plain append (no dedupe)" in by:
+        goals["lakeshard_over_deltars_append_total"] = round(
+            ours["total_s"] / by["delta-rs plain append (no dedupe)"]["total_s"], 2)
     if "lakeshard (spark path)" in by:
         goals["spark_path_over_lakeshard_total"] = round(by["lakeshard (spark path)"]["total_s"] / ours["total_s"], 2)
     return goals

@@ -1,7 +1,8 @@
 """Parse one landing line into a valid event or a quarantine rejection (DESIGN.md §2), in pure Python.
 
-This is the one place that decides what a valid landing record is; the Spark reader
-(:mod:`lakeshard.landing.reader`) only splits files into lines and calls it.
+These are the exact rules of what a valid landing record is. The reader (:mod:`lakeshard.landing.reader`)
+parses blocks of lines with Arrow (:mod:`lakeshard.landing.vector`), which only accepts lines every rule below
+holds for, and calls these rules for every other line: every quarantine reason is worded here.
 
 Rules, checked in the precedence order of :mod:`lakeshard.landing.reasons`
 (``invalid_json > not_an_object > oversize > missing_field > bad_type > empty_field > too_long >

@@ -3,9 +3,10 @@
 :func:`list_landing_files` (:mod:`lakeshard.landing.listing`) finds the input. :func:`read_landing` reads
 exactly those files — or the byte range of each that a batch plan names, checked against the plan's checksum —
 with Spark's ``binaryFile`` source (the bytes as written, so sizes and line numbers are exact), and one vectorised
-``mapInArrow`` pass per partition gunzips, splits lines and calls
-:meth:`lakeshard.landing.parse.RecordParser.check`. The result is cached once and split into
-``events`` and ``quarantine``: every non-blank line lands in exactly one of them.
+``mapInArrow`` pass per partition gunzips, splits lines and parses them by blocks with
+:class:`lakeshard.landing.vector.BlockParser` (Arrow's JSON reader), handing the lines it does not accept to
+:meth:`lakeshard.landing.parse.RecordParser.check`. The in-driver path runs the same function. The result
+is cached once and split into ``events`` and ``quarantine``: every non-blank line lands in exactly one of them.
 
 Lines, decided here because DESIGN.md is silent:
 
@@ -36,7 +37,6 @@ files of tens of megabytes are what this reader is for (Spark's ``binaryFile`` r
 from __future__ import annotations
 
 import gc
-import io
 import os
 import time
 import zlib
@@ -47,6 +47,8 @@ from operator import itemgetter
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -66,6 +68,7 @@ from lakeshard.landing.listing import (
 )
 from lakeshard.landing.parse import EventFields, RecordParser
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
+from lakeshard.landing.vector import BlockParser, split_lines
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -125,6 +128,7 @@ _PARSED = pa.schema(
         ("quarantined_at", _TIMESTAMP),
     ]
 )
+_Parsers = tuple[RecordParser, BlockParser]  # the exact rules and the vectorised parser over the same limits
 _EVENT_ONLY = ("tenant_id", "event_id", "ts", "service", "status", "env", "host", "message", "attributes")
 _REJECTION_ONLY = ("raw", "raw_truncated", "reason", "category", "quarantined_at")
 
@@ -317,40 +321,61 @@ class _Sink:
             yield self._event_batch(good)
 
 
-def _parse_file(parser: RecordParser, source_file: str, content: bytes) -> Iterator[pa.RecordBatch]:
+def _parse_file(parsers: _Parsers, source_file: str, content: bytes) -> Iterator[pa.RecordBatch]:
     """Return Arrow batches (the combined event/rejection layout) of one landing file's bytes.
 
-    A file that cannot be decoded (corrupt or truncated gzip, more than ``max_file_bytes``) gives one
-    ``unreadable_file`` row (line 0) and none of its lines: a file is read whole or quarantined whole.
+    Lines go by blocks through the vectorised parser (:mod:`lakeshard.landing.vector`); the lines it does not
+    accept go one by one through the exact rules, which word every rejection. A file that cannot be decoded
+    (corrupt or truncated gzip, more than ``max_file_bytes``) gives one ``unreadable_file`` row (line 0) and
+    none of its lines: a file is read whole or quarantined whole.
     """
+    parser, blocks = parsers
     quarantined_at_us = parser.now_ms * 1000
     text, problem = _decode(content, parser.limits.max_file_bytes)
     if problem is not None:
         yield _unreadable(source_file, len(content), problem, quarantined_at_us)
         return
-    sink = _Sink(source_file, quarantined_at_us)
+    starts, ends = split_lines(text)
+    numbers = np.arange(1, len(starts) + 1, dtype=np.int64)
     check = parser.check
-    pending = pending_bytes = 0
-    # Lines one at a time (BytesIO shares the buffer): a split() list of a file of short lines would cost
-    # tens of bytes per line on top of the text.
-    for number, terminated in enumerate(io.BytesIO(text), 1):
-        line = terminated[:-1] if terminated[-1:] == b"\n" else terminated
-        if line[-1:] == b"\r":
-            line = line[:-1]
-        if not line.strip(_BLANK):
-            continue
-        got = check(line)
-        if isinstance(got, str):
-            sink.reject(line, got, number)
-        else:
-            sink.event(got, line, number)
-        pending += 1
-        pending_bytes += len(line)
-        if pending >= _BATCH_ROWS or pending_bytes >= _BATCH_BYTES:
-            yield from sink.batches()
-            sink = _Sink(source_file, quarantined_at_us)
-            pending = pending_bytes = 0
-    yield from sink.batches()
+    for lo, hi in _blocks(ends - starts):
+        got = blocks.parse(text, starts[lo:hi], ends[lo:hi], numbers[lo:hi])
+        if got.columns:
+            yield _accepted_batch(got.columns, source_file)
+        sink = _Sink(source_file, quarantined_at_us)
+        for i in (got.exact + lo).tolist():
+            line = text[starts[i] : ends[i]]
+            if not line.strip(_BLANK):
+                continue
+            fields = check(line)
+            if isinstance(fields, str):
+                sink.reject(line, fields, i + 1)
+            else:
+                sink.event(fields, line, i + 1)
+        yield from sink.batches()
+
+
+def _blocks(lengths: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
+    """Return ``[lo, hi)`` line ranges of at most ``_BATCH_ROWS`` lines and about ``_BATCH_BYTES`` bytes each."""
+    total = np.cumsum(lengths)
+    lo = 0
+    while lo < len(lengths):
+        base = int(total[lo - 1]) if lo else 0
+        by_bytes = int(np.searchsorted(total, base + _BATCH_BYTES, side="right"))
+        hi = min(lo + _BATCH_ROWS, max(by_bytes, lo + 1), len(lengths))
+        yield lo, hi
+        lo = hi
+
+
+def _accepted_batch(columns: dict[str, pa.Array], source_file: str) -> pa.RecordBatch:
+    """Return the combined-layout batch of the events the vectorised parser accepted."""
+    n = len(columns["tenant_id"])
+    arrays = dict(columns)
+    arrays["is_event"] = pa.repeat(pa.scalar(True), n)
+    arrays["source_file"] = pa.repeat(pa.scalar(source_file, _STRING), n)
+    for name in _REJECTION_ONLY:
+        arrays[name] = pa.nulls(n, _PARSED.field(name).type)
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in _PARSED], schema=_PARSED)
 
 
 def _unreadable(source_file: str, size: int, problem: str, quarantined_at_us: int) -> pa.RecordBatch:
@@ -375,6 +400,7 @@ class _ParseFiles:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parser = RecordParser(self.limits, self.now_ms)
+        parsers = (parser, BlockParser(parser))
         # Parsing allocates millions of short-lived, acyclic dicts and tuples: the cyclic collector's
         # passes over them find nothing and cost ~15% of the parse. It is back on when this ends.
         collecting = gc.isenabled()
@@ -386,14 +412,15 @@ class _ParseFiles:
                 offsets = batch.column("offset").to_pylist() if "offset" in batch.schema.names else None
                 for i, path in enumerate(paths):
                     f = self.sources.get(_path_key(path)) or LandingFile(path, 0, _EPOCH)
-                    yield from _parse_range(parser, f, contents[i].as_py(), offsets[i] if offsets else 0)
+                    yield from _parse_range(parsers, f, contents[i].as_py(), offsets[i] if offsets else 0)
         finally:
             if collecting:
                 gc.enable()
 
 
-def _parse_range(parser: RecordParser, f: LandingFile, content: bytes, offset: int) -> Iterator[pa.RecordBatch]:
+def _parse_range(parsers: _Parsers, f: LandingFile, content: bytes, offset: int) -> Iterator[pa.RecordBatch]:
     """Return the parse batches of ``f``'s range, given the file's bytes from ``offset`` on."""
+    parser = parsers[0]
     data = content[f.start - offset :] if f.end is None else content[f.start - offset : f.end - offset]
     if f.checksum is not None and content_checksum(data) != f.checksum:
         sink = _Sink(f.path, parser.now_ms * 1000)
@@ -403,7 +430,7 @@ def _parse_range(parser: RecordParser, f: LandingFile, content: bytes, offset: i
         yield from sink.batches()
         return
     shift = f.first_line - 1
-    for batch in _parse_file(parser, f.path, data):
+    for batch in _parse_file(parsers, f.path, data):
         if shift:  # line numbers of the file, not of the range
             index = batch.schema.get_field_index("line_number")
             batch = batch.set_column(index, "line_number", pc.add(batch.column(index), shift))

@@ -1,0 +1,344 @@
+"""Parse many landing lines at once with Arrow's JSON reader; only the lines it cannot vouch for go line by line.
+
+:class:`BlockParser` takes a block of one file's lines (byte ranges of the decoded text) and returns the columns
+of the lines that are valid events under every rule of :mod:`lakeshard.landing.parse`, plus the indexes of the
+lines it leaves to the exact per-record rules (:meth:`lakeshard.landing.parse.RecordParser.check`). It only ever
+*accepts* a line; it never words a rejection, so every quarantine reason still comes from the exact rules.
+
+A line is accepted here only when each of these holds, all checked on whole columns:
+
+* it starts with ``{``, ends with ``}`` and has at most ``max_record_bytes`` bytes, and is strict UTF-8;
+* Arrow's reader parses it (explicit schema: the required and optional fields as strings, ``ts`` as an
+  integer or a string, ``attributes`` as an object whose members are inferred, other members inferred), and
+  it made exactly one row of it. Arrow refuses duplicate keys, NaN/Infinity, integers beyond 64 bits for
+  ``ts``, a lone surrogate escape, control characters in strings, trailing commas, a value of another JSON
+  type where the schema names one, and trailing garbage after the object — a block that fails is cut at the
+  row Arrow names (or halved) until the failing lines are found;
+* ``tenant_id``, ``event_id`` and ``ts`` are present, the ids non-empty and within their length limits, ``ts``
+  an RFC 3339 string (the same grammar as :func:`lakeshard.landing.parse.parse_rfc3339_us`) or integer
+  milliseconds, inside ``[earliest_ts, now + max_future_seconds]``;
+* every ``attributes`` member is a string or ``null``, and every unknown top-level member a string, an
+  integer, a boolean or ``null`` (Arrow infers ISO-looking strings as timestamps and re-encoding floats or
+  nested values would not match ``json.dumps``: such lines go to the exact rules).
+
+Everything else is the exact rules' business; they run on few lines, so a block of clean lines costs one
+Arrow parse and a handful of column kernels.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from lakeshard.landing.parse import OPTIONAL_STRING_FIELDS, RecordParser
+
+__all__ = ["BlockParser", "ParsedBlock", "split_lines"]
+
+IntArray = npt.NDArray[np.int64]
+
+_STRING = pa.string()
+_ATTRIBUTES = pa.map_(pa.string(), pa.string())
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+_KNOWN = frozenset(("tenant_id", "event_id", "ts", *OPTIONAL_STRING_FIELDS, "attributes"))
+_FOLDABLE = (pa.types.is_string, pa.types.is_int64, pa.types.is_boolean)  # unknown members json.dumps like Arrow
+_OPEN, _CLOSE, _NEWLINE, _CR = ord("{"), ord("}"), ord("\n"), ord("\r")
+# Where Arrow says which row it failed on ("... in row 17").
+_ROW = re.compile(r"in row (\d+)")
+# A top-level-looking "ts": followed by a string; a line misread by this only costs a failed Arrow parse.
+_TS_STRING = r'"ts"[ \t\r]*:[ \t\r]*"'
+_RFC3339 = (
+    r"^(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[Tt](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?:\.(?P<f>\d{1,9}))?(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>\d{2}):(?P<om>\d{2}))$"
+)
+_DAYS_IN_MONTH = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
+
+
+def split_lines(text: bytes) -> tuple[IntArray, IntArray]:
+    """Return ``(starts, ends)``: the byte range of each line of ``text``, without ``\\n`` or a ``\\r`` before it.
+
+    Line ``i`` (0-based) is physical line ``i + 1``; a text ending in ``\\n`` has no empty line after it.
+    """
+    if not text:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    buf = np.frombuffer(text, dtype=np.uint8)
+    newlines = np.flatnonzero(buf == _NEWLINE).astype(np.int64)
+    starts = np.concatenate([np.zeros(1, np.int64), newlines + 1])
+    ends = np.concatenate([newlines, np.array([len(text)], np.int64)])
+    if text[-1] == _NEWLINE:
+        starts, ends = starts[:-1], ends[:-1]
+    ends = ends - ((ends > starts) & (buf[np.maximum(ends - 1, 0)] == _CR))
+    return starts, ends
+
+
+@dataclass(frozen=True)
+class ParsedBlock:
+    """What :meth:`BlockParser.parse` made of a block: accepted events and the lines left to the exact rules.
+
+    ``columns`` holds ``tenant_id`` … ``attributes``, ``size_bytes`` and ``line_number`` of the accepted lines
+    (Arrow arrays of the reader's types); ``exact`` the block-relative indexes of every other line.
+    """
+
+    columns: dict[str, pa.Array]
+    exact: IntArray
+
+
+class BlockParser:
+    """Vectorised acceptance of landing lines under a :class:`RecordParser`'s limits and clock."""
+
+    def __init__(self, parser: RecordParser) -> None:
+        limits = parser.limits
+        self.max_record_bytes = limits.max_record_bytes
+        self.max_tenant_id = limits.max_tenant_id_chars
+        self.max_event_id = limits.max_event_id_chars
+        self.earliest_us = parser._earliest_us
+        self.latest_us = parser._latest_us
+        # ts * 1000 within [earliest_us, latest_us], decided in milliseconds so nothing overflows.
+        self.earliest_ms = -(-self.earliest_us // 1000)
+        self.latest_ms = self.latest_us // 1000
+        strings = [(name, _STRING) for name in ("tenant_id", "event_id")]
+        optional = [(name, _STRING) for name in OPTIONAL_STRING_FIELDS]
+        self._schemas = {
+            ts_type: pa.schema([*strings, ("ts", ts_type), *optional, ("attributes", pa.struct([]))])
+            for ts_type in (pa.int64(), _STRING)
+        }
+
+    def parse(self, text: bytes, starts: IntArray, ends: IntArray, numbers: IntArray) -> ParsedBlock:
+        """Return the accepted events of the lines ``text[starts[i]:ends[i]]`` and the lines left to the exact rules.
+
+        ``numbers`` are the lines' 1-based line numbers; the lines are consecutive lines of ``text`` (each
+        line's bytes up to the next line's start, terminator included, are handed to Arrow as they are).
+        """
+        n = len(starts)
+        buf = np.frombuffer(text, dtype=np.uint8)
+        lengths = ends - starts
+        nonempty = lengths > 0
+        candidate = nonempty & (lengths <= self.max_record_bytes)
+        candidate &= buf[np.where(nonempty, starts, 0)] == _OPEN
+        candidate &= buf[np.where(nonempty, ends - 1, 0)] == _CLOSE
+        candidate &= _utf8_lines(text, starts, ends)
+        if n == 0:
+            return ParsedBlock({}, np.zeros(0, np.int64))
+        stop = text.find(b"\n", int(ends[-1])) + 1 or len(text)
+        lines = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), n, [None, pa.py_buffer(np.append(starts, stop).astype(np.int64)), pa.py_buffer(text)]
+        )
+        ts_string = np.asarray(pc.match_substring_regex(lines, _TS_STRING).to_numpy(zero_copy_only=False), bool)
+        accepted: list[dict[str, pa.Array]] = []
+        rows: list[IntArray] = []
+        exact: list[IntArray] = [np.flatnonzero(~candidate)]
+        for is_string in (False, True):
+            group = np.flatnonzero(candidate & (ts_string == is_string))
+            for table, part in self._arrow_parts(lines, group, is_string, exact):
+                ok, columns = self._accept(table, is_string)
+                exact.append(part[~ok])
+                if ok.all():  # the common case: no copy
+                    accepted.append(columns)
+                    rows.append(part)
+                    continue
+                keep = np.flatnonzero(ok)
+                accepted.append({k: v.take(keep) for k, v in columns.items()})
+                rows.append(part[keep])
+        exact_rows = np.sort(np.concatenate(exact)) if exact else np.zeros(0, np.int64)
+        taken = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        if not accepted:
+            return ParsedBlock({}, exact_rows)
+        columns = {name: pa.concat_arrays([a[name] for a in accepted]) for name in accepted[0]}
+        columns["size_bytes"] = pa.array(lengths[taken].astype(np.int32))
+        columns["line_number"] = pa.array(numbers[taken].astype(np.int64))
+        return ParsedBlock(columns, exact_rows)
+
+    def _arrow_parts(
+        self, lines: pa.LargeBinaryArray, group: IntArray, is_string: bool, exact: list[IntArray]
+    ) -> list[tuple[pa.Table, IntArray]]:
+        """Return Arrow tables of ``group``'s lines, one row per line; lines Arrow refuses are added to ``exact``.
+
+        A part that fails is cut at the row Arrow names (that line goes to the exact rules, the rest is parsed
+        again) or halved when Arrow names none; a part that parses into another number of rows than it has
+        lines (a line holding two objects) is halved too, down to single lines.
+        """
+        schema = self._schemas[_STRING if is_string else pa.int64()]
+        done: list[tuple[pa.Table, IntArray]] = []
+        todo = [group] if len(group) else []
+        while todo:
+            part = todo.pop()
+            chosen = lines.take(pa.array(part))
+            data = chosen.buffers()[2]
+            offsets = np.frombuffer(chosen.buffers()[1], dtype=np.int64, count=len(part) + 1, offset=0)
+            size = int(offsets[-1] - offsets[0])
+            body = data.slice(int(offsets[0]), size) if data is not None else pa.py_buffer(b"")
+            try:
+                table = pj.read_json(
+                    pa.BufferReader(body),
+                    read_options=pj.ReadOptions(use_threads=False, block_size=max(size + 1, 1 << 16)),
+                    parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
+                )
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                if len(part) == 1:
+                    exact.append(part)
+                    continue
+                found = _ROW.search(str(exc))
+                row = int(found.group(1)) if found else -1
+                if 0 <= row < len(part):
+                    exact.append(part[row : row + 1])
+                    todo.extend(p for p in (part[:row], part[row + 1 :]) if len(p))
+                else:
+                    todo.extend((part[: len(part) // 2], part[len(part) // 2 :]))
+                continue
+            if table.num_rows == len(part):
+                done.append((table, part))
+            elif len(part) == 1:
+                exact.append(part)
+            else:
+                todo.extend((part[: len(part) // 2], part[len(part) // 2 :]))
+        return done
+
+    def _accept(self, table: pa.Table, is_string: bool) -> tuple[npt.NDArray[np.bool_], dict[str, pa.Array]]:
+        """Return which rows of ``table`` are valid events, and the event columns of all its rows."""
+        tenant_id = table.column("tenant_id").combine_chunks()
+        event_id = table.column("event_id").combine_chunks()
+        ts = table.column("ts").combine_chunks()
+        ok = _true(pc.and_(pc.is_valid(tenant_id), pc.is_valid(event_id)))
+        ok &= _true(pc.is_valid(ts))
+        tenant_len = _ints(pc.utf8_length(tenant_id))
+        event_len = _ints(pc.utf8_length(event_id))
+        ok &= (tenant_len >= 1) & (tenant_len <= self.max_tenant_id)
+        ok &= (event_len >= 1) & (event_len <= self.max_event_id)
+        if is_string:
+            ts_us, parsed = _rfc3339_us(ts)
+            ok &= parsed & (ts_us >= self.earliest_us) & (ts_us <= self.latest_us)
+        else:
+            ms = _ints(ts)
+            ok &= (ms >= self.earliest_ms) & (ms <= self.latest_ms)
+            ts_us = np.where(ok, ms, 0) * 1000
+        attributes, attributes_ok = _attributes(table)
+        ok &= attributes_ok
+        columns: dict[str, pa.Array] = {
+            "tenant_id": tenant_id,
+            "event_id": event_id,
+            "ts": pa.array(np.where(ok, ts_us, 0)).cast(_TIMESTAMP),
+        }
+        for name in OPTIONAL_STRING_FIELDS:
+            columns[name] = table.column(name).combine_chunks()
+        columns["attributes"] = attributes
+        return ok, columns
+
+
+def _true(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
+    """Return a boolean column as numpy, null counted as false."""
+    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _not_null(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
+    """Return which rows of a column this parser does not decode hold a value; all rows if the column is corrupt.
+
+    Arrow's JSON reader can build an invalid nested column (a list of nulls whose offsets overrun its values):
+    only a fully validated column's validity is trusted, otherwise every row goes to the exact rules.
+    """
+    try:
+        values.validate(full=True)
+    except pa.ArrowInvalid:
+        return np.ones(len(values), dtype=bool)
+    return _true(pc.is_valid(values))
+
+
+def _ints(values: pa.Array | pa.ChunkedArray) -> IntArray:
+    """Return an integer column as int64 numpy, null as 0 (callers have already ruled null rows out)."""
+    return np.asarray(pc.fill_null(values, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _utf8_lines(text: bytes, starts: IntArray, ends: IntArray) -> npt.NDArray[np.bool_]:
+    """Return which lines are strict UTF-8; only lines with a byte >= 0x80 are checked one by one."""
+    n = len(starts)
+    good = np.ones(n, dtype=bool)
+    if n == 0:
+        return good
+    try:
+        text[int(starts[0]) : int(ends[-1])].decode("utf-8")
+        return good
+    except UnicodeDecodeError:
+        pass
+    buf = np.frombuffer(text, dtype=np.uint8)
+    high = np.flatnonzero(buf[int(starts[0]) : int(ends[-1])] >= 0x80) + starts[0]
+    for i in np.unique(np.searchsorted(starts, high, side="right") - 1):
+        try:
+            text[int(starts[i]) : int(ends[i])].decode("utf-8")
+        except UnicodeDecodeError:
+            good[i] = False
+    return good
+
+
+def _rfc3339_us(ts: pa.Array) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+    """Return epoch microseconds of RFC 3339 strings and which rows are ones (same grammar as the exact rules)."""
+    parts = pc.extract_regex(ts, _RFC3339)
+    matched = _true(pc.is_valid(parts))
+
+    def number(name: str) -> IntArray:
+        field = pc.struct_field(parts, name)
+        return _ints(pc.cast(pc.if_else(pc.equal(field, ""), "0", field), pa.int64()))
+
+    year, month, day = number("y"), number("mo"), number("d")
+    hour, minute, second = number("h"), number("mi"), number("s")
+    off_h, off_m = number("oh"), number("om")
+    frac = pc.utf8_slice_codeunits(pc.utf8_rpad(pc.struct_field(parts, "f"), 6, "0"), 0, 6)
+    micros = _ints(pc.cast(pc.if_else(matched, frac, "0"), pa.int64()))
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    month_ok = (month >= 1) & (month <= 12)
+    dim = _DAYS_IN_MONTH[np.where(month_ok, month, 1)] + ((month == 2) & leap)
+    ok = matched & month_ok & (day >= 1) & (day <= dim) & (hour <= 23) & (minute <= 59) & (second <= 59)
+    ok &= (off_h <= 23) & (off_m <= 59)
+    negative = _true(pc.equal(pc.struct_field(parts, "sign"), "-"))
+    offset = (off_h * 3600 + off_m * 60) * np.where(negative, -1, 1)
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * np.where(month > 2, month - 3, month + 9) + 2) // 5 + day - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    seconds = days * 86400 + hour * 3600 + minute * 60 + second - offset
+    return np.where(ok, seconds * 1_000_000 + micros, 0), ok
+
+
+def _attributes(table: pa.Table) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
+    """Return the ``attributes`` map column (explicit members, then unknown top-level ones) and which rows hold
+    only members this parser can encode exactly."""
+    n = table.num_rows
+    ok = np.ones(n, dtype=bool)
+    explicit = table.column("attributes").combine_chunks()
+    present = _true(pc.is_valid(explicit))
+    values: dict[str, pa.Array] = {}
+    for i, field in enumerate(explicit.type):
+        child = explicit.field(i)
+        if pa.types.is_null(field.type):
+            continue
+        if not pa.types.is_string(field.type):
+            ok &= ~_not_null(child)
+            continue
+        values[field.name] = child
+    for name, chunked in zip(table.column_names, table.columns, strict=True):
+        if name in _KNOWN or pa.types.is_null(chunked.type):
+            continue
+        if not any(check(chunked.type) for check in _FOLDABLE):
+            ok &= ~_not_null(chunked)
+            continue
+        column = chunked.combine_chunks()
+        text = column if pa.types.is_string(column.type) else pc.cast(column, _STRING)
+        values[name] = pc.coalesce(values[name], text) if name in values else text
+    if not values:
+        offsets = pa.array(np.zeros(n + 1, np.int32))
+        return pa.MapArray.from_arrays(offsets, pa.array([], _STRING), pa.array([], _STRING), type=_ATTRIBUTES,
+                                       mask=pa.array(~present)), ok
+    names = list(values)
+    arrays = [values[name] for name in names]
+    valid = np.stack([_true(pc.is_valid(a)) for a in arrays], axis=1)  # rows x keys
+    row, key = np.nonzero(valid)  # row-major: each row's members together
+    counts = valid.sum(axis=1)
+    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)]).astype(np.int32)
+    items = pa.concat_arrays(arrays).take(pa.array(key * n + row))
+    keys = pa.array(names, _STRING).take(pa.array(key))
+    mask = ~(present | (counts > 0))
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, items, type=_ATTRIBUTES, mask=pa.array(mask)), ok
