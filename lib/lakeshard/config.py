@@ -102,7 +102,9 @@ class RoutingConfig:
     allocation_retries: int = 25
     # A route batch whose landing files hold at most this many bytes is parsed, placed, hashed and written in
     # the driver process (pyarrow), not as Spark jobs, whose fixed cost dominates a trickle; bigger batches use
-    # Spark's parallel parse. Both give the same rows on the same shards. 0 = always Spark.
+    # Spark's parallel parse. Both give the same rows on the same shards. A backlog is cut into batches of this
+    # size, so only a single bigger file goes to Spark. 0 = always Spark (one batch up to 2 GiB / 200 files:
+    # for a cluster whose executors parse faster than its driver).
     arrow_max_bytes: int = 32 * 1024 * 1024
     # The event hash new placements route by: 2 = Spark's built-in xxhash64 (no Python in the Spark plan),
     # 1 = mmh3 (what lakeshard used before versions; a Python UDF in Spark). Existing placements keep theirs.

@@ -248,3 +248,22 @@ class _Session:
 def test_write_tasks_skip_the_shuffle_only_on_few_cores(master: str | None, parallelism: int, configured: int,
                                                          expected: int) -> None:
     assert write_tasks(_Session(master, parallelism), configured) == expected  # type: ignore[arg-type]
+
+
+def test_a_backlog_bigger_than_the_driver_limit_is_routed_in_driver_sized_batches_without_spark(
+    spark: SparkSession, tmp_path: Path, landing: tuple[str, Manifest],
+) -> None:
+    from lakeshard.lake.embedded import EmbeddedTableStore
+
+    path, manifest = landing
+    total = sum(f.size_bytes for f in list_landing_files(path))
+    limit = total // 3 + 1  # the zone is three driver batches' worth, or more
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": path,
+                                 "routing": {"total_shards": 8, "arrow_max_bytes": limit}}, env={})
+
+    def no_spark() -> SparkSession:
+        raise AssertionError("a backlog within reach of the driver started Spark")
+
+    reports = list(Router(None, EmbeddedTableStore(None, start_spark=no_spark), cfg).run())
+    assert len(reports) >= 3 and all(r.bytes <= limit for r in reports)
+    assert sum(r.routed for r in reports) == manifest.unique_events + manifest.duplicate_records

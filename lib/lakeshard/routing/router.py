@@ -210,7 +210,7 @@ class Router:
         *,
         allocator: ShardAllocator | None = None,
         max_batch_files: int = 200,
-        max_batch_bytes: int = 2 << 30,
+        max_batch_bytes: int | None = None,
         before_commit: Callable[[str, int], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -219,7 +219,10 @@ class Router:
         self.cfg = cfg
         self.allocator = allocator or ShardAllocator(store, cfg)
         self.max_batch_files = max_batch_files
-        self.max_batch_bytes = max_batch_bytes
+        # A backlog is cut into batches the driver path takes (routing.arrow_max_bytes): a Spark job's fixed cost
+        # is worth paying only for a single file bigger than that, or when the driver path is off (0).
+        driver = cfg.routing.arrow_max_bytes
+        self.max_batch_bytes = max_batch_bytes if max_batch_bytes is not None else (driver if driver > 0 else 2 << 30)
         # A hook called before each commit with (table, batch): the crash tests kill the process there.
         self._before_commit = before_commit or (lambda table, batch: None)
         self._clock = clock  # when a batch is planned: the clock its parse validates by, on every attempt
