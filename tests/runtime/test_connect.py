@@ -19,8 +19,10 @@ from lakeshard.errors import ConfigError
 from lakeshard.runtime import RuntimeKind, describe_mode, detect_runtime, is_spark_connect, runtime_name
 
 TESTS = Path(__file__).resolve().parents[1]
-# Under Spark Connect: the TableStore contract (embedded adapter), the demo with every batch through Spark, doctor.
-CONNECT_SUITE = [TESTS / "lake" / "test_store_contract.py", TESTS / "runtime" / "connect_suite.py"]
+# Under Spark Connect: the TableStore contract (embedded adapter), the demo with every batch through Spark, doctor,
+# and the pruning data source (format("lakeshard") registered over Connect, planned and read on the server).
+CONNECT_SUITE = [TESTS / "lake" / "test_store_contract.py", TESTS / "runtime" / "connect_suite.py",
+                 TESTS / "compaction" / "test_datasource.py"]
 
 
 @pytest.mark.slow
