@@ -94,3 +94,23 @@ def test_a_delayed_landing_file_keeps_its_bucket_open_until_written_then_every_q
         main(["buckets", "closed", "--lakehouse", cfg.lakehouse, "--since", "yesterday"])
     assert bad.value.code == 2 and "expected an ISO timestamp" in capsys.readouterr().err
 
+
+
+def test_a_small_backlog_is_looked_into_without_a_spark_job(
+    spark: SparkSession, store: TableStore, lakehouse: LakeshardConfig
+) -> None:
+    # An hourly close looks inside the landing bytes not routed yet and the routed rows no writer has committed:
+    # small, every run. Both looks read in this process (like the router's driver path), not as Spark jobs.
+    cfg = lakehouse
+    _landing_file(Path(cfg.landing), "routed-not-written", "zeta", H3, 2, NOW - timedelta(hours=3), "rnw")
+    Router(spark, store, cfg).run()
+    _landing_file(Path(cfg.landing), "not-routed", "acme", H2, 2, NOW - timedelta(hours=2), "nr")
+    c = Completionist(spark, store, cfg, quiet=QUIET, grace=GRACE, clock=lambda: NOW + timedelta(hours=1))
+    group = "lakeshard-test-backlog"
+    spark.sparkContext.setJobGroup(group, "the completionist's backlog")
+    try:
+        backlog = c.backlog()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert backlog.in_flight == frozenset({("zeta", H3), ("acme", H2)})
+    assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == []

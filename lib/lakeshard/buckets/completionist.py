@@ -32,12 +32,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from lakeshard.buckets.checksum import CHECKSUM_KINDS, ROWHASH2, BucketCheck, check_buckets, checksum_kind
 from lakeshard.buckets.planner import Backlog, Bucket, BucketDecision, BucketObservation, plan_closures
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.tables import BUCKETS, COMPLETIONIST_APP_ID, EVENTS, LANDING_BATCHES, ROUTED, writer_app_id
+from lakeshard.tables import BUCKETS, COMPLETIONIST_APP_ID, EVENTS, LANDING_BATCHES, ROUTED, hour_of, writer_app_id
 from lakeshard.tables.schemas import BUCKETS_SCHEMA
 from lakeshard.versions.chunks import rows_in
 
@@ -217,13 +219,22 @@ class Completionist:
     def _landing_buckets(self, files: Sequence[LandingFile]) -> set[Bucket]:
         """Return the buckets the unconsumed landing files hold events of (they are parsed: we can look)."""
         from lakeshard.buckets.late import event_hour
-        from lakeshard.landing.reader import read_landing
+        from lakeshard.landing.reader import parse_landing_arrow, read_landing
 
         if not files:
             return set()
-        with read_landing(self.spark, list(files), limits=self.cfg.landing_format) as landed:
+        now_ms = int(self._clock().timestamp() * 1000)
+        if self._in_driver(sum(f.read_bytes for f in files)):
+            events, _ = parse_landing_arrow(list(files), limits=self.cfg.landing_format, now_ms=now_ms)
+            return _buckets_of(events)
+        with read_landing(self.spark, list(files), limits=self.cfg.landing_format, now_ms=now_ms) as landed:
             rows = landed.events.select("tenant_id", event_hour().alias("hour")).distinct().collect()
         return {(str(r["tenant_id"]), str(r["hour"])) for r in rows}
+
+    def _in_driver(self, size: int) -> bool:
+        """Return whether a look at ``size`` bytes reads in this process (the router's driver-path bound)."""
+        limit = self.cfg.routing.arrow_max_bytes
+        return limit > 0 and size <= limit
 
     def _writer_lag_buckets(self) -> set[Bucket]:
         """Return the buckets of routed rows that no shard writer has committed to ``events`` yet."""
@@ -250,6 +261,8 @@ class Completionist:
                 pending.append(f)
         if not pending:
             return set()
+        if self._in_driver(sum(f.size_bytes for f in pending)):
+            return _buckets_of(self.store.read_arrow(self.routed_uri, pending, ["tenant_id", "ts"]))
         rows = self.store.read_files(self.routed_uri, pending).select("tenant_id", event_hour().alias("hour"))
         return {(str(r["tenant_id"]), str(r["hour"])) for r in rows.distinct().collect()}
 
@@ -380,6 +393,17 @@ class Completionist:
                                      for s in states if checksum_kind(s.checksum) == kind}, kind)
         now = [(s, checks[(s.tenant_id, s.hour)]) for s in states]
         return [(s, c) for s, c in now if (c.checksum, c.rows) != (s.checksum, s.rows)]
+
+
+def _buckets_of(rows: pa.Table) -> set[Bucket]:
+    """Return the distinct ``(tenant_id, UTC hour of ts)`` buckets of Arrow rows with those two columns."""
+    import pyarrow.compute as pc
+
+    hours = pc.floor_temporal(rows.column("ts"), unit="hour")
+    pairs = pa.table({"tenant_id": rows.column("tenant_id"), "hour": hours}).group_by(["tenant_id", "hour"]).aggregate(
+        [])
+    return {(str(t), hour_of(h)) for t, h in zip(pairs.column("tenant_id").to_pylist(),
+                                                  pairs.column("hour").to_pylist(), strict=True)}
 
 
 def _paths(files: Sequence[FileInfo]) -> frozenset[str]:
