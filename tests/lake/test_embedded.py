@@ -16,6 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
     IntegerType,
+    LongType,
     MapType,
     StringType,
     StructField,
@@ -200,3 +201,35 @@ def test_a_write_the_committer_cannot_fully_see_fails_without_moving_progress_an
     ids = sorted(r.event_id for r in store.read(uri).collect())
     assert ids == sorted([f"acme-{i}" for i in (0, 1, 10, 11, 12)] + [f"zeta-{i}" for i in range(20, 24)])
     assert store.transaction_version(uri, "writer/0") == 2
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_many_app_versions_at_once_come_from_one_read_of_the_log_and_match_delta_rs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checkpoint: bool,
+) -> None:
+    import random
+
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    # A compaction swap fences hundreds of buckets' chunk locks: their app ids' versions, asked for at once,
+    # must not cost a delta-rs scan of the log each (that cost grows with the table's age).
+    from lakeshard.lake import AppTransaction
+    from lakeshard.lake.embedded import EmbeddedTableStore
+
+    uri = str(tmp_path / "fenced")
+    writer = EmbeddedTableStore(None)
+    writer.create(uri, StructType([StructField("k", LongType(), True)]))
+    rng = random.Random(7)
+    apps = [f"chunk/t{i}/h{i % 5}" for i in range(60)]
+    for n in range(12):
+        writer.append_arrow(uri, pa.table({"k": pa.array([n], pa.int64())}), app_transactions=[
+            AppTransaction(a, n * 10 + rng.randrange(10)) for a in rng.sample(apps, 20)])
+        if checkpoint and n == 7:
+            writer.create_checkpoint(uri)
+    truth = {a: DeltaTable(uri).transaction_version(a) for a in [*apps, "never/used"]}
+    scans: list[str] = []
+    real = DeltaTable.transaction_version
+    monkeypatch.setattr(DeltaTable, "transaction_version", lambda self, a: scans.append(a) or real(self, a))
+    assert EmbeddedTableStore(None).transaction_versions(uri, list(truth)) == truth
+    assert scans == []

@@ -151,14 +151,19 @@ class DeltaRsLog:
         version = int(dt.version())
         known = self._txns.get(uri)
         if known is not None and known.version > version:  # an older snapshot: a commit prepared back then
+            if len(app_ids) > _ONE_BY_ONE_MAX and (then := _AppVersions.read_all(uri, version)) is not None:
+                return {a: then.versions.get(a) for a in app_ids}
             return {a: None if (v := dt.transaction_version(a)) is None else int(v) for a in app_ids}
         if known is None or (known.version < version and not known.advance(uri, version)):
             known = self._txns[uri] = _AppVersions(version)
-        missing = [a for a in app_ids if a not in known.versions]
+        missing = [] if known.complete else [a for a in app_ids if a not in known.versions]
+        if len(missing) > _ONE_BY_ONE_MAX and (whole := _AppVersions.read_all(uri, version)) is not None:
+            known = self._txns[uri] = whole  # every app id at this version: one read instead of a scan each
+            missing = []
         for a in missing:
             v = dt.transaction_version(a)
             known.versions[a] = None if v is None else int(v)
-        return {a: known.versions[a] for a in app_ids}
+        return {a: known.versions.get(a) for a in app_ids}
 
     def files(self, uri: str, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their stats.
@@ -207,12 +212,37 @@ class DeltaRsLog:
         return out
 
 
-class _AppVersions:
-    """App transaction versions of one table known exactly at ``version`` (app ids not asked about are absent)."""
+# More app ids than this unknown at once (a compaction swap fencing hundreds of buckets' chunk locks): read every
+# app id's version from the newest checkpoint and the commits after it, instead of one delta-rs scan of the log
+# per app id (each scan costs more as the table's app ids and commits accumulate).
+_ONE_BY_ONE_MAX = 16
 
-    def __init__(self, version: int) -> None:
+
+class _AppVersions:
+    """App transaction versions of one table known exactly at ``version``: the app ids asked about, or, when
+    ``complete``, every app id the table has (an app id absent then has none)."""
+
+    def __init__(self, version: int, *, complete: bool = False) -> None:
         self.version = version
         self.versions: dict[str, int | None] = {}
+        self.complete = complete
+
+    @classmethod
+    def read_all(cls, uri: str, version: int) -> _AppVersions | None:
+        """Return every app id's version at ``version``, from the newest complete checkpoint at or before it and
+        the commit files after it; None when a commit file needed is gone (the caller asks delta-rs instead)."""
+        below = {v: parts for v, parts in _checkpoint_parts(uri).items() if parts and v <= version}
+        start = max(below, default=-1)
+        known = cls(start, complete=True)
+        fs, _ = filesystem(uri)
+        for part in below.get(start, []):
+            with fs.open_input_file(part) as handle:
+                if "txn" not in pq.read_schema(handle).names:
+                    continue
+            with fs.open_input_file(part) as handle:
+                txns = pq.read_table(handle, columns=["txn"]).column("txn").to_pylist()
+            known.versions.update((str(t["appId"]), int(t["version"])) for t in txns if t is not None)
+        return known if known.advance(uri, version) else None
 
     def advance(self, uri: str, version: int) -> bool:
         """Apply the ``txn`` actions of the commits up to ``version``; False if a commit file is gone."""
