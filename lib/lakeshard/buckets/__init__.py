@@ -64,7 +64,7 @@ _HOME = {
     "BucketDecision": "planner",
     "BucketObservation": "planner",
     "BucketState": "completionist",
-    "BucketsError": "completionist",
+    "BucketsError": "errors",
     "CompletionReport": "completionist",
     "Completionist": "completionist",
     "assign_buckets": "late",

@@ -28,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakeshard.buckets.errors import BucketsError
 from lakeshard.buckets.planner import Bucket
-from lakeshard.errors import LakeshardError
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.sparkhash import SPARK_HASH_SEED, U64, xxhash64_longs, xxhash64_strings
 from lakeshard.versions.chunks import rows_in
@@ -44,7 +44,7 @@ _KEY = ("tenant_id", "event_id", "ts")
 _NULL = np.int64(0x6E756C6C)  # what a null value contributes to its row's hash ("null")
 
 
-class ChecksumError(LakeshardError):
+class ChecksumError(BucketsError):
     """A checksum of an unknown kind, or a column type the checksum cannot hash."""
 
 

@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakeshard.buckets.checksum import CHECKSUM_KINDS, ROWHASH2, BucketCheck, check_buckets, checksum_kind
+from lakeshard.buckets.errors import BucketsError
 from lakeshard.buckets.planner import Backlog, Bucket, BucketDecision, BucketObservation, plan_closures
 from lakeshard.config import LakeshardConfig
-from lakeshard.errors import CommitConflict, LakeshardError
+from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.tables import BUCKETS, COMPLETIONIST_APP_ID, EVENTS, LANDING_BATCHES, ROUTED, hour_of, writer_app_id
 from lakeshard.tables.schemas import BUCKETS_SCHEMA
@@ -62,10 +63,6 @@ __all__ = [
 
 _RANK = {"open": 0, "closing": 1, "closed": 2}  # a bucket's rows: the furthest state is its state
 _FENCE_ATTEMPTS = 3  # checks of the closing buckets per run, each at a newer events version
-
-
-class BucketsError(LakeshardError):
-    """A bucket request was malformed, or the lakehouse lacks what the completionist reads."""
 
 
 @dataclass(frozen=True)
