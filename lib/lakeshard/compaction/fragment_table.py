@@ -6,7 +6,7 @@ that makes the files live. A row therefore never describes a file that is live w
 whose file never became live (the swap lost a race, the process died between the two commits) describes a
 path no live file will ever have (every write goes to a fresh directory): readers join the rows with the
 live files and ignore the rest. Unlike commit info, table rows survive the Delta log's cleanup, and a
-reader asks only for the partitions ``(data_table, tenant_id, hour)`` of the buckets it plans for.
+reader asks only for the partitions ``(data_table, hour)`` of the buckets it plans for.
 
 A lakehouse whose metadata is still only in commit info migrates on first use: the history the log still
 holds is read once, its descriptions of live files are appended, and the same commit records the app
@@ -86,9 +86,9 @@ class FragmentTable:
         wanted = {unquote(f.path): _bucket(f) for f in files}
         if not wanted:
             return FragmentRead({}, 0, 0, migrated)
-        buckets = set(wanted.values())
+        hours = {hour for _, hour in wanted.values()}
         chosen = [f for f in self.store.files(self.uri)
-                  if f.partition_values.get("data_table") == self.name and _bucket(f) in buckets]
+                  if f.partition_values.get("data_table") == self.name and f.partition_values.get("hour") in hours]
         if not chosen:
             return FragmentRead({}, 0, 0, migrated)
         rows = self.store.read_arrow(self.uri, chosen, columns=["path", "meta"])

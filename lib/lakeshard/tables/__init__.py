@@ -133,7 +133,8 @@ EVENTS_PARTITIONING = ("tenant_id", "hour")  # a file never holds two tenants no
 ID_INDEX_PARTITIONING = ("shard", "interval")  # interval: the event's UTC hour, in HOUR_FORMAT
 EXPECTATION_QUARANTINE_PARTITIONING = ("flow",)
 # data_table: the name of the compacted table the row describes a file of; then that file's bucket
-FRAGMENTS_PARTITIONING = ("data_table", "tenant_id", "hour")
+# By hour, not by bucket: a partition per (tenant, hour) left a file per bucket that maintenance could not merge.
+FRAGMENTS_PARTITIONING = ("data_table", "hour")
 
 # The order rows of an ``events`` file are written in (Husky's typical log schema), within a (tenant, hour);
 # lakeshard.compaction.sort_schema builds its EVENTS_SORT_SCHEMA (and the pruning regexes) from it.
