@@ -70,6 +70,7 @@ class Run:
     stderr: str
     seconds: float
     lines: list[str] = field(default_factory=list)
+    seen: list[float] = field(default_factory=list)  # when the parent read each line (monotonic seconds)
 
     @property
     def killed(self) -> bool:
@@ -95,6 +96,23 @@ class Run:
         """Return how often the process entered ``phase``."""
         return sum(1 for line in self.lines if line.split(" ")[1:3] == ["enter", phase])
 
+    def spans(self, phase: str) -> list[float]:
+        """Return, per entry into ``phase``, the seconds between the parent reading its enter and exit lines.
+
+        A kill aimed inside the n-th entry waits a share of its span: an absolute delay that suits a loaded
+        machine lands past the end of the phase on an idle one.
+        """
+        spans, opened = [], None
+        for line, seen in zip(self.lines, self.seen, strict=True):
+            event, name = line.split(" ")[1:3]
+            if name == phase:
+                if event == "enter":
+                    opened = seen
+                elif opened is not None:
+                    spans.append(seen - opened)
+                    opened = None
+        return spans
+
 
 def run_traced(argv: Sequence[str], *, kill_at: KillAt | None = None, env: Mapping[str, str] | None = None,
                timeout: float = 600.0) -> Run:
@@ -109,6 +127,7 @@ def run_traced(argv: Sequence[str], *, kill_at: KillAt | None = None, env: Mappi
         proc = subprocess.Popen(list(argv), stdout=stdout, stderr=stderr,
                                 env={**(env or child_env()), TRACE_ENV: str(fifo)})
     lines: list[str] = []
+    seen: list[float] = []
     pending, entered, fired = b"", 0, kill_at is None
     try:
         while True:
@@ -128,6 +147,7 @@ def run_traced(argv: Sequence[str], *, kill_at: KillAt | None = None, env: Mappi
             for raw in complete:
                 line = raw.decode("utf-8")
                 lines.append(line)
+                seen.append(time.monotonic())
                 if not fired and kill_at is not None and line.split(" ")[1:3] == ["enter", kill_at.phase]:
                     entered += 1
                     if entered == kill_at.nth:
@@ -138,8 +158,9 @@ def run_traced(argv: Sequence[str], *, kill_at: KillAt | None = None, env: Mappi
         proc.wait(timeout=60)
     finally:
         os.close(reader)
+    own = [i for i, line in enumerate(lines) if line.startswith(f"{proc.pid} ")]
     run = Run(proc.returncode, out.read_text(), err.read_text(), time.monotonic() - started,
-              [line for line in lines if line.startswith(f"{proc.pid} ")])
+              [lines[i] for i in own], [seen[i] for i in own])
     for path in (fifo, out, err):
         path.unlink()
     workdir.rmdir()

@@ -25,13 +25,21 @@ if TYPE_CHECKING:
 
 SCRIPT = Path(__file__).with_name("_compact_until_killed.py")
 KILLS = 6
-# A kill aimed at a phase that ends before the signal arrives lands elsewhere; it is tried again on a fresh copy.
-ATTEMPTS = 3
+# A kill aimed at a phase that ends before the signal arrives lands elsewhere; it is tried again on a fresh copy,
+# the later attempts with shorter delays (the last with none: the signal follows the child's enter line).
+ATTEMPTS = 5
 LANDS = {WRITE: PARQUET_WRITE, COMMIT: DELTA_COMMIT}
 
 
 def _compact(uri: str, kill_at: KillAt | None = None) -> Run:
     return run_traced([sys.executable, str(SCRIPT), uri], kill_at=kill_at, timeout=300)
+
+
+def _hittable(spans: list[float]) -> list[int]:
+    """Return the entries (1-based) of a phase long enough to be hit by a signal: over a millisecond, else the
+    longest (a sub-millisecond write of an empty side of a merge ends before any signal can arrive)."""
+    return [n for n, s in enumerate(spans, 1) if s > 0.001] or [max(range(1, len(spans) + 1),
+                                                                     key=lambda n: spans[n - 1])]
 
 
 def test_sigkill_inside_merge_writes_and_swap_commits_leaves_the_same_rows(
@@ -49,15 +57,18 @@ def test_sigkill_inside_merge_writes_and_swap_commits_leaves_the_same_rows(
     undisturbed = _compact(reference)
     assert undisturbed.returncode == 0, undisturbed.stderr
     assert checksum(store.read(reference)) == original
-    phases = {p: undisturbed.entered(p) for p in (WRITE, COMMIT)}
-    assert phases[WRITE] >= 1 and phases[COMMIT] >= 1, f"the compaction wrote or committed nothing: {phases}"
+    spans = {p: undisturbed.spans(p) for p in (WRITE, COMMIT)}
+    assert spans[WRITE] and spans[COMMIT], f"the compaction wrote or committed nothing: {spans}"
 
-    log = [f"seed {seed}: an undisturbed compaction enters {phases}"]
+    log = [f"seed {seed}: an undisturbed compaction's phases (ms): "
+           + str({p: [round(s * 1000, 1) for s in v] for p, v in spans.items()})]
     for i in range(KILLS):
         phase = (WRITE, COMMIT)[i % 2]
         for attempt in range(ATTEMPTS):
-            kill_at = KillAt(phase, nth=rng.randint(1, phases[phase]),
-                             delay=rng.uniform(0.0, 0.005 if phase == WRITE else 0.001))
+            nth = rng.choice(_hittable(spans[phase]))
+            # Somewhere in the first half of that phase as the undisturbed run took it, halved on each retry.
+            share = 0.5 / 2**attempt if attempt < ATTEMPTS - 1 else 0.0
+            kill_at = KillAt(phase, nth=nth, delay=rng.uniform(0.0, share * spans[phase][nth - 1]))
             copy = str(tmp_path / f"kill{i}-{attempt}" / "events")
             shutil.copytree(uri, copy)
             run = _compact(copy, kill_at)
