@@ -175,7 +175,8 @@ def render_md(results: dict[str, Any]) -> str:
         "",
         f"**ratio** = ({ratio} seconds) / {scale:g} (the event ratio): ≤ 1.0 means the flow grew at most linearly. "
         "**slope** = the log-log slope between the two sizes (1.0 = linear). **top ratio** = the same ratio between "
-        "the two largest sizes, where fixed costs weigh least.",
+        "the two largest sizes, where fixed costs weigh least. Peak RSS sums the high-water marks of the driver, "
+        "the JVM and the Python workers alive at the end (forked workers share pages: an upper bound).",
         "",
         "| size | records | landing files | demo checks | wall s | CPU s | peak RSS MB "
         "| `events` files before → after |",
