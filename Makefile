@@ -41,6 +41,7 @@ bench: env
 	$(BIN)/python bench/bench_dedupe_tiny_cache.py
 	$(BIN)/python bench/bench_hostile.py
 	$(BIN)/python bench/bench_day.py
+	$(BIN)/python bench/bench_scale.py
 	$(BIN)/python bench/bench_ingest.py
 
 env: java $(STAMP)
