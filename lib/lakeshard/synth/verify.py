@@ -42,17 +42,22 @@ def check_against_truth(spark: SparkSession, events: DataFrame, landing: str | P
     from pyspark.sql import functions as F
 
     truth_path = landing_path(landing) / TRUTH_DIR / EVENTS_FILE
-    truth = spark.read.parquet(f"file://{truth_path.resolve()}").select("tenant_id", "event_id", "ts_ms")
-    keys = events.select("tenant_id", "event_id", F.unix_micros("ts").alias("ts_us"))
-    keys = keys.withColumn("ts_ms", F.floor(F.col("ts_us") / 1000)).drop("ts_us")
-    stats = keys.agg(F.count(F.lit(1)).alias("rows"), F.count_distinct("tenant_id", "event_id", "ts_ms").alias("d"))
-    row = stats.first()
-    rows, distinct = (int(row["rows"]), int(row["d"])) if row is not None else (0, 0)
     on = ["tenant_id", "event_id", "ts_ms"]
-    distinct_keys = keys.distinct()
-    missing = truth.join(distinct_keys, on, "left_anti").count()
-    unexpected = distinct_keys.join(truth, on, "left_anti").count()
+    truth = (spark.read.parquet(f"file://{truth_path.resolve()}")
+             .groupBy(*on).agg(F.count(F.lit(1)).alias("t")))
+    keys = events.select("tenant_id", "event_id", F.floor(F.unix_micros("ts") / 1000).alias("ts_ms"))
+    # One pass: each key's count on both sides, joined outer. A key only the truth has is missing, one only the
+    # table has is unexpected; rows beyond a key's first are duplicates.
+    n = keys.groupBy(*on).agg(F.count(F.lit(1)).alias("n"))
+    both = truth.join(n, on, "full_outer")
+    row = both.agg(
+        F.sum("t").alias("truth"), F.sum("n").alias("rows"), F.count("n").alias("distinct"),
+        F.count(F.when(F.col("n").isNull(), 1)).alias("missing"),
+        F.count(F.when(F.col("t").isNull(), 1)).alias("unexpected"),
+    ).first()
+    got = {k: int(v or 0) for k, v in row.asDict().items()} if row is not None else {}  # a global aggregate: one row
+    rows, distinct = got.get("rows", 0), got.get("distinct", 0)
     return TruthCheck(
-        truth_events=truth.count(), rows=rows, distinct_keys=distinct, missing=missing,
-        unexpected=unexpected, duplicate_rows=rows - distinct,
+        truth_events=got.get("truth", 0), rows=rows, distinct_keys=distinct, missing=got.get("missing", 0),
+        unexpected=got.get("unexpected", 0), duplicate_rows=rows - distinct,
     )
