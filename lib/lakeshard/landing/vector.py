@@ -81,11 +81,13 @@ class ParsedBlock:
     """What :meth:`BlockParser.parse` made of a block: accepted events and the lines left to the exact rules.
 
     ``columns`` holds ``tenant_id`` … ``attributes``, ``size_bytes`` and ``line_number`` of the accepted lines
-    (Arrow arrays of the reader's types); ``exact`` the block-relative indexes of every other line.
+    (Arrow arrays of the reader's types); ``exact`` the block-relative indexes of every other line;
+    ``arrow_bytes`` how many bytes were handed to Arrow's JSON reader (a refused part read again counts again).
     """
 
     columns: dict[str, pa.Array]
     exact: IntArray
+    arrow_bytes: int = 0
 
 
 class BlockParser:
@@ -132,9 +134,10 @@ class BlockParser:
         accepted: list[dict[str, pa.Array]] = []
         rows: list[IntArray] = []
         exact: list[IntArray] = [np.flatnonzero(~candidate)]
+        handed = [0]
         for is_string in (False, True):
             group = np.flatnonzero(candidate & (ts_string == is_string))
-            for table, part in self._arrow_parts(lines, group, is_string, exact):
+            for table, part in self._arrow_parts(lines, group, is_string, exact, handed):
                 ok, columns = self._accept(table, is_string)
                 exact.append(part[~ok])
                 if ok.all():  # the common case: no copy
@@ -147,14 +150,14 @@ class BlockParser:
         exact_rows = np.sort(np.concatenate(exact)) if exact else np.zeros(0, np.int64)
         taken = np.concatenate(rows) if rows else np.zeros(0, np.int64)
         if not accepted:
-            return ParsedBlock({}, exact_rows)
+            return ParsedBlock({}, exact_rows, handed[0])
         columns = {name: pa.concat_arrays([a[name] for a in accepted]) for name in accepted[0]}
         columns["size_bytes"] = pa.array(lengths[taken].astype(np.int32))
         columns["line_number"] = pa.array(numbers[taken].astype(np.int64))
-        return ParsedBlock(columns, exact_rows)
+        return ParsedBlock(columns, exact_rows, handed[0])
 
     def _arrow_parts(
-        self, lines: pa.LargeBinaryArray, group: IntArray, is_string: bool, exact: list[IntArray]
+        self, lines: pa.LargeBinaryArray, group: IntArray, is_string: bool, exact: list[IntArray], handed: list[int]
     ) -> list[tuple[pa.Table, IntArray]]:
         """Return Arrow tables of ``group``'s lines, one row per line; lines Arrow refuses are added to ``exact``.
 
@@ -172,6 +175,7 @@ class BlockParser:
             offsets = np.frombuffer(chosen.buffers()[1], dtype=np.int64, count=len(part) + 1, offset=0)
             size = int(offsets[-1] - offsets[0])
             body = data.slice(int(offsets[0]), size) if data is not None else pa.py_buffer(b"")
+            handed[0] += size
             try:
                 table = pj.read_json(
                     pa.BufferReader(body),
