@@ -72,10 +72,11 @@ def _instrument() -> None:
         (vector.BlockParser, "_accept", "column checks"),
         (vector, "_rfc3339_us", "timestamp normalisation"),
         (vector, "_attributes", "attributes folding"),
+        (vector, "_runs", "block assembly (concat, take)"),
         (vector.BlockParser, "parse", "block assembly (concat, take)"),
         (RecordParser, "check", "exact per-record rules"),
         (reader._Sink, "batches", "batch building (exact lines)"),
-        (reader, "_accepted_batch", "batch building (accepted)"),
+        (reader, "_accepted_batches", "batch building (accepted)"),
         (reader, "_parse_file", "file loop"),
         (reader, "parse_landing_arrow", "file read + table split"),
     )

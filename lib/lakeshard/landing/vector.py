@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -56,6 +57,16 @@ _RFC3339 = (
     r"^(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[Tt](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
     r"(?:\.(?P<f>\d{1,9}))?(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>\d{2}):(?P<om>\d{2}))$"
 )
+# Known fields whose value starts as another JSON type than the explicit schema names (a number or an array where
+# a string is expected, ...). Only a key followed by ``:`` matches: a string value ``"event_id"`` does not.
+_SUSPECT = (
+    r'"(?:tenant_id|event_id|service|status|env|host|message)"[ \t\r]*:[ \t\r]*[^"n \t\r]'
+    r'|"ts"[ \t\r]*:[ \t\r]*[^"n \t\r0-9-]|"attributes"[ \t\r]*:[ \t\r]*[^{n \t\r]'
+)
+# Lines handed to Arrow's JSON reader at once: a refused line costs at most this much read again; a read's
+# fixed cost (~0.2 ms) stays small against a part's.
+_PART_BYTES = 1 << 20
+_MAX_RUNS = 16  # runs of accepted rows kept as slices of a part; more are gathered with one take
 _DAYS_IN_MONTH = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
 
 
@@ -117,62 +128,61 @@ class BlockParser:
         line's bytes up to the next line's start, terminator included, are handed to Arrow as they are).
         """
         n = len(starts)
+        if n == 0:
+            return ParsedBlock({}, np.zeros(0, np.int64))
         buf = np.frombuffer(text, dtype=np.uint8)
         lengths = ends - starts
         nonempty = lengths > 0
         candidate = nonempty & (lengths <= self.max_record_bytes)
         candidate &= buf[np.where(nonempty, starts, 0)] == _OPEN
         candidate &= buf[np.where(nonempty, ends - 1, 0)] == _CLOSE
-        candidate &= _utf8_lines(text, starts, ends)
-        if n == 0:
-            return ParsedBlock({}, np.zeros(0, np.int64))
         stop = text.find(b"\n", int(ends[-1])) + 1 or len(text)
-        lines = pa.LargeBinaryArray.from_buffers(
-            pa.large_binary(), n, [None, pa.py_buffer(np.append(starts, stop).astype(np.int64)), pa.py_buffer(text)]
-        )
-        ts_string = np.asarray(pc.match_substring_regex(lines, _TS_STRING).to_numpy(zero_copy_only=False), bool)
+        offsets = pa.py_buffer(np.append(starts, stop).astype(np.int64))
+        lines = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, offsets, pa.py_buffer(text)])
+        candidate &= _utf8_lines(lines)
+        # Lines whose known field holds a value of another JSON type than the explicit schema's would fail Arrow's
+        # parse of their whole part; they go to the exact rules at once (a key this misreads costs nothing wrong).
+        candidate &= ~_true(pc.match_substring_regex(lines, _SUSPECT))
+        ts_string = _true(pc.match_substring_regex(lines, _TS_STRING))
         accepted: list[dict[str, pa.Array]] = []
-        rows: list[IntArray] = []
         exact: list[IntArray] = [np.flatnonzero(~candidate)]
         handed = [0]
         for is_string in (False, True):
             group = np.flatnonzero(candidate & (ts_string == is_string))
-            for table, part in self._arrow_parts(lines, group, is_string, exact, handed):
+            for table, part in self._arrow_parts(lines, lengths, group, is_string, exact, handed):
                 ok, columns = self._accept(table, is_string)
+                columns["size_bytes"] = pa.array(lengths[part].astype(np.int32))
+                columns["line_number"] = pa.array(numbers[part].astype(np.int64))
                 exact.append(part[~ok])
-                if ok.all():  # the common case: no copy
-                    accepted.append(columns)
-                    rows.append(part)
-                    continue
-                keep = np.flatnonzero(ok)
-                accepted.append({k: v.take(keep) for k, v in columns.items()})
-                rows.append(part[keep])
-        exact_rows = np.sort(np.concatenate(exact)) if exact else np.zeros(0, np.int64)
-        taken = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+                accepted.extend(_runs(columns, ok))
+        exact_rows = np.sort(np.concatenate(exact))
         if not accepted:
             return ParsedBlock({}, exact_rows, handed[0])
-        columns = {name: pa.concat_arrays([a[name] for a in accepted]) for name in accepted[0]}
-        columns["size_bytes"] = pa.array(lengths[taken].astype(np.int32))
-        columns["line_number"] = pa.array(numbers[taken].astype(np.int64))
-        return ParsedBlock(columns, exact_rows, handed[0])
+        chunked = {name: pa.chunked_array([a[name] for a in accepted]) for name in accepted[0]}
+        return ParsedBlock(chunked, exact_rows, handed[0])
 
     def _arrow_parts(
-        self, lines: pa.LargeBinaryArray, group: IntArray, is_string: bool, exact: list[IntArray], handed: list[int]
+        self, lines: pa.LargeBinaryArray, lengths: IntArray, group: IntArray, is_string: bool,
+        exact: list[IntArray], handed: list[int],
     ) -> list[tuple[pa.Table, IntArray]]:
         """Return Arrow tables of ``group``'s lines, one row per line; lines Arrow refuses are added to ``exact``.
 
-        A part that fails is cut at the row Arrow names (that line goes to the exact rules, the rest is parsed
-        again) or halved when Arrow names none; a part that parses into another number of rows than it has
-        lines (a line holding two objects) is halved too, down to single lines.
+        Parts hold at most :data:`_PART_BYTES`, so a refused line costs at most one part read again. A part that
+        fails is cut at the row Arrow names: that line goes to the exact rules, the lines before it (which Arrow
+        read) are read again, the lines after it are halved; a part Arrow names no row of is halved. A part that
+        parses into another number of rows than it has lines (a line holding two objects) is halved too, down to
+        single lines. ``handed`` counts the bytes given to Arrow.
         """
         schema = self._schemas[_STRING if is_string else pa.int64()]
         done: list[tuple[pa.Table, IntArray]] = []
-        todo = [group] if len(group) else []
+        todo = _cut(group, lengths[group] + 1, _PART_BYTES)
         while todo:
             part = todo.pop()
-            chosen = lines.take(pa.array(part))
+            chosen = lines.take(pa.array(part)) if part[-1] - part[0] + 1 != len(part) else (
+                lines.slice(int(part[0]), len(part)))  # consecutive lines: no copy
             data = chosen.buffers()[2]
-            offsets = np.frombuffer(chosen.buffers()[1], dtype=np.int64, count=len(part) + 1, offset=0)
+            offsets = np.frombuffer(chosen.buffers()[1], dtype=np.int64, count=len(part) + 1,
+                                    offset=chosen.offset * 8)
             size = int(offsets[-1] - offsets[0])
             body = data.slice(int(offsets[0]), size) if data is not None else pa.py_buffer(b"")
             handed[0] += size
@@ -190,7 +200,8 @@ class BlockParser:
                 row = int(found.group(1)) if found else -1
                 if 0 <= row < len(part):
                     exact.append(part[row : row + 1])
-                    todo.extend(p for p in (part[:row], part[row + 1 :]) if len(p))
+                    after = part[row + 1 :]
+                    todo.extend(p for p in (part[:row], after[: len(after) // 2], after[len(after) // 2 :]) if len(p))
                 else:
                     todo.extend((part[: len(part) // 2], part[len(part) // 2 :]))
                 continue
@@ -256,25 +267,48 @@ def _ints(values: pa.Array | pa.ChunkedArray) -> IntArray:
     return np.asarray(pc.fill_null(values, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _utf8_lines(text: bytes, starts: IntArray, ends: IntArray) -> npt.NDArray[np.bool_]:
-    """Return which lines are strict UTF-8; only lines with a byte >= 0x80 are checked one by one."""
-    n = len(starts)
-    good = np.ones(n, dtype=bool)
-    if n == 0:
-        return good
-    try:
-        text[int(starts[0]) : int(ends[-1])].decode("utf-8")
-        return good
-    except UnicodeDecodeError:
-        pass
-    buf = np.frombuffer(text, dtype=np.uint8)
-    high = np.flatnonzero(buf[int(starts[0]) : int(ends[-1])] >= 0x80) + starts[0]
-    for i in np.unique(np.searchsorted(starts, high, side="right") - 1):
+def _utf8_lines(lines: pa.LargeBinaryArray) -> npt.NDArray[np.bool_]:
+    """Return which lines are strict UTF-8: Arrow validates the whole block, then halves of a block that is not."""
+    good = np.ones(len(lines), dtype=bool)
+    todo = [(0, len(lines))]
+    while todo:
+        lo, hi = todo.pop()
+        text = lines.slice(lo, hi - lo).view(pa.large_string())
         try:
-            text[int(starts[i]) : int(ends[i])].decode("utf-8")
-        except UnicodeDecodeError:
-            good[i] = False
+            text.validate(full=True)
+            continue
+        except pa.ArrowInvalid:
+            pass
+        if hi - lo == 1:
+            good[lo] = False
+        else:
+            todo.extend(((lo, (lo + hi) // 2), ((lo + hi) // 2, hi)))
     return good
+
+
+def _cut(rows: IntArray, sizes: IntArray, limit: int) -> list[IntArray]:
+    """Return ``rows`` cut into consecutive parts of at most ``limit`` bytes (a row larger than that alone)."""
+    if not len(rows):
+        return []
+    total = np.cumsum(sizes)
+    bounds = [0]
+    while bounds[-1] < len(rows):
+        base = int(total[bounds[-1] - 1]) if bounds[-1] else 0
+        bounds.append(max(int(np.searchsorted(total, base + limit, side="right")), bounds[-1] + 1))
+    return [rows[lo:hi] for lo, hi in pairwise(bounds)]
+
+
+def _runs(columns: dict[str, pa.Array], ok: npt.NDArray[np.bool_]) -> list[dict[str, pa.Array]]:
+    """Return the rows of ``columns`` where ``ok`` holds: zero-copy slices of the runs of accepted rows, or one
+    ``take`` when the rows are too scattered for slices to pay."""
+    if ok.all():
+        return [columns]
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], ok, [False]]).astype(np.int8)))
+    if len(edges) > 2 * _MAX_RUNS:
+        keep = pa.array(np.flatnonzero(ok))
+        return [{k: v.take(keep) for k, v in columns.items()}]
+    return [{k: v.slice(lo, hi - lo) for k, v in columns.items()} for lo, hi in zip(edges[::2], edges[1::2],
+                                                                                       strict=True)]
 
 
 def _rfc3339_us(ts: pa.Array) -> tuple[IntArray, npt.NDArray[np.bool_]]:
