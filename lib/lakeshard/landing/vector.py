@@ -53,10 +53,9 @@ _OPEN, _CLOSE, _NEWLINE, _CR = ord("{"), ord("}"), ord("\n"), ord("\r")
 _ROW = re.compile(r"in row (\d+)")
 # A top-level-looking "ts": followed by a string; a line misread by this only costs a failed Arrow parse.
 _TS_STRING = r'"ts"[ \t\r]*:[ \t\r]*"'
-_RFC3339 = (
-    r"^(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[Tt](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
-    r"(?:\.(?P<f>\d{1,9}))?(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>\d{2}):(?P<om>\d{2}))$"
-)
+# RE2's \d is ASCII only, like the exact rules' re.ASCII.
+_RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$"
+_ZERO = ord("0")
 # Known fields whose value starts as another JSON type than the explicit schema names (a number or an array where
 # a string is expected, ...). Only a key followed by ``:`` matches: a string value ``"event_id"`` does not.
 _SUSPECT = (
@@ -218,8 +217,7 @@ class BlockParser:
         tenant_id = table.column("tenant_id").combine_chunks()
         event_id = table.column("event_id").combine_chunks()
         ts = table.column("ts").combine_chunks()
-        ok = _true(pc.and_(pc.is_valid(tenant_id), pc.is_valid(event_id)))
-        ok &= _true(pc.is_valid(ts))
+        ok = _valid(tenant_id) & _valid(event_id) & _valid(ts)
         tenant_len = _ints(pc.utf8_length(tenant_id))
         event_len = _ints(pc.utf8_length(event_id))
         ok &= (tenant_len >= 1) & (tenant_len <= self.max_tenant_id)
@@ -245,8 +243,28 @@ class BlockParser:
 
 
 def _true(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
-    """Return a boolean column as numpy, null counted as false."""
-    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
+    """Return a boolean column as numpy, null counted as false (read from its bitmaps, no conversion)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    truth = _bits(values.buffers()[1], values.offset, len(values))
+    return truth & _valid(values) if values.null_count else truth
+
+
+def _valid(values: pa.Array) -> npt.NDArray[np.bool_]:
+    """Return which rows of an array hold a value, from its validity bitmap."""
+    if not values.null_count:
+        return np.ones(len(values), dtype=bool)
+    if pa.types.is_null(values.type):
+        return np.zeros(len(values), dtype=bool)
+    return _bits(values.buffers()[0], values.offset, len(values))
+
+
+def _bits(buffer: pa.Buffer | None, offset: int, n: int) -> npt.NDArray[np.bool_]:
+    """Return ``n`` bits of an Arrow bitmap from bit ``offset`` on, as booleans."""
+    if buffer is None or n == 0:
+        return np.zeros(n, dtype=bool)
+    packed = np.frombuffer(buffer, dtype=np.uint8, count=(offset + n + 7) // 8)
+    return np.unpackbits(packed, count=offset + n, bitorder="little")[offset:].view(bool)
 
 
 def _not_null(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
@@ -259,7 +277,7 @@ def _not_null(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
         values.validate(full=True)
     except pa.ArrowInvalid:
         return np.ones(len(values), dtype=bool)
-    return _true(pc.is_valid(values))
+    return _valid(values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values)
 
 
 def _ints(values: pa.Array | pa.ChunkedArray) -> IntArray:
@@ -312,33 +330,55 @@ def _runs(columns: dict[str, pa.Array], ok: npt.NDArray[np.bool_]) -> list[dict[
 
 
 def _rfc3339_us(ts: pa.Array) -> tuple[IntArray, npt.NDArray[np.bool_]]:
-    """Return epoch microseconds of RFC 3339 strings and which rows are ones (same grammar as the exact rules)."""
-    parts = pc.extract_regex(ts, _RFC3339)
-    matched = _true(pc.is_valid(parts))
+    """Return epoch microseconds of RFC 3339 strings and which rows are ones (same grammar as the exact rules).
 
-    def number(name: str) -> IntArray:
-        field = pc.struct_field(parts, name)
-        return _ints(pc.cast(pc.if_else(pc.equal(field, ""), "0", field), pa.int64()))
+    One regex pass checks the shape; every field then sits at a fixed position from the string's start (date,
+    time, fraction) or end (offset), so the numbers are read from the bytes with numpy, without a regex capture.
+    """
+    n = len(ts)
+    us = np.zeros(n, np.int64)
+    ok = np.zeros(n, dtype=bool)
+    rows = np.flatnonzero(_true(pc.match_substring_regex(ts, _RFC3339)))
+    if not len(rows):
+        return us, ok
+    offsets = np.frombuffer(ts.buffers()[1], dtype=np.int32, count=n + 1, offset=ts.offset * 4)
+    data = np.frombuffer(ts.buffers()[2], dtype=np.uint8)
+    start = offsets[rows].astype(np.int64)
+    end = offsets[rows + 1].astype(np.int64)
 
-    year, month, day = number("y"), number("mo"), number("d")
-    hour, minute, second = number("h"), number("mi"), number("s")
-    off_h, off_m = number("oh"), number("om")
-    frac = pc.utf8_slice_codeunits(pc.utf8_rpad(pc.struct_field(parts, "f"), 6, "0"), 0, 6)
-    micros = _ints(pc.cast(pc.if_else(matched, frac, "0"), pa.int64()))
+    def number(at: IntArray, width: int) -> IntArray:
+        value = np.zeros(len(rows), np.int64)
+        for k in range(width):
+            value = value * 10 + (data[at + k].astype(np.int64) - _ZERO)
+        return value
+
+    year, month, day = number(start, 4), number(start + 5, 2), number(start + 8, 2)
+    hour, minute, second = number(start + 11, 2), number(start + 14, 2), number(start + 17, 2)
+    last = data[end - 1]
+    utc = (last == ord("Z")) | (last == ord("z"))
+    zone = np.where(utc, end - 1, end - 6)  # where "Z" or "+HH:MM" starts
+    off_h = np.where(utc, 0, number(np.where(utc, start, zone + 1), 2))
+    off_m = np.where(utc, 0, number(np.where(utc, start, zone + 4), 2))
+    digits = zone - start - 20  # fractional digits after "SS." (negative: no fraction)
+    micros = np.zeros(len(rows), np.int64)
+    for k in range(6):  # digits below a microsecond are truncated
+        has = k < digits
+        micros += np.where(has, data[np.where(has, start + 20 + k, start)].astype(np.int64) - _ZERO, 0) * 10 ** (5 - k)
     leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
     month_ok = (month >= 1) & (month <= 12)
     dim = _DAYS_IN_MONTH[np.where(month_ok, month, 1)] + ((month == 2) & leap)
-    ok = matched & month_ok & (day >= 1) & (day <= dim) & (hour <= 23) & (minute <= 59) & (second <= 59)
-    ok &= (off_h <= 23) & (off_m <= 59)
-    negative = _true(pc.equal(pc.struct_field(parts, "sign"), "-"))
-    offset = (off_h * 3600 + off_m * 60) * np.where(negative, -1, 1)
+    good = month_ok & (day >= 1) & (day <= dim) & (hour <= 23) & (minute <= 59) & (second <= 59)
+    good &= (off_h <= 23) & (off_m <= 59)
+    offset = (off_h * 3600 + off_m * 60) * np.where(~utc & (data[zone] == ord("-")), -1, 1)
     y = year - (month <= 2)
     era = y // 400
     yoe = y - era * 400
     doy = (153 * np.where(month > 2, month - 3, month + 9) + 2) // 5 + day - 1
     days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
     seconds = days * 86400 + hour * 3600 + minute * 60 + second - offset
-    return np.where(ok, seconds * 1_000_000 + micros, 0), ok
+    us[rows] = np.where(good, seconds * 1_000_000 + micros, 0)
+    ok[rows] = good
+    return us, ok
 
 
 def _attributes(table: pa.Table) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
@@ -347,7 +387,7 @@ def _attributes(table: pa.Table) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
     n = table.num_rows
     ok = np.ones(n, dtype=bool)
     explicit = table.column("attributes").combine_chunks()
-    present = _true(pc.is_valid(explicit))
+    present = _valid(explicit)
     values: dict[str, pa.Array] = {}
     for i, field in enumerate(explicit.type):
         child = explicit.field(i)
@@ -372,7 +412,7 @@ def _attributes(table: pa.Table) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
                                        mask=pa.array(~present)), ok
     names = list(values)
     arrays = [values[name] for name in names]
-    valid = np.stack([_true(pc.is_valid(a)) for a in arrays], axis=1)  # rows x keys
+    valid = np.stack([_valid(a) for a in arrays], axis=1)  # rows x keys
     row, key = np.nonzero(valid)  # row-major: each row's members together
     counts = valid.sum(axis=1)
     offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)]).astype(np.int32)
