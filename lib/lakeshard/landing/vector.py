@@ -7,13 +7,16 @@ lines it leaves to the exact per-record rules (:meth:`lakeshard.landing.parse.Re
 
 A line is accepted here only when each of these holds, all checked on whole columns:
 
-* it starts with ``{``, ends with ``}`` and has at most ``max_record_bytes`` bytes, and is strict UTF-8;
+* it starts with ``{``, ends with ``}`` and has at most ``max_record_bytes`` bytes, and is strict UTF-8; no
+  known field's value starts as another JSON type than the schema's (one regex pass: such a line would make
+  Arrow refuse its whole part);
 * Arrow's reader parses it (explicit schema: the required and optional fields as strings, ``ts`` as an
   integer or a string, ``attributes`` as an object whose members are inferred, other members inferred), and
   it made exactly one row of it. Arrow refuses duplicate keys, NaN/Infinity, integers beyond 64 bits for
   ``ts``, a lone surrogate escape, control characters in strings, trailing commas, a value of another JSON
-  type where the schema names one, and trailing garbage after the object — a block that fails is cut at the
-  row Arrow names (or halved) until the failing lines are found;
+  type where the schema names one, and trailing garbage after the object — Arrow is handed parts of at most
+  :data:`_PART_BYTES`, and a part that fails is cut at the row Arrow names (or halved) until the failing lines
+  are found, so a refused line costs at most one part read again;
 * ``tenant_id``, ``event_id`` and ``ts`` are present, the ids non-empty and within their length limits, ``ts``
   an RFC 3339 string (the same grammar as :func:`lakeshard.landing.parse.parse_rfc3339_us`) or integer
   milliseconds, inside ``[earliest_ts, now + max_future_seconds]``;
