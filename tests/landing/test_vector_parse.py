@@ -25,7 +25,7 @@ from lakeshard.landing import reasons
 from lakeshard.landing.parse import RecordParser
 from lakeshard.landing.reader import list_landing_files, parse_landing_arrow
 from lakeshard.landing.vector import BlockParser, split_lines
-from lakeshard.synth.malformed import base_record, malformed_line
+from lakeshard.synth.malformed import BAD_WEIGHTS, base_record, malformed_line
 
 NOW_MS = int(time.time() * 1000)
 BOM = b"\xef\xbb\xbf"
@@ -222,3 +222,29 @@ def test_every_trap_of_the_generator_in_files_of_several_blocks() -> None:
     CHECKED["accepted"] = 0
     assert_same({"part-000.jsonl": b"\n".join(out[:11_000]), "part-001.jsonl": b"\r\n".join(out[11_000:]) + b"\n"})
     assert CHECKED["accepted"] >= 15_000, CHECKED
+
+
+def test_a_zone_with_one_percent_bad_lines_goes_through_arrow_about_once() -> None:
+    """Refused lines cost a bounded re-read: Arrow is handed at most 1.3x the zone's bytes at 1 % bad lines."""
+    rng = np.random.default_rng(11)
+    categories = list(BAD_WEIGHTS)
+    weights = np.array([BAD_WEIGHTS[c] for c in categories])
+    out: list[bytes] = []
+    for i in range(40_000):
+        ts_ms = NOW_MS - int(rng.integers(0, 86_400_000))
+        if rng.random() < 0.01:
+            category = categories[int(rng.choice(len(categories), p=weights / weights.sum()))]
+            out.append(malformed_line(rng, category, f"t{i % 5}", ts_ms, LIMITS.max_record_bytes).encode())
+        else:
+            out.append(json.dumps(base_record(rng, f"t{i % 5}", ts_ms)).encode())
+    text = b"\n".join(out) + b"\n"
+    starts, ends = split_lines(text)
+    blocks = BlockParser(RecordParser(LIMITS, NOW_MS))
+    handed = accepted = 0
+    for lo in range(0, len(starts), 8192):  # the reader's block size
+        hi = min(lo + 8192, len(starts))
+        got = blocks.parse(text, starts[lo:hi], ends[lo:hi], np.arange(lo + 1, hi + 1))
+        handed += got.arrow_bytes
+        accepted += len(got.columns["tenant_id"])
+    assert accepted >= 39_000
+    assert handed <= 1.3 * len(text), f"Arrow was handed {handed / len(text):.2f}x the zone's bytes"

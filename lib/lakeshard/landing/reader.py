@@ -40,7 +40,7 @@ import gc
 import os
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import itemgetter
@@ -341,7 +341,7 @@ def _parse_file(parsers: _Parsers, source_file: str, content: bytes) -> Iterator
     for lo, hi in _blocks(ends - starts):
         got = blocks.parse(text, starts[lo:hi], ends[lo:hi], numbers[lo:hi])
         if got.columns:
-            yield _accepted_batch(got.columns, source_file)
+            yield from _accepted_batches(got.columns, source_file)
         sink = _Sink(source_file, quarantined_at_us)
         for i in (got.exact + lo).tolist():
             line = text[starts[i] : ends[i]]
@@ -367,15 +367,16 @@ def _blocks(lengths: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
         lo = hi
 
 
-def _accepted_batch(columns: dict[str, pa.Array], source_file: str) -> pa.RecordBatch:
-    """Return the combined-layout batch of the events the vectorised parser accepted."""
+def _accepted_batches(columns: dict[str, pa.ChunkedArray], source_file: str) -> list[pa.RecordBatch]:
+    """Return the combined-layout batches of the events the vectorised parser accepted (one per chunk, no copy)."""
     n = len(columns["tenant_id"])
-    arrays = dict(columns)
+    arrays: dict[str, pa.Array | pa.ChunkedArray] = dict(columns)
     arrays["is_event"] = pa.repeat(pa.scalar(True), n)
     arrays["source_file"] = pa.repeat(pa.scalar(source_file, _STRING), n)
     for name in _REJECTION_ONLY:
         arrays[name] = pa.nulls(n, _PARSED.field(name).type)
-    return pa.RecordBatch.from_arrays([arrays[f.name] for f in _PARSED], schema=_PARSED)
+    batches: list[pa.RecordBatch] = pa.Table.from_arrays([arrays[f.name] for f in _PARSED], schema=_PARSED).to_batches()
+    return batches
 
 
 def _unreadable(source_file: str, size: int, problem: str, quarantined_at_us: int) -> pa.RecordBatch:
@@ -399,6 +400,19 @@ class _ParseFiles:
     sources: dict[str, LandingFile]  # Spark's spelling of a path (see _path_key) -> the file and its range
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        def contents() -> Iterator[tuple[LandingFile, bytes, int]]:
+            for batch in batches:
+                paths = batch.column("path").to_pylist()
+                column = batch.column("content")
+                offsets = batch.column("offset").to_pylist() if "offset" in batch.schema.names else None
+                for i, path in enumerate(paths):
+                    f = self.sources.get(_path_key(path)) or LandingFile(path, 0, _EPOCH)
+                    yield f, column[i].as_py(), offsets[i] if offsets else 0
+
+        return self.parse(contents())
+
+    def parse(self, contents: Iterable[tuple[LandingFile, bytes, int]]) -> Iterator[pa.RecordBatch]:
+        """Return the parse batches of ``(file, its bytes from offset on, offset)`` triples."""
         parser = RecordParser(self.limits, self.now_ms)
         parsers = (parser, BlockParser(parser))
         # Parsing allocates millions of short-lived, acyclic dicts and tuples: the cyclic collector's
@@ -406,13 +420,8 @@ class _ParseFiles:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            for batch in batches:
-                paths = batch.column("path").to_pylist()
-                contents = batch.column("content")
-                offsets = batch.column("offset").to_pylist() if "offset" in batch.schema.names else None
-                for i, path in enumerate(paths):
-                    f = self.sources.get(_path_key(path)) or LandingFile(path, 0, _EPOCH)
-                    yield from _parse_range(parsers, f, contents[i].as_py(), offsets[i] if offsets else 0)
+            for f, content, offset in contents:
+                yield from _parse_range(parsers, f, content, offset)
         finally:
             if collecting:
                 gc.enable()
@@ -552,14 +561,13 @@ def parse_landing_arrow(
             problem = f"cannot read the file ({exc})"
             batches.append(_unreadable(f.path, f.size_bytes, problem, clock * 1000))
             continue
-        one = pa.record_batch({"path": pa.array([f.path]), "content": pa.array([content], pa.binary()),
-                               "offset": pa.array([f.start], pa.int64())})
-        batches.extend(parse(iter([one])))
-    parsed = pa.Table.from_batches(batches, schema=_PARSED)
-    is_event = parsed.column("is_event")
-    events = parsed.filter(is_event).select([f.name for f in EVENT_SCHEMA.fields])
-    quarantine = parsed.filter(pc.invert(is_event)).select([f.name for f in QUARANTINE_SCHEMA.fields])
-    return events, quarantine
+        batches.extend(parse.parse([(f, content, f.start)]))
+    # The parse yields each batch all events or all rejections: split by batch, without copying a column.
+    kinds = [(b, b.num_rows and b.column(0)[0].as_py()) for b in batches]
+    events = pa.Table.from_batches([b for b, is_event in kinds if is_event], schema=_PARSED)
+    quarantine = pa.Table.from_batches([b for b, is_event in kinds if not is_event], schema=_PARSED)
+    return (events.select([f.name for f in EVENT_SCHEMA.fields]),
+            quarantine.select([f.name for f in QUARANTINE_SCHEMA.fields]))
 
 
 def _spark_schema() -> Any:

@@ -7,13 +7,16 @@ lines it leaves to the exact per-record rules (:meth:`lakeshard.landing.parse.Re
 
 A line is accepted here only when each of these holds, all checked on whole columns:
 
-* it starts with ``{``, ends with ``}`` and has at most ``max_record_bytes`` bytes, and is strict UTF-8;
+* it starts with ``{``, ends with ``}`` and has at most ``max_record_bytes`` bytes, and is strict UTF-8; no
+  known field's value starts as another JSON type than the schema's (one regex pass: such a line would make
+  Arrow refuse its whole part);
 * Arrow's reader parses it (explicit schema: the required and optional fields as strings, ``ts`` as an
   integer or a string, ``attributes`` as an object whose members are inferred, other members inferred), and
   it made exactly one row of it. Arrow refuses duplicate keys, NaN/Infinity, integers beyond 64 bits for
   ``ts``, a lone surrogate escape, control characters in strings, trailing commas, a value of another JSON
-  type where the schema names one, and trailing garbage after the object — a block that fails is cut at the
-  row Arrow names (or halved) until the failing lines are found;
+  type where the schema names one, and trailing garbage after the object — Arrow is handed parts of at most
+  :data:`_PART_BYTES`, and a part that fails is cut at the row Arrow names (or halved) until the failing lines
+  are found, so a refused line costs at most one part read again;
 * ``tenant_id``, ``event_id`` and ``ts`` are present, the ids non-empty and within their length limits, ``ts``
   an RFC 3339 string (the same grammar as :func:`lakeshard.landing.parse.parse_rfc3339_us`) or integer
   milliseconds, inside ``[earliest_ts, now + max_future_seconds]``;
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -52,10 +56,19 @@ _OPEN, _CLOSE, _NEWLINE, _CR = ord("{"), ord("}"), ord("\n"), ord("\r")
 _ROW = re.compile(r"in row (\d+)")
 # A top-level-looking "ts": followed by a string; a line misread by this only costs a failed Arrow parse.
 _TS_STRING = r'"ts"[ \t\r]*:[ \t\r]*"'
-_RFC3339 = (
-    r"^(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[Tt](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
-    r"(?:\.(?P<f>\d{1,9}))?(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>\d{2}):(?P<om>\d{2}))$"
+# RE2's \d is ASCII only, like the exact rules' re.ASCII.
+_RFC3339 = r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$"
+_ZERO = ord("0")
+# Known fields whose value starts as another JSON type than the explicit schema names (a number or an array where
+# a string is expected, ...). Only a key followed by ``:`` matches: a string value ``"event_id"`` does not.
+_SUSPECT = (
+    r'"(?:tenant_id|event_id|service|status|env|host|message)"[ \t\r]*:[ \t\r]*[^"n \t\r]'
+    r'|"ts"[ \t\r]*:[ \t\r]*[^"n \t\r0-9-]|"attributes"[ \t\r]*:[ \t\r]*[^{n \t\r]'
 )
+# Lines handed to Arrow's JSON reader at once: a refused line costs at most this much read again; a read's
+# fixed cost (~0.2 ms) stays small against a part's.
+_PART_BYTES = 1 << 20
+_MAX_RUNS = 16  # runs of accepted rows kept as slices of a part; more are gathered with one take
 _DAYS_IN_MONTH = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
 
 
@@ -81,11 +94,13 @@ class ParsedBlock:
     """What :meth:`BlockParser.parse` made of a block: accepted events and the lines left to the exact rules.
 
     ``columns`` holds ``tenant_id`` … ``attributes``, ``size_bytes`` and ``line_number`` of the accepted lines
-    (Arrow arrays of the reader's types); ``exact`` the block-relative indexes of every other line.
+    (Arrow arrays of the reader's types); ``exact`` the block-relative indexes of every other line;
+    ``arrow_bytes`` how many bytes were handed to Arrow's JSON reader (a refused part read again counts again).
     """
 
     columns: dict[str, pa.Array]
     exact: IntArray
+    arrow_bytes: int = 0
 
 
 class BlockParser:
@@ -115,63 +130,64 @@ class BlockParser:
         line's bytes up to the next line's start, terminator included, are handed to Arrow as they are).
         """
         n = len(starts)
+        if n == 0:
+            return ParsedBlock({}, np.zeros(0, np.int64))
         buf = np.frombuffer(text, dtype=np.uint8)
         lengths = ends - starts
         nonempty = lengths > 0
         candidate = nonempty & (lengths <= self.max_record_bytes)
         candidate &= buf[np.where(nonempty, starts, 0)] == _OPEN
         candidate &= buf[np.where(nonempty, ends - 1, 0)] == _CLOSE
-        candidate &= _utf8_lines(text, starts, ends)
-        if n == 0:
-            return ParsedBlock({}, np.zeros(0, np.int64))
         stop = text.find(b"\n", int(ends[-1])) + 1 or len(text)
-        lines = pa.LargeBinaryArray.from_buffers(
-            pa.large_binary(), n, [None, pa.py_buffer(np.append(starts, stop).astype(np.int64)), pa.py_buffer(text)]
-        )
-        ts_string = np.asarray(pc.match_substring_regex(lines, _TS_STRING).to_numpy(zero_copy_only=False), bool)
+        offsets = pa.py_buffer(np.append(starts, stop).astype(np.int64))
+        lines = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, offsets, pa.py_buffer(text)])
+        candidate &= _utf8_lines(lines)
+        # Lines whose known field holds a value of another JSON type than the explicit schema's would fail Arrow's
+        # parse of their whole part; they go to the exact rules at once (a key this misreads costs nothing wrong).
+        candidate &= ~_true(pc.match_substring_regex(lines, _SUSPECT))
+        ts_string = _true(pc.match_substring_regex(lines, _TS_STRING))
         accepted: list[dict[str, pa.Array]] = []
-        rows: list[IntArray] = []
         exact: list[IntArray] = [np.flatnonzero(~candidate)]
+        handed = [0]
         for is_string in (False, True):
             group = np.flatnonzero(candidate & (ts_string == is_string))
-            for table, part in self._arrow_parts(lines, group, is_string, exact):
+            for table, part in self._arrow_parts(lines, lengths, group, is_string, exact, handed):
                 ok, columns = self._accept(table, is_string)
+                columns["size_bytes"] = pa.array(lengths[part].astype(np.int32))
+                columns["line_number"] = pa.array(numbers[part].astype(np.int64))
                 exact.append(part[~ok])
-                if ok.all():  # the common case: no copy
-                    accepted.append(columns)
-                    rows.append(part)
-                    continue
-                keep = np.flatnonzero(ok)
-                accepted.append({k: v.take(keep) for k, v in columns.items()})
-                rows.append(part[keep])
-        exact_rows = np.sort(np.concatenate(exact)) if exact else np.zeros(0, np.int64)
-        taken = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+                accepted.extend(_runs(columns, ok))
+        exact_rows = np.sort(np.concatenate(exact))
         if not accepted:
-            return ParsedBlock({}, exact_rows)
-        columns = {name: pa.concat_arrays([a[name] for a in accepted]) for name in accepted[0]}
-        columns["size_bytes"] = pa.array(lengths[taken].astype(np.int32))
-        columns["line_number"] = pa.array(numbers[taken].astype(np.int64))
-        return ParsedBlock(columns, exact_rows)
+            return ParsedBlock({}, exact_rows, handed[0])
+        chunked = {name: pa.chunked_array([a[name] for a in accepted]) for name in accepted[0]}
+        return ParsedBlock(chunked, exact_rows, handed[0])
 
     def _arrow_parts(
-        self, lines: pa.LargeBinaryArray, group: IntArray, is_string: bool, exact: list[IntArray]
+        self, lines: pa.LargeBinaryArray, lengths: IntArray, group: IntArray, is_string: bool,
+        exact: list[IntArray], handed: list[int],
     ) -> list[tuple[pa.Table, IntArray]]:
         """Return Arrow tables of ``group``'s lines, one row per line; lines Arrow refuses are added to ``exact``.
 
-        A part that fails is cut at the row Arrow names (that line goes to the exact rules, the rest is parsed
-        again) or halved when Arrow names none; a part that parses into another number of rows than it has
-        lines (a line holding two objects) is halved too, down to single lines.
+        Parts hold at most :data:`_PART_BYTES`, so a refused line costs at most one part read again. A part that
+        fails is cut at the row Arrow names: that line goes to the exact rules, the lines before it (which Arrow
+        read) are read again, the lines after it are halved; a part Arrow names no row of is halved. A part that
+        parses into another number of rows than it has lines (a line holding two objects) is halved too, down to
+        single lines. ``handed`` counts the bytes given to Arrow.
         """
         schema = self._schemas[_STRING if is_string else pa.int64()]
         done: list[tuple[pa.Table, IntArray]] = []
-        todo = [group] if len(group) else []
+        todo = _cut(group, lengths[group] + 1, _PART_BYTES)
         while todo:
             part = todo.pop()
-            chosen = lines.take(pa.array(part))
+            chosen = lines.take(pa.array(part)) if part[-1] - part[0] + 1 != len(part) else (
+                lines.slice(int(part[0]), len(part)))  # consecutive lines: no copy
             data = chosen.buffers()[2]
-            offsets = np.frombuffer(chosen.buffers()[1], dtype=np.int64, count=len(part) + 1, offset=0)
+            offsets = np.frombuffer(chosen.buffers()[1], dtype=np.int64, count=len(part) + 1,
+                                    offset=chosen.offset * 8)
             size = int(offsets[-1] - offsets[0])
             body = data.slice(int(offsets[0]), size) if data is not None else pa.py_buffer(b"")
+            handed[0] += size
             try:
                 table = pj.read_json(
                     pa.BufferReader(body),
@@ -186,7 +202,8 @@ class BlockParser:
                 row = int(found.group(1)) if found else -1
                 if 0 <= row < len(part):
                     exact.append(part[row : row + 1])
-                    todo.extend(p for p in (part[:row], part[row + 1 :]) if len(p))
+                    after = part[row + 1 :]
+                    todo.extend(p for p in (part[:row], after[: len(after) // 2], after[len(after) // 2 :]) if len(p))
                 else:
                     todo.extend((part[: len(part) // 2], part[len(part) // 2 :]))
                 continue
@@ -203,8 +220,7 @@ class BlockParser:
         tenant_id = table.column("tenant_id").combine_chunks()
         event_id = table.column("event_id").combine_chunks()
         ts = table.column("ts").combine_chunks()
-        ok = _true(pc.and_(pc.is_valid(tenant_id), pc.is_valid(event_id)))
-        ok &= _true(pc.is_valid(ts))
+        ok = _valid(tenant_id) & _valid(event_id) & _valid(ts)
         tenant_len = _ints(pc.utf8_length(tenant_id))
         event_len = _ints(pc.utf8_length(event_id))
         ok &= (tenant_len >= 1) & (tenant_len <= self.max_tenant_id)
@@ -230,8 +246,28 @@ class BlockParser:
 
 
 def _true(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
-    """Return a boolean column as numpy, null counted as false."""
-    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
+    """Return a boolean column as numpy, null counted as false (read from its bitmaps, no conversion)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    truth = _bits(values.buffers()[1], values.offset, len(values))
+    return truth & _valid(values) if values.null_count else truth
+
+
+def _valid(values: pa.Array) -> npt.NDArray[np.bool_]:
+    """Return which rows of an array hold a value, from its validity bitmap."""
+    if not values.null_count:
+        return np.ones(len(values), dtype=bool)
+    if pa.types.is_null(values.type):
+        return np.zeros(len(values), dtype=bool)
+    return _bits(values.buffers()[0], values.offset, len(values))
+
+
+def _bits(buffer: pa.Buffer | None, offset: int, n: int) -> npt.NDArray[np.bool_]:
+    """Return ``n`` bits of an Arrow bitmap from bit ``offset`` on, as booleans."""
+    if buffer is None or n == 0:
+        return np.zeros(n, dtype=bool)
+    packed = np.frombuffer(buffer, dtype=np.uint8, count=(offset + n + 7) // 8)
+    return np.unpackbits(packed, count=offset + n, bitorder="little")[offset:].view(bool)
 
 
 def _not_null(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
@@ -244,7 +280,7 @@ def _not_null(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
         values.validate(full=True)
     except pa.ArrowInvalid:
         return np.ones(len(values), dtype=bool)
-    return _true(pc.is_valid(values))
+    return _valid(values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values)
 
 
 def _ints(values: pa.Array | pa.ChunkedArray) -> IntArray:
@@ -252,55 +288,100 @@ def _ints(values: pa.Array | pa.ChunkedArray) -> IntArray:
     return np.asarray(pc.fill_null(values, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _utf8_lines(text: bytes, starts: IntArray, ends: IntArray) -> npt.NDArray[np.bool_]:
-    """Return which lines are strict UTF-8; only lines with a byte >= 0x80 are checked one by one."""
-    n = len(starts)
-    good = np.ones(n, dtype=bool)
-    if n == 0:
-        return good
-    try:
-        text[int(starts[0]) : int(ends[-1])].decode("utf-8")
-        return good
-    except UnicodeDecodeError:
-        pass
-    buf = np.frombuffer(text, dtype=np.uint8)
-    high = np.flatnonzero(buf[int(starts[0]) : int(ends[-1])] >= 0x80) + starts[0]
-    for i in np.unique(np.searchsorted(starts, high, side="right") - 1):
+def _utf8_lines(lines: pa.LargeBinaryArray) -> npt.NDArray[np.bool_]:
+    """Return which lines are strict UTF-8: Arrow validates the whole block, then halves of a block that is not."""
+    good = np.ones(len(lines), dtype=bool)
+    todo = [(0, len(lines))]
+    while todo:
+        lo, hi = todo.pop()
+        text = lines.slice(lo, hi - lo).view(pa.large_string())
         try:
-            text[int(starts[i]) : int(ends[i])].decode("utf-8")
-        except UnicodeDecodeError:
-            good[i] = False
+            text.validate(full=True)
+            continue
+        except pa.ArrowInvalid:
+            pass
+        if hi - lo == 1:
+            good[lo] = False
+        else:
+            todo.extend(((lo, (lo + hi) // 2), ((lo + hi) // 2, hi)))
     return good
 
 
+def _cut(rows: IntArray, sizes: IntArray, limit: int) -> list[IntArray]:
+    """Return ``rows`` cut into consecutive parts of at most ``limit`` bytes (a row larger than that alone)."""
+    if not len(rows):
+        return []
+    total = np.cumsum(sizes)
+    bounds = [0]
+    while bounds[-1] < len(rows):
+        base = int(total[bounds[-1] - 1]) if bounds[-1] else 0
+        bounds.append(max(int(np.searchsorted(total, base + limit, side="right")), bounds[-1] + 1))
+    return [rows[lo:hi] for lo, hi in pairwise(bounds)]
+
+
+def _runs(columns: dict[str, pa.Array], ok: npt.NDArray[np.bool_]) -> list[dict[str, pa.Array]]:
+    """Return the rows of ``columns`` where ``ok`` holds: zero-copy slices of the runs of accepted rows, or one
+    ``take`` when the rows are too scattered for slices to pay."""
+    if ok.all():
+        return [columns]
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], ok, [False]]).astype(np.int8)))
+    if len(edges) > 2 * _MAX_RUNS:
+        keep = pa.array(np.flatnonzero(ok))
+        return [{k: v.take(keep) for k, v in columns.items()}]
+    return [{k: v.slice(lo, hi - lo) for k, v in columns.items()} for lo, hi in zip(edges[::2], edges[1::2],
+                                                                                       strict=True)]
+
+
 def _rfc3339_us(ts: pa.Array) -> tuple[IntArray, npt.NDArray[np.bool_]]:
-    """Return epoch microseconds of RFC 3339 strings and which rows are ones (same grammar as the exact rules)."""
-    parts = pc.extract_regex(ts, _RFC3339)
-    matched = _true(pc.is_valid(parts))
+    """Return epoch microseconds of RFC 3339 strings and which rows are ones (same grammar as the exact rules).
 
-    def number(name: str) -> IntArray:
-        field = pc.struct_field(parts, name)
-        return _ints(pc.cast(pc.if_else(pc.equal(field, ""), "0", field), pa.int64()))
+    One regex pass checks the shape; every field then sits at a fixed position from the string's start (date,
+    time, fraction) or end (offset), so the numbers are read from the bytes with numpy, without a regex capture.
+    """
+    n = len(ts)
+    us = np.zeros(n, np.int64)
+    ok = np.zeros(n, dtype=bool)
+    rows = np.flatnonzero(_true(pc.match_substring_regex(ts, _RFC3339)))
+    if not len(rows):
+        return us, ok
+    offsets = np.frombuffer(ts.buffers()[1], dtype=np.int32, count=n + 1, offset=ts.offset * 4)
+    data = np.frombuffer(ts.buffers()[2], dtype=np.uint8)
+    start = offsets[rows].astype(np.int64)
+    end = offsets[rows + 1].astype(np.int64)
 
-    year, month, day = number("y"), number("mo"), number("d")
-    hour, minute, second = number("h"), number("mi"), number("s")
-    off_h, off_m = number("oh"), number("om")
-    frac = pc.utf8_slice_codeunits(pc.utf8_rpad(pc.struct_field(parts, "f"), 6, "0"), 0, 6)
-    micros = _ints(pc.cast(pc.if_else(matched, frac, "0"), pa.int64()))
+    def number(at: IntArray, width: int) -> IntArray:
+        value = np.zeros(len(rows), np.int64)
+        for k in range(width):
+            value = value * 10 + (data[at + k].astype(np.int64) - _ZERO)
+        return value
+
+    year, month, day = number(start, 4), number(start + 5, 2), number(start + 8, 2)
+    hour, minute, second = number(start + 11, 2), number(start + 14, 2), number(start + 17, 2)
+    last = data[end - 1]
+    utc = (last == ord("Z")) | (last == ord("z"))
+    zone = np.where(utc, end - 1, end - 6)  # where "Z" or "+HH:MM" starts
+    off_h = np.where(utc, 0, number(np.where(utc, start, zone + 1), 2))
+    off_m = np.where(utc, 0, number(np.where(utc, start, zone + 4), 2))
+    digits = zone - start - 20  # fractional digits after "SS." (negative: no fraction)
+    micros = np.zeros(len(rows), np.int64)
+    for k in range(6):  # digits below a microsecond are truncated
+        has = k < digits
+        micros += np.where(has, data[np.where(has, start + 20 + k, start)].astype(np.int64) - _ZERO, 0) * 10 ** (5 - k)
     leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
     month_ok = (month >= 1) & (month <= 12)
     dim = _DAYS_IN_MONTH[np.where(month_ok, month, 1)] + ((month == 2) & leap)
-    ok = matched & month_ok & (day >= 1) & (day <= dim) & (hour <= 23) & (minute <= 59) & (second <= 59)
-    ok &= (off_h <= 23) & (off_m <= 59)
-    negative = _true(pc.equal(pc.struct_field(parts, "sign"), "-"))
-    offset = (off_h * 3600 + off_m * 60) * np.where(negative, -1, 1)
+    good = month_ok & (day >= 1) & (day <= dim) & (hour <= 23) & (minute <= 59) & (second <= 59)
+    good &= (off_h <= 23) & (off_m <= 59)
+    offset = (off_h * 3600 + off_m * 60) * np.where(~utc & (data[zone] == ord("-")), -1, 1)
     y = year - (month <= 2)
     era = y // 400
     yoe = y - era * 400
     doy = (153 * np.where(month > 2, month - 3, month + 9) + 2) // 5 + day - 1
     days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
     seconds = days * 86400 + hour * 3600 + minute * 60 + second - offset
-    return np.where(ok, seconds * 1_000_000 + micros, 0), ok
+    us[rows] = np.where(good, seconds * 1_000_000 + micros, 0)
+    ok[rows] = good
+    return us, ok
 
 
 def _attributes(table: pa.Table) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
@@ -309,7 +390,7 @@ def _attributes(table: pa.Table) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
     n = table.num_rows
     ok = np.ones(n, dtype=bool)
     explicit = table.column("attributes").combine_chunks()
-    present = _true(pc.is_valid(explicit))
+    present = _valid(explicit)
     values: dict[str, pa.Array] = {}
     for i, field in enumerate(explicit.type):
         child = explicit.field(i)
@@ -334,7 +415,7 @@ def _attributes(table: pa.Table) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
                                        mask=pa.array(~present)), ok
     names = list(values)
     arrays = [values[name] for name in names]
-    valid = np.stack([_true(pc.is_valid(a)) for a in arrays], axis=1)  # rows x keys
+    valid = np.stack([_valid(a) for a in arrays], axis=1)  # rows x keys
     row, key = np.nonzero(valid)  # row-major: each row's members together
     counts = valid.sum(axis=1)
     offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)]).astype(np.int32)
