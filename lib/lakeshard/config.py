@@ -161,7 +161,8 @@ class DedupeConfig:
     # Byte bound of each writer's in-memory LRU of ID intervals (16 bytes per ID).
     id_cache_bytes: int = 256 * 1024 * 1024
     # Memory gate on intake: one writer step takes routed commits only up to this many Parquet bytes (at least
-    # one commit, whatever its size); the rest waits for the next step.
+    # one commit, whatever its size); the rest waits for the next step. With arrow_max_bytes > 0 a step also
+    # stays within it, so a backlog is taken in driver steps rather than one Spark step.
     max_batch_bytes: int = 256 * 1024 * 1024
     # A step that fails on an infrastructure fault (storage, I/O, memory, Spark) is retried after
     # retry_initial_seconds, the wait doubling up to retry_max_delay_seconds, for retry_total_seconds in all;

@@ -363,6 +363,28 @@ def test_the_memory_gate_takes_routed_commits_in_slices_of_at_most_max_batch_byt
     _exactly_once(spark, store, cfg, str(landing))
 
 
+def test_a_backlog_bigger_than_the_driver_bound_is_taken_in_driver_sized_steps(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    """A writer that fell behind by more than ``dedupe.arrow_max_bytes`` takes its backlog in steps the driver
+    runs (a step past the bound would be a Spark job, whose cost here dwarfs a few more commits)."""
+    landing = tmp_path / "landing"
+    generate_landing(landing, SPEC)
+    overrides = {"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}
+    cfg = load_config(overrides=overrides, env={})
+    routed = Router(spark, store, cfg, max_batch_files=4).run()
+    assert len(routed) >= 3
+    sizes = [int(c.custom_metadata.get(BYTES_ADDED, 0)) for c in store.history(cfg.table_uri(ROUTED))]
+    bound = 2 * max(sizes)  # two routed commits fit a driver step, the whole backlog does not
+    assert sum(sizes) > bound
+    driver = load_config(overrides={**overrides, "dedupe": {"arrow_max_bytes": bound}}, env={})
+    reports = ShardWriter(spark, store, driver, list(range(SHARDS))).run()
+    assert {r.engine for r in reports} == {"arrow"}, [(r.routed_version, r.engine) for r in reports]
+    assert len(reports) >= 2 and reports[-1].routed_version == store.version(cfg.table_uri(ROUTED))
+    _exactly_once(spark, store, cfg, str(landing))
+
+
 def test_a_batch_whose_rows_cannot_be_written_is_dead_lettered_once_and_the_writer_moves_on(
     spark: SparkSession, store: TableStore, routed: tuple[LakeshardConfig, str, Manifest]
 ) -> None:

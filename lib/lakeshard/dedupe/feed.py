@@ -43,7 +43,10 @@ class RoutedFeed:
         self.shards = shards
         self.routed_uri = routed_uri
         self.events_uri = events_uri
-        self.max_batch_bytes = dedupe.max_batch_bytes
+        # Driver-sized steps: a step past dedupe.arrow_max_bytes runs as Spark jobs, whose fixed cost (a JVM,
+        # scheduling, a shuffle for the layout) dwarfs a few more commits; 0 (always Spark) keeps the big steps.
+        self.max_batch_bytes = (min(dedupe.max_batch_bytes, dedupe.arrow_max_bytes) if dedupe.arrow_max_bytes > 0
+                                else dedupe.max_batch_bytes)
         self.commit_min_bytes = dedupe.commit_min_bytes
         self.commit_max_wait_seconds = dedupe.commit_max_wait_seconds
         self.routed_expire_files = dedupe.routed_expire_files

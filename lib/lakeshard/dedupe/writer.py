@@ -25,8 +25,9 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
   re-reads the committed progress and goes on from there (Husky's reconciliation) — no duplicate, nothing
   lost. A writer that finds its shards' progress moved by someone else drops their cached IDs the same way.
 
-* **Memory gate**: a step consumes routed commits only up to ``dedupe.max_batch_bytes`` of Parquet (at least
-  one commit), so a writer that fell far behind catches up in bounded slices.
+* **Memory gate**: a step consumes routed commits only up to ``dedupe.max_batch_bytes`` of Parquet, and up to
+  ``dedupe.arrow_max_bytes`` when that is set (at least one commit), so a writer that fell far behind catches
+  up in bounded slices, each run in the driver.
 * **Faults are not bad data** (:mod:`lakeshard.dedupe.faults`): a step failing on an infrastructure fault is
   retried with exponential backoff for ``dedupe.retry_total_seconds``, then the run stops with
   :class:`~lakeshard.dedupe.faults.WriterStepFailed`, progress unchanged. Only rows proven unwritable (a failed
