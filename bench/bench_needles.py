@@ -202,8 +202,8 @@ def _markdown(s: dict[str, Any]) -> str:
         "Parquet row-group min/max; files read = the scan's SQL metric \"number of files read\" (Spark UI REST "
         "API); *footer admits* = how many of the tenants' files have a row group whose min/max admits the value "
         "(what row-group filtering leaves to decode).", "",
-        "| needle | what | rows (all tenants) | files read, lakeshard | files read, plain (Spark metric) | plain: footer admits "
-        "| wall lakeshard (s) | wall plain (s) |",
+        "| needle | what | rows (all tenants) | files read, lakeshard | files read, plain (Spark metric) "
+        "| plain: footer admits | wall lakeshard (s) | wall plain (s) |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for n in s["needles"]:
