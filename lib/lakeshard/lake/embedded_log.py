@@ -5,9 +5,9 @@ transaction versions forward through the commits since they were read, keeps the
 reads commits and checkpoints from the log files directly (delta-rs does not say which files a version
 added or removed).
 
-The latest live files are replayed without listing ``_delta_log`` (:func:`probed_state`): delta-rs lists the
-whole directory on every load and update, so a query's planning cost grew with the number of commits the log
-keeps. See docs/decisions.md ("The latest snapshot without listing the log").
+The latest live files are replayed without listing ``_delta_log``
+(:func:`~lakeshard.lake.probed_log.probed_state`): delta-rs lists the whole directory on every load and update,
+so a query's planning cost grew with the number of commits the log keeps.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -26,20 +25,12 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from lakeshard.errors import TableNotFound, TableStoreError, UnsupportedByAdapter
 from lakeshard.lake.base import log_range
-from lakeshard.lake.deltalog import (
-    LogState,
-    checkpoint_parts,
-    commit_versions,
-    file_from_action,
-    parse_commit,
-    replay,
-    state_from_checkpoint_rows,
-    unsupported_features,
-)
+from lakeshard.lake.deltalog import LogState, checkpoint_parts, commit_versions, file_from_action, parse_commit
 from lakeshard.lake.files import filesystem, normalise_uri
+from lakeshard.lake.probed_log import probed_files, probed_state
 from lakeshard.lake.store import FileInfo, LogEntry
 
-__all__ = ["FUSE_PREFIXES", "DeltaRsLog", "embedded_uri", "live_files", "probed_files", "probed_state"]
+__all__ = ["FUSE_PREFIXES", "DeltaRsLog", "embedded_uri", "live_files"]
 
 # Databricks' FUSE mounts of Unity Catalog volumes and DBFS: no atomic put-if-absent, so no safe delta-rs commit.
 FUSE_PREFIXES = ("/Volumes/", "/dbfs/", "dbfs:")
@@ -324,160 +315,6 @@ def live_files(dt: DeltaTable) -> list[FileInfo]:
             max_values={k: v[i] for k, v in maxs if v[i] is not None},
             null_counts={k: int(v[i]) for k, v in nulls if v[i] is not None},
         ))
-    return out
-
-
-def probed_state(uri: str, known: LogState | None = None) -> LogState | None:
-    """Return the table's latest state replayed without listing its ``_delta_log``, or None when it cannot be.
-
-    The replay starts at ``known`` (a state replayed earlier, while its commit file is still in the log) or at
-    the checkpoint ``_last_checkpoint`` names (single- or multi-part; none: version 0), then reads the commit
-    files after it one by one until the first that does not exist. Commits are put-if-absent, so the versions
-    are contiguous and the first missing one is the next to be written: each look costs a read per new commit
-    and one miss, whatever the number of commits the log keeps. The state's files are as :func:`live_files`
-    gives them (statistics typed by the schema). None (the caller asks delta-rs) when there is no table there,
-    ``_last_checkpoint`` names a V2 checkpoint or a missing part, or the table uses a feature a plain replay
-    gets wrong (deletion vectors, column mapping).
-    """
-    fs, base = filesystem(uri)
-    log = f"{base}/_delta_log"
-    if known is not None and fs.get_file_info(f"{log}/{known.version:020d}.json").type == pafs.FileType.NotFound:
-        known = None  # the table was re-created, or its log cleaned up past the version known
-    state = known if known is not None else _last_checkpoint_state(fs, log)
-    if state is None:
-        return None
-    commits: list[tuple[int, list[dict[str, Any]]]] = []
-    version = state.version + 1
-    while True:
-        try:
-            with fs.open_input_stream(f"{log}/{version:020d}.json") as stream:
-                text = stream.read().decode("utf-8")
-        except FileNotFoundError:
-            break
-        commits.append((version, parse_commit(text, version)[1]))
-        version += 1
-    if state.version < 0 and not commits:
-        return None
-    if commits:
-        state = replay(commits, base=state)
-        typed = _StatsTypes(state.schema_json)
-        for path in {str(a["add"]["path"]) for _, actions in commits for a in actions if a.get("add")}:
-            if (f := state.files.get(path)) is not None:
-                state.files[path] = replace(f, min_values=typed(f.min_values), max_values=typed(f.max_values),
-                                            null_counts=typed.counts(f.null_counts))
-    return None if unsupported_features(state) else state
-
-
-class _StatsTypes:
-    """Turns JSON statistics into the values :func:`live_files` has: timestamps as UTC datetimes, dates as dates,
-    nested columns' statistics named ``outer.inner``."""
-
-    def __init__(self, schema_json: Mapping[str, Any]) -> None:
-        kinds = {f["name"]: f["type"] for f in schema_json.get("fields", [])}
-        self.parsers = {n: _parse_date if k == "date" else _parse_timestamp for n, k in kinds.items()
-                        if k in ("timestamp", "timestamp_ntz", "date")}
-        self.nested = {n for n, k in kinds.items() if isinstance(k, dict)}
-
-    def __call__(self, values: Mapping[str, Any] | None) -> dict[str, Any]:
-        if not values:
-            return {}
-        # Called twice per file: the plain case (flat columns, a timestamp or two) stays cheap.
-        flat = _flat(values) if self.nested & values.keys() else {k: v for k, v in values.items() if v is not None}
-        for column, parse in self.parsers.items():
-            value = flat.get(column)
-            if isinstance(value, str):
-                flat[column] = parse(value)
-        return flat
-
-    def counts(self, values: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Return null counts by column (nested columns' as ``outer.inner``)."""
-        if not values:
-            return {}
-        return _flat(values) if self.nested & values.keys() else {k: v for k, v in values.items() if v is not None}
-
-
-def _last_checkpoint_state(fs: pafs.FileSystem, log: str) -> LogState | None:
-    """Return the state of the checkpoint ``_last_checkpoint`` names, the empty state (version -1) without one,
-    or None when the checkpoint cannot be read as a classic one."""
-    try:
-        with fs.open_input_stream(f"{log}/_last_checkpoint") as stream:
-            hint = json.loads(stream.read().decode("utf-8"))
-    except FileNotFoundError:
-        return LogState()
-    except ValueError:
-        return None
-    if not isinstance(hint, dict) or "v2Checkpoint" in hint or not isinstance(hint.get("version"), int):
-        return None
-    version, parts = int(hint["version"]), hint.get("parts")
-    names = ([f"{version:020d}.checkpoint.parquet"] if not parts else
-             [f"{version:020d}.checkpoint.{i:010d}.{int(parts):010d}.parquet" for i in range(1, int(parts) + 1)])
-    tables = []
-    try:
-        for name in names:
-            with fs.open_input_file(f"{log}/{name}") as handle:
-                present = [c for c in ("add", "txn", "metaData", "protocol") if c in pq.read_schema(handle).names]
-                tables.append(pq.read_table(handle, columns=present))
-    except FileNotFoundError:
-        return None
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    table = pa.concat_tables(tables, promote_options="default")
-    others = [c for c in table.column_names if c != "add"]
-    # The few non-file actions row by row; the adds (one per live file) column by column.
-    small: list[dict[str, Any]] = []
-    if others:
-        keep = pc.is_valid(table[others[0]])
-        for c in others[1:]:
-            keep = pc.or_(keep, pc.is_valid(table[c]))
-        small = table.select(others).filter(keep).to_pylist()
-    state = state_from_checkpoint_rows(version, small)
-    if "add" in table.column_names:
-        adds = table["add"].combine_chunks()
-        adds = adds.filter(adds.is_valid())
-        typed = _StatsTypes(state.schema_json)
-        fields = {adds.type.field(i).name for i in range(adds.type.num_fields)}
-
-        def column(name: str) -> list[Any]:
-            return adds.field(name).to_pylist() if name in fields else [None] * len(adds)
-
-        raw = column("stats")
-        # One parse for every file's statistics: a JSON array of them (far cheaper than a parse per file).
-        stats = json.loads("[" + ",".join(r or "null" for r in raw) + "]")
-        for path, size, millis, pvals, st in zip(column("path"), column("size"), column("modificationTime"),
-                                                 column("partitionValues"), stats, strict=True):
-            st = st or {}
-            state.files[str(path)] = FileInfo(
-                path=str(path), size_bytes=int(size or 0),
-                num_records=None if st.get("numRecords") is None else int(st["numRecords"]),
-                partition_values=dict(pvals or {}),
-                modification_time=datetime.fromtimestamp((millis or 0) / 1000, tz=UTC),
-                min_values=typed(st.get("minValues")), max_values=typed(st.get("maxValues")),
-                null_counts=typed.counts(st.get("nullCount")))
-    return state
-
-
-def probed_files(state: LogState) -> list[FileInfo]:
-    """Return the live files of a state :func:`probed_state` replayed."""
-    return list(state.files.values())
-
-
-def _parse_timestamp(text: str) -> datetime:
-    parsed = datetime.fromisoformat(text)  # Delta writes "2026-03-01T07:01:00.000Z"
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _parse_date(text: str) -> date:
-    return date.fromisoformat(text)
-
-
-def _flat(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        elif value is not None:
-            out[f"{prefix}{key}"] = value
     return out
 
 
