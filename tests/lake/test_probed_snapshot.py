@@ -113,3 +113,21 @@ def test_a_store_follows_new_commits_and_a_recreated_table(tmp_path: Path) -> No
 
 def test_no_table_is_left_to_delta_rs(tmp_path: Path) -> None:
     assert probed_state(str(tmp_path / "nothing")) is None
+
+
+def test_a_stale_last_checkpoint_after_log_cleanup_is_left_to_delta_rs(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    for at in range(0, 12, 4):
+        _append(uri, at)
+    DeltaTable(uri).create_checkpoint()  # at version 2
+    log = Path(uri) / "_delta_log"
+    stale = (log / "_last_checkpoint").read_text()
+    for at in range(20, 32, 4):
+        _append(uri, at)
+    DeltaTable(uri).create_checkpoint()  # at version 5, then versions before it cleaned up
+    for old in range(5):
+        (log / f"{old:020d}.json").unlink()
+    (log / "_last_checkpoint").write_text(stale)  # a writer that died before updating the hint
+    assert probed_state(uri) is None
+    store = EmbeddedTableStore(None)
+    assert sorted(map(_key, store.files(uri))) == sorted(map(_key, live_files(DeltaTable(uri))))

@@ -45,7 +45,7 @@ def probed_state(uri: str, known: LogState | None = None) -> LogState | None:
     """
     fs, base = filesystem(uri)
     log = f"{base}/_delta_log"
-    if known is not None and fs.get_file_info(f"{log}/{known.version:020d}.json").type == pafs.FileType.NotFound:
+    if known is not None and _missing(fs, f"{log}/{known.version:020d}.json"):
         known = None  # the table was re-created, or its log cleaned up past the version known
     state = known if known is not None else _last_checkpoint_state(fs, log)
     if state is None:
@@ -60,7 +60,9 @@ def probed_state(uri: str, known: LogState | None = None) -> LogState | None:
             break
         commits.append((version, parse_commit(text, version)[1]))
         version += 1
-    if state.version < 0 and not commits:
+    if not commits and (state.version < 0 or (known is None and _missing(fs, f"{log}/{state.version:020d}.json"))):
+        # No table; or a checkpoint followed by no commit whose own commit is gone too: log cleanup removed the
+        # versions after it, so ``_last_checkpoint`` is behind a newer checkpoint and delta-rs must list.
         return None
     if commits:
         state = replay(commits, base=state)
@@ -70,6 +72,10 @@ def probed_state(uri: str, known: LogState | None = None) -> LogState | None:
                 state.files[path] = replace(f, min_values=typed(f.min_values), max_values=typed(f.max_values),
                                             null_counts=typed.counts(f.null_counts))
     return None if unsupported_features(state) else state
+
+
+def _missing(fs: pafs.FileSystem, path: str) -> bool:
+    return bool(fs.get_file_info(path).type == pafs.FileType.NotFound)
 
 
 class _StatsTypes:
