@@ -272,12 +272,12 @@ def plan_read(store: TableStore, table: str, *, tenant: str, start: datetime, en
     start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
     files = store.files(table, version=version)
     # A column with statistics in a live file is a column of the table (columns are only ever added): the schema,
-    # another look at the log, is read only for a predicate column no file has statistics of.
+    # another load of the table, is read only for a predicate column no file has statistics of.
     missing = set(predicates or {})
     for f in files:
         if not missing:
             break
-        missing -= f.null_counts.keys()
+        missing -= f.null_counts.keys() | f.min_values.keys()
     if missing:
         columns = [f.name for f in store.schema(table).fields]
         unknown = [c for c in (predicates or {}) if c not in columns]
