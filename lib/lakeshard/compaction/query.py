@@ -192,42 +192,35 @@ def choose_files(files: Sequence[FileInfo], fragments: FragmentSource, *, tenant
     """Return the files a query must read and the report of what each stage pruned (pure, unless
     ``fragments`` is a function that reads: it is called once, with the files past the partition stage).
 
+    The stages are :func:`choose_files_by_values`' (the Spark data source's): the tenant and the range
+    ``[start, end)`` are its ``tenant_id`` value and time bounds.
+
     Raises:
         QueryError: ``end`` is not after ``start``, or a predicate is malformed.
     """
-    candidates, later = in_partitions(files, tenant=tenant, start=start, end=end, timestamp=timestamp)
-    wanted = _values(predicates)
-    if callable(fragments):
-        fragments = fragments(candidates) if use_regex and candidates else {}
-    by_min_max = by_regex = 0
-    kept = []
-    for f in candidates:
-        if use_min_max and (_time_outside(f, timestamp, start, end)
-                              or any(_outside_min_max(f, c, v) for c, v in wanted.items())):
-            by_min_max += 1
-        elif use_regex and _regex_rejects(fragments.get(unquote(f.path)), wanted):
-            by_regex += 1
-        else:
-            kept.append(f)
-    report = PruningReport(len(files), len(files) - len(candidates), by_min_max, by_regex,
-                           tuple(f.path for f in kept), later)
-    return kept, report
+    if end <= start:
+        raise QueryError(f"time range is empty: end {end.isoformat()} is not after start {start.isoformat()}")
+    values = _values(predicates)
+    values["tenant_id"] = tuple(v for v in values.get("tenant_id", (tenant,)) if v == tenant)
+    return choose_files_by_values(files, fragments, values, time=TimeBounds(start, end), timestamp=timestamp,
+                                  use_min_max=use_min_max, use_regex=use_regex)
 
 
 def choose_files_by_values(files: Sequence[FileInfo], fragments: FragmentSource,
                            values: Mapping[str, Sequence[str | None]], *,
                            partition_columns: Sequence[str] = ("tenant_id", "hour"),
-                           time: TimeBounds | None = None, timestamp: str = "ts",
-                           ) -> tuple[list[FileInfo], PruningReport]:
+                           time: TimeBounds | None = None, timestamp: str = "ts", use_min_max: bool = True,
+                           use_regex: bool = True) -> tuple[list[FileInfo], PruningReport]:
     """Return the files that may hold rows whose columns take the ``values`` given (``None``: null) and whose
     ``timestamp`` is in ``time``, and the report of what each stage pruned: partition values (and the ``hour``
     partition against the time range), then min/max and null counts, then the regexes.
 
-    The stages are :func:`choose_files`' for scans that name columns and maybe a time range, not a tenant and an
-    hour (the ``lakeshard`` Spark data source). The time range follows the late-event rule of
-    :func:`in_partitions`: hours before the range's first hour are pruned; a file of an hour after its last is
-    kept (a late-event candidate) only when its time statistics meet the range or are missing. ``fragments`` is
-    called once, with the files past the partition stage, when it is a function.
+    The one planner front of :func:`read_events` / :func:`plan_read` (through :func:`choose_files`) and of the
+    ``lakeshard`` Spark data source. The time range follows the late-event rule of :func:`in_partitions`: hours
+    before the range's first hour are pruned; a file of an hour after its last is kept (a late-event candidate)
+    only when its time statistics meet the range or are missing. ``fragments`` is called once, with the files
+    past the partition stage, when it is a function. ``use_min_max`` / ``use_regex`` off skip those stages (for
+    comparison).
     """
     first, last = time.hours() if time is not None and "hour" in partition_columns else (None, None)
     candidates: list[FileInfo] = []
@@ -245,14 +238,14 @@ def choose_files_by_values(files: Sequence[FileInfo], fragments: FragmentSource,
         candidates.append(f)
     data = {c: v for c, v in values.items() if c not in partition_columns}
     if callable(fragments):
-        fragments = fragments(candidates) if candidates and data else {}
+        fragments = fragments(candidates) if use_regex and candidates and data else {}
     by_min_max = by_regex = 0
     kept = []
     for f in candidates:
-        if (time is not None and time.misses(f.time_range(timestamp))) or any(
-                _outside_min_max(f, c, v) for c, v in data.items()):
+        if use_min_max and ((time is not None and time.misses(f.time_range(timestamp))) or any(
+                _outside_min_max(f, c, v) for c, v in data.items())):
             by_min_max += 1
-        elif _regex_rejects(fragments.get(unquote(f.path)), data):
+        elif use_regex and _regex_rejects(fragments.get(unquote(f.path)), data):
             by_regex += 1
         else:
             kept.append(f)
