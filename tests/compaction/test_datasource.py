@@ -56,4 +56,4 @@ def test_a_pushed_ts_range_prunes_hours_and_time_statistics(
         assert checksum(source.where(where)) == checksum(full.where(where)), where
         pruned = json.loads(report.read_text())
         assert pruned["time"]["lower"] or pruned["time"]["upper"], f"{where}: no ts filter reached the source"
-        assert pruned["pruned_by_partition"] == by_partition and len(pruned["read"]) == 6 - by_partition, (where, pruned)
+        assert (pruned["pruned_by_partition"], len(pruned["read"])) == (by_partition, 6 - by_partition), (where, pruned)
