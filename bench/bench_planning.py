@@ -1,6 +1,7 @@
 """Query planning cost: a needle query's plan with 100 vs 10,000 commits in the log, and 10k vs 100k live files.
 
-Planning is :func:`lakeshard.compaction.query.plan_read`: the table's live files (delta-rs snapshot), the
+Planning is :func:`lakeshard.compaction.query.plan_read`: the table's live files (the store's snapshot, replayed
+from the checkpoint and probed commit files without listing ``_delta_log``), the
 partition stage, one pruned read of the ``fragments`` table (the needle's bucket only), min/max and regex
 pruning. No Spark job and no data file is read. For contrast, the walk of the history that planning did
 before the ``fragments`` table (:func:`~lakeshard.compaction.fragment_table.commit_info_fragments`) is timed
@@ -228,9 +229,9 @@ def _markdown(result: dict[str, Any]) -> str:
              f"{result['repeat']} runs; cold = a new store (snapshot from the checkpoint + {TAIL} commits), "
              "warm = the same store again. `history walk` is the commit-info walk planning did before the "
              "`fragments` table, on the same table; `snapshot load` is a new store's `files()` of the data table "
-             "alone (delta-rs lists `_delta_log`, reads the checkpoint and the commits after it, and lakeshard "
-             "turns the add actions into `FileInfo`s): the part of planning that is the Delta snapshot, not the "
-             "planner.", "",
+             "alone (`_last_checkpoint`, the checkpoint, then the commit files after it probed by name; no listing "
+             "of `_delta_log`, see docs/decisions.md 16): the part of planning that is the Delta snapshot, not the "
+             "planner. The `fragments` table is still loaded by delta-rs (its log is short).", "",
              "| experiment | commits | live files | plan cold (s) | plan warm (s) | files considered | files read "
              "| fragments rows scanned | history walk (s) | data table snapshot load (s) |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -40,3 +40,20 @@ def test_pushed_filters_prune_files_and_the_rows_equal_a_full_scan(
     first = spark.read.format("lakeshard").option("reportPath", str(report)).load(uri)
     first.where("tenant_id = 't1' AND env = 'pre.view|1'").count()
     assert json.loads(report.read_text())["pruned_by_regex"] > 0, "regexes pruned nothing min/max kept"
+
+
+def test_a_pushed_ts_range_prunes_hours_and_time_statistics(
+        spark: SparkSession, store: TableStore, events_table: tuple[str, AppendEvents], tmp_path: Path) -> None:
+    uri, append = events_table  # hours 2026-01-01T10 and T11, a file of each per append
+    append("t1", 3, 20)
+    register_lakeshard_source(spark)
+    report = tmp_path / "report.json"
+    full = store.read(uri)
+    source = spark.read.format("lakeshard").option("reportPath", str(report)).load(uri)
+    for where, by_partition in (("ts >= '2026-01-01T11:00:00Z'", 3), ("ts < '2026-01-01T11:00:00Z'", 3),
+                                ("ts BETWEEN '2026-01-01T10:00:00Z' AND '2026-01-01T10:59:59Z'", 3),
+                                ("ts > '2026-01-01T12:00:00Z'", 6)):
+        assert checksum(source.where(where)) == checksum(full.where(where)), where
+        pruned = json.loads(report.read_text())
+        assert pruned["time"]["lower"] or pruned["time"]["upper"], f"{where}: no ts filter reached the source"
+        assert (pruned["pruned_by_partition"], len(pruned["read"])) == (by_partition, 6 - by_partition), (where, pruned)

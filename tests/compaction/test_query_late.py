@@ -76,3 +76,40 @@ def test_a_late_event_is_in_the_query_over_its_true_hour_and_once_in_the_bucket_
     landing = parse_hour(hour_of(now))
     assert read_events(spark, store, uri, tenant="acme", start=landing,
                        end=landing + timedelta(hours=1))[0].where("event_id = 'late-0'").count() == 0
+
+
+def test_the_data_source_prunes_by_a_ts_range_and_finds_a_late_event_in_a_later_hour(
+        spark: SparkSession, store: TableStore, lakehouse: LakeshardConfig, tmp_path: Path) -> None:
+    import json
+
+    from lakeshard.compaction.datasource import register_lakeshard_source
+
+    cfg, uri = lakehouse, lakehouse.table_uri("events")
+    now = datetime.now(UTC) + QUIET + timedelta(minutes=1)
+    c = Completionist(spark, store, cfg, quiet=QUIET, grace=GRACE, clock=lambda: now)
+    hour = hour_of(datetime.now(UTC) - timedelta(hours=3))
+    start, end = parse_hour(hour), parse_hour(hour) + timedelta(hours=1)
+    _write(store, cfg, c, _events(spark, "acme", hour_of(start - timedelta(hours=1)), "before", 3), now)
+    _write(store, cfg, c, _events(spark, "acme", hour, "on-time", 40), now)
+    _write(store, cfg, c, _events(spark, "acme", hour_of(now), "later", 5), now)  # on time in a later hour
+    c.run()
+    _write(store, cfg, c, _events(spark, "acme", hour, "late", 1), now)  # lands in the open bucket, hour_of(now)
+
+    register_lakeshard_source(spark)
+    report = tmp_path / "report.json"
+    source = spark.read.format("lakeshard").option("reportPath", str(report)).load(uri)
+    full = store.read(uri)
+    for where in (f"ts >= '{start.isoformat()}' AND ts < '{end.isoformat()}'",
+                  f"ts > '{(start - timedelta(seconds=1)).isoformat()}' AND ts <= '{end.isoformat()}'",
+                  f"tenant_id = 'acme' AND ts BETWEEN '{start.isoformat()}' AND '{end.isoformat()}'"):
+        rows = source.where(where).select("event_id", "hour").collect()
+        assert sorted(r["event_id"] for r in rows) == sorted(r["event_id"] for r in full.where(where).collect())
+        assert len(rows) == 41 and [r["hour"] for r in rows if r["event_id"] == "late-0"] == [hour_of(now)], where
+        pruned = json.loads(report.read_text())
+        # the hour before the range by its partition (or, when the range starts in it, its ts statistics), the
+        # later hour's on-time file by its ts statistics; the late event's file is read
+        assert (pruned["considered"], pruned["pruned_by_partition"] + pruned["pruned_by_min_max"],
+                len(pruned["read"]), pruned["late_candidates"]) == (4, 2, 2, 1), (where, pruned)
+        assert pruned["pruned_by_partition"] == (1 if where.startswith("ts > '") else 2), (where, pruned)
+    only_before = source.where(f"ts < '{start.isoformat()}'")
+    assert only_before.count() == 3 and len(json.loads(report.read_text())["read"]) == 1

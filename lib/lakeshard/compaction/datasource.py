@@ -1,9 +1,12 @@
 """``spark.read.format("lakeshard")``: a Spark Python data source that prunes a table's files before Spark reads.
 
 Spark pushes a query's filters to :meth:`LakeshardReader.pushFilters`; the reader keeps the equality, IN and
-IS NULL filters on top-level columns and plans with the same stages as :func:`~lakeshard.compaction.read_events`
-(:func:`choose_files_by_values`): partition values, then the files' min/max statistics and null counts, then
-the fragment regexes (:mod:`~lakeshard.compaction.fragment_table`, read for the partitions left only). Every
+IS NULL filters on top-level string columns and the comparisons of the event time ``ts`` (``>``, ``>=``, ``<``,
+``<=``, ``=``; ``BETWEEN`` arrives as two), and plans with the same stages as
+:func:`~lakeshard.compaction.read_events` (:func:`choose_files_by_values`): partition values and the ``hour``
+partition against the time range (late events included: a later hour's file is kept when its ``ts`` statistics
+meet the range), then the files' min/max statistics and null counts, then the fragment regexes
+(:mod:`~lakeshard.compaction.fragment_table`, read for the partitions left only). Every
 filter is still handed back to Spark, which applies it to the rows read: pruning only saves reads. One input
 partition per file left; each is read with pyarrow in the Python worker (``TableStore.read_arrow``).
 
@@ -26,13 +29,26 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, Filter, In, InputPartition, IsNull
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+)
 
 from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.fragment_table import read_fragments
-from lakeshard.compaction.query import PruningReport, choose_files_by_values
+from lakeshard.compaction.query import PruningReport, TimeBounds, choose_files_by_values
 from lakeshard.lake import FileInfo
 
 if TYPE_CHECKING:
@@ -43,6 +59,8 @@ if TYPE_CHECKING:
 __all__ = ["LakeshardDataSource", "LakeshardReader", "register_lakeshard_source"]
 
 _LOG = logging.getLogger(__name__)
+# The event time column: comparisons on it prune by the ``hour`` partition and ``ts`` statistics.
+_TIMESTAMP = "ts"
 
 
 def register_lakeshard_source(spark: SparkSession) -> None:
@@ -98,14 +116,21 @@ class LakeshardReader(DataSourceReader):
         self.table = table
         self.report_path = report_path
         self.values: dict[str, tuple[str | None, ...]] = {}
+        self.time: TimeBounds | None = None
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        """Remember the equality / IN / IS NULL filters on top-level columns for pruning; return every filter,
-        so that Spark applies them all to the rows read."""
+        """Remember the equality / IN / IS NULL filters on top-level columns and the comparisons of ``ts`` for
+        pruning; return every filter, so that Spark applies them all to the rows read."""
         for f in filters:
-            if not isinstance(f, EqualTo | In | IsNull) or len(f.attribute) != 1:
+            attribute: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
+            if len(attribute) != 1:
                 continue
-            col = f.attribute[0]
+            col = attribute[0]
+            if col == _TIMESTAMP:
+                self._push_time(f)
+                continue
+            if not isinstance(f, EqualTo | In | IsNull):
+                continue
             if isinstance(f, EqualTo) and (f.value is None or isinstance(f.value, str)):
                 got: tuple[str | None, ...] = (f.value,)
             elif isinstance(f, In) and all(v is None or isinstance(v, str) for v in f.value):
@@ -118,21 +143,38 @@ class LakeshardReader(DataSourceReader):
             self.values[col] = got if col not in self.values else tuple(v for v in self.values[col] if v in got)
         return filters
 
+    def _push_time(self, f: Filter) -> None:
+        value = getattr(f, "value", None)
+        if not isinstance(value, datetime):
+            return
+        # Filters are ANDed: each comparison narrows the range.
+        time = self.time or TimeBounds()
+        if isinstance(f, GreaterThan | GreaterThanOrEqual | EqualTo):
+            time = time.and_lower(value, not isinstance(f, GreaterThan))
+        if isinstance(f, LessThan | LessThanOrEqual | EqualTo):
+            time = time.and_upper(value, not isinstance(f, LessThan))
+        self.time = time
+
     def plan(self) -> tuple[list[FileInfo], PruningReport]:
         """Return the files the scan reads and what each stage pruned."""
         store = _store()
         files = store.files(self.table)
         parts = store.partition_columns(self.table)
         return choose_files_by_values(files, lambda left: read_fragments(store, self.table, left), self.values,
-                                      partition_columns=parts)
+                                      partition_columns=parts, time=self.time, timestamp=_TIMESTAMP)
 
     def partitions(self) -> Sequence[InputPartition]:
         """Return one input partition per file left after pruning (at least one, possibly empty)."""
         kept, report = self.plan()
         _LOG.info("%s: %s", self.table, report.render())
         if self.report_path:
+            time = self.time or TimeBounds()
             with open(self.report_path, "w", encoding="utf-8") as out:
                 json.dump({"filters": {c: list(v) for c, v in self.values.items()},
+                           "time": {"lower": time.lower and time.lower.isoformat(), "upper": time.upper and
+                                    time.upper.isoformat(), "lower_inclusive": time.lower_inclusive,
+                                    "upper_inclusive": time.upper_inclusive},
+                           "late_candidates": report.late_candidates,
                            "considered": report.considered, "pruned_by_partition": report.pruned_by_partition,
                            "pruned_by_min_max": report.pruned_by_min_max, "pruned_by_regex": report.pruned_by_regex,
                            "read": list(report.read)}, out)

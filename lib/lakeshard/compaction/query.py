@@ -39,7 +39,7 @@ from lakeshard.tables import HOUR_FORMAT
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Predicates", "PruningReport", "QueryError", "choose_files", "choose_files_by_values",
+__all__ = ["Predicates", "PruningReport", "QueryError", "TimeBounds", "choose_files", "choose_files_by_values",
            "in_partitions", "plan_read", "read_events"]
 
 Predicates = Mapping[str, "str | Sequence[str | None] | None"]
@@ -71,6 +71,52 @@ class PruningReport:
 
 def _hour(when: datetime) -> str:
     return when.astimezone(UTC).strftime(HOUR_FORMAT)
+
+
+@dataclass(frozen=True)
+class TimeBounds:
+    """A range of event time (``ts``) a scan asks for: a lower and an upper bound, either open (None), each
+    inclusive or not. Naive datetimes are UTC."""
+
+    lower: datetime | None = None
+    upper: datetime | None = None
+    lower_inclusive: bool = True
+    upper_inclusive: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("lower", "upper"):
+            value = getattr(self, name)
+            if value is not None and value.tzinfo is None:
+                object.__setattr__(self, name, value.replace(tzinfo=UTC))
+
+    def and_lower(self, value: datetime, inclusive: bool) -> TimeBounds:
+        """Return these bounds ANDed with ``ts >= value`` (``>`` when not ``inclusive``): the tighter lower bound."""
+        value = value if value.tzinfo else value.replace(tzinfo=UTC)
+        if self.lower is not None and (self.lower > value or (self.lower == value and not self.lower_inclusive)):
+            return self
+        return TimeBounds(value, self.upper, inclusive, self.upper_inclusive)
+
+    def and_upper(self, value: datetime, inclusive: bool) -> TimeBounds:
+        """Return these bounds ANDed with ``ts <= value`` (``<`` when not ``inclusive``): the tighter upper bound."""
+        value = value if value.tzinfo else value.replace(tzinfo=UTC)
+        if self.upper is not None and (self.upper < value or (self.upper == value and not self.upper_inclusive)):
+            return self
+        return TimeBounds(self.lower, value, self.lower_inclusive, inclusive)
+
+    def misses(self, span: tuple[datetime, datetime] | None) -> bool:
+        """Return True when a file whose ``ts`` lies in ``span`` (its statistics; None: unknown) has no row in range."""
+        if span is None:
+            return False
+        lo, hi = span
+        return ((self.lower is not None and (hi < self.lower or (hi == self.lower and not self.lower_inclusive)))
+                or (self.upper is not None and (lo > self.upper or (lo == self.upper and not self.upper_inclusive))))
+
+    def hours(self) -> tuple[str | None, str | None]:
+        """Return the ``hour`` partitions of the range's first and last instants (None where the range is open)."""
+        last = None
+        if self.upper is not None:
+            last = _hour(self.upper if self.upper_inclusive else self.upper - timedelta(microseconds=1))
+        return (None if self.lower is None else _hour(self.lower)), last
 
 
 def _values(predicates: Predicates | None) -> dict[str, tuple[str | None, ...]]:
@@ -146,55 +192,65 @@ def choose_files(files: Sequence[FileInfo], fragments: FragmentSource, *, tenant
     """Return the files a query must read and the report of what each stage pruned (pure, unless
     ``fragments`` is a function that reads: it is called once, with the files past the partition stage).
 
+    The stages are :func:`choose_files_by_values`' (the Spark data source's): the tenant and the range
+    ``[start, end)`` are its ``tenant_id`` value and time bounds.
+
     Raises:
         QueryError: ``end`` is not after ``start``, or a predicate is malformed.
     """
-    candidates, later = in_partitions(files, tenant=tenant, start=start, end=end, timestamp=timestamp)
-    wanted = _values(predicates)
-    if callable(fragments):
-        fragments = fragments(candidates) if use_regex and candidates else {}
-    by_min_max = by_regex = 0
-    kept = []
-    for f in candidates:
-        if use_min_max and (_time_outside(f, timestamp, start, end)
-                              or any(_outside_min_max(f, c, v) for c, v in wanted.items())):
-            by_min_max += 1
-        elif use_regex and _regex_rejects(fragments.get(unquote(f.path)), wanted):
-            by_regex += 1
-        else:
-            kept.append(f)
-    report = PruningReport(len(files), len(files) - len(candidates), by_min_max, by_regex,
-                           tuple(f.path for f in kept), later)
-    return kept, report
+    if end <= start:
+        raise QueryError(f"time range is empty: end {end.isoformat()} is not after start {start.isoformat()}")
+    values = _values(predicates)
+    values["tenant_id"] = tuple(v for v in values.get("tenant_id", (tenant,)) if v == tenant)
+    return choose_files_by_values(files, fragments, values, time=TimeBounds(start, end), timestamp=timestamp,
+                                  use_min_max=use_min_max, use_regex=use_regex)
 
 
 def choose_files_by_values(files: Sequence[FileInfo], fragments: FragmentSource,
                            values: Mapping[str, Sequence[str | None]], *,
                            partition_columns: Sequence[str] = ("tenant_id", "hour"),
-                           ) -> tuple[list[FileInfo], PruningReport]:
-    """Return the files that may hold rows whose columns take the ``values`` given (``None``: null), and the
-    report of what each stage pruned: partition values, then min/max and null counts, then the regexes.
+                           time: TimeBounds | None = None, timestamp: str = "ts", use_min_max: bool = True,
+                           use_regex: bool = True) -> tuple[list[FileInfo], PruningReport]:
+    """Return the files that may hold rows whose columns take the ``values`` given (``None``: null) and whose
+    ``timestamp`` is in ``time``, and the report of what each stage pruned: partition values (and the ``hour``
+    partition against the time range), then min/max and null counts, then the regexes.
 
-    The stages are :func:`choose_files`' without a time range: for scans that name columns, not a tenant and
-    an hour (the ``lakeshard`` Spark data source). ``fragments`` is called once, with the files past the
-    partition stage, when it is a function.
+    The one planner front of :func:`read_events` / :func:`plan_read` (through :func:`choose_files`) and of the
+    ``lakeshard`` Spark data source. The time range follows the late-event rule of :func:`in_partitions`: hours
+    before the range's first hour are pruned; a file of an hour after its last is kept (a late-event candidate)
+    only when its time statistics meet the range or are missing. ``fragments`` is called once, with the files
+    past the partition stage, when it is a function. ``use_min_max`` / ``use_regex`` off skip those stages (for
+    comparison).
     """
-    candidates = [f for f in files
-                  if all(f.partition_values.get(c) in values[c] for c in partition_columns if c in values)]
+    first, last = time.hours() if time is not None and "hour" in partition_columns else (None, None)
+    candidates: list[FileInfo] = []
+    later = 0
+    for f in files:
+        if not all(f.partition_values.get(c) in values[c] for c in partition_columns if c in values):
+            continue
+        hour = f.partition_values.get("hour")
+        if hour is not None and first is not None and hour < first:
+            continue
+        if hour is not None and last is not None and hour > last:
+            if time is not None and time.misses(f.time_range(timestamp)):
+                continue
+            later += 1
+        candidates.append(f)
     data = {c: v for c, v in values.items() if c not in partition_columns}
     if callable(fragments):
-        fragments = fragments(candidates) if candidates and data else {}
+        fragments = fragments(candidates) if use_regex and candidates and data else {}
     by_min_max = by_regex = 0
     kept = []
     for f in candidates:
-        if any(_outside_min_max(f, c, v) for c, v in data.items()):
+        if use_min_max and ((time is not None and time.misses(f.time_range(timestamp))) or any(
+                _outside_min_max(f, c, v) for c, v in data.items())):
             by_min_max += 1
-        elif _regex_rejects(fragments.get(unquote(f.path)), data):
+        elif use_regex and _regex_rejects(fragments.get(unquote(f.path)), data):
             by_regex += 1
         else:
             kept.append(f)
     return kept, PruningReport(len(files), len(files) - len(candidates), by_min_max, by_regex,
-                               tuple(f.path for f in kept))
+                               tuple(f.path for f in kept), later)
 
 
 def plan_read(store: TableStore, table: str, *, tenant: str, start: datetime, end: datetime,
@@ -209,12 +265,12 @@ def plan_read(store: TableStore, table: str, *, tenant: str, start: datetime, en
     start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
     files = store.files(table, version=version)
     # A column with statistics in a live file is a column of the table (columns are only ever added): the schema,
-    # another look at the log, is read only for a predicate column no file has statistics of.
+    # another load of the table, is read only for a predicate column no file has statistics of.
     missing = set(predicates or {})
     for f in files:
         if not missing:
             break
-        missing -= f.null_counts.keys()
+        missing -= f.null_counts.keys() | f.min_values.keys()
     if missing:
         columns = [f.name for f in store.schema(table).fields]
         unknown = [c for c in (predicates or {}) if c not in columns]

@@ -4,6 +4,10 @@
 transaction versions forward through the commits since they were read, keeps the latest file listing, and
 reads commits and checkpoints from the log files directly (delta-rs does not say which files a version
 added or removed).
+
+The latest live files are replayed without listing ``_delta_log``
+(:func:`~lakeshard.lake.probed_log.probed_state`): delta-rs lists the whole directory on every load and update,
+so a query's planning cost grew with the number of commits the log keeps.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from lakeshard.errors import TableNotFound, TableStoreError, UnsupportedByAdapter
 from lakeshard.lake.base import log_range
-from lakeshard.lake.deltalog import checkpoint_parts, commit_versions, file_from_action, parse_commit
+from lakeshard.lake.deltalog import LogState, checkpoint_parts, commit_versions, file_from_action, parse_commit
 from lakeshard.lake.files import filesystem, normalise_uri
+from lakeshard.lake.probed_log import probed_files, probed_state
 from lakeshard.lake.store import FileInfo, LogEntry
 
 __all__ = ["FUSE_PREFIXES", "DeltaRsLog", "embedded_uri", "live_files"]
@@ -61,6 +66,7 @@ class DeltaRsLog:
         self._snapshots: dict[str, DeltaTable] = {}  # per table, its latest state seen (see latest)
         self._txns: dict[str, _AppVersions] = {}  # per table, app transaction versions read so far
         self._listings: dict[str, tuple[int, list[FileInfo]]] = {}  # per table, its last file listing
+        self._probed: dict[str, LogState] = {}  # per table, its latest state replayed without a listing
         # Threads sharing a store share those DeltaTables: bringing one up to date and committing on it
         # take turns, so no commit is prepared at one version and sent from another (see the store's _commit).
         self.lock = threading.RLock()
@@ -134,6 +140,7 @@ class DeltaRsLog:
         self._snapshots.pop(uri, None)
         self._txns.pop(uri, None)
         self._listings.pop(uri, None)
+        self._probed.pop(uri, None)
 
     def app_versions(self, dt: DeltaTable, app_ids: Sequence[str]) -> dict[str, int | None]:
         """Return each app id's version at ``dt``'s version.
@@ -172,6 +179,8 @@ class DeltaRsLog:
         the latest one (a reader that just asked for the version) is served from it too, not from a fresh load.
         """
         with self.lock:
+            if (probed := self._probe(uri)) is not None and version in (None, probed[0]):
+                return list(probed[1])
             dt = self.latest(uri)
             if version is not None and version != dt.version():
                 return live_files(self.table(uri, version))
@@ -180,6 +189,19 @@ class DeltaRsLog:
                 listed = (int(dt.version()), live_files(dt))
                 self._listings[uri] = listed
             return list(listed[1])
+
+    def _probe(self, uri: str) -> tuple[int, list[FileInfo]] | None:
+        """Return the latest version and its live files from :func:`probed_state` (brought forward from the state
+        probed last time), or None when the log must be read by delta-rs."""
+        state = probed_state(uri, self._probed.get(uri))
+        if state is None:
+            self._probed.pop(uri, None)
+            return None
+        self._probed[uri] = state
+        listed = self._listings.get(uri)
+        if listed is None or listed[0] != state.version:
+            listed = self._listings[uri] = (state.version, probed_files(state))
+        return listed
 
     def log_entries(self, uri: str, start: int | None, end: int | None) -> list[LogEntry]:
         """Return the commits ``start``..``end`` (inclusive) as their commit files hold them, oldest first.
