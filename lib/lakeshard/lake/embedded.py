@@ -55,6 +55,7 @@ from lakeshard.lake.datafiles import (
 from lakeshard.lake.deltalog import (
     COMMIT_ID,
     custom_metadata,
+    table_id,
 )
 from lakeshard.lake.embedded_log import DeltaRsLog, embedded_uri, live_files
 from lakeshard.lake.embedded_write import (
@@ -201,7 +202,8 @@ class EmbeddedTableStore(AdapterBase):
                 partition column has a type that cannot be a partition.
         """
         uri = embedded_uri(table)
-        self._log.forget(uri)
+        if not self._cached_is_current(uri):
+            self._log.forget(uri)
         existing = self._existing_version(uri, schema, partition_by, exist_ok)
         if existing is not None:
             return existing
@@ -223,6 +225,25 @@ class EmbeddedTableStore(AdapterBase):
                 return self.version(uri)
             raise TableStoreError(f"cannot create the Delta table at {uri}: {exc}") from None
         return int(dt.version())
+
+    def _cached_is_current(self, uri: str) -> bool:
+        """Return whether the snapshot kept for ``uri`` is of the table there now (same table id in its first commit).
+
+        Every job run ensures its tables; dropping a table's kept snapshot each time made the next look a fresh
+        load, which replays the checkpoint and costs more the more files the table has. A table dropped and
+        created again at the same place has a new id: its old snapshot is dropped, as is any whose first commit
+        is gone (log cleanup).
+        """
+        cached = self._log.cached(uri)
+        if cached is None:
+            return False
+        fs, base = filesystem(uri)
+        try:
+            with fs.open_input_stream(f"{base}/_delta_log/{0:020d}.json") as stream:
+                first = stream.read().decode("utf-8")
+        except OSError:  # FileNotFoundError included
+            return False
+        return table_id(first) == cached.metadata().id
 
     # ------------------------------------------------------------------------------------- read
     def read(
