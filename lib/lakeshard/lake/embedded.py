@@ -68,7 +68,7 @@ from lakeshard.lake.embedded_write import (
     version_of_commit,
     write_spark_files,
 )
-from lakeshard.lake.files import filesystem
+from lakeshard.lake.files import filesystem, read_commit_text
 from lakeshard.lake.store import (
     BYTES_ADDED,
     ROWS_ADDED,
@@ -202,7 +202,11 @@ class EmbeddedTableStore(AdapterBase):
                 partition column has a type that cannot be a partition.
         """
         uri = embedded_uri(table)
-        if not self._cached_is_current(uri):
+        # A kept snapshot stays while it is of the table there now (every job run ensures its tables, and a fresh
+        # load costs more the more files a table has); one created again in its place has a new table id.
+        cached = self._log.cached(uri)
+        first = None if cached is None else read_commit_text(uri, 0)
+        if cached is None or first is None or table_id(first) != str(cached.metadata().id):
             self._log.forget(uri)
         existing = self._existing_version(uri, schema, partition_by, exist_ok)
         if existing is not None:
@@ -225,25 +229,6 @@ class EmbeddedTableStore(AdapterBase):
                 return self.version(uri)
             raise TableStoreError(f"cannot create the Delta table at {uri}: {exc}") from None
         return int(dt.version())
-
-    def _cached_is_current(self, uri: str) -> bool:
-        """Return whether the snapshot kept for ``uri`` is of the table there now (same table id in its first commit).
-
-        Every job run ensures its tables; dropping a table's kept snapshot each time made the next look a fresh
-        load, which replays the checkpoint and costs more the more files the table has. A table dropped and
-        created again at the same place has a new id: its old snapshot is dropped, as is any whose first commit
-        is gone (log cleanup).
-        """
-        cached = self._log.cached(uri)
-        if cached is None:
-            return False
-        fs, base = filesystem(uri)
-        try:
-            with fs.open_input_stream(f"{base}/_delta_log/{0:020d}.json") as stream:
-                first = stream.read().decode("utf-8")
-        except OSError:  # FileNotFoundError included
-            return False
-        return table_id(first) == cached.metadata().id
 
     # ------------------------------------------------------------------------------------- read
     def read(
