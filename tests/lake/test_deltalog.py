@@ -31,6 +31,7 @@ from lakeshard.lake.deltalog import (
     remove_action,
     replay,
     state_from_checkpoint_rows,
+    table_id,
     txn_action,
     typed_stats,
     unsupported_features,
@@ -181,3 +182,14 @@ def test_checkpoint_parts_need_every_part() -> None:
     assert sorted(parts) == [10, 20, 30] and parts[30] == []
     assert parts[20] == [f"/log/{names[1]}", f"/log/{names[2]}"]
     assert commit_versions(names) == {41}
+
+
+def test_the_table_id_comes_from_the_first_commits_metadata() -> None:
+    first = "\n".join(json.dumps(a) for a in (
+        {"commitInfo": {"operation": "CREATE TABLE"}},
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"metaData": {"id": "4f0c-table", "format": {"provider": "parquet"}, "schemaString": "{}",
+                      "partitionColumns": [], "configuration": {}}},
+    ))
+    assert table_id(first) == "4f0c-table"
+    assert table_id(json.dumps({"add": {"path": "a.parquet"}})) is None  # a later commit sets no metadata

@@ -24,6 +24,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from lakeshard.errors import TableStoreError
 from lakeshard.lake import TableStore
 
 EVENTS = StructType([
@@ -233,3 +234,59 @@ def test_many_app_versions_at_once_come_from_one_read_of_the_log_and_match_delta
     monkeypatch.setattr(DeltaTable, "transaction_version", lambda self, a: scans.append(a) or real(self, a))
     assert EmbeddedTableStore(None).transaction_versions(uri, list(truth)) == truth
     assert scans == []
+
+
+def _fresh_loads(monkeypatch: pytest.MonkeyPatch, store: TableStore) -> list[str]:
+    """Record the tables the store loads afresh (a snapshot replayed from the checkpoint) from now on."""
+    log = store._log  # type: ignore[attr-defined]
+    loads: list[str] = []
+    real = log.table
+
+    def table(uri: str, version: int | None = None):  # type: ignore[no-untyped-def]
+        loads.append(uri)
+        return real(uri, version)
+
+    monkeypatch.setattr(log, "table", table)
+    return loads
+
+
+def test_ensuring_an_existing_table_keeps_its_snapshot(store: TableStore, spark: SparkSession, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each job run ensures its tables (``create`` of an existing one): that must not load them afresh, a cost that
+    grows with the table's files, run after run."""
+    from lakeshard.lake import AppTransaction
+
+    uri = str(tmp_path / "ensured")
+    store.create(uri, EVENTS, partition_by=["tenant_id"])
+    for i in range(3):
+        store.append(uri, _rows(spark, f"t{i}", 1, 2), app_transactions=[AppTransaction("writer/0", i + 1)])
+    files = {f.path for f in store.files(uri)}
+    loads = _fresh_loads(monkeypatch, store)
+    for _ in range(3):  # three job runs
+        assert store.create(uri, EVENTS, partition_by=["tenant_id"]) == 3
+        assert store.transaction_versions(uri, ["writer/0"]) == {"writer/0": 3}
+        assert {f.path for f in store.files(uri)} == files
+    assert loads == [], f"loaded afresh {len(loads)} times"
+
+
+def test_a_table_created_again_in_its_place_is_not_served_from_the_old_snapshot(
+        store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
+    import shutil
+
+    from lakeshard.lake import AppTransaction
+    from lakeshard.lake.embedded import EmbeddedTableStore
+
+    uri = str(tmp_path / "again")
+    store.create(uri, EVENTS, partition_by=["tenant_id"])
+    store.append(uri, _rows(spark, "old", 1, 2), app_transactions=[AppTransaction("writer/0", 7)])
+    assert store.transaction_version(uri, "writer/0") == 7 and store.version(uri) == 1
+    shutil.rmtree(uri)  # dropped and created again by another process, as far as its old version and beyond
+    other = EmbeddedTableStore(spark)
+    other.create(uri, EVENTS, partition_by=["hour"])
+    other.append(uri, _rows(spark, "new", 2, 1))
+    other.append(uri, _rows(spark, "new", 3, 1))
+    with pytest.raises(TableStoreError, match="different shape"):
+        store.create(uri, EVENTS, partition_by=["tenant_id"])
+    assert store.create(uri, EVENTS, partition_by=["hour"]) == 2
+    assert store.transaction_version(uri, "writer/0") is None
+    assert {f.partition_values["hour"] for f in store.files(uri)} == {"2", "3"}

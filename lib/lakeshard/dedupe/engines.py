@@ -13,7 +13,7 @@ writer may switch engines between steps.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -28,7 +28,7 @@ from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
 from lakeshard.dedupe.report import IndexCheck, WriteReport, step_report
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.tables import EVENTS, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS, ID_INDEX, writer_app_id
+from lakeshard.tables import EVENTS, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS, ID_INDEX, hour_of, writer_app_id
 from lakeshard.tables.schemas import EVENT_COLUMNS, ROUTED_SCHEMA
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class Step:
 
 
 class ClosedBuckets:
-    """The closed ``(tenant_id, hour)`` buckets, read again only when the ``buckets`` table moved."""
+    """The closed ``(tenant_id, hour)`` buckets, read again (as Arrow) only when the ``buckets`` table moved."""
 
     def __init__(self, store: TableStore, cfg: LakeshardConfig, spark: Callable[[], SparkSession],
                  buckets_uri: str) -> None:
@@ -64,19 +64,32 @@ class ClosedBuckets:
         self.cfg = cfg
         self.buckets_uri = buckets_uri
         self._spark = spark
-        self._closed: tuple[int, set[tuple[str, str]]] | None = None  # (buckets version, closed buckets)
+        self._closed: tuple[int, pa.Table] | None = None  # (buckets version, closed buckets' tenant_id and hour)
 
-    def get(self) -> set[tuple[str, str]]:
-        """Return the closed buckets (none before the completionist first ran)."""
+    def get(self, hours: Collection[str] | None = None, *, from_hour: str | None = None) -> set[tuple[str, str]]:
+        """Return the closed buckets (none before the completionist first ran); given ``hours``, only those of
+        these hours and, with ``from_hour``, of every hour from it on (where a late event's open bucket is).
+
+        Only the buckets asked for become Python objects: every bucket ever closed (tenants x hours, thousands a
+        day) made each writer step dearer the older the lakehouse.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         from lakeshard.buckets import Completionist
 
         if not self.store.exists(self.buckets_uri):
             return set()
-        # Read the bucket states (a Spark job) only when the table moved since the last step.
         version = self.store.version(self.buckets_uri)
         if self._closed is None or self._closed[0] != version:
-            self._closed = (version, Completionist(self._spark(), self.store, self.cfg).closed())
-        return self._closed[1]
+            self._closed = (version, Completionist(self._spark(), self.store, self.cfg).closed_table())
+        rows = self._closed[1]
+        if hours is not None:
+            keep = pc.is_in(rows.column("hour"), pa.array(sorted(set(hours)), pa.string()))
+            if from_hour is not None:
+                keep = pc.or_(keep, pc.greater_equal(rows.column("hour"), pa.scalar(from_hour, pa.string())))
+            rows = rows.filter(keep)
+        return set(zip(rows.column("tenant_id").to_pylist(), rows.column("hour").to_pylist(), strict=True))
 
 
 @dataclass(frozen=True)
@@ -267,6 +280,7 @@ class ArrowStep(StepEngine):
         """Return the routed rows as events, read in the driver, without the rows ``excluded``: the Arrow twin
         of :meth:`SparkStep.batch`."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         from lakeshard.buckets.late import assign_buckets_arrow
 
@@ -274,7 +288,9 @@ class ArrowStep(StepEngine):
         if excluded:  # rows proven unwritable, dead-lettered already
             rows = rows.filter(pa.array([k not in excluded for k in event_keys(rows)], pa.bool_()))
         own = own_hour_arrow(rows.column("ts"))
-        hour, late = assign_buckets_arrow(rows.column("tenant_id"), own, self.buckets.get(), now=self._clock())
+        now = self._clock()
+        closed = self.buckets.get(pc.unique(own).to_pylist(), from_hour=hour_of(now))  # those the batch can meet
+        hour, late = assign_buckets_arrow(rows.column("tenant_id"), own, closed, now=now)
         return (rows.append_column("routed_version", pa.array(np.full(rows.num_rows, routed_version, np.int64)))
                 .append_column("interval", own).append_column("hour", hour).append_column("late", late))
 

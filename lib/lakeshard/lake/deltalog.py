@@ -42,6 +42,7 @@ __all__ = [
     "remove_action",
     "replay",
     "state_from_checkpoint_rows",
+    "table_id",
     "txn_action",
     "typed_stats",
     "unsupported_features",
@@ -192,6 +193,20 @@ def file_from_action(action: Mapping[str, Any], millis: int | None) -> FileInfo:
         max_values=stats.get("maxValues") or {},
         null_counts=stats.get("nullCount") or {},
     )
+
+
+def table_id(first_commit: str) -> str | None:
+    """Return the table id (``metaData.id``) the text of a table's first commit sets, or None when it sets none.
+
+    A table dropped and created again at the same place gets a new id, so it tells a cached snapshot of the old
+    table from the new one without loading either.
+    """
+    for line in first_commit.split("\n"):  # lines end at "\n" only (see parse_commit)
+        if '"metaData"' in line:
+            meta = json.loads(line).get("metaData")
+            if meta is not None:
+                return str(meta["id"])
+    return None
 
 
 def parse_commit(text: str, version: int) -> tuple[LogEntry, list[dict[str, Any]]]:

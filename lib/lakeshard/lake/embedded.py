@@ -55,6 +55,7 @@ from lakeshard.lake.datafiles import (
 from lakeshard.lake.deltalog import (
     COMMIT_ID,
     custom_metadata,
+    table_id,
 )
 from lakeshard.lake.embedded_log import DeltaRsLog, embedded_uri, live_files
 from lakeshard.lake.embedded_write import (
@@ -67,7 +68,7 @@ from lakeshard.lake.embedded_write import (
     version_of_commit,
     write_spark_files,
 )
-from lakeshard.lake.files import filesystem
+from lakeshard.lake.files import filesystem, read_commit_text
 from lakeshard.lake.store import (
     BYTES_ADDED,
     ROWS_ADDED,
@@ -201,7 +202,12 @@ class EmbeddedTableStore(AdapterBase):
                 partition column has a type that cannot be a partition.
         """
         uri = embedded_uri(table)
-        self._log.forget(uri)
+        # A kept snapshot stays while it is of the table there now (every job run ensures its tables, and a fresh
+        # load costs more the more files a table has); one created again in its place has a new table id.
+        cached = self._log.cached(uri)
+        first = None if cached is None else read_commit_text(uri, 0)
+        if cached is None or first is None or table_id(first) != str(cached.metadata().id):
+            self._log.forget(uri)
         existing = self._existing_version(uri, schema, partition_by, exist_ok)
         if existing is not None:
             return existing

@@ -22,6 +22,7 @@ __all__ = [
     "hive_escape",
     "normalise_uri",
     "partition_directory",
+    "read_commit_text",
     "write_partitioned",
 ]
 
@@ -40,6 +41,16 @@ def normalise_uri(table: str) -> str:
     if "://" in table:
         return table.rstrip("/")
     return os.path.abspath(table)
+
+
+def read_commit_text(uri: str, version: int) -> str | None:
+    """Return the text of the table's commit file for ``version``, or None when the log no longer holds it."""
+    fs, base = filesystem(uri)
+    try:
+        with fs.open_input_stream(f"{base}/_delta_log/{version:020d}.json") as stream:
+            return str(stream.read().decode("utf-8"))
+    except OSError:  # not found: never written, or removed by log cleanup after a checkpoint
+        return None
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:

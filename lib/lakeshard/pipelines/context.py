@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.config import LakeshardConfig
+from lakeshard.errors import TableStoreError
 from lakeshard.lake import AppTransaction, TableStore
 from lakeshard.pipelines.declaration import Expectation, ExpectationKind, Flow, PipelineError
 from lakeshard.tables import EXPECTATION_QUARANTINE, EXPECTATION_QUARANTINE_PARTITIONING
@@ -222,8 +223,20 @@ def new_rows(store: TableStore, table: str, since_version: int | None) -> DataFr
     were not live then. Used to check expectations on what an ungated flow committed."""
     files = store.files(table)
     if since_version is not None:
-        before = {f.path for f in store.files(table, version=since_version)}
-        files = [f for f in files if f.path not in before]
+        added = _added_after(store, table, since_version)
+        files = [f for f in files if f.path in added]
     if not files:
         return store.read(table).limit(0)
     return store.read_files(table, files)
+
+
+def _added_after(store: TableStore, table: str, version: int) -> set[str]:
+    """Return the paths of the files the commits after ``version`` added, read from those commits: a snapshot at
+    ``version`` would be loaded afresh, at a cost growing with the table's files. From that snapshot only when the
+    log no longer holds the commits."""
+    try:
+        entries = store.log_entries(table, start=version + 1)
+    except TableStoreError:  # cleaned from the log after a checkpoint
+        before = {f.path for f in store.files(table, version=version)}
+        return {f.path for f in store.files(table)} - before
+    return {c.file.path for e in entries for c in e.changes if c.action == "add"}
