@@ -344,21 +344,29 @@ def test_ids_older_than_the_retention_are_not_checked_and_expire_from_the_index(
     assert recent.count() == recent.dropDuplicates(["tenant_id", "event_id", "ts"]).count()
 
 
-def test_the_memory_gate_takes_routed_commits_in_slices_of_at_most_max_batch_bytes(
-    spark: SparkSession, store: TableStore, tmp_path: Path
-) -> None:
+def _routed_in_commits(spark: SparkSession, store: TableStore, tmp_path: Path
+                       ) -> tuple[dict[str, object], LakeshardConfig, Path, int]:
+    """Route SPEC in several commits (4 files each); return the config overrides, the config, the landing zone
+    and the number of routed commits."""
     landing = tmp_path / "landing"
     generate_landing(landing, SPEC)
-    overrides = {"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
-                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}
+    overrides: dict[str, object] = {"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                                    "routing": {"total_shards": SHARDS, "default_shard_count": 2}}
     cfg = load_config(overrides=overrides, env={})
     routed = Router(spark, store, cfg, max_batch_files=4).run()
     assert len(routed) >= 3
+    return overrides, cfg, landing, len(routed)
+
+
+def test_the_memory_gate_takes_routed_commits_in_slices_of_at_most_max_batch_bytes(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    overrides, cfg, landing, routed = _routed_in_commits(spark, store, tmp_path)
     one_commit = max(int(c.custom_metadata.get(BYTES_ADDED, 0)) for c in store.history(cfg.table_uri(ROUTED)))
     gated = load_config(overrides={**overrides, "dedupe": {"max_batch_bytes": one_commit}}, env={})
     reports = ShardWriter(spark, store, gated, list(range(SHARDS))).run()
     versions = [r.routed_version for r in reports]
-    assert versions == sorted(versions) and len(versions) >= len(routed) // 2 + 1  # sliced, in order
+    assert versions == sorted(versions) and len(versions) >= routed // 2 + 1  # sliced, in order
     assert versions[-1] == store.version(cfg.table_uri(ROUTED))
     _exactly_once(spark, store, cfg, str(landing))
 
@@ -368,13 +376,7 @@ def test_a_backlog_bigger_than_the_driver_bound_is_taken_in_driver_sized_steps(
 ) -> None:
     """A writer that fell behind by more than ``dedupe.arrow_max_bytes`` takes its backlog in steps the driver
     runs (a step past the bound would be a Spark job, whose cost here dwarfs a few more commits)."""
-    landing = tmp_path / "landing"
-    generate_landing(landing, SPEC)
-    overrides = {"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
-                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}
-    cfg = load_config(overrides=overrides, env={})
-    routed = Router(spark, store, cfg, max_batch_files=4).run()
-    assert len(routed) >= 3
+    overrides, cfg, landing, _ = _routed_in_commits(spark, store, tmp_path)
     sizes = [int(c.custom_metadata.get(BYTES_ADDED, 0)) for c in store.history(cfg.table_uri(ROUTED))]
     bound = 2 * max(sizes)  # two routed commits fit a driver step, the whole backlog does not
     assert sum(sizes) > bound
