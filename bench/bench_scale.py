@@ -38,6 +38,9 @@ from typing import Any
 
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_day import cpu_seconds as day_cpu_seconds
+
 RESULTS = Path(__file__).resolve().parent / "results"
 FLOWS = ("route", "ingest", "close_buckets", "compact", "autoshard", "balance", "compact_books")
 # The demo's own steps around the pipeline (the pipeline step itself is the flows above).
@@ -50,17 +53,8 @@ _STEP_LINE = re.compile(r"^\[\d+/\d+\] (.*) \.\.\.$")
 
 # ------------------------------------------------------------------------------------------- one size
 def cpu_seconds() -> float:
-    """Return the CPU seconds (user + system) this process, the Spark JVM and its Python workers used so far:
-    unlike wall time, not inflated when other processes share the cores."""
-    me = psutil.Process()
-    total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
-        try:
-            t = proc.cpu_times()
-        except psutil.NoSuchProcess:  # a worker that ended meanwhile
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
+    """Return the CPU seconds (user + system) this process, the Spark JVM and its Python workers used so far."""
+    return day_cpu_seconds([os.getpid(), os.getpid()])  # this process, then every process below it
 
 
 def peak_rss_mb() -> float:
