@@ -290,3 +290,43 @@ def test_a_table_created_again_in_its_place_is_not_served_from_the_old_snapshot(
     assert store.create(uri, EVENTS, partition_by=["hour"]) == 2
     assert store.transaction_version(uri, "writer/0") is None
     assert {f.partition_values["hour"] for f in store.files(uri)} == {"2", "3"}
+
+
+def test_looking_at_a_table_lists_its_log_only_when_it_moved(store: TableStore, spark: SparkSession, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job run asks for versions, app versions and commits over and over; delta-rs lists the whole ``_delta_log``
+    for each of those looks (``update_incremental``, ``is_deltatable``), a cost growing with the commits the log
+    keeps. Only a look after a new commit may list; what every look answers stays the same."""
+    from deltalake import DeltaTable
+
+    from lakeshard.lake import AppTransaction
+    from lakeshard.lake.embedded import EmbeddedTableStore
+
+    uri = str(tmp_path / "looked")
+    store.create(uri, EVENTS, partition_by=["tenant_id"])
+    for i in range(3):
+        store.append(uri, _rows(spark, f"t{i}", 1, 2), app_transactions=[AppTransaction("writer/0", i + 1)])
+    store.version(uri)
+    listings: list[str] = []
+    for name in ("update_incremental", "is_deltatable"):
+        real = getattr(DeltaTable, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):  # type: ignore[no-untyped-def]
+            listings.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(DeltaTable, name, counted)
+    for _ in range(5):
+        assert store.exists(uri) and store.version(uri) == 3
+        assert store.transaction_versions(uri, ["writer/0"]) == {"writer/0": 3}
+        assert [e.version for e in store.log_entries(uri, start=2)] == [2, 3]
+    assert listings == []
+    # Another store's commit is seen at the next look (which may list), and later looks list nothing again.
+    EmbeddedTableStore(spark).append(uri, _rows(spark, "t9", 1, 1), app_transactions=[AppTransaction("writer/0", 4)])
+    assert store.version(uri) == 4 and store.transaction_versions(uri, ["writer/0"]) == {"writer/0": 4}
+    seen = len(listings)
+    assert [e.version for e in store.log_entries(uri, start=3)] == [3, 4] and store.version(uri) == 4
+    assert len(listings) == seen
+    with pytest.raises(TableStoreError, match="missing"):
+        (Path(uri) / "_delta_log" / f"{2:020d}.json").unlink()
+        store.log_entries(uri, start=1)

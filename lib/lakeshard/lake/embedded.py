@@ -153,7 +153,8 @@ class EmbeddedTableStore(AdapterBase):
     # ----------------------------------------------------------------------------------- lookup
     def exists(self, table: str) -> bool:
         """Return whether a Delta table exists at ``table``."""
-        return DeltaTable.is_deltatable(embedded_uri(table), storage_options=self._storage)
+        uri = embedded_uri(table)
+        return self._log.known(uri) or DeltaTable.is_deltatable(uri, storage_options=self._storage)
 
     def schema(self, table: str) -> StructType:
         """Return the table's schema (data and partition columns) as a Spark ``StructType``."""

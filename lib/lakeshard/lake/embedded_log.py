@@ -27,7 +27,7 @@ from lakeshard.errors import TableNotFound, TableStoreError, UnsupportedByAdapte
 from lakeshard.lake.base import log_range
 from lakeshard.lake.deltalog import LogState, checkpoint_parts, commit_versions, file_from_action, parse_commit
 from lakeshard.lake.files import filesystem, normalise_uri
-from lakeshard.lake.probed_log import probed_files, probed_state
+from lakeshard.lake.probed_log import missing, probed_files, probed_state
 from lakeshard.lake.store import FileInfo, LogEntry
 
 __all__ = ["FUSE_PREFIXES", "DeltaRsLog", "embedded_uri", "live_files"]
@@ -104,17 +104,35 @@ class DeltaRsLog:
     def _latest_locked(self, uri: str) -> DeltaTable:
         cached = self._snapshots.get(uri)
         if cached is not None:
+            # delta-rs lists the whole _delta_log to look for newer commits, a cost that grows with the commits
+            # the log keeps; commits are put-if-absent, so the next version's commit file alone says whether
+            # there is any. Most looks find none (a run asks for versions many times per commit).
+            fs, base = filesystem(uri)
             try:
-                cached.update_incremental()
-                fs, base = filesystem(uri)
-                if fs.get_file_info(f"{base}/_delta_log/{cached.version():020d}.json").type != pafs.FileType.NotFound:
-                    return cached
+                version = int(cached.version())
+                if missing(fs, f"{base}/_delta_log/{version + 1:020d}.json"):
+                    if not missing(fs, f"{base}/_delta_log/{version:020d}.json"):
+                        return cached
+                else:
+                    cached.update_incremental()
+                    if not missing(fs, f"{base}/_delta_log/{cached.version():020d}.json"):
+                        return cached
             except DeltaError:
                 pass
             self.forget(uri)
         dt = self.table(uri)
         self._snapshots[uri] = dt
         return dt
+
+    def known(self, uri: str) -> bool:
+        """Return whether the table is known to exist: a snapshot of it is kept and its commit file is still there
+        (one file look; delta-rs' own check lists the log)."""
+        with self.lock:
+            cached = self._snapshots.get(uri)
+            if cached is None:
+                return False
+            fs, base = filesystem(uri)
+            return not missing(fs, f"{base}/_delta_log/{int(cached.version()):020d}.json")
 
     def at_version(self, uri: str, read_version: int | None) -> DeltaTable:
         """Return the table at ``read_version`` (None: the latest) to prepare a commit on.
@@ -163,11 +181,11 @@ class DeltaRsLog:
             return {a: None if (v := dt.transaction_version(a)) is None else int(v) for a in app_ids}
         if known is None or (known.version < version and not known.advance(uri, version)):
             known = self._txns[uri] = _AppVersions(version)
-        missing = [] if known.complete else [a for a in app_ids if a not in known.versions]
-        if len(missing) > _ONE_BY_ONE_MAX and (whole := _AppVersions.read_all(uri, version)) is not None:
+        unknown = [] if known.complete else [a for a in app_ids if a not in known.versions]
+        if len(unknown) > _ONE_BY_ONE_MAX and (whole := _AppVersions.read_all(uri, version)) is not None:
             known = self._txns[uri] = whole  # every app id at this version: one read instead of a scan each
-            missing = []
-        for a in missing:
+            unknown = []
+        for a in unknown:
             v = dt.transaction_version(a)
             known.versions[a] = None if v is None else int(v)
         return {a: known.versions.get(a) for a in app_ids}
@@ -211,9 +229,14 @@ class DeltaRsLog:
                 between ``start`` and ``end`` is missing.
         """
         latest = int(self.latest(uri).version())
-        commits = _commit_versions(uri)
-        start, end = log_range(uri, commits, latest, start, end)
         fs, base = filesystem(uri)
+        if start is not None:  # read by name: no listing of a log that keeps growing
+            try:
+                return [_log_entry(fs, f"{base}/_delta_log/{v:020d}.json", v)
+                        for v in range(start, (latest if end is None else min(end, latest)) + 1)]
+            except FileNotFoundError:
+                pass  # cleaned up, or never there: the listing says which
+        start, end = log_range(uri, _commit_versions(uri), latest, start, end)
         return [_log_entry(fs, f"{base}/_delta_log/{v:020d}.json", v) for v in range(start, end + 1)]
 
     def checkpoint_versions(self, uri: str) -> list[int]:

@@ -28,7 +28,7 @@ from lakeshard.lake.deltalog import LogState, parse_commit, replay, state_from_c
 from lakeshard.lake.files import filesystem
 from lakeshard.lake.store import FileInfo
 
-__all__ = ["probed_files", "probed_state"]
+__all__ = ["missing", "probed_files", "probed_state"]
 
 
 def probed_state(uri: str, known: LogState | None = None) -> LogState | None:
@@ -45,7 +45,7 @@ def probed_state(uri: str, known: LogState | None = None) -> LogState | None:
     """
     fs, base = filesystem(uri)
     log = f"{base}/_delta_log"
-    if known is not None and _missing(fs, f"{log}/{known.version:020d}.json"):
+    if known is not None and missing(fs, f"{log}/{known.version:020d}.json"):
         known = None  # the table was re-created, or its log cleaned up past the version known
     state = known if known is not None else _last_checkpoint_state(fs, log)
     if state is None:
@@ -60,7 +60,7 @@ def probed_state(uri: str, known: LogState | None = None) -> LogState | None:
             break
         commits.append((version, parse_commit(text, version)[1]))
         version += 1
-    if not commits and (state.version < 0 or (known is None and _missing(fs, f"{log}/{state.version:020d}.json"))):
+    if not commits and (state.version < 0 or (known is None and missing(fs, f"{log}/{state.version:020d}.json"))):
         # No table; or a checkpoint followed by no commit whose own commit is gone too: log cleanup removed the
         # versions after it, so ``_last_checkpoint`` is behind a newer checkpoint and delta-rs must list.
         return None
@@ -74,7 +74,8 @@ def probed_state(uri: str, known: LogState | None = None) -> LogState | None:
     return None if unsupported_features(state) else state
 
 
-def _missing(fs: pafs.FileSystem, path: str) -> bool:
+def missing(fs: pafs.FileSystem, path: str) -> bool:
+    """Return whether nothing exists at ``path`` (one metadata look, no listing)."""
     return bool(fs.get_file_info(path).type == pafs.FileType.NotFound)
 
 
