@@ -4,6 +4,7 @@ on a Spark DataFrame and on an Arrow table (:meth:`ExpectationGate.keep_arrow`),
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lakeshard.config import LakeshardConfig, load_config
-from lakeshard.dedupe.writer import EVENTS
+from lakeshard.dedupe.writer import EVENTS, ShardWriter
+from lakeshard.errors import LakeshardError
 from lakeshard.lake import AppTransaction, TableStore
 from lakeshard.lake.embedded import EmbeddedTableStore
 from lakeshard.pipelines import (
@@ -145,3 +147,46 @@ def test_route_and_ingest_on_a_lazy_store_start_no_spark_and_count_as_the_spark_
     routed = store.read(cfg.table_uri("routed"))
     passed = routed.where(_passes(expect("r", "shard >= 0"))).count()
     assert driver_counts["route"] == [("routed_to_a_shard", "expect", passed, routed.count() - passed)]
+
+
+class Crash(LakeshardError):
+    """Stops a writer right before its events commit (a LakeshardError: not retried as a fault)."""
+
+
+def test_drop_and_quarantine_in_either_writer_engine_keep_the_same_rows_and_a_replay_quarantines_once(
+    spark: SparkSession, store: TableStore, landing: tuple[Path, Manifest], routed_only: Path, tmp_path: Path,
+    pipeline_config: Callable[[Path, Path], LakeshardConfig],
+) -> None:
+    routed = store.read(pipeline_config(routed_only, landing[0]).table_uri("routed"))
+    tenants = [r[0] for r in routed.groupBy("tenant_id").count().orderBy("count", "tenant_id").limit(2).collect()]
+    flow = lakeshard_pipeline().flow("ingest").with_expectations(
+        expect_or_quarantine("not_first_tenant", f"tenant_id <> '{tenants[0]}'"),
+        expect_or_drop("not_second_tenant", f"tenant_id <> '{tenants[1]}'"))
+
+    def crash(table: str) -> None:
+        if table == EVENTS:
+            raise Crash("stopped before the events commit")
+
+    outcomes = {}
+    for engine, arrow_max_bytes in (("arrow", 64 << 20), ("spark", 0)):
+        cfg = pipeline_config(Path(shutil.copytree(routed_only, tmp_path / engine)), landing[0])
+        cfg = dataclasses.replace(cfg, dedupe=dataclasses.replace(cfg.dedupe, arrow_max_bytes=arrow_max_bytes))
+        # The step quarantines (its own commit, before the events'), then the process stops; the replay
+        # quarantines the same rows again under the same app transactions: committed once.
+        with pytest.raises(Crash):
+            ShardWriter(spark, store, cfg, [0, 1, 2, 3], gate=ExpectationGate(flow, store, cfg, "run-1"),
+                        before_commit=crash).run()
+        gate = ExpectationGate(flow, store, cfg, "run-2")
+        reports = ShardWriter(spark, store, cfg, [0, 1, 2, 3], gate=gate).run()
+        assert {r.engine for r in reports} == {engine}
+        quarantine = store.read(cfg.table_uri(EXPECTATION_QUARANTINE))
+        events = store.read(cfg.table_uri(EVENTS))
+        outcomes[engine] = (
+            sorted((r["flow"], r["rule"], r["condition"], r["row"], r["rows"]) for r in quarantine.collect()),
+            sorted(tuple(r) for r in events.select("tenant_id", "event_id", "ts").collect()),
+            (gate.quarantined, gate.dropped))
+        assert not quarantine.where(F.col("run_id") == "run-2").count()  # the first attempt's rows stay
+    assert outcomes["arrow"] == outcomes["spark"]
+    quarantined, kept, (n_quarantined, n_dropped) = outcomes["arrow"]
+    assert len(quarantined) == n_quarantined > 0 and n_dropped > 0
+    assert {t for t, _, _ in kept}.isdisjoint(tenants)
