@@ -33,6 +33,7 @@ from lakeshard.pipelines import (
     lakeshard_pipeline,
     run_pipeline,
 )
+from lakeshard.pipelines.arrow_rules import UnsupportedCondition
 from lakeshard.pipelines.context import EXPECTATION_QUARANTINE, _passes
 from lakeshard.synth import Manifest
 from lakeshard.synth.verify import check_against_truth
@@ -113,7 +114,12 @@ def test_a_rule_outside_the_arrow_subset_leaves_the_rows_to_spark(store: TableSt
                                                          expect_or_drop("positive", "n > 0")))
     gate = ExpectationGate(flow, store, cfg, "run-1")
     assert gate.keep_arrow(ROWS) is None and not gate.runs_in_arrow(ROWS.schema)
+    with pytest.raises(UnsupportedCondition, match="LIKE"):
+        gate.observe_arrow(ROWS)
     assert (gate.counts["positive"].passed, gate.counts["positive"].failed, gate.dropped) == (0, 0, 0)
+    counted = ExpectationGate(Flow("f", _nothing, expectations=(expect("positive", "n > 0"),)), store, cfg, "r")
+    counted.observe_arrow(ROWS)
+    assert (counted.counts["positive"].passed, counted.counts["positive"].failed) == (3, 2)
 
 
 def test_route_and_ingest_on_a_lazy_store_start_no_spark_and_count_as_the_spark_path(
