@@ -116,6 +116,7 @@ def _spark_values(spark: SparkSession, table: pa.Table, conds: list[str]) -> lis
     return [([r[f"v{k}"] for r in rows], [r[f"p{k}"] for r in rows]) for k in range(len(conds))]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                     HealthCheck.data_too_large])
 @given(table=tables(), conds=st.lists(conditions(), min_size=4, max_size=10))
@@ -162,6 +163,7 @@ def mixed_conditions(draw: st.DrawFn) -> str:
     return f"{_mixed_operand(draw)} {op} {_mixed_operand(draw)}"
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(table=tables(), cond=mixed_conditions())
 def test_a_condition_outside_the_subset_is_refused_or_equal_to_sparks(spark: SparkSession, table: pa.Table,
@@ -181,7 +183,7 @@ def test_a_condition_outside_the_subset_is_refused_or_equal_to_sparks(spark: Spa
     "s = 'a' 'b'", "s = 'a\\'b'", 's = "a"', "i <=> 1", "i BETWEEN 1 AND 2", "i IS TRUE", "i = 1 -- c",
     "i = 1 /* c */", "i IN (j)", "i IN ()", "i", "s", "i > 99999999999999999999", "f > 1.234567890123456789",
     "i > 1e", "b = 1", "!b", "DATE '2026-01-01' IS NULL", "X'00' IS NULL", "s = R'a'", "`a.b` IS NULL", "i.x = 1",
-    "i AND b", "NOT i", "(i = 1", "i = 1)", "",
+    "i AND b", "NOT i", "(i = 1", "i = 1)", "", "i = \u0663", "i\u00a0= 1", "i =\u20031",
 ])
 def test_conditions_outside_the_subset_are_refused(cond: str) -> None:
     with pytest.raises(UnsupportedCondition):

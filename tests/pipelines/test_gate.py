@@ -122,6 +122,7 @@ def test_a_rule_outside_the_arrow_subset_leaves_the_rows_to_spark(store: TableSt
     assert (counted.counts["positive"].passed, counted.counts["positive"].failed) == (3, 2)
 
 
+@pytest.mark.slow
 def test_route_and_ingest_on_a_lazy_store_start_no_spark_and_count_as_the_spark_path(
     spark: SparkSession, store: TableStore, landing: tuple[Path, Manifest],
     pipeline_config: Callable[[Path, Path], LakeshardConfig], tmp_path: Path,
@@ -159,6 +160,7 @@ class Crash(LakeshardError):
     """Stops a writer right before its events commit (a LakeshardError: not retried as a fault)."""
 
 
+@pytest.mark.slow
 def test_drop_and_quarantine_in_either_writer_engine_keep_the_same_rows_and_a_replay_quarantines_once(
     spark: SparkSession, store: TableStore, landing: tuple[Path, Manifest], routed_only: Path, tmp_path: Path,
     pipeline_config: Callable[[Path, Path], LakeshardConfig],

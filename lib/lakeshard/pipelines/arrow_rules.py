@@ -62,15 +62,16 @@ _OPS: dict[str, Op] = {"=": "=", "==": "=", "<>": "<>", "!=": "<>", "<": "<", "<
 _FLIP: dict[Op, Op] = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _KEYWORDS = {"AND", "OR", "NOT", "IS", "NULL", "IN", "TRUE", "FALSE"}
 
+# ASCII only: Python's \d and \s also match other scripts' digits and spaces, which Spark's lexer rejects.
 _TOKEN = re.compile(r"""
-    (?P<space>\s+)
-  | (?P<num>(?:-\s*)?(?:\d+\.\d*|\.\d+|\d+))(?![A-Za-z0-9_.])
+    (?P<space>[ \t\r\n]+)
+  | (?P<num>(?:-[ \t\r\n]*)?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+))(?![A-Za-z0-9_.])
   | (?P<str>'(?:[^'\\]|'')*')(?!')
   | (?P<quoted>`(?:[^`]|``)+`)
   | (?P<word>[A-Za-z_][A-Za-z0-9_]*)(?![A-Za-z0-9_'`])
   | (?P<op><>|!=|<=|>=|==|=|<|>)(?![=<>!])
   | (?P<punct>[(),])
-""", re.VERBOSE)
+""", re.VERBOSE | re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ class _Parser:
                 raise self.fail("a parenthesis is not closed")
             return node
         if kind == "num":
-            return _number(self.condition, re.sub(r"\s", "", text))
+            return _number(self.condition, re.sub(r"[ \t\r\n]", "", text))
         if kind == "str":
             return _Literal("str", text[1:-1].replace("''", "'"))
         if kind == "quoted":
