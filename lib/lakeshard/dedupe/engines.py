@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -37,8 +37,15 @@ if TYPE_CHECKING:
 
 __all__ = ["ArrowStep", "ClosedBuckets", "Gate", "SparkStep", "Step", "StepContext", "StepEngine"]
 
-# Given (new events, the step's app transactions), returns the events to commit; may raise to stop.
-Gate = Callable[["DataFrame", Sequence[AppTransaction]], "DataFrame"]
+class Gate(Protocol):
+    """The expectation gate a writer hands each step's new events to (the pipeline's
+    :class:`~lakeshard.pipelines.context.ExpectationGate`); it may raise to stop the step."""
+
+    def __call__(self, df: DataFrame, app_transactions: Sequence[AppTransaction] = ()) -> DataFrame:
+        """Return the events of ``df`` to commit."""
+
+    def keep_arrow(self, rows: pa.Table, app_transactions: Sequence[AppTransaction] = ()) -> pa.Table | None:
+        """Return the events of ``rows`` to commit, or None when the gate's rules need Spark (call it instead)."""
 
 
 @dataclass(frozen=True)
@@ -344,15 +351,19 @@ class ArrowStep(StepEngine):
     def _gate_arrow(self, survivors: pa.Table, txns: Sequence[AppTransaction]) -> pa.Table:
         """Return the new events an expectation gate keeps (all of them without a gate).
 
-        The gate's rules are Spark SQL: the events go to Spark as one Arrow table (the columns the Spark
-        path hands its gate) and what the gate keeps comes back the same way.
+        The gate gets the columns the Spark path hands it. Its rules run on the Arrow table when each is in
+        the subset :mod:`lakeshard.pipelines.arrow_rules` evaluates as Spark does; otherwise the events go to
+        Spark as one Arrow table and what the gate keeps comes back the same way.
         """
         if self._gate is None:
             return survivors
         events = survivors.drop_columns([*HASH, "interval"])
+        kept = self._gate.keep_arrow(events, txns)
+        if kept is not None:
+            return survivors if kept is events else kept
         handed = self._spark().createDataFrame(events)
-        kept = self._gate(handed, txns)
-        return survivors if kept is handed else kept.toArrow()
+        kept_df = self._gate(handed, txns)
+        return survivors if kept_df is handed else kept_df.toArrow()
 
     def _events_schema(self) -> pa.Schema:
         """Return the Arrow schema of ``events`` (read once per writer)."""

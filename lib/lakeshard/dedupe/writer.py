@@ -41,10 +41,11 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
   sorted Parquet file per ``(tenant, hour)`` (and per ``(shard, interval)`` of IDs) into the store's write
   directory, and the store commits them exactly as it commits Spark's files (``append(write=...)``: same add
   actions, app transactions, metadata and conflict check). Bigger steps run as Spark jobs; on the driver
-  path an expectation gate's checks (Spark SQL) run on the step's new events handed to Spark as one Arrow
-  table. ID page-ins and the repair of a lagging index read with pyarrow on both paths (the repair falls back
-  to Spark past the same bound); dead letters are written by Spark. :attr:`WriteReport.engine` says which
-  path a step took.
+  path an expectation gate's checks run with pyarrow when each is in the subset of Spark SQL
+  :mod:`lakeshard.pipelines.arrow_rules` evaluates exactly as Spark does, else on the step's new events handed
+  to Spark as one Arrow table. ID page-ins and the repair of a lagging index read with pyarrow on both paths
+  (the repair falls back to Spark past the same bound); dead letters are written by Spark.
+  :attr:`WriteReport.engine` says which path a step took.
 
 * **Commit coalescing**: one writer owning many shards commits them all in one Delta commit (their files and
   app transactions), and one step takes every routed commit waiting (up to the memory gate); a following
@@ -283,8 +284,8 @@ class ShardWriter:
         """Return the engine a step over these routed files runs on: the driver-side (Arrow) one for small steps.
 
         A Spark job's fixed cost (scheduling, the partition-value join, a shuffle for the file layout) dominates
-        a micro-batch. With an expectation gate, only the gate's rule checks run as Spark jobs, on the step's
-        new events handed over as one Arrow table.
+        a micro-batch. With an expectation gate whose rules need Spark, only its checks run as Spark jobs, on the
+        step's new events handed over as one Arrow table.
         """
         if self.arrow_max_bytes > 0 and sum(f.size_bytes for f in files) <= self.arrow_max_bytes:
             return self.arrow_step

@@ -5,6 +5,12 @@ The gate is where expectations act, so it sits right before a flow's commit: fai
 per rule, dropped ones left out, quarantined ones committed to ``expectation_quarantine`` with the same
 app transactions as the flow's own commit (a replayed step commits them once), and an ``expect_or_fail``
 rule raises :class:`ExpectationFailed` before anything of the step is committed.
+
+The gate takes a Spark DataFrame (``gate(df, txns)``, :meth:`ExpectationGate.observe`) or, for a flow that
+works on Arrow tables in the driver, a ``pa.Table`` (:meth:`ExpectationGate.keep_arrow`,
+:meth:`ExpectationGate.observe_added`): when every rule of the flow is in the subset
+:mod:`lakeshard.pipelines.arrow_rules` evaluates exactly as Spark does, the rules run with pyarrow and no Spark
+session is needed (except to write quarantined rows or show a failing row, both rare); otherwise Spark runs them.
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import TableStoreError
-from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.lake import AppTransaction, FileInfo, TableStore
+from lakeshard.pipelines.arrow_rules import ArrowCondition, UnsupportedCondition, compile_condition
 from lakeshard.pipelines.declaration import Expectation, ExpectationKind, Flow, PipelineError
 from lakeshard.tables import EXPECTATION_QUARANTINE, EXPECTATION_QUARANTINE_PARTITIONING
 from lakeshard.tables.schemas import EXPECTATION_QUARANTINE_SCHEMA
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
@@ -31,9 +39,9 @@ __all__ = [
     "FlowContext",
     "FlowResult",
     "RuleCount",
+    "new_files",
     "new_rows",
 ]
-
 
 
 class ExpectationFailed(PipelineError):
@@ -77,6 +85,109 @@ class ExpectationGate:
         self.counts = {e.name: RuleCount(e) for e in flow.expectations}
         self.dropped = 0
         self.quarantined = 0
+        # The rules compiled for the last schema seen, or why one of them is outside the Arrow subset.
+        self._compiled: tuple[pa.Schema, dict[str, ArrowCondition] | UnsupportedCondition] | None = None
+
+    def runs_in_arrow(self, schema: pa.Schema) -> bool:
+        """Return whether every rule of the flow evaluates in Arrow on tables of ``schema``."""
+        return self._arrow_rules(schema) is not None
+
+    def _arrow_rules(self, schema: pa.Schema) -> dict[str, ArrowCondition] | None:
+        """Return every rule compiled for ``schema`` by name, or None when one is outside the Arrow subset."""
+        if self._compiled is None or not self._compiled[0].equals(schema):
+            try:
+                compiled: dict[str, ArrowCondition] | UnsupportedCondition = {
+                    e.name: compile_condition(e.condition, schema) for e in self.flow.expectations}
+            except UnsupportedCondition as exc:
+                compiled = exc
+            self._compiled = (schema, compiled)
+        rules = self._compiled[1]
+        return None if isinstance(rules, UnsupportedCondition) else rules
+
+    def _arrow_passes(self, rows: pa.Table) -> dict[str, pa.ChunkedArray] | None:
+        rules = self._arrow_rules(rows.schema)
+        return None if rules is None else {name: rule.passes(rows) for name, rule in rules.items()}
+
+    def _count_arrow(self, total: int, passes: Mapping[str, pa.ChunkedArray]) -> None:
+        import pyarrow.compute as pc
+
+        for name, c in self.counts.items():
+            passed = int(pc.sum(passes[name]).as_py() or 0)
+            c.passed += passed
+            c.failed += total - passed
+
+    def observe_arrow(self, rows: pa.Table) -> None:
+        """Count passes and failures of every rule on ``rows``, keeping every row.
+
+        Raises:
+            UnsupportedCondition: a rule is outside the Arrow subset (see :meth:`runs_in_arrow`).
+        """
+        passes = self._arrow_passes(rows)
+        if passes is None:
+            assert self._compiled is not None and isinstance(self._compiled[1], UnsupportedCondition)
+            raise self._compiled[1]
+        self._count_arrow(rows.num_rows, passes)
+
+    def observe_added(self, table: str, since_version: int | None) -> None:
+        """Count every rule on the rows added to ``table`` after ``since_version`` (all rows when None): read
+        with pyarrow (only the columns the rules name) when every rule runs in Arrow, else with Spark."""
+        if not self.counts:
+            return
+        rules = self._arrow_rules(self.store.arrow_schema(table))
+        if rules is None:
+            self.observe(new_rows(self.store, table, since_version))
+            return
+        # At least one column, so the rows are counted even when no rule names one.
+        columns = sorted({c for rule in rules.values() for c in rule.columns}) or \
+            [self.store.arrow_schema(table).names[0]]
+        rows = self.store.read_arrow(table, new_files(self.store, table, since_version), columns=columns)
+        self._count_arrow(rows.num_rows, {name: rule.passes(rows) for name, rule in rules.items()})
+
+    def keep_arrow(self, rows: pa.Table, app_transactions: Sequence[AppTransaction] = ()) -> pa.Table | None:
+        """Return the rows of ``rows`` to commit after the flow's expectations, as :meth:`__call__` does for a
+        DataFrame (same counts, drops, quarantine commit and failure); None, having done nothing, when a rule is
+        outside the Arrow subset: then hand the rows to :meth:`__call__` as a DataFrame.
+
+        Raises:
+            ExpectationFailed: an ``expect_or_fail`` rule failed on some row; nothing was committed.
+        """
+        import pyarrow.compute as pc
+
+        rules = self.flow.expectations
+        if not rules:
+            return rows
+        passes = self._arrow_passes(rows)
+        if passes is None:
+            return None
+        for rule in rules:
+            if rule.kind is ExpectationKind.FAIL:
+                failing = pc.invert(passes[rule.name])
+                n = int(pc.sum(failing).as_py() or 0)
+                if n:
+                    self._count_arrow(rows.num_rows, passes)  # the event log shows the counts that made it fail
+                    example = self._as_dataframe(rows.filter(failing).slice(0, 1))
+                    line = example.select(_row_json(example)).first()
+                    raise ExpectationFailed(self.flow.name, rule, n, str(line[0]) if line else "")
+        self._count_arrow(rows.num_rows, passes)
+        quarantine = [e for e in rules if e.kind is ExpectationKind.QUARANTINE]
+        drop = [e for e in rules if e.kind is ExpectationKind.DROP]
+        if not quarantine and not drop:
+            return rows
+        in_quarantine = 0
+        if quarantine:
+            failing = pc.invert(_all_true([passes[e.name] for e in quarantine]))
+            in_quarantine = int(pc.sum(failing).as_py() or 0)
+            # Only failing rows go to Spark (to be written as the DataFrame path writes them); with none, the
+            # commit still carries the step's app transactions, as the DataFrame path's empty append does.
+            self._quarantine(self._as_dataframe(rows.filter(failing)) if in_quarantine else None, quarantine,
+                             app_transactions)
+        kept = rows.filter(_all_true([passes[e.name] for e in [*quarantine, *drop]]))
+        self.quarantined += in_quarantine
+        self.dropped += rows.num_rows - kept.num_rows - in_quarantine
+        return kept
+
+    def _as_dataframe(self, rows: pa.Table) -> DataFrame:
+        return self.store.spark.createDataFrame(rows)
 
     def observe(self, df: DataFrame) -> None:
         """Count passes and failures of every rule on ``df`` (one aggregation), keeping every row."""
@@ -139,12 +250,19 @@ class ExpectationGate:
                 example = failing.select(_row_json(failing)).first()
                 raise ExpectationFailed(self.flow.name, rule, n, str(example[0]) if example else "")
 
-    def _quarantine(self, df: DataFrame, rules: Sequence[Expectation], txns: Sequence[AppTransaction]) -> None:
-        from pyspark.sql import functions as F
-
+    def _quarantine(self, df: DataFrame | None, rules: Sequence[Expectation], txns: Sequence[AppTransaction]) -> None:
+        """Commit the rows of ``df`` failing a quarantine rule (None: no row failed) with the flow's app
+        transactions."""
         self.store.create(self.quarantine_uri, EXPECTATION_QUARANTINE_SCHEMA,
                           partition_by=EXPECTATION_QUARANTINE_PARTITIONING,
                           description="rows that failed an expect_or_quarantine rule, with the rule")
+        own = [AppTransaction(f"{self.flow.name}/{t.app_id}", t.version) for t in txns]
+        meta = {"flow": self.flow.name, "run_id": self.run_id}
+        if df is None:
+            self.store.append(self.quarantine_uri, None, app_transactions=own, metadata=meta)
+            return
+        from pyspark.sql import functions as F
+
         # The first failing quarantine rule names the row's reason.
         rule_name, condition = F.lit(None).cast("string"), F.lit(None).cast("string")
         for e in reversed(rules):
@@ -155,9 +273,7 @@ class ExpectationGate:
             F.lit(self.flow.name).alias("flow"), rule_name.alias("rule"), condition.alias("condition"),
             F.lit(self.run_id).alias("run_id"), _row_json(df).alias("row"),
             F.lit(datetime.now(UTC)).alias("quarantined_at"), F.lit(1).cast("long").alias("rows"))
-        own = [AppTransaction(f"{self.flow.name}/{t.app_id}", t.version) for t in txns]
-        self.store.append(self.quarantine_uri, rows, app_transactions=own, metadata={"flow": self.flow.name,
-                                                                                      "run_id": self.run_id})
+        self.store.append(self.quarantine_uri, rows, app_transactions=own, metadata=meta)
 
 
 def _all_pass(rules: Sequence[Expectation]) -> Column:
@@ -167,6 +283,16 @@ def _all_pass(rules: Sequence[Expectation]) -> Column:
     for e in rules:
         ok = ok & _passes(e)
     return ok
+
+
+def _all_true(masks: Sequence[pa.ChunkedArray]) -> pa.ChunkedArray:
+    """Return the rows where every mask (without nulls) is true."""
+    import pyarrow.compute as pc
+
+    out = masks[0]
+    for mask in masks[1:]:
+        out = pc.and_(out, mask)
+    return out
 
 
 def _row_json(df: DataFrame) -> Column:
@@ -218,13 +344,19 @@ class FlowContext:
         return self.session if self.session is not None else self.store.spark
 
 
-def new_rows(store: TableStore, table: str, since_version: int | None) -> DataFrame:
-    """Return the rows added to ``table`` after ``since_version`` (all rows when None): the live files that
-    were not live then. Used to check expectations on what an ungated flow committed."""
+def new_files(store: TableStore, table: str, since_version: int | None) -> list[FileInfo]:
+    """Return the live files of ``table`` that were not live at ``since_version`` (all when None)."""
     files = store.files(table)
     if since_version is not None:
         added = _added_after(store, table, since_version)
         files = [f for f in files if f.path in added]
+    return files
+
+
+def new_rows(store: TableStore, table: str, since_version: int | None) -> DataFrame:
+    """Return the rows added to ``table`` after ``since_version`` (all rows when None): the rows of
+    :func:`new_files`. Used to check expectations on what an ungated flow committed."""
+    files = new_files(store, table, since_version)
     if not files:
         return store.read(table).limit(0)
     return store.read_files(table, files)
