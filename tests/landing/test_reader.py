@@ -260,12 +260,12 @@ def test_the_driver_parse_on_threads_gives_the_rows_of_one_thread_in_the_same_or
 
     files = list_landing_files(landed.root)
     files.insert(len(files) // 2, LandingFile(f"file://{landed.root}/vanished.jsonl", 10, EPOCH))
-    monkeypatch.setattr(reader, "_parse_threads", lambda _files: 1)
+    monkeypatch.setattr(reader, "parse_threads", lambda _files: 1)
     alone = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms)
     split: list[list[str]] = []
-    real_split = reader._split_by_bytes
-    monkeypatch.setattr(reader, "_parse_threads", lambda _files: threads)
-    monkeypatch.setattr(reader, "_split_by_bytes",
+    real_split = reader.split_by_bytes
+    monkeypatch.setattr(reader, "parse_threads", lambda _files: threads)
+    monkeypatch.setattr(reader, "split_by_bytes",
                         lambda fs, n: split.append([f.path for f in fs]) or real_split(fs, n))
     together = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms)
     assert split, "the parse did not split the batch"
@@ -278,13 +278,13 @@ def test_a_batch_is_split_into_runs_of_consecutive_files_of_about_equal_bytes() 
     from hypothesis import strategies as st
 
     from lakeshard.landing.listing import LandingFile
-    from lakeshard.landing.reader import _split_by_bytes
+    from lakeshard.landing.threads import split_by_bytes
 
     @settings(max_examples=300, deadline=None)
     @given(st.lists(st.integers(0, 10_000), max_size=40), st.integers(1, 6))
     def check(sizes: list[int], parts: int) -> None:
         files = [LandingFile(f"file:///z/{i:03d}.jsonl", size, EPOCH) for i, size in enumerate(sizes)]
-        runs = _split_by_bytes(files, parts)
+        runs = split_by_bytes(files, parts)
         assert [f for run in runs for f in run] == files  # every file once, in order
         assert 1 <= len(runs) <= max(1, parts) and all(runs[:-1])
         if len(files) >= parts:

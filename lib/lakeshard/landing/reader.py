@@ -69,6 +69,7 @@ from lakeshard.landing.listing import (
 )
 from lakeshard.landing.parse import EventFields, RecordParser
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
+from lakeshard.landing.threads import parse_threads, split_by_bytes
 from lakeshard.landing.vector import BlockParser, split_lines
 
 if TYPE_CHECKING:
@@ -567,7 +568,7 @@ def parse_landing_arrow(
             out.extend(parse.parse([(f, content, f.start)]))
         return out
 
-    parts = _split_by_bytes(files, _parse_threads(files))
+    parts = split_by_bytes(files, parse_threads(files))
     if len(parts) == 1:
         batches = parse_files(parts[0])
     else:
@@ -581,35 +582,6 @@ def parse_landing_arrow(
     quarantine = pa.Table.from_batches([b for b, is_event in kinds if not is_event], schema=_PARSED)
     return (events.select([f.name for f in EVENT_SCHEMA.fields]),
             quarantine.select([f.name for f in QUARANTINE_SCHEMA.fields]))
-
-
-# Below this many bytes a batch is parsed on one thread: a thread's start and the split cost more than they save.
-_THREADED_MIN_BYTES = 4 * 1024 * 1024
-
-
-def _parse_threads(files: Sequence[LandingFile]) -> int:
-    """Return how many threads parse ``files`` in the driver: one per core (at most 4), one for a small batch."""
-    total = sum((f.end if f.end is not None else f.size_bytes) - f.start for f in files)
-    if len(files) < 2 or total < _THREADED_MIN_BYTES:
-        return 1
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
-
-
-def _split_by_bytes(files: Sequence[LandingFile], parts: int) -> list[list[LandingFile]]:
-    """Return ``files`` cut into at most ``parts`` runs of consecutive files holding about as many bytes each."""
-    sizes = [max(1, (f.end if f.end is not None else f.size_bytes) - f.start) for f in files]
-    share, held = sum(sizes) / max(1, parts), 0
-    out: list[list[LandingFile]] = []
-    run: list[LandingFile] = []
-    for f, size in zip(files, sizes, strict=True):
-        run.append(f)
-        held += size
-        if held >= share * (len(out) + 1) and len(out) < parts - 1:
-            out.append(run)
-            run = []
-    if run or not out:
-        out.append(run)
-    return out
 
 
 def _spark_schema() -> Any:
