@@ -8,6 +8,7 @@ import json
 import os
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote, unquote, urlparse
 
 import numpy as np
@@ -15,6 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+from lakeshard.runtime.cores import driver_threads
 
 __all__ = [
     "PARTITION_VALUES_KEY",
@@ -124,7 +127,7 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     fs, base = filesystem(directory)
     tag = uuid.uuid4().hex[:12]
 
-    for i, (start, end) in enumerate(zip(starts.tolist(), [*starts[1:].tolist(), n], strict=True)):
+    def write(i: int, start: int, end: int) -> None:
         parts, footer = partition_directory({c: _partition_text(firsts[j][i]) for j, c in enumerate(partition_by)})
         where = f"{base}/{parts}" if parts else base
         fs.create_dir(where, recursive=True)
@@ -132,6 +135,22 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
         if footer:
             piece = piece.replace_schema_metadata({**(piece.schema.metadata or {}), **footer})
         pq.write_table(piece, f"{where}/part-{i:05d}-{tag}.parquet", filesystem=fs)
+
+    ranges = list(zip(starts.tolist(), [*starts[1:].tolist(), n], strict=True))
+    threads = min(driver_threads(), len(ranges) // _FILES_PER_THREAD)
+    if threads < 2:
+        for i, (start, end) in enumerate(ranges):
+            write(i, start, end)
+        return
+    # Parquet encoding and the file writes release the GIL: many partitions' files are written side by side.
+    # Leaving the pool waits for every write, so a failure is raised only once nothing is still writing.
+    with ThreadPoolExecutor(threads, thread_name_prefix="parquet-write") as pool:
+        for done in [pool.submit(write, i, start, end) for i, (start, end) in enumerate(ranges)]:
+            done.result()
+
+
+# write_partitioned writes files side by side on a thread per core once each thread gets this many files.
+_FILES_PER_THREAD = 4
 
 
 def _partition_text(value: object) -> str:

@@ -6,10 +6,10 @@ about that much faster; the files stay in runs of consecutive files, so the batc
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from lakeshard.landing.listing import LandingFile
+from lakeshard.runtime.cores import driver_threads
 
 __all__ = ["parse_threads", "split_by_bytes"]
 
@@ -22,7 +22,7 @@ def parse_threads(files: Sequence[LandingFile]) -> int:
     total = sum((f.end if f.end is not None else f.size_bytes) - f.start for f in files)
     if len(files) < 2 or total < _THREADED_MIN_BYTES:
         return 1
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    return driver_threads()
 
 
 def split_by_bytes(files: Sequence[LandingFile], parts: int) -> list[list[LandingFile]]:

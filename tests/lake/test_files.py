@@ -1,0 +1,51 @@
+"""Hive-style partitioned Parquet writes from Arrow (``lakeshard.lake.files.write_partitioned``)."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lakeshard.lake.files as files
+
+SCHEMA = pa.schema([("tenant_id", pa.string()), ("hour", pa.int32()), ("event_id", pa.string()),
+                    ("ts", pa.int64())])
+tenants = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12)
+rows = st.lists(st.tuples(st.sampled_from(["a", "b/c", "d=e", "%", "ü"]) | tenants, st.integers(0, 5),
+                          st.text(max_size=5), st.integers(-5, 5)), min_size=1, max_size=60)
+
+
+def _written(table: pa.Table, root: Path) -> dict[tuple[str, str], list[dict[str, object]]]:
+    """Return every file written, by (partition directory, file number), with its rows."""
+    files.write_partitioned(table, str(root), SCHEMA, ["tenant_id", "hour"], ["ts"])
+    out = {}
+    for path in root.rglob("*.parquet"):
+        number = re.match(r"part-(\d+)-", path.name)
+        assert number is not None
+        out[(str(path.parent.relative_to(root)), number.group(1))] = pq.read_table(path).to_pylist()
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows)
+def test_files_written_side_by_side_are_the_files_written_one_by_one(data: list[tuple[str, int, str, int]]) -> None:
+    """Each partition's file, its directory, its rows and their order do not depend on how many threads write."""
+    table = pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in data], schema=SCHEMA)
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(files, "driver_threads", lambda: 1)
+        alone = _written(table, Path(tmp) / "alone")
+        patch.setattr(files, "driver_threads", lambda: 4)
+        patch.setattr(files, "_FILES_PER_THREAD", 1)
+        together = _written(table, Path(tmp) / "together")
+    assert together == alone
+    partitions = {(r[0], r[1]) for r in data}
+    assert len({d for d, _ in alone}) == len(partitions) == len(alone)  # one file per partition
+    assert sum(len(v) for v in alone.values()) == len(data)
+    for content in alone.values():
+        assert [r["ts"] for r in content] == sorted(r["ts"] for r in content)
