@@ -105,3 +105,48 @@ def test_the_compaction_scope_decides_openness_once_per_hour_not_once_per_bucket
     monkeypatch.undo()
     assert scope.buckets == {(f"t{t}", h) for t in range(50) for h in hours if planner.is_open(("", h), now)}
     assert scope.buckets and len(scope.buckets) < len(files)
+
+
+def test_a_lock_state_read_skips_the_files_of_other_hours(
+    store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``chunk_locks`` gains a file per lock change set (two per compaction round) for as long as the lakehouse
+    lives; the chunks a compaction locks are recent, so files whose ``hour`` statistics miss every wanted hour are
+    not read."""
+    from lakeshard.versions.chunks import Chunk
+    from lakeshard.versions.locks import ChunkLocks
+
+    uri = str(tmp_path / "chunk_locks")
+    locks = ChunkLocks(store, uri)
+    locks.ensure_table()
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    schema = store.arrow_schema(uri)
+    for h in range(30, 0, -1):  # one commit per hour, oldest first, as compaction rounds leave them
+        hour = hour_of(now - timedelta(hours=h))
+        rows = [{"tenant_id": f"t{t}", "hour": hour, "generation": g, "holder": "old", "state": state,
+                 "acquired_at": now, "expires_at": now, "recorded_at": now}
+                for t in range(20) for g, state in ((1, "held"), (2, "released"))]
+        store.append_arrow(uri, pa.Table.from_pylist(rows, schema=schema))
+    recent = hour_of(now - timedelta(hours=1))
+    taken = locks.acquire_all([Chunk("t3", recent), Chunk("new", recent)])
+    assert [lease.state.generation for lease in taken] == [1, 3]  # sorted: "new" first, never locked; t3 after two rows
+
+    read: list[int] = []
+    for name in ("read", "read_files", "read_arrow"):
+        real = getattr(store, name)
+
+        def counted(table: str, *args, _real=real, _name=name, **kwargs):  # type: ignore[no-untyped-def]
+            if table == uri:
+                read.append(len(store.files(uri)) if _name == "read" else len(args[0]))
+            return _real(table, *args, **kwargs)
+
+        monkeypatch.setattr(store, name, counted)
+    states = locks.states([Chunk("t3", recent), Chunk("t7", recent), Chunk("never", recent)])
+    files = len(store.files(uri))
+    assert sum(read) <= 3, f"{sum(read)} of {files} chunk_locks files read for one hour's chunks"
+    monkeypatch.undo()
+    assert states[Chunk("t3", recent)].generation == 3 and states[Chunk("t3", recent)].state == "held"
+    assert states[Chunk("t7", recent)].generation == 2 and states[Chunk("t7", recent)].state == "released"
+    assert Chunk("never", recent) not in states
+    locks.release_all(taken)
+    assert locks.state(Chunk("t3", recent)).state == "released"  # type: ignore[union-attr]
