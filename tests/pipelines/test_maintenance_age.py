@@ -150,3 +150,40 @@ def test_a_lock_state_read_skips_the_files_of_other_hours(
     assert Chunk("never", recent) not in states
     locks.release_all(taken)
     assert locks.state(Chunk("t3", recent)).state == "released"  # type: ignore[union-attr]
+
+
+def test_the_autosharder_reads_count_changes_without_a_spark_job(
+    store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    pipeline_config: Callable[[Path, Path], LakeshardConfig],
+) -> None:
+    """``tenant_settings`` holds one row per change, read whole on every hourly autoshard run: a Spark job over it
+    (with a predicate of every tenant with metrics) cost more than the rows, and more with every change kept."""
+    from lakeshard.balancing.executor import last_count_changes
+    from lakeshard.routing.tables import RoutingTables, TenantSetting
+
+    cfg = pipeline_config(tmp_path / "lh", tmp_path / "landing")
+    tables = RoutingTables(store, cfg)
+    base = cfg.routing.default_shard_count
+    tables.set_tenant_settings([TenantSetting("up", base + 1, 0), TenantSetting("salted", base, 3),
+                                TenantSetting("back", base + 2, 0)], reason="first")
+    tables.set_tenant_settings([TenantSetting("up", base + 1, 5), TenantSetting("back", base, 0)], reason="second")
+
+    spark_reads: list[str] = []
+    real = store.read
+
+    def counted(table: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        spark_reads.append(table)
+        return real(table, *args, **kwargs)
+
+    monkeypatch.setattr(store, "read", counted)
+    changes = last_count_changes(store, cfg, ["up", "salted", "back", "never"])
+    assert spark_reads == [], f"Spark reads of {spark_reads}"
+    monkeypatch.undo()
+    rows = store.read_table_arrow(tables.settings_uri, ["tenant_id", "shard_count", "updated_at"]).to_pylist()
+    at: dict[tuple[str, int], datetime] = {}
+    for r in sorted(rows, key=lambda r: r["updated_at"]):  # the first row with each count is its change
+        at.setdefault((r["tenant_id"], r["shard_count"]), r["updated_at"])
+    # A salt-only change is not a count change; a count set back to the default is one.
+    assert set(changes) == {"up", "back"}
+    assert changes["up"] == at[("up", base + 1)].replace(tzinfo=UTC)
+    assert changes["back"] == at[("back", base)].replace(tzinfo=UTC)
