@@ -135,20 +135,28 @@ def last_count_changes(store: TableStore, cfg: LakeshardConfig, tenants: Iterabl
 
     A salt change (the balancer's) is not a count change, so it does not restart the autosharder's cooldown.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     wanted = sorted(set(tenants))
     if not wanted:
         return {}
     tables = RoutingTables(store, cfg)
     tables.ensure()
-    df = store.read(tables.settings_uri).where(F.col("tenant_id").isin(wanted))
-    order = Window.partitionBy("tenant_id").orderBy("updated_at")
-    previous = F.coalesce(F.lag("shard_count").over(order), F.lit(cfg.routing.default_shard_count))
-    rows = (df.withColumn("_previous", previous).where(F.col("shard_count") != F.col("_previous"))
-            .groupBy("tenant_id").agg(F.max(F.unix_micros("updated_at")).alias("at")).collect())
-    return {r["tenant_id"]: from_micros(int(r["at"])) for r in rows}
+    # One row per change, read in this process: a Spark job's fixed cost dwarfs these rows.
+    rows = store.read_table_arrow(tables.settings_uri, ["tenant_id", "shard_count", "updated_at"])
+    rows = rows.filter(pc.is_in(rows.column("tenant_id"), pa.array(wanted, rows.schema.field("tenant_id").type)))
+    ordered = rows.sort_by([("tenant_id", "ascending"), ("updated_at", "ascending")])
+    out: dict[str, datetime] = {}
+    tenant, previous = None, cfg.routing.default_shard_count
+    for t, count, at in zip(*(ordered.column(c).to_pylist() for c in ("tenant_id", "shard_count", "updated_at")),
+                            strict=True):
+        if t != tenant:
+            tenant, previous = t, cfg.routing.default_shard_count
+        if count != previous:
+            out[t] = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+        previous = count
+    return out
 
 
 def autoshard(

@@ -164,7 +164,7 @@ class Completionist:
     def closed(self) -> set[Bucket]:
         """Return the ``(tenant_id, hour)`` buckets writers must not write into: closed or closing (what
         :func:`~lakeshard.buckets.assign_buckets` takes)."""
-        return {k for k, s in self.states().items() if s.state in ("closed", "closing")}
+        return _keys(self.closed_table())
 
     def closed_table(self) -> pa.Table:
         """Return the ``tenant_id`` and ``hour`` of the buckets :meth:`closed` gives, one row each, as Arrow: no
@@ -184,6 +184,28 @@ class Completionist:
         since = None if since is None else (since if since.tzinfo else since.replace(tzinfo=UTC))
         done = [s for s in self.states().values() if s.state == "closed" and (since is None or s.decided_at >= since)]
         return sorted(done, key=lambda s: (s.decided_at, s.hour, s.tenant_id))
+
+    def _not_closed(self, version: int, buckets: Sequence[BucketObservation]
+                    ) -> tuple[list[BucketObservation], set[Bucket]]:
+        """Return those of ``buckets`` not closed at ``buckets`` version ``version``, and which of them have a row
+        there already.
+
+        Buckets close by the thousand a day and never reopen: the table's rows meet the observations in Arrow
+        joins, so only buckets still open become Python objects however old the lakehouse is.
+        """
+        import pyarrow.compute as pc
+
+        if not buckets:
+            return [], set()
+        rows = self.store.read_table_arrow(self.uri, ["tenant_id", "hour", "state"], version=version)
+        keys = ["tenant_id", "hour"]
+        closed = rows.filter(pc.equal(rows.column("state"), "closed")).group_by(keys).aggregate([])
+        seen = pa.table({"tenant_id": pa.array([b.tenant_id for b in buckets], rows.schema.field("tenant_id").type),
+                         "hour": pa.array([b.hour for b in buckets], rows.schema.field("hour").type),
+                         "i": pa.array(range(len(buckets)), pa.int64())})
+        still_open = seen.join(closed, keys, join_type="left anti")
+        recorded = still_open.join(rows.group_by(keys).aggregate([]), keys, join_type="left semi")
+        return ([buckets[i] for i in sorted(still_open.column("i").to_pylist())], _keys(recorded))
 
     # ---------------------------------------------------------------------------------- observe
     def observe(self) -> tuple[int, list[BucketObservation], dict[Bucket, list[FileInfo]]]:
@@ -278,12 +300,11 @@ class Completionist:
         """Return the report of one pass: decide every open bucket; with ``apply``, commit the closures."""
         self.ensure_table()
         read_version = self.store.version(self.uri)
-        known = self.states(read_version)
-        closed = {k for k, s in known.items() if s.state == "closed"}
         backlog = self.backlog()
         version, seen, files = self.observe()
+        seen, known = self._not_closed(read_version, seen)
         now = self._clock()
-        decisions = plan_closures(seen, backlog, closed, now=now, quiet=self.quiet, grace=self.grace)
+        decisions = plan_closures(seen, backlog, (), now=now, quiet=self.quiet, grace=self.grace)
         closing = [d for d in decisions if d.close]
         checks = check_buckets(self.store, self.events_uri,
                                {(d.tenant_id, d.hour): files[(d.tenant_id, d.hour)] for d in closing},
@@ -411,6 +432,11 @@ def _buckets_of(rows: pa.Table) -> set[Bucket]:
         [])
     return {(str(t), hour_of(h)) for t, h in zip(pairs.column("tenant_id").to_pylist(),
                                                   pairs.column("hour").to_pylist(), strict=True)}
+
+
+def _keys(rows: pa.Table) -> set[Bucket]:
+    """Return the ``(tenant_id, hour)`` pairs of Arrow rows with those two columns."""
+    return set(zip(rows.column("tenant_id").to_pylist(), rows.column("hour").to_pylist(), strict=True))
 
 
 def _paths(files: Sequence[FileInfo]) -> frozenset[str]:

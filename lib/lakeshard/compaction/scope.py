@@ -65,7 +65,9 @@ def compaction_scope(store: TableStore, table: str, files: Collection[FileInfo],
             tenant, _, hour = name.rpartition("/")
             changed.add((tenant, hour))
     live = {(str(f.partition_values.get("tenant_id")), str(f.partition_values.get("hour"))) for f in files}
-    changed |= {b for b in live if size_tiered.is_open(b, now)}
+    # Openness depends on the hour alone: decided once per hour, not once per bucket ever written.
+    open_hours = {h for h in {h for _, h in live} if size_tiered.is_open(("", h), now)}
+    changed |= {b for b in live if b[1] in open_hours}
     return CompactionScope(frozenset(changed & live), since, f"changed since version {since}")
 
 

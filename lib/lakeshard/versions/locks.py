@@ -20,6 +20,7 @@ not newer than the last committed one.
 
 from __future__ import annotations
 
+import bisect
 import os
 import socket
 import uuid
@@ -30,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lakeshard.errors import CommitConflict, LakeshardError
-from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.routing.placement import from_micros
 from lakeshard.tables import CHUNK_LOCKS
 from lakeshard.tables import lock_app_id as _lock_app_id
@@ -221,22 +222,30 @@ class ChunkLocks:
 
     def states(self, chunks: Iterable[Chunk], *, version: int | None = None) -> dict[Chunk, LockState]:
         """Return the lock state of each of ``chunks`` ever locked, at ``version`` (default latest), in one read."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
+        import pyarrow as pa
 
         wanted = set(chunks)
         if not wanted:
             return {}
         self.ensure_table()
-        # A semi-join with the wanted keys keeps the plan one node whatever their number (a predicate per
-        # tenant grows the expression tree until the analyser's recursion overflows the JVM stack).
-        keys = self.store.spark.createDataFrame(sorted((c.tenant_id, c.hour) for c in wanted),
-                                                "tenant_id string, hour string")
-        newest = Window.partitionBy("tenant_id", "hour").orderBy(F.col("generation").desc())
-        rows = (self.store.read(self.table, version=version).join(F.broadcast(keys), ["tenant_id", "hour"], "left_semi")
-                .withColumn("_n", F.row_number().over(newest)).where("_n = 1").selectExpr(*_STATE_COLUMNS).collect())
-        found = (_state_from_row(r) for r in rows)
-        return {s.chunk: s for s in found if s.chunk in wanted}
+        # The table gains a file per lock change set for as long as the lakehouse lives, while the chunks asked
+        # about are few and recent: only files whose hour statistics reach a wanted hour are read, in this
+        # process (a Spark job's fixed cost would dwarf those rows).
+        hours = sorted({c.hour for c in wanted})
+        files = [f for f in self.store.files(self.table, version=version) if _may_hold(f, hours)]
+        if not files:
+            return {}
+        rows = self.store.read_arrow(self.table, files, ["tenant_id", "hour", "generation", "holder", "state",
+                                                         "acquired_at", "expires_at"])
+        keys = pa.table({"tenant_id": pa.array([c.tenant_id for c in wanted], rows.schema.field("tenant_id").type),
+                         "hour": pa.array([c.hour for c in wanted], rows.schema.field("hour").type)})
+        out: dict[Chunk, LockState] = {}
+        for r in rows.join(keys, ["tenant_id", "hour"], join_type="left semi").to_pylist():
+            chunk = Chunk(str(r["tenant_id"]), str(r["hour"]))
+            if chunk not in out or int(r["generation"]) > out[chunk].generation:
+                out[chunk] = LockState(chunk, int(r["generation"]), str(r["holder"]), str(r["state"]),
+                                       _utc(r["acquired_at"]), _utc(r["expires_at"]))
+        return out
 
     def held(self) -> list[LockState]:
         """Return every chunk lock held now (lease not expired), oldest first."""
@@ -349,6 +358,20 @@ class ChunkLocks:
         except CommitConflict:
             return False
         return not result.skipped
+
+
+def _may_hold(file: FileInfo, hours: Sequence[str]) -> bool:
+    """Return whether a ``chunk_locks`` file may hold a row of one of ``hours`` (sorted), by its statistics."""
+    low, high = file.min_values.get("hour"), file.max_values.get("hour")
+    if not isinstance(low, str) or not isinstance(high, str):
+        return True
+    i = bisect.bisect_left(hours, low)
+    return i < len(hours) and hours[i] <= high
+
+
+def _utc(when: datetime) -> datetime:
+    # Arrow gives the Delta timestamps (UTC) back naive or tagged UTC, depending on how the file was written.
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def _state_from_row(r: Row) -> LockState:
