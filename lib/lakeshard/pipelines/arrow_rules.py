@@ -34,7 +34,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal, Union
 
-from lakeshard.errors import LakeshardError
+from lakeshard.pipelines.declaration import PipelineError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -47,7 +47,7 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 _DOUBLE_EXACT_DIGITS = 15
 
 
-class UnsupportedCondition(LakeshardError):
+class UnsupportedCondition(PipelineError):
     """A condition (or part of it) is outside what :func:`compile_condition` evaluates exactly as Spark does."""
 
     def __init__(self, condition: str, why: str) -> None:
