@@ -195,3 +195,17 @@ def test_nesting_around_the_recursion_limit_is_an_event_or_invalid_json(tmp_path
     events, quarantine = parse_landing_arrow(list_landing_files(tmp_path), limits=LandingConfig(), now_ms=NOW_MS)
     assert events.num_rows + quarantine.num_rows == len(depths) and events.num_rows > 0
     assert set(quarantine.column("category").to_pylist()) == {reasons.INVALID_JSON}
+
+
+@pytest.mark.parametrize("value", [b"[null, null]", b"[[null], []]", b"[null]"])
+def test_a_list_of_nulls_arrow_builds_an_invalid_column_for_is_decided_by_the_exact_rules(
+        tmp_path: Path, value: bytes) -> None:
+    """For an object member holding a list of nulls, Arrow's JSON reader builds a struct whose list child overruns
+    its values: reading that column raised ArrowIndexError and stopped the whole batch. The line is cut out of its
+    block like a line Arrow refuses, the exact rules name what is wrong with it, and the other lines are events."""
+    bad = b'{"tenant_id":"t","event_id":"x","ts":%d,"attributes":{"":%s},"region":"dup"}' % (TS, value)
+    (tmp_path / "a.jsonl").write_bytes(ok_lines(0, 5) + bad + b"\n" + ok_lines(5, 5))
+    events, quarantine = parse_landing_arrow(list_landing_files(tmp_path), limits=LIMITS, now_ms=NOW_MS)
+    assert sorted(events.column("event_id").to_pylist()) == sorted(str(i) for i in range(10))
+    assert quarantine.column("line_number").to_pylist() == [6]
+    assert quarantine.column("reason").to_pylist()[0].startswith(f"{reasons.BAD_TYPE}: attributes.")

@@ -207,7 +207,7 @@ class BlockParser:
                 else:
                     todo.extend((part[: len(part) // 2], part[len(part) // 2 :]))
                 continue
-            if table.num_rows == len(part):
+            if table.num_rows == len(part) and _sound(table):
                 done.append((table, part))
             elif len(part) == 1:
                 exact.append(part)
@@ -268,6 +268,20 @@ def _bits(buffer: pa.Buffer | None, offset: int, n: int) -> npt.NDArray[np.bool_
         return np.zeros(n, dtype=bool)
     packed = np.frombuffer(buffer, dtype=np.uint8, count=(offset + n + 7) // 8)
     return np.unpackbits(packed, count=offset + n, bitorder="little")[offset:].view(bool)
+
+
+def _sound(table: pa.Table) -> bool:
+    """Return whether every nested column Arrow's JSON reader built is structurally valid: for some inputs (a
+    list of nulls in an object, ``{"": [null, null]}``) it builds one whose offsets overrun its values, which
+    fails whatever reads it. A part holding such a line is cut like a part Arrow refuses, down to that line,
+    which the exact rules then decide."""
+    try:
+        for column in table.columns:
+            if pa.types.is_nested(column.type):
+                column.validate()
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 def _not_null(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
