@@ -61,3 +61,24 @@ def copy_lakehouse(tmp_path: Path) -> Callable[[Path], Path]:
     def copy(source: Path) -> Path:
         return Path(shutil.copytree(source, tmp_path / "lh"))
     return copy
+
+
+@pytest.fixture
+def bucket_conversions(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
+    """Return the function that starts counting: from its call on, the list it returns gets the tenant of every
+    ``buckets`` row turned into a Python ``BucketState`` (the per-row conversion a run must not do for every
+    bucket ever closed); the test's ``monkeypatch.undo()`` stops it."""
+    from lakeshard.buckets import completionist
+
+    def start() -> list[str]:
+        converted: list[str] = []
+        real = completionist._state_from_row
+
+        def counted(row):  # type: ignore[no-untyped-def]
+            converted.append(str(row["tenant_id"]))
+            return real(row)
+
+        monkeypatch.setattr(completionist, "_state_from_row", counted)
+        return converted
+
+    return start

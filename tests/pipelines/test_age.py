@@ -55,7 +55,7 @@ def test_an_ingest_run_loads_no_table_afresh_that_an_earlier_run_loaded(
 
 def test_an_ingest_step_reads_only_the_closed_buckets_of_the_hours_it_meets(
     spark: SparkSession, store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    pipeline_config: Callable[[Path, Path], LakeshardConfig],
+    pipeline_config: Callable[[Path, Path], LakeshardConfig], bucket_conversions: Callable[[], list[str]],
 ) -> None:
     """Buckets close by the thousand a day (tenants x hours). A writer step needs the closed ones among its
     events' own hours (late events) and from the current hour on (where a late event goes): turning every bucket
@@ -64,7 +64,6 @@ def test_an_ingest_step_reads_only_the_closed_buckets_of_the_hours_it_meets(
     import pyarrow.compute as pc
 
     from lakeshard.buckets import Completionist
-    from lakeshard.buckets import completionist as completionist_module
     from lakeshard.tables import BUCKETS, hour_of
 
     start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
@@ -87,14 +86,7 @@ def test_an_ingest_step_reads_only_the_closed_buckets_of_the_hours_it_meets(
                                                    "decided_at": decided, "reason": "test"}]
     store.append_arrow(uri, pa.Table.from_pylist(rows, schema=store.arrow_schema(uri)))
 
-    converted: list[str] = []
-    real = completionist_module._state_from_row
-
-    def counted(r):  # type: ignore[no-untyped-def]
-        converted.append(str(r["tenant_id"]))
-        return real(r)
-
-    monkeypatch.setattr(completionist_module, "_state_from_row", counted)
+    converted = bucket_conversions()
     assert run_pipeline(spark, store, cfg, flows=["route", "ingest"]).ok
     assert len(converted) < 100, f"{len(converted)} bucket rows turned into Python objects by one ingest run"
 

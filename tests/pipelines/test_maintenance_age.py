@@ -13,7 +13,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakeshard.buckets import Completionist
-from lakeshard.buckets import completionist as completionist_module
 from lakeshard.compaction.planner import SizeTieredPlanner
 from lakeshard.compaction.scope import compaction_scope, record_compacted
 from lakeshard.config import LakeshardConfig
@@ -39,7 +38,7 @@ def _old_closed_buckets(store: TableStore, cfg: LakeshardConfig, start: datetime
 
 def test_a_maintenance_run_turns_only_the_open_buckets_into_python_objects(
     spark: SparkSession, store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    pipeline_config: Callable[[Path, Path], LakeshardConfig],
+    pipeline_config: Callable[[Path, Path], LakeshardConfig], bucket_conversions: Callable[[], list[str]],
 ) -> None:
     """``close_buckets`` needs the recorded buckets to tell a new one from a known one, and the closed ones to skip;
     ``compact`` needs the closed ones to merge them at once. Neither needs a Python object per row ever written:
@@ -51,14 +50,7 @@ def test_a_maintenance_run_turns_only_the_open_buckets_into_python_objects(
     assert run_pipeline(spark, store, cfg, flows=["route", "ingest"]).ok
     old = _old_closed_buckets(store, cfg, start, tenants=60, hours=30)
 
-    converted: list[str] = []
-    real = completionist_module._state_from_row
-
-    def counted(r):  # type: ignore[no-untyped-def]
-        converted.append(str(r["tenant_id"]))
-        return real(r)
-
-    monkeypatch.setattr(completionist_module, "_state_from_row", counted)
+    converted = bucket_conversions()
     later = datetime.now(UTC) + timedelta(hours=1)  # the ingested files' quiet period is over
     report = run_pipeline(spark, store, cfg, flows=["close_buckets", "compact"], clock=lambda: later)
     assert report.ok, [f.error for f in report.flows]
