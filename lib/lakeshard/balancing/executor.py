@@ -25,6 +25,7 @@ from lakeshard.balancing.exclusions import plan_exclusion
 from lakeshard.balancing.simulation import Trace
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
+from lakeshard.routing.placement import as_utc
 from lakeshard.routing.router import ROUTING_METRICS
 from lakeshard.routing.tables import RoutingTables, ShardTopology, TenantSetting, from_micros, micros
 
@@ -154,7 +155,7 @@ def last_count_changes(store: TableStore, cfg: LakeshardConfig, tenants: Iterabl
         if t != tenant:
             tenant, previous = t, cfg.routing.default_shard_count
         if count != previous:
-            out[t] = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+            out[t] = as_utc(at)
         previous = count
     return out
 

@@ -40,6 +40,7 @@ from lakeshard.buckets.planner import Backlog, Bucket, BucketDecision, BucketObs
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
+from lakeshard.routing.placement import as_utc
 from lakeshard.tables import BUCKETS, COMPLETIONIST_APP_ID, EVENTS, LANDING_BATCHES, ROUTED, hour_of, writer_app_id
 from lakeshard.tables.schemas import BUCKETS_SCHEMA
 from lakeshard.versions.chunks import rows_in
@@ -445,15 +446,12 @@ def _paths(files: Sequence[FileInfo]) -> frozenset[str]:
 
 def _state_from_row(r: Mapping[str, Any]) -> BucketState:
     return BucketState(
-        str(r["tenant_id"]), str(r["hour"]), str(r["state"]), _utc(r["decided_at"]), str(r["reason"]),
+        str(r["tenant_id"]), str(r["hour"]), str(r["state"]), as_utc(r["decided_at"]), str(r["reason"]),
         None if r["rows"] is None else int(r["rows"]),
         None if r["distinct_keys"] is None else int(r["distinct_keys"]),
         None if r["checksum"] is None else str(r["checksum"]),
-        None if r["newest_file_at"] is None else _utc(r["newest_file_at"]),
+        None if r["newest_file_at"] is None else as_utc(r["newest_file_at"]),
         None if r["events_version"] is None else int(r["events_version"]),
     )
 
 
-def _utc(when: datetime) -> datetime:
-    # Arrow gives the Delta timestamps (UTC) back naive or tagged UTC, depending on how the file was written.
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)

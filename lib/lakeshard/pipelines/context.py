@@ -133,13 +133,13 @@ class ExpectationGate:
         with pyarrow (only the columns the rules name) when every rule runs in Arrow, else with Spark."""
         if not self.counts:
             return
-        rules = self._arrow_rules(self.store.arrow_schema(table))
+        schema = self.store.arrow_schema(table)
+        rules = self._arrow_rules(schema)
         if rules is None:
             self.observe(new_rows(self.store, table, since_version))
             return
         # At least one column, so the rows are counted even when no rule names one.
-        columns = sorted({c for rule in rules.values() for c in rule.columns}) or \
-            [self.store.arrow_schema(table).names[0]]
+        columns = sorted({c for rule in rules.values() for c in rule.columns}) or [schema.names[0]]
         rows = self.store.read_arrow(table, new_files(self.store, table, since_version), columns=columns)
         self._count_arrow(rows.num_rows, {name: rule.passes(rows) for name, rule in rules.items()})
 

@@ -17,6 +17,7 @@ from lakeshard.routing.hashing import event_hash, jump_hash, tenant_key
 __all__ = [
     "Placement",
     "RoutingError",
+    "as_utc",
     "first_shard",
     "from_micros",
     "micros",
@@ -83,6 +84,12 @@ def micros(ts: datetime) -> int:
 def from_micros(value: int) -> datetime:
     """Return the UTC datetime of ``value`` microseconds since the Unix epoch."""
     return _EPOCH + timedelta(microseconds=value)
+
+
+def as_utc(when: datetime) -> datetime:
+    """Return ``when`` in UTC: a naive datetime (Arrow and Spark give Delta's UTC timestamps back without a zone
+    in some paths) is taken as UTC."""
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def window_of(ts: datetime, window_seconds: int) -> tuple[datetime, datetime]:

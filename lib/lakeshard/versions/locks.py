@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.routing.placement import from_micros
+from lakeshard.routing.placement import as_utc, from_micros
 from lakeshard.tables import CHUNK_LOCKS
 from lakeshard.tables import lock_app_id as _lock_app_id
 from lakeshard.tables import replace_app_id as _replace_app_id
@@ -244,7 +244,7 @@ class ChunkLocks:
             chunk = Chunk(str(r["tenant_id"]), str(r["hour"]))
             if chunk not in out or int(r["generation"]) > out[chunk].generation:
                 out[chunk] = LockState(chunk, int(r["generation"]), str(r["holder"]), str(r["state"]),
-                                       _utc(r["acquired_at"]), _utc(r["expires_at"]))
+                                       as_utc(r["acquired_at"]), as_utc(r["expires_at"]))
         return out
 
     def held(self) -> list[LockState]:
@@ -369,9 +369,6 @@ def _may_hold(file: FileInfo, hours: Sequence[str]) -> bool:
     return i < len(hours) and hours[i] <= high
 
 
-def _utc(when: datetime) -> datetime:
-    # Arrow gives the Delta timestamps (UTC) back naive or tagged UTC, depending on how the file was written.
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def _state_from_row(r: Row) -> LockState:
