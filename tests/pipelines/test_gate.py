@@ -198,3 +198,41 @@ def test_drop_and_quarantine_in_either_writer_engine_keep_the_same_rows_and_a_re
     quarantined, kept, (n_quarantined, n_dropped) = outcomes["arrow"]
     assert len(quarantined) == n_quarantined > 0 and n_dropped > 0
     assert {t for t, _, _ in kept}.isdisjoint(tenants)
+
+
+@pytest.mark.slow
+def test_a_rule_only_spark_evaluates_handles_steps_whose_events_are_all_duplicates_or_all_dropped(
+    spark: SparkSession, store: TableStore, landing: tuple[Path, Manifest],
+    pipeline_config: Callable[[Path, Path], LakeshardConfig], first_run: tuple[Path, Any],
+    copy_lakehouse: Callable[[Path], Path], tmp_path: Path,
+) -> None:
+    """A rule outside the Arrow subset sends a driver step's new events to Spark and back; a step with no new
+    event (every routed row a duplicate) or whose events a rule drops all of hands Spark an empty table."""
+    assert not ExpectationGate(Flow("f", _nothing, expectations=(expect("x", "length(event_id) > 0"),)),
+                               store, load_config(env={}), "r").runs_in_arrow(pa.schema([("event_id", pa.string())]))
+    pipeline = lakeshard_pipeline()
+    ingest = pipeline.flow("ingest")
+    spark_only = pipeline.replace(ingest.with_expectations(*ingest.expectations,
+                                                           expect("short_ids", "length(event_id) < 300")))
+    # Every file of the landing zone delivered again under another path: routed again, every event a duplicate.
+    lh = copy_lakehouse(first_run[0])
+    again = Path(shutil.copytree(landing[0], tmp_path / "redelivered"))
+    cfg = pipeline_config(lh, again)
+    before = store.read(cfg.table_uri(EVENTS)).count()
+    report = run_pipeline(None, EmbeddedTableStore(None, start_spark=lambda: spark), cfg, spark_only,
+                          flows=["route", "ingest"])
+    assert report.ok, report.render()
+    events = store.read(cfg.table_uri(EVENTS))
+    assert events.count() == before
+    assert check_against_truth(spark, events, str(landing[0])).exactly_once
+    # A rule that drops every new event, evaluated by Spark: the steps commit their progress and no event.
+    drop_all = pipeline.replace(ingest.with_expectations(expect_or_drop("never", "length(event_id) < 0")))
+    fresh = pipeline_config(tmp_path / "dropped", landing[0])
+    report = run_pipeline(None, EmbeddedTableStore(None, start_spark=lambda: spark), fresh, drop_all,
+                          flows=["route", "ingest"])
+    assert report.ok, report.render()
+    assert store.read(fresh.table_uri(EVENTS)).count() == 0
+    rerun = run_pipeline(None, EmbeddedTableStore(None, start_spark=lambda: spark), fresh, drop_all,
+                         flows=["route", "ingest"])
+    assert rerun.ok, rerun.render()
+    assert store.read(fresh.table_uri(EVENTS)).count() == 0

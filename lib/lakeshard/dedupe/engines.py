@@ -28,6 +28,7 @@ from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
 from lakeshard.dedupe.report import IndexCheck, WriteReport, step_report
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
+from lakeshard.runtime import arrow_dataframe
 from lakeshard.tables import EVENTS, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS, ID_INDEX, hour_of, writer_app_id
 from lakeshard.tables.schemas import EVENT_COLUMNS, ROUTED_SCHEMA
 
@@ -361,7 +362,7 @@ class ArrowStep(StepEngine):
         kept = self._gate.keep_arrow(events, txns)
         if kept is not None:
             return survivors if kept is events else kept
-        handed = self._spark().createDataFrame(events)
+        handed = arrow_dataframe(self._spark(), events)
         kept_df = self._gate(handed, txns)
         return survivors if kept_df is handed else kept_df.toArrow()
 

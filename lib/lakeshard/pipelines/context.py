@@ -25,6 +25,7 @@ from lakeshard.errors import TableStoreError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.pipelines.arrow_rules import ArrowCondition, UnsupportedCondition, compile_condition
 from lakeshard.pipelines.declaration import Expectation, ExpectationKind, Flow, PipelineError
+from lakeshard.runtime import arrow_dataframe
 from lakeshard.tables import EXPECTATION_QUARANTINE, EXPECTATION_QUARANTINE_PARTITIONING
 from lakeshard.tables.schemas import EXPECTATION_QUARANTINE_SCHEMA
 
@@ -187,7 +188,7 @@ class ExpectationGate:
         return kept
 
     def _as_dataframe(self, rows: pa.Table) -> DataFrame:
-        return self.store.spark.createDataFrame(rows)
+        return arrow_dataframe(self.store.spark, rows)
 
     def observe(self, df: DataFrame) -> None:
         """Count passes and failures of every rule on ``df`` (one aggregation), keeping every row."""

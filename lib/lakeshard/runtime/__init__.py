@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lakeshard.runtime.session import (
     RuntimeKind,
+    arrow_dataframe,
     describe_mode,
     detect_runtime,
     find_java,
@@ -16,6 +17,6 @@ from lakeshard.runtime.session import (
 )
 
 __all__ = [
-    "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect",
+    "RuntimeKind", "arrow_dataframe", "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect",
     "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
 ]

@@ -18,10 +18,11 @@ from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "DATABRICKS_DOMAINS", "RuntimeKind", "describe_mode", "detect_runtime", "find_java", "get_spark",
+    "DATABRICKS_DOMAINS", "RuntimeKind", "arrow_dataframe", "describe_mode", "detect_runtime", "find_java", "get_spark",
     "is_spark_connect", "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
 ]
 
@@ -224,6 +225,16 @@ def _connect_session(cfg: LakeshardConfig) -> SparkSession:
 def is_spark_connect(spark: object) -> bool:
     """Return whether ``spark`` is a Spark Connect session (pyspark's or databricks-connect's), not a classic one."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def arrow_dataframe(spark: SparkSession, table: pa.Table) -> DataFrame:
+    """Return ``table`` as a Spark DataFrame of the same rows and columns.
+
+    An Arrow table can hold no chunk at all (a filter or a take of nothing); pyspark's conversion of such a
+    table with a timestamp column raises ``ArrowInvalid`` ("cannot construct ChunkedArray from empty vector"),
+    so an empty table is handed over as one empty chunk per column.
+    """
+    return spark.createDataFrame(table if table.num_rows else table.schema.empty_table())
 
 
 def runtime_name(spark: object) -> str:
