@@ -43,3 +43,20 @@ def test_doctor_names_the_runtime_and_proves_a_round_trip(spark: SparkSession, t
     assert _doctor_session(cfg, detect_runtime(cfg), rows)
     found = dict(rows)
     assert found["runtime"] == ("Spark Connect" if remote else "classic") and found["delta round trip"] == "ok"
+
+
+def test_an_arrow_table_with_no_rows_or_no_chunk_becomes_a_dataframe_of_its_columns(spark: SparkSession) -> None:
+    import pyarrow as pa
+
+    from lakeshard.runtime import arrow_dataframe
+
+    schema = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("tenant_id", pa.string()),
+                        ("attributes", pa.map_(pa.string(), pa.string()))])
+    one = pa.table({"ts": pa.array([1_700_000_000_000_000], schema.field("ts").type), "tenant_id": ["t"],
+                    "attributes": pa.array([[("k", "v")]], schema.field("attributes").type)}, schema=schema)
+    for table in (one, one.slice(0, 0), pa.Table.from_batches([], schema=schema)):
+        df = arrow_dataframe(spark, table)
+        assert df.columns == schema.names
+        assert [f.dataType.simpleString() for f in df.schema] == ["timestamp", "string", "map<string,string>"]
+        assert df.count() == table.num_rows
+        assert df.toArrow().column("tenant_id").to_pylist() == table.column("tenant_id").to_pylist()

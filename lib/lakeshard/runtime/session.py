@@ -230,11 +230,15 @@ def is_spark_connect(spark: object) -> bool:
 def arrow_dataframe(spark: SparkSession, table: pa.Table) -> DataFrame:
     """Return ``table`` as a Spark DataFrame of the same rows and columns.
 
-    An Arrow table can hold no chunk at all (a filter or a take of nothing); pyspark's conversion of such a
-    table with a timestamp column raises ``ArrowInvalid`` ("cannot construct ChunkedArray from empty vector"),
-    so an empty table is handed over as one empty chunk per column.
+    An empty table is handed over as an empty list with the Spark schema of its Arrow schema: pyspark's
+    conversion of a table with no chunk and a timestamp column raises ``ArrowInvalid`` ("cannot construct
+    ChunkedArray from empty vector"), and Spark Connect cannot infer a schema from an empty table at all.
     """
-    return spark.createDataFrame(table if table.num_rows else table.schema.empty_table())
+    if table.num_rows:
+        return spark.createDataFrame(table)
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return spark.createDataFrame([], from_arrow_schema(table.schema))
 
 
 def runtime_name(spark: object) -> str:
