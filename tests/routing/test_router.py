@@ -267,3 +267,77 @@ def test_a_backlog_bigger_than_the_driver_limit_is_routed_in_driver_sized_batche
     reports = list(Router(None, EmbeddedTableStore(None, start_spark=no_spark), cfg).run())
     assert len(reports) >= 3 and all(r.bytes <= limit for r in reports)
     assert sum(r.routed for r in reports) == manifest.unique_events + manifest.duplicate_records
+
+
+@pytest.mark.parametrize("other_does", ["routes the next batch", "plans the next batch and dies"])
+def test_a_batch_parsed_ahead_is_dropped_when_another_router_planned_it_meanwhile(
+    spark: SparkSession, tmp_path: Path, landing: tuple[str, Manifest], monkeypatch: pytest.MonkeyPatch,
+    other_does: str,
+) -> None:
+    """A driver batch parses the next one on another thread while it commits; that parse (and the plan it
+    parsed) is used only if no other router planned that batch in between."""
+    import threading
+
+    from lakeshard.lake.embedded import EmbeddedTableStore
+    from lakeshard.routing import router as router_module
+
+    path, m = landing
+    limit = sum(f.size_bytes for f in list_landing_files(path)) // 4 + 1
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": path,
+                                 "routing": {"total_shards": 8, "default_shard_count": 2, "arrow_max_bytes": limit}},
+                      env={})
+    threads: list[str] = []
+    real_parse = router_module.parse_landing_arrow
+
+    def parse(*args, **kwargs):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return real_parse(*args, **kwargs)
+
+    monkeypatch.setattr(router_module, "parse_landing_arrow", parse)
+    store = EmbeddedTableStore(None, start_spark=lambda: spark)
+
+    def dies_before_routing(table: str, batch: int) -> None:
+        if table == ROUTED:
+            raise Crash(f"the other router died before committing batch {batch}")
+
+    other = Router(None, store, cfg, before_commit=dies_before_routing if other_does.endswith("dies") else None)
+
+    def meanwhile(report: object) -> None:
+        if len(threads) == 2:  # batch 1 routed, batch 2 parsed ahead: the other router takes batch 2 first
+            try:
+                other.route_once()
+            except Crash:
+                pass
+
+    reports = Router(None, store, cfg).run(on_batch=meanwhile)
+    assert len(reports) >= 3
+    assert any(name.startswith("landing-ahead") for name in threads), threads
+    if other_does.endswith("dies"):
+        assert reports[1].replayed and reports[1].batch == 2  # finished from the other router's plan
+    else:
+        assert [r.batch for r in reports][:2] == [1, 3]
+    _assert_routed_exactly(spark, store, cfg, path, m)
+
+
+def test_parsing_ahead_routes_the_same_rows_as_one_batch_at_a_time(
+    spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+
+    path, m = landing
+    limit = sum(f.size_bytes for f in list_landing_files(path)) // 5 + 1
+    cfgs = [load_config(overrides={"lakehouse": str(tmp_path / name), "landing": path,
+                                   "routing": {"total_shards": 8, "default_shard_count": 2,
+                                               "arrow_max_bytes": limit}}, env={}) for name in ("ahead", "one")]
+    clock = lambda: datetime(2030, 1, 1, tzinfo=UTC)  # noqa: E731  (one clock: the parses validate alike)
+    ahead = Router(None, store, cfgs[0], clock=clock).run()
+    monkeypatch.setattr(Router, "_look_ahead", lambda self, batch: None)
+    one = Router(None, store, cfgs[1], clock=clock).run()
+    assert [(r.batch, r.files, r.routed, r.quarantined) for r in ahead] == [
+        (r.batch, r.files, r.routed, r.quarantined) for r in one] and len(one) >= 4
+
+    def rows(cfg: LakeshardConfig) -> list[tuple[object, ...]]:
+        return sorted(map(tuple, store.read(cfg.table_uri(ROUTED)).drop("routed_at").collect()))
+
+    assert rows(cfgs[0]) == rows(cfgs[1])
+    _assert_routed_exactly(spark, store, cfgs[0], path, m)

@@ -22,6 +22,7 @@ import dataclasses
 import os
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,16 @@ __all__ = [
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _RANGE_COLUMNS = ("start_byte", "end_byte", "first_line", "next_line", "checksum", "anchor", "file_id")
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """The plan a router takes next (not committed yet) and its parse, started while the batch before commits."""
+
+    batch: int
+    now: datetime
+    intake: Intake
+    parsed: Future[tuple[pa.Table, pa.Table]]
 
 
 def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
@@ -228,6 +239,9 @@ class Router:
         self._clock = clock  # when a batch is planned: the clock its parse validates by, on every attempt
         self.last_intake: Intake | None = None  # what the latest look at the landing zone found and left
         self._consumed: tuple[int, dict[str, Consumed]] | None = None  # (landing_batches version, its consumed map)
+        self._landing = cfg.landing  # the zone of the run in progress
+        self._ahead: _Ahead | None = None  # the next batch's intake, parsed while this one commits
+        self._parser: ThreadPoolExecutor | None = None
         self.uris = {name: cfg.table_uri(name) for name in (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS)}
         self._ready = False
 
@@ -256,10 +270,13 @@ class Router:
             ) -> list[RouteReport]:
         """Return the reports of routing every landing file not routed yet (finishing a crashed batch first)."""
         reports = []
-        while (report := self.route_once(landing)) is not None:
-            reports.append(report)
-            if on_batch is not None:
-                on_batch(report)
+        try:
+            while (report := self.route_once(landing)) is not None:
+                reports.append(report)
+                if on_batch is not None:
+                    on_batch(report)
+        finally:
+            self._stop_looking_ahead()
         return reports
 
     def _add_range_columns(self) -> None:
@@ -283,16 +300,17 @@ class Router:
     def route_once(self, landing: str | None = None) -> RouteReport | None:
         """Return the report of the next batch (a replay of an unfinished one first), or None when idle."""
         self.ensure_tables()
+        self._landing = landing or self.cfg.landing
+        ahead, self._ahead = self._ahead, None
         planned = self.store.transaction_version(self.uris[LANDING_BATCHES], ROUTER_APP_ID) or 0
         behind = [t for t in (ROUTED, QUARANTINE, ROUTING_METRICS)
                   if (self.store.transaction_version(self.uris[t], ROUTER_APP_ID) or 0) < planned]
         if planned and behind:
             return self._execute(planned, *self._planned_files(planned), replayed=True)
         batch = planned + 1
-        # The plan's clock, in whole milliseconds: the parse validates by it, on this attempt and on any replay.
-        now = self._clock()
-        now = now.replace(microsecond=now.microsecond // 1000 * 1000)
-        intake = self._next_files(landing or self.cfg.landing, now)
+        if ahead is not None and ahead.batch != batch:
+            ahead = None  # another router planned the batch looked ahead at: its intake is stale
+        now, intake = (ahead.now, ahead.intake) if ahead is not None else self._look(self._landing)
         self.last_intake = intake
         if not intake.ranges:
             return None
@@ -317,7 +335,8 @@ class Router:
                                          metadata={"batch": batch, "files": n})
         if result.skipped:  # another router planned this batch first: finish its plan instead
             return self._execute(batch, *self._planned_files(batch), replayed=True)
-        report = self._execute(batch, [r.file for r in ranges], _epoch_ms(now), replayed=False)
+        report = self._execute(batch, [r.file for r in ranges], _epoch_ms(now), replayed=False,
+                               parsed=ahead.parsed if ahead is not None else None)
         return dataclasses.replace(report, rewritten_files=sum(r.rewritten for r in ranges),
                                    held_back_files=len(intake.held_back), held_back_bytes=intake.held_back_bytes,
                                    dangling_links=tuple(intake.dangling))
@@ -328,6 +347,39 @@ class Router:
         rows = plans.filter(pc.equal(plans.column("batch"), batch)).to_pylist()
         files = sorted((_planned_file(r) for r in rows), key=lambda f: f.path)
         return files, max(_epoch_ms(_utc(r["planned_at"])) for r in rows)
+
+    def _look(self, landing: str) -> tuple[datetime, Intake]:
+        """Return the clock of the next plan and what it takes of ``landing``."""
+        # The plan's clock, in whole milliseconds: the parse validates by it, on this attempt and on any replay.
+        now = self._clock()
+        now = now.replace(microsecond=now.microsecond // 1000 * 1000)
+        return now, self._next_files(landing, now)
+
+    def _look_ahead(self, batch: int) -> None:
+        """Start parsing the batch after ``batch`` (whose plan is committed) while ``batch`` routes and commits.
+
+        The next plan is taken now, from the plans committed so far (``batch``'s included), and parsed on another
+        thread; the next :meth:`route_once` commits exactly that plan and uses that parse, or drops both when
+        another router planned that batch meanwhile. Nothing of the next batch is committed before ``batch``'s
+        commits are: a crash leaves the log as a router without look-ahead would. Only batches the driver path
+        takes are looked ahead at; at most one parse is held beside the batch in hand.
+        """
+        now, intake = self._look(self._landing)
+        files = [r.file for r in intake.ranges]
+        limit = self.cfg.routing.arrow_max_bytes
+        if not files or sum(f.read_bytes for f in files) > limit:
+            return
+        if self._parser is None:
+            self._parser = ThreadPoolExecutor(1, thread_name_prefix="landing-ahead")
+        parsed = self._parser.submit(parse_landing_arrow, files, limits=self.cfg.landing_format,
+                                     now_ms=_epoch_ms(now))
+        self._ahead = _Ahead(batch + 1, now, intake, parsed)
+
+    def _stop_looking_ahead(self) -> None:
+        self._ahead = None
+        if self._parser is not None:
+            self._parser.shutdown(wait=False, cancel_futures=True)
+            self._parser = None
 
     def _next_files(self, landing: str, now: datetime) -> Intake:
         settle = self.cfg.landing_format.settle_seconds
@@ -367,12 +419,14 @@ class Router:
         entries = self.store.log_entries(self.uris[ROUTED], start=version, end=version)
         return [c.file for e in entries for c in e.changes if c.action == "add"]
 
-    def _execute(self, batch: int, files: Sequence[LandingFile], now_ms: int, *, replayed: bool) -> RouteReport:
+    def _execute(self, batch: int, files: Sequence[LandingFile], now_ms: int, *, replayed: bool,
+                 parsed: Future[tuple[pa.Table, pa.Table]] | None = None) -> RouteReport:
         limit = self.cfg.routing.arrow_max_bytes
         covered = sum(f.read_bytes for f in files)
-        in_driver = limit > 0 and covered <= limit
-        execute = self._execute_in_driver if in_driver else self._execute_on_spark
-        versions, n_events, by_cat = execute(batch, files, now_ms)
+        if limit > 0 and covered <= limit:
+            versions, n_events, by_cat = self._execute_in_driver(batch, files, now_ms, parsed)
+        else:
+            versions, n_events, by_cat = self._execute_on_spark(batch, files, now_ms)
         n_quarantined = sum(by_cat.values())
         return RouteReport(batch=batch, files=len(files), records=n_events + n_quarantined, routed=n_events,
                            quarantined=n_quarantined, quarantine_by_category=by_cat, replayed=replayed,
@@ -388,10 +442,14 @@ class Router:
             return self.store.append_arrow(self.uris[table], rows, app_transactions=txn, metadata=meta)
         return self.store.append(self.uris[table], rows, app_transactions=txn, metadata=meta)
 
-    def _execute_in_driver(self, batch: int, files: Sequence[LandingFile], now_ms: int
+    def _execute_in_driver(self, batch: int, files: Sequence[LandingFile], now_ms: int,
+                           parsed: Future[tuple[pa.Table, pa.Table]] | None = None,
                            ) -> tuple[dict[str, int], int, dict[str, int]]:
-        """Route a small batch in this process: parse, place, hash and write with pyarrow (no Spark job)."""
-        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms)
+        """Route a small batch in this process: parse (or take the parse looked ahead), place, hash and write
+        with pyarrow (no Spark job)."""
+        events, quarantine = (parsed.result() if parsed is not None else
+                              parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms))
+        self._look_ahead(batch)
         routed = route_arrow(events, self.allocator)
         versions = {ROUTED: self._commit(ROUTED, batch, files, routed).version,
                     QUARANTINE: self._commit(QUARANTINE, batch, files, quarantine).version}
