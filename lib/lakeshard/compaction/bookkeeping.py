@@ -163,8 +163,7 @@ def write_sorted(rows: pa.Table, directory: str, schema: pa.Schema, sort_by: Seq
     ``row_group_rows`` rows; no rows, no file."""
     if not rows.num_rows:
         return
-    order = pc.sort_indices(rows.select(list(sort_by)), sort_keys=[(c, "ascending") for c in sort_by],
-                            null_placement="at_start")
+    order = pc.sort_indices(rows.select(list(sort_by)), sort_keys=[(c, "ascending", "at_start") for c in sort_by])
     body = rows.select(schema.names).cast(schema).take(order)
     fs, base = filesystem(directory)
     fs.create_dir(base, recursive=True)
