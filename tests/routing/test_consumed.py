@@ -97,3 +97,23 @@ def test_a_file_that_leaves_the_zone_and_comes_back_is_not_routed_again(
     assert router.route_once() is None
     routed = store.read_table_arrow(cfg.table_uri(ROUTED), ["event_id"]).column("event_id").to_pylist()
     assert sorted(routed) == sorted(f"e{i}" for i in range(11))
+
+
+def test_plans_another_router_commits_and_compact_books_merges_between_two_looks_are_seen(
+        spark: SparkSession, store: TableStore, tmp_path: Path) -> None:
+    """A router's kept entries catch up with the plans committed since its last look, also when compact_books has
+    already merged those plans into a new file (a data_change=False swap)."""
+    cfg = _cfg(tmp_path)
+    _routed_history(store, cfg, tmp_path, files=6)
+    mine = Router(None, store, cfg)
+    assert mine.route_once() is None
+    _landing_file(Path(cfg.landing), 6)
+    other = Router(None, store, cfg).route_once()
+    assert other is not None and other.files == 1
+    assert mine.route_once() is None, "a plan committed by another router is routed again"
+    _landing_file(Path(cfg.landing), 7)
+    assert Router(None, store, cfg).route_once() is not None
+    compact_bookkeeping(store, cfg, tables=(LANDING_BATCHES,), max_files=1)
+    assert mine.route_once() is None, "a plan merged by compact_books since the last look is routed again"
+    routed = store.read_table_arrow(cfg.table_uri(ROUTED), ["event_id"]).column("event_id").to_pylist()
+    assert sorted(routed) == sorted(f"e{i}" for i in range(8))

@@ -93,7 +93,8 @@ class ConsumedRanges:
 
     def _catch_up(self, latest: int) -> bool:
         """Merge the entries of the plans committed since the known version; return False when the entries must
-        be read afresh (the log no longer holds those commits, or one of them removed plans)."""
+        be read afresh (the log no longer holds those commits, one of them removed plans, or a plan file they
+        added is no longer live)."""
         known = self._version
         if known is None or known > latest:
             return False
@@ -109,8 +110,13 @@ class ConsumedRanges:
         if len(entries) != latest - known or any(c.action != "add" and c.data_change for c in changes):
             return False
         added: list[FileInfo] = [c.file for c in changes if c.action == "add" and c.data_change]
-        if added:
-            merge_consumed(self._entries, self.store.read_arrow(self.uri, added, CONSUMED_COLUMNS))
+        if not added:
+            return True
+        # A plan file a later swap already merged away is read from what replaced it (a removed file may be gone).
+        live = {f.path for f in self.store.files(self.uri, version=latest)}
+        if any(f.path not in live for f in added):
+            return False
+        merge_consumed(self._entries, self.store.read_arrow(self.uri, added, CONSUMED_COLUMNS))
         return True
 
 
