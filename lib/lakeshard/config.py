@@ -237,15 +237,19 @@ class MaintenanceConfig:
     # Parquet bytes one table's rewrite reads into the driver at most: the smallest files first, so a table's
     # files that have grown past it are left as they are and memory stays bounded.
     bookkeeping_max_bytes: int = 64 * 1024 * 1024
+    # Rows per Parquet row group of a rewritten ``placements`` or ``landing_batches`` file (sorted by what their
+    # readers filter on): a reader decodes only the row groups that can hold what it asks for.
+    bookkeeping_row_group_rows: int = 1024
     # ``routing_metrics`` rows whose window started longer ago than this are dropped by the maintenance job's
     # ``compact_books``: the autosharder and the balancer read only their newest few windows (at most
     # ``max(scale_down_windows, lookback_windows) x routing.window_seconds``, half an hour by default).
     routing_metrics_retention_hours: float = 24.0
 
     def __post_init__(self) -> None:
-        if self.bookkeeping_max_files < 1 or self.bookkeeping_max_bytes < 1:
-            raise ConfigError(f"maintenance.bookkeeping_max_files and bookkeeping_max_bytes must be >= 1, found "
-                              f"{self.bookkeeping_max_files} and {self.bookkeeping_max_bytes}")
+        if self.bookkeeping_max_files < 1 or self.bookkeeping_max_bytes < 1 or self.bookkeeping_row_group_rows < 1:
+            raise ConfigError(f"maintenance.bookkeeping_max_files, bookkeeping_max_bytes and "
+                              f"bookkeeping_row_group_rows must be >= 1, found {self.bookkeeping_max_files}, "
+                              f"{self.bookkeeping_max_bytes} and {self.bookkeeping_row_group_rows}")
         if not self.routing_metrics_retention_hours > 0:
             raise ConfigError("maintenance.routing_metrics_retention_hours must be > 0, found "
                               f"{self.routing_metrics_retention_hours}")

@@ -174,3 +174,33 @@ def test_routing_metrics_past_their_retention_are_dropped_and_recent_windows_kep
     kept = sorted(r["batch"] for r in store.read_table_arrow(uri).to_pylist())
     assert kept == [0, 1, 2]  # the default retention is 24 hours before the newest window
     assert report.tables[0].expired_files == 3 and len(store.files(uri)) == 1
+
+
+def test_placements_are_rewritten_sorted_by_window_in_small_row_groups(
+        store: TableStore, test_config: LakeshardConfig, tmp_path: Path) -> None:
+    """The allocator reads the placements of a few windows: each row group of a rewritten file must bound them."""
+    import pyarrow.parquet as pq
+
+    from lakeshard.routing.allocator import ShardAllocator
+    from lakeshard.tables import PLACEMENTS
+
+    cfg = replace(_config(tmp_path, test_config, max_files=1),
+                  maintenance=MaintenanceConfig(bookkeeping_max_files=1, bookkeeping_row_group_rows=10))
+    allocator = ShardAllocator(store, cfg)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    windows = [start.replace(minute=5 * w) for w in range(12)]
+    for w in reversed(windows):  # allocated out of order: the rewrite sorts
+        allocator.resolve([(f"t{i}", w) for i in range(5)])
+    uri = cfg.table_uri(PLACEMENTS)
+    before = _rows(store, uri)
+
+    compact_bookkeeping(store, cfg, tables=(PLACEMENTS,))
+
+    (merged,) = store.files(uri)
+    assert _rows(store, uri) == before
+    meta = pq.ParquetFile(f"{uri}/{merged.path}").metadata
+    column = meta.schema.to_arrow_schema().get_field_index("window_start")
+    spans = [(meta.row_group(g).column(column).statistics.min, meta.row_group(g).column(column).statistics.max)
+             for g in range(meta.num_row_groups)]
+    assert meta.num_row_groups == 6 and all(meta.row_group(g).num_rows == 10 for g in range(6))
+    assert spans == sorted(spans) and all(hi - lo == windows[1] - windows[0] for lo, hi in spans), spans

@@ -170,6 +170,25 @@ def test_arrow_reads_of_file_groups_give_each_group_its_rows_with_partition_valu
     assert read["zeta"].column("ts").null_count == 4
 
 
+def test_an_arrow_read_with_a_filter_gives_only_the_matching_rows(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    import pyarrow.compute as pc
+
+    uri = str(tmp_path / "where")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    table_store.append(uri, _rows(spark, "acme", 1, 3))
+    table_store.append(uri, _rows(spark, "zeta", 2, 4))
+    files = table_store.files(uri)
+    on_data = table_store.read_arrow(uri, files, ["event_id"], where=pc.field("event_id").isin(["acme-1", "zeta-3"]))
+    assert sorted(on_data.column("event_id").to_pylist()) == ["acme-1", "zeta-3"]
+    assert on_data.schema.names == ["event_id"]
+    on_partition = table_store.read_arrow(uri, files, ["event_id", "hour"],
+                                          where=(pc.field("tenant_id") == "zeta") & (pc.field("hour") == 2))
+    assert sorted(on_partition.column("event_id").to_pylist()) == [f"zeta-{i}" for i in range(4)]
+    assert table_store.read_arrow(uri, files, where=pc.field("hour") == 9).num_rows == 0
+
+
 def test_replace_swaps_files_atomically(table_store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
     uri = str(tmp_path / "swap")
     table_store.create(uri, EVENTS, partition_by=["tenant_id"])

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -67,6 +68,52 @@ def test_a_lookup_reads_only_the_placement_files_of_its_windows(store: TableStor
     later = windows[-1] + timedelta(minutes=5)
     fresh.resolve([("t3", later)])  # a window no file covers: nothing read, one new placement
     assert fresh.stats.files_read == 2 and fresh.stats.placements_created == 1
+
+
+def test_a_lookup_in_compacted_placements_decodes_only_the_row_groups_of_its_window(
+        store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compact_books merges every allocation's file into one spanning every window ever allocated; a late event's
+    window (or any window inside that span) must not cost a read of every placement the lakehouse holds."""
+    from lakeshard.compaction.bookkeeping import compact_bookkeeping
+    from lakeshard.lake import rowgroups
+    from lakeshard.tables import PLACEMENTS
+
+    cfg = _cfg(tmp_path)
+    cfg = replace(cfg, maintenance=replace(cfg.maintenance, bookkeeping_row_group_rows=40))
+    windows = [T0 + timedelta(minutes=5 * w) for w in range(50)]
+    a = ShardAllocator(store, cfg)
+    for w in windows:  # one allocation commit, so one file, per window
+        a.resolve([(f"t{i}", w) for i in range(20)])
+    compact_bookkeeping(store, cfg, tables=(PLACEMENTS,), max_files=1)
+    uri = cfg.table_uri(PLACEMENTS)
+    assert len(store.files(uri)) == 1, "compact_books left more than one placements file"
+
+    returned: list[int] = []
+    real_read = store.read_arrow
+
+    def counted_read(*args, **kwargs):  # type: ignore[no-untyped-def]
+        rows = real_read(*args, **kwargs)
+        returned.append(rows.num_rows)
+        return rows
+
+    decoded: list[int] = []
+    real_groups = rowgroups.matching_row_groups
+
+    def counted_groups(*args, **kwargs):  # type: ignore[no-untyped-def]
+        kept = real_groups(*args, **kwargs)
+        decoded.append(sum(g.num_rows for g in kept.row_groups))
+        return kept
+
+    monkeypatch.setattr(store, "read_arrow", counted_read)
+    monkeypatch.setattr(rowgroups, "matching_row_groups", counted_groups)
+    fresh = ShardAllocator(store, cfg)  # a new job process: nothing cached
+    late = fresh.resolve([("t3", windows[25]), ("t99", windows[25])])
+    monkeypatch.undo()
+
+    assert sum(returned) == 20, f"{sum(returned)} placement rows read for one window of 20 tenants (1000 held)"
+    assert 0 < sum(decoded) <= 80, f"{sum(decoded)} placement rows decoded for one window (row groups of 40)"
+    assert late[("t3", windows[25])] == a.get_placement("t3", windows[25])
+    assert fresh.stats.placements_created == 1
 
 
 def test_new_settings_take_effect_at_the_next_window_only(store: TableStore, tmp_path: Path) -> None:

@@ -26,6 +26,13 @@ Snapshot loads replay the commits since the table's last checkpoint. delta-rs wr
 behind than that (written by a writer that skipped it) gets one here. The log is never cleaned up and nothing
 is vacuumed: commit info others read stays, and removed files stay for time travel until ``vacuum``.
 
+Tables read by one column's values rather than whole are rewritten sorted by it, as one file of row groups of
+``maintenance.bookkeeping_row_group_rows`` rows (:data:`SORTED_LAYOUTS`): ``placements`` by ``window_start`` (the
+allocator asks for a few windows), ``landing_batches`` by the landing file's identity (the router asks for the
+files it lists). Each row group's statistics then bound that column, and a read that pushes its filter
+(:meth:`~lakeshard.lake.TableStore.read_arrow`'s ``where``) decodes only the row groups that can match, however
+many windows or files the table has gathered.
+
 ``events``, ``routed`` and ``event_ids`` are not bookkeeping: they have their own compaction and expiry.
 A rewrite of ``fragments`` also drops the rows of files no longer live in their table
 (:func:`~lakeshard.compaction.fragment_table.live_fragment_rows`).
@@ -38,25 +45,44 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lakeshard.compaction.fragment_table import live_fragment_rows
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
-from lakeshard.lake import FileInfo, TableStore
-from lakeshard.lake.files import write_partitioned
-from lakeshard.tables import EVENTS, FRAGMENTS, ID_INDEX, ROUTED, ROUTING_METRICS, TABLES
+from lakeshard.lake import FileInfo, TableStore, WriteFiles
+from lakeshard.lake.files import filesystem, write_partitioned
+from lakeshard.tables import (
+    EVENTS,
+    FRAGMENTS,
+    ID_INDEX,
+    LANDING_BATCHES,
+    PLACEMENTS,
+    ROUTED,
+    ROUTING_METRICS,
+    TABLES,
+)
 
-__all__ = ["BOOKKEEPING_TABLES", "CHECKPOINT_INTERVAL", "BookkeepingReport", "TableUpkeep", "compact_bookkeeping",
-           "small_files"]
+__all__ = ["BOOKKEEPING_TABLES", "CHECKPOINT_INTERVAL", "SORTED_LAYOUTS", "BookkeepingReport", "TableUpkeep",
+           "compact_bookkeeping", "small_files", "write_sorted"]
 
 # Every table of the catalog but the event data and its ID index, which have compaction and expiry of their own.
 BOOKKEEPING_TABLES: tuple[str, ...] = tuple(t for t in TABLES if t not in (EVENTS, ROUTED, ID_INDEX))
+
+# Per table read by the values of a column: the sort order its rewrite writes (the read's column first), so
+# each row group's statistics bound that column. ``landing_batches`` is looked up by a file's identity, its
+# ``file_id`` (its ``path`` in plans made before identities); ``batch`` keeps a file's plans in order.
+SORTED_LAYOUTS: Mapping[str, tuple[str, ...]] = {
+    PLACEMENTS: ("window_start", "tenant_id"),
+    LANDING_BATCHES: ("file_id", "path", "batch"),
+}
 
 # Delta's default ``delta.checkpointInterval``: delta-rs checkpoints every this many commits.
 CHECKPOINT_INTERVAL = 100
@@ -101,8 +127,10 @@ def compact_bookkeeping(store: TableStore, cfg: LakeshardConfig, *, tables: Sequ
     limit = cfg.maintenance.bookkeeping_max_files if max_files is None else max_files
     budget = cfg.maintenance.bookkeeping_max_bytes
     retention = metrics_retention(cfg)
+    group_rows = cfg.maintenance.bookkeeping_row_group_rows
     return BookkeepingReport(tuple(
-        _upkeep(store, cfg.table_uri(name), name, limit, budget, retention if name == ROUTING_METRICS else None)
+        _upkeep(store, cfg.table_uri(name), name, limit, budget, retention if name == ROUTING_METRICS else None,
+                group_rows)
         for name in tables))
 
 
@@ -128,8 +156,23 @@ def small_files(files: Sequence[FileInfo], budget: int) -> list[FileInfo]:
     return chosen if len(chosen) > 1 else []
 
 
-def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int, retention: timedelta | None
-            ) -> TableUpkeep:
+def write_sorted(rows: pa.Table, directory: str, schema: pa.Schema, sort_by: Sequence[str], row_group_rows: int
+                 ) -> None:
+    """Write ``rows`` of a table without partition columns under ``directory`` as one Parquet file in the table's
+    column order and types (``schema``), sorted by ``sort_by`` (ascending, nulls first) in row groups of
+    ``row_group_rows`` rows; no rows, no file."""
+    if not rows.num_rows:
+        return
+    order = pc.sort_indices(rows.select(list(sort_by)), sort_keys=[(c, "ascending", "at_start") for c in sort_by])
+    body = rows.select(schema.names).cast(schema).take(order)
+    fs, base = filesystem(directory)
+    fs.create_dir(base, recursive=True)
+    pq.write_table(body, f"{base}/part-00000-{uuid.uuid4().hex[:12]}.parquet", filesystem=fs,
+                   row_group_size=row_group_rows)
+
+
+def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int, retention: timedelta | None,
+            group_rows: int) -> TableUpkeep:
     if not store.exists(uri):
         return TableUpkeep(name, 0, 0, skipped="no table yet")
     version = store.version(uri)
@@ -141,7 +184,7 @@ def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int, ret
     kept = [f for f in files if f.path not in gone]
     chosen = small_files(kept, budget) if len(kept) > limit else []
     if chosen or expired:
-        upkeep = _rewrite(store, uri, name, version, files, chosen, expired, cutoff)
+        upkeep = _rewrite(store, uri, name, version, files, chosen, expired, cutoff, group_rows)
     else:
         why = f"{len(files)} files <= {limit}" if len(files) <= limit else f"fewer than two files fit {budget} bytes"
         upkeep = TableUpkeep(name, len(files), len(files), skipped=why)
@@ -150,8 +193,8 @@ def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int, ret
 
 
 def _rewrite(store: TableStore, uri: str, name: str, version: int, live: Sequence[FileInfo],
-             chosen: Sequence[FileInfo], expired: Sequence[FileInfo] = (), cutoff: datetime | None = None
-             ) -> TableUpkeep:
+             chosen: Sequence[FileInfo], expired: Sequence[FileInfo] = (), cutoff: datetime | None = None,
+             group_rows: int = 1024) -> TableUpkeep:
     rows = store.read_arrow(uri, chosen) if chosen else None
     dropped = bool(expired)
     if rows is not None and cutoff is not None:
@@ -167,12 +210,20 @@ def _rewrite(store: TableStore, uri: str, name: str, version: int, live: Sequenc
         result = store.replace_files(
             uri, [f.path for f in (*chosen, *expired)], None, data_change=dropped, read_version=version,
             metadata={"lakeshard.operation": "compact_bookkeeping", "expired_files": len(expired)},
-            write=None if kept is None or kept.num_rows == 0
-            else lambda target: write_partitioned(kept, target, schema, parts))
+            write=None if kept is None or kept.num_rows == 0 else _writer(name, kept, schema, parts, group_rows))
     except CommitConflict:
         return TableUpkeep(name, len(live), len(live), conflict=True)
     return TableUpkeep(name, len(live), len(live) - result.files_removed + result.files_added,
                        version=result.version, expired_files=len(expired))
+
+
+def _writer(name: str, rows: pa.Table, schema: pa.Schema, parts: Sequence[str], group_rows: int) -> WriteFiles:
+    """Return the write of a rewrite's rows: sorted in row groups for a table of :data:`SORTED_LAYOUTS` without
+    partition columns, else one file per partition."""
+    sort_by = SORTED_LAYOUTS.get(name, ()) if not parts else ()
+    if sort_by:
+        return lambda target: write_sorted(rows, target, schema, sort_by, group_rows)
+    return lambda target: write_partitioned(rows, target, schema, parts)
 
 
 def _ensure_checkpoint(store: TableStore, uri: str) -> int | None:

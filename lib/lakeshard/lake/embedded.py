@@ -49,7 +49,6 @@ from lakeshard.lake.base import (
 )
 from lakeshard.lake.datafiles import (
     conform,
-    partition_scalar,
     read_data_files,
 )
 from lakeshard.lake.deltalog import (
@@ -69,6 +68,7 @@ from lakeshard.lake.embedded_write import (
     write_spark_files,
 )
 from lakeshard.lake.files import filesystem, read_commit_text
+from lakeshard.lake.rowgroups import read_data_file
 from lakeshard.lake.store import (
     BYTES_ADDED,
     ROWS_ADDED,
@@ -86,6 +86,7 @@ from lakeshard.lake.store import (
 from lakeshard.lake.trace import COMMIT, WRITE, phase
 
 if TYPE_CHECKING:
+    import pyarrow.compute as pc
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructField, StructType
 
@@ -267,21 +268,25 @@ class EmbeddedTableStore(AdapterBase):
         return read_data_files(self.spark, embedded_uri(dt.table_uri), _to_spark_schema(dt.schema()),
                                list(dt.metadata().partition_columns), files)
 
-    def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None) -> pa.Table:
+    def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None, *,
+                   where: pc.Expression | None = None) -> pa.Table:
         """Return the rows of exactly these data files, read with pyarrow in this process (no Spark job).
 
         Partition values come from the add actions, every column is cast to the table's Arrow type (a
         column a file lacks reads as null), as :meth:`read_files` does with Spark. For the small reads of a
         writer step (its new routed files, an ID interval), where a Spark job's fixed cost would dominate.
+        ``where`` keeps the matching rows; only row groups whose statistics admit it are decoded
+        (:mod:`lakeshard.lake.rowgroups`).
 
         Example::
 
             ids = store.read_arrow(uri, store.files(uri), columns=["key_hi", "key_lo"])
         """
-        return self.read_arrow_groups(table, {0: files}, columns)[0]
+        return self.read_arrow_groups(table, {0: files}, columns, where=where)[0]
 
     def read_arrow_groups(self, table: str, groups: Mapping[K, Sequence[FileInfo]],
-                          columns: Sequence[str] | None = None) -> dict[K, pa.Table]:
+                          columns: Sequence[str] | None = None, *, where: pc.Expression | None = None
+                          ) -> dict[K, pa.Table]:
         """Return, per group of data files, their rows as :meth:`read_arrow` reads them, in one pass.
 
         The files of all groups are read at once by a pool of threads (pyarrow decodes without the GIL),
@@ -292,7 +297,6 @@ class EmbeddedTableStore(AdapterBase):
         schema = _arrow_schema(dt)
         names, wanted = arrow_columns(dt.table_uri, schema, columns)
         parts = set(dt.metadata().partition_columns)
-        data = [c for c in names if c not in parts]
         # Data columns as the table types them (a column a file lacks reads as null, as Spark reads it).
         read_schema = pa.schema([schema.field(c).with_nullable(True) for c in schema.names if c not in parts])
         fs, base = filesystem(embedded_uri(dt.table_uri))
@@ -302,11 +306,7 @@ class EmbeddedTableStore(AdapterBase):
             filesystem=fs).get_fragments()) if everything else []
 
         def read(at: int) -> pa.Table:
-            rows = fragments[at].to_table(schema=read_schema, columns=data, use_threads=False)
-            f = everything[at]
-            return pa.table([rows.column(c) if c not in parts else
-                             pa.array([partition_scalar(f.partition_values.get(c), wanted.field(c).type)]
-                                      * rows.num_rows, wanted.field(c).type) for c in names], schema=wanted)
+            return read_data_file(fragments[at], everything[at], read_schema, schema, names, parts, where)
 
         with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
             tables = list(pool.map(read, range(len(fragments))))

@@ -85,6 +85,7 @@ from lakeshard.lake.store import (
 )
 
 if TYPE_CHECKING:
+    import pyarrow.compute as pc
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructField, StructType
 
@@ -273,16 +274,22 @@ class NativeTableStore(AdapterBase):
         return read_data_files(self.spark, uri, StructType.fromJson(state.schema_json), state.partition_columns,
                                files)
 
-    def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None) -> pa.Table:
-        """Return the rows of exactly these data files as Arrow, typed as :meth:`arrow_schema` says.
+    def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None, *,
+                   where: pc.Expression | None = None) -> pa.Table:
+        """Return the rows of exactly these data files (those matching ``where``) as Arrow, typed as
+        :meth:`arrow_schema` says.
 
         Read through Spark (``read_files`` then ``toArrow``): the files may live on any filesystem the cluster
-        reaches, which pyarrow in the driver may not.
+        reaches, which pyarrow in the driver may not. ``where`` filters the rows read, in the driver.
         """
-        names, wanted = arrow_columns(normalise_uri(table), self.arrow_schema(table), columns)
+        schema = self.arrow_schema(table)
+        names, wanted = arrow_columns(normalise_uri(table), schema, columns)
         if not files:
             return wanted.empty_table()
-        return self.read_files(table, files).select(*names).toArrow().cast(wanted)
+        if where is None:
+            return self.read_files(table, files).select(*names).toArrow().cast(wanted)
+        _, whole = arrow_columns(normalise_uri(table), schema, None)
+        return self.read_files(table, files).select(*whole.names).toArrow().cast(whole).filter(where).select(names)
 
     def arrow_schema(self, table: str) -> pa.Schema:
         """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""

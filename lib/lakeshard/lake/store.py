@@ -12,6 +12,7 @@ from lakeshard.errors import TableStoreError, UnsupportedByAdapter
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructField, StructType
 
@@ -239,14 +240,21 @@ class TableStore(ABC):
         """Return the rows of exactly these data files, partition values included."""
 
     @abstractmethod
-    def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None) -> pa.Table:
+    def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None, *,
+                   where: pc.Expression | None = None) -> pa.Table:
         """Return the rows of exactly these data files as an Arrow table read in this process (no Spark job),
-        partition values included, typed as the table's Arrow schema; ``columns`` narrows the read."""
+        partition values included, typed as the table's Arrow schema; ``columns`` narrows the read.
+
+        ``where`` (a pyarrow expression over the table's columns) keeps only the rows it matches; an adapter may
+        use it to skip whole row groups by their statistics, so a file laid out sorted by the filtered column
+        in small row groups is read in part (the embedded adapter does, :mod:`lakeshard.lake.rowgroups`).
+        """
 
     def read_arrow_groups(self, table: str, groups: Mapping[K, Sequence[FileInfo]],
-                          columns: Sequence[str] | None = None) -> dict[K, pa.Table]:
+                          columns: Sequence[str] | None = None, *, where: pc.Expression | None = None
+                          ) -> dict[K, pa.Table]:
         """Return, per group of data files, :meth:`read_arrow` of those files (an adapter may read all at once)."""
-        return {key: self.read_arrow(table, files, columns) for key, files in groups.items()}
+        return {key: self.read_arrow(table, files, columns, where=where) for key, files in groups.items()}
 
     @abstractmethod
     def arrow_schema(self, table: str) -> pa.Schema:
@@ -272,13 +280,14 @@ class TableStore(ABC):
         """
 
     def read_table_arrow(self, table: str, columns: Sequence[str] | None = None, *,
-                         version: int | None = None) -> pa.Table:
-        """Return every row of a small table (latest or at ``version``) read in this process with pyarrow.
+                         version: int | None = None, where: pc.Expression | None = None) -> pa.Table:
+        """Return every row of a small table (latest or at ``version``; those matching ``where``, as
+        :meth:`read_arrow` filters) read in this process with pyarrow.
 
         For the routing state, batch plans and other bookkeeping tables a step reads whole: a Spark job's
         fixed cost (and, in a lazily opened store, a JVM) would dwarf the read.
         """
-        return self.read_arrow(table, self.files(table, version=version), columns)
+        return self.read_arrow(table, self.files(table, version=version), columns, where=where)
 
     def append_arrow(
         self,

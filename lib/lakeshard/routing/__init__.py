@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         ShardAllocator,
         plan_placements,
     )
+    from lakeshard.routing.consumed import consumed_landing
     from lakeshard.routing.hashing import (
         HASH_MMH3,
         HASH_VERSIONS,
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
         ROUTED_SCHEMA,
         Router,
         RouteReport,
-        consumed_landing,
         route,
         route_arrow,
         unrouted_landing,
@@ -148,7 +148,7 @@ _HOME = {
     "ShardTopology": "tables",
     "TENANT_SETTINGS_SCHEMA": "tables",
     "TenantSetting": "tables",
-    "consumed_landing": "router",
+    "consumed_landing": "consumed",
     "event_hash": "hashing",
     "event_hash_column": "hashing",
     "event_hashes": "hashing",

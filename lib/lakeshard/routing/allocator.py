@@ -55,6 +55,7 @@ class AllocatorStats:
     commits: int = 0
     lost_races: int = 0
     files_read: int = 0  # placements-table files read (those whose windows overlap the ones asked for)
+    rows_read: int = 0  # placements rows those reads returned (the windows asked for)
 
 
 def plan_placements(
@@ -211,12 +212,15 @@ class ShardAllocator:
         # since the other tenants' placements of these windows are worth caching too. The table only grows
         # (a row per tenant per window), so only the files whose window_start statistics overlap the windows
         # asked for are read: each allocation commit adds one file, covering the few windows it allocated.
+        # compact_books merges them into files sorted by window_start in small row groups, of which the
+        # pushed filter decodes only those that can hold the windows asked for.
         lo, hi = from_micros(wanted[0]), from_micros(wanted[-1])
         files = [f for f in self.store.files(uri, version=version)
                  if (span := f.time_range("window_start")) is None or not (span[1] < lo or span[0] > hi)]
         self.stats.files_read += len(files)
-        rows = self.store.read_arrow(uri, files) if files else placements_arrow([], allocation=0)
-        rows = rows.filter(pc.is_in(rows.column("window_start").cast(starts.type), value_set=starts))
+        where = pc.field("window_start").isin(starts)
+        rows = self.store.read_arrow(uri, files, where=where) if files else placements_arrow([], allocation=0)
+        self.stats.rows_read += rows.num_rows
         found: dict[Key, Placement] = {}
         for p in placements_from_arrow(rows):
             key = (p.tenant_id, micros(p.window_start))

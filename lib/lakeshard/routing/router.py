@@ -37,8 +37,9 @@ from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
 from lakeshard.landing.reader import LandingFile, parse_landing_arrow, read_landing, scan_landing
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from lakeshard.routing.allocator import ShardAllocator
+from lakeshard.routing.consumed import ConsumedRanges, consumed_landing
 from lakeshard.routing.hashing import event_hash_column, event_hashes
-from lakeshard.routing.lifecycle import Consumed, Intake, plan_intake
+from lakeshard.routing.lifecycle import Intake, plan_intake
 from lakeshard.tables import LANDING_BATCHES, QUARANTINE, ROUTED, ROUTED_PARTITIONING, ROUTER_APP_ID, ROUTING_METRICS
 from lakeshard.tables.schemas import LANDING_BATCHES_SCHEMA, ROUTED_PROPERTIES, ROUTED_SCHEMA
 from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA as METRICS_SCHEMA
@@ -238,11 +239,11 @@ class Router:
         self._before_commit = before_commit or (lambda table, batch: None)
         self._clock = clock  # when a batch is planned: the clock its parse validates by, on every attempt
         self.last_intake: Intake | None = None  # what the latest look at the landing zone found and left
-        self._consumed: tuple[int, dict[str, Consumed]] | None = None  # (landing_batches version, its consumed map)
         self._landing = cfg.landing  # the zone of the run in progress
         self._ahead: _Ahead | None = None  # the next batch's intake, parsed while this one commits
         self._parser: ThreadPoolExecutor | None = None
         self.uris = {name: cfg.table_uri(name) for name in (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS)}
+        self._consumed = ConsumedRanges(store, self.uris[LANDING_BATCHES])  # what the batch plans consumed
         self._ready = False
 
     @property
@@ -343,8 +344,7 @@ class Router:
 
     def _planned_files(self, batch: int) -> tuple[list[LandingFile], int]:
         """Return the file ranges of a planned batch and the clock (epoch ms) its parse validates by."""
-        plans = self.store.read_table_arrow(self.uris[LANDING_BATCHES])
-        rows = plans.filter(pc.equal(plans.column("batch"), batch)).to_pylist()
+        rows = self.store.read_table_arrow(self.uris[LANDING_BATCHES], where=pc.field("batch") == batch).to_pylist()
         files = sorted((_planned_file(r) for r in rows), key=lambda f: f.path)
         return files, max(_epoch_ms(_utc(r["planned_at"])) for r in rows)
 
@@ -383,36 +383,10 @@ class Router:
 
     def _next_files(self, landing: str, now: datetime) -> Intake:
         settle = self.cfg.landing_format.settle_seconds
-        consumed = self._consumed_landing()
-        return plan_intake(scan_landing(landing), consumed, now=now, settle_seconds=settle,
+        scan = scan_landing(landing)
+        consumed = self._consumed.of({f.identity for f in scan.files})
+        return plan_intake(scan, consumed, now=now, settle_seconds=settle,
                            max_files=self.max_batch_files, max_bytes=self.max_batch_bytes)
-
-    def _consumed_landing(self) -> dict[str, Consumed]:
-        """Return :func:`consumed_landing` of the batch plans as they are now, reading only the plans committed
-        since this router last looked (the table gains a file per batch for as long as the lakehouse lives)."""
-        uri = self.uris[LANDING_BATCHES]
-        latest = self.store.version(uri)
-        known = self._consumed
-        if known is not None and known[0] == latest:
-            return known[1]
-        added: list[FileInfo] | None = None
-        if known is not None and known[0] < latest:
-            try:
-                entries = self.store.log_entries(uri, start=known[0] + 1, end=latest)
-            except TableStoreError:  # those commits were cleaned from the log: read the plans whole
-                entries = []
-            changes = [c for e in entries for c in e.changes]
-            # Plans are only ever appended, each batch after the ones before; anything else is read whole.
-            if entries and all(c.action == "add" for c in changes):
-                added = [c.file for c in changes]
-        if known is None or added is None:
-            consumed = consumed_landing(self.store, uri)
-        else:
-            consumed = dict(known[1])
-            if added:
-                _merge_consumed(consumed, self.store.read_arrow(uri, added, _CONSUMED_COLUMNS))
-        self._consumed = (latest, consumed)
-        return consumed
 
     def _added_files(self, version: int) -> list[FileInfo]:
         """Return the data files the ``routed`` commit ``version`` added."""
@@ -488,30 +462,6 @@ class Router:
         return versions, n_events, by_cat
 
 
-def consumed_landing(store: TableStore, batches_uri: str, up_to_batch: int | None = None) -> dict[str, Consumed]:
-    """Return what was routed of each landing file, by identity: its newest entry in the batch plans
-    ``batches_uri`` (only batches up to ``up_to_batch``, when given)."""
-    rows = store.read_table_arrow(batches_uri, _CONSUMED_COLUMNS)  # only what deciding a range needs
-    if up_to_batch is not None:
-        rows = rows.filter(pc.less_equal(rows.column("batch"), up_to_batch))
-    out: dict[str, Consumed] = {}
-    _merge_consumed(out, rows)
-    return out
-
-
-_CONSUMED_COLUMNS = ("batch", "path", "file_id", "size_bytes", "mtime", "end_byte", "next_line", "anchor")
-
-
-def _merge_consumed(into: dict[str, Consumed], rows: pa.Table) -> None:
-    """Record in ``into`` what the batch plan ``rows`` routed of each file (a later batch's entry wins)."""
-    rows = rows.sort_by("batch")
-    for path, file_id, size, mtime, end, next_line, anchor in zip(
-            *(rows.column(c).to_pylist() for c in _CONSUMED_COLUMNS[1:]), strict=True):
-        # Plans made before byte ranges consumed whole files, by path.
-        into[file_id or path] = Consumed(path, int(size if end is None else end), int(size), _utc(mtime), anchor,
-                                         int(next_line or 1))
-
-
 def unrouted_landing(store: TableStore, cfg: LakeshardConfig, landing: str | None = None) -> list[LandingFile]:
     """Return the landing bytes not in ``routed`` yet: each file's range after what the routed batches consumed
     (the whole file when it is new or changed other than by an append; a held-back tail included).
@@ -524,7 +474,7 @@ def unrouted_landing(store: TableStore, cfg: LakeshardConfig, landing: str | Non
         return files
     routed_uri = cfg.table_uri(ROUTED)
     routed = (store.transaction_version(routed_uri, ROUTER_APP_ID) or 0) if store.exists(routed_uri) else 0
-    consumed = consumed_landing(store, batches_uri, routed)
+    consumed = consumed_landing(store, batches_uri, routed, identities={f.identity for f in files})
     out = []
     for f in files:
         last = consumed.get(f.identity)
