@@ -96,6 +96,18 @@ class Arrivals:
     pending: list[tuple[datetime, str]]  # (arrival, path relative to the staging root), oldest first
     manifest: Manifest
 
+    def retire(self, before: datetime, archive: Path) -> int:
+        """Move every landing file last written before ``before`` out of the zone into ``archive`` (the lifecycle
+        rule of docs/routing.md, "Landing zone lifecycle"); return how many."""
+        n = 0
+        for path in sorted(p for p in self.landing.rglob("*") if p.is_file()):
+            if datetime.fromtimestamp(path.stat().st_mtime, UTC) < before:
+                target = archive / path.relative_to(self.landing)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(path), target)
+                n += 1
+        return n
+
     def release(self, until: datetime) -> int:
         """Move every file that has arrived by ``until`` into the landing zone, stamped with its arrival; return
         how many."""
@@ -191,10 +203,13 @@ def _run_job(spark: SparkSession, store: TableStore, cfg: LakeshardConfig, flows
 
 
 def simulate(spark: SparkSession, cfg: LakeshardConfig, work: Path, *, events: int, tenants: int, days: int,
-             hours: float, seed: int, pids: list[int], say: Callable[[str], None] = print,
+             hours: float, seed: int, pids: list[int], keep_landing_hours: float = 0.0,
+             say: Callable[[str], None] = print,
              hourly: Callable[[dict[str, Any]], None] = lambda partial: None) -> dict[str, Any]:
     """Return the results of ``days`` simulated days of ``hours`` each on one lakehouse under ``work``;
-    ``hourly`` gets the results so far after every simulated hour (no ground truth yet)."""
+    ``hourly`` gets the results so far after every simulated hour (no ground truth yet). With
+    ``keep_landing_hours`` > 0, landing files quiet for longer are moved out of the zone after each maintenance job
+    (a lifecycle rule); 0 keeps every file in the zone."""
     store = open_store(spark, cfg)
     landing = Path(cfg.landing)
     landing.mkdir(parents=True, exist_ok=True)
@@ -227,6 +242,8 @@ def simulate(spark: SparkSession, cfg: LakeshardConfig, work: Path, *, events: i
             _run_job(spark, store, cfg, INGEST_FLOWS, now, d + 1, run_no, out, pids)
             if now.minute == MAINTENANCE_MINUTE:
                 _run_job(spark, store, cfg, MAINTENANCE_FLOWS, now, d + 1, run_no, out, pids)
+                if keep_landing_hours > 0:
+                    arrivals.retire(now - timedelta(hours=keep_landing_hours), work / "landing-archive")
             if now.minute == 0 or i == steps:  # a simulated hour is over: table sizes and one progress line
                 sizes = table_sizes(store, cfg)
                 row = {"day": d + 1, "sim_time": now.isoformat(), "hour": (now - first).total_seconds() / 3600,
@@ -329,8 +346,10 @@ def render_md(results: dict[str, Any], args: argparse.Namespace, days: int) -> s
              partial + f"{args.events:,} unique events per simulated day of {args.hours:g} h, {args.tenants} tenants "
              f"(Zipf-skewed, bursts, retries, redelivered files, late events, bad records), {days} day(s); "
              f"ingest job (route → ingest) every 5 simulated minutes, maintenance job (close_buckets → compact → "
-             f"autoshard → balance → compact_books) hourly at minute 10; one Spark session, flows called in-process. "
-             f"Machine: {results['machine']}. Wall time {results['wall_s']:,.0f} s; peak RSS (driver + JVM) "
+             f"autoshard → balance → compact_books) hourly at minute 10; one Spark session, flows called in-process; "
+             + (f"landing files quiet for {args.keep_landing_hours:g} h moved out of the zone after each maintenance "
+                f"job (lifecycle rule). " if args.keep_landing_hours > 0 else "the landing zone keeps every file. ")
+             + f"Machine: {results['machine']}. Wall time {results['wall_s']:,.0f} s; peak RSS (driver + JVM) "
              f"{results['peak_rss_mb']:,.0f} MB.", "",
              "## Latency per run: first vs last simulated hour (median seconds)", "",
              "Wall seconds per run, and CPU seconds per run (driver + Spark JVM + its Python workers), which other "
@@ -424,7 +443,8 @@ def run(spark: SparkSession, args: argparse.Namespace, work: Path, say: Callable
     jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
     pids = [os.getpid(), jvm_pid]
     results = simulate(spark, cfg, work, events=args.events, tenants=args.tenants, days=args.days, hours=args.hours,
-                       seed=args.seed, pids=pids, say=say, hourly=lambda partial: write(partial, args))
+                       seed=args.seed, pids=pids, keep_landing_hours=args.keep_landing_hours, say=say,
+                       hourly=lambda partial: write(partial, args))
     write(results, args)
     return results
 
@@ -453,6 +473,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=str(RESULTS), help="directory of the results (default bench/results)")
     p.add_argument("--name", default="day", help="results go to <out>/<name>.json, .md and .png")
     p.add_argument("--driver-memory", default="4g")
+    p.add_argument("--keep-landing-hours", type=float, default=0.0,
+                   help="move landing files quiet for longer than this out of the zone after each maintenance job "
+                        "(a landing lifecycle rule, docs/routing.md); 0 keeps them all")
     p.add_argument("--keep", action="store_true", help="keep the work directory (lakehouse, landing zone)")
     return p
 
