@@ -317,13 +317,13 @@ class ArrowStep(StepEngine):
         numbered = batch.select(KEY).append_column("__row", pa.array(np.arange(rows_in, dtype=np.int64)))
         first = np.sort(numbered.group_by(KEY, use_threads=False).aggregate([("__row", "min")])
                         .column("__row_min").to_numpy())
-        unique = batch.take(first)
-        keys = pa.table({"shard": unique.column("shard"), "interval": unique.column("interval"),
+        keys = pa.table({"shard": batch.column("shard").take(first), "interval": batch.column("interval").take(first),
                          "key_hi": hi[first], "key_lo": lo[first]})
         check = self.index.check(keys)
         new = ~check.duplicate
-        survivors = unique.filter(new).append_column("key_hi", pa.array(hi[first][new])) \
-            .append_column("key_lo", pa.array(lo[first][new]))
+        chosen = first[new]  # the rows written: one gather of the whole rows (long messages, attribute maps)
+        survivors = batch.take(chosen).append_column("key_hi", pa.array(hi[chosen])) \
+            .append_column("key_lo", pa.array(lo[chosen]))
         n_unique, n_new = keys.num_rows, survivors.num_rows
         txns = self.transactions(step)
         kept = self._gate_arrow(survivors, txns)
