@@ -8,7 +8,11 @@ files, late and malformed records of every quarantine category), then times on t
 * ``spark streaming 6h`` / ``15min`` — Structured Streaming, ``withWatermark`` + ``dropDuplicatesWithinWatermark``,
   Parquet file sink, ``availableNow``: the duplicates each watermark lets through are counted;
 * ``delta-rs`` — the landing zone parsed by lakeshard's parser in this process and appended with ``write_deltalake``,
-  no dedupe.
+  no dedupe;
+* ``floor`` — what any design keeping lakeshard's three tables must do and nothing more: the parse, then the parsed
+  events written with pyarrow in the three layouts (``routed`` by shard, ``events`` by (tenant, hour) sorted,
+  ``event_ids`` by (shard, hour) with the 128-bit key hashes); no placement, no dedupe, no commit. Its note gives
+  the CPU seconds of the parse and of the writes: the budget a 2-core machine has for the rest.
 
 Figures per case: wall seconds, MB/s of landing bytes, events/s, files out, peak RSS (the process's own for the
 CLI, this process's for the in-process cases), rows out and duplicates let through (rows out minus distinct event
@@ -165,6 +169,40 @@ def run_delta_rs(landing: Path, work: Path, mb: float, unique: int) -> dict[str,
                  _files_under(out), _self_peak_mib(), unique, "parsed in this process, one write_deltalake")
 
 
+def run_floor(landing: Path, work: Path, mb: float, unique: int) -> dict[str, Any]:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from lakeshard.config import LandingConfig
+    from lakeshard.dedupe.keyhash import key_hashes
+    from lakeshard.lake.files import write_partitioned
+    from lakeshard.landing.reader import list_landing_files, parse_landing_arrow
+    from lakeshard.tables import EVENTS_SORT_COLUMNS
+
+    out = work / "floor"
+    start, cpu = time.perf_counter(), time.process_time()
+    events, _ = parse_landing_arrow(list_landing_files(landing), limits=LandingConfig())
+    parse_cpu = time.process_time() - cpu
+    tenants = pc.dictionary_encode(events.column("tenant_id")).combine_chunks().indices.to_numpy()
+    shard = pa.array((tenants % 16).astype(np.int32))
+    hour = pc.strftime(pc.floor_temporal(events.column("ts"), unit="hour"), format="%Y-%m-%dT%H")
+    routed = events.append_column("shard", shard)
+    write_partitioned(routed, str(out / "routed"), routed.schema, ["shard"])
+    written = routed.append_column("hour", hour)
+    write_partitioned(written, str(out / "events"), written.schema, ["tenant_id", "hour"], EVENTS_SORT_COLUMNS)
+    hi, lo = key_hashes(events)
+    ids = pa.table({"shard": shard, "interval": hour, "tenant_id": events.column("tenant_id"),
+                    "event_id": events.column("event_id"), "ts": events.column("ts"), "key_hi": hi, "key_lo": lo})
+    write_partitioned(ids, str(out / "event_ids"), ids.schema, ["shard", "interval"], ["key_hi", "key_lo"])
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    distinct = events.select(KEY).group_by(KEY).aggregate([]).num_rows
+    return _case("floor: lakeshard parse + the three tables' files (no dedupe, no commit)", wall, mb, events.num_rows,
+                 distinct, _files_under(out / "events"), _self_peak_mib(), unique,
+                 f"CPU {cpu:.1f} s = parse {parse_cpu:.1f} s + writes {cpu - parse_cpu:.1f} s (routed, events, "
+                 f"event_ids: {_files_under(out)} files); files out counts events' only")
+
+
 def _earlier_cases(events: int) -> list[dict[str, Any]]:
     """Return the cases of an earlier ``ingest.json`` of the same size (kept for the cases not run again)."""
     path = RESULTS / "ingest.json"
@@ -219,7 +257,7 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=200)
     parser.add_argument("--skip-streaming", action="store_true", help="leave out the two streaming cases")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument("--cases", default="cli,batch,streaming,deltars",
+    parser.add_argument("--cases", default="cli,batch,streaming,deltars,floor",
                         help="which cases to run; the others keep their figures from an earlier ingest.json of the "
                              "same --events")
     parser.add_argument("--landing", default=None, help="an existing zone of `lakeshard generate --events N` to use")
@@ -255,6 +293,9 @@ def main() -> None:
             spark.stop()
         if "deltars" in chosen:
             cases.append(run_delta_rs(landing, work, mb, unique))
+            print(json.dumps(cases[-1]), flush=True)
+        if "floor" in chosen:
+            cases.append(run_floor(landing, work, mb, unique))
             print(json.dumps(cases[-1]), flush=True)
         ran = {c["case"] for c in cases}
         cases = [c for c in earlier if c["case"] not in ran] + cases
