@@ -341,3 +341,34 @@ def test_parsing_ahead_routes_the_same_rows_as_one_batch_at_a_time(
 
     assert rows(cfgs[0]) == rows(cfgs[1])
     _assert_routed_exactly(spark, store, cfgs[0], path, m)
+
+
+def test_a_run_lists_the_landing_zone_once_per_batch_and_stops_when_a_batch_took_all_it_saw(
+    spark: SparkSession, tmp_path: Path, landing: tuple[str, Manifest], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run lists the zone once per batch it plans (the look ahead of a batch is the next batch's look) and no
+    more after a batch that took everything: the zone keeps every file routed until a lifecycle rule moves it, so
+    each listing costs in proportion to the files it keeps."""
+    from lakeshard.lake.embedded import EmbeddedTableStore
+    from lakeshard.routing import router as router_module
+
+    path, m = landing
+    scans: list[str] = []
+    real_scan = router_module.scan_landing
+
+    def scan(where):  # type: ignore[no-untyped-def]
+        scans.append(str(where))
+        return real_scan(where)
+
+    monkeypatch.setattr(router_module, "scan_landing", scan)
+    store = EmbeddedTableStore(None, start_spark=lambda: spark)
+    total = sum(f.size_bytes for f in list_landing_files(path))
+    for name, limit in (("whole", 1 << 30), ("batches", total // 4 + 1)):
+        cfg = load_config(overrides={"lakehouse": str(tmp_path / name), "landing": path, "routing": {
+            "total_shards": 8, "default_shard_count": 2, "arrow_max_bytes": limit}}, env={})
+        scans.clear()
+        reports = Router(None, store, cfg).run()
+        assert len(scans) == len(reports) and (len(reports) == 1) == (name == "whole"), (name, len(reports))
+        _assert_routed_exactly(spark, store, cfg, path, m)
+        scans.clear()
+        assert Router(None, store, cfg).run() == [] and len(scans) == 1  # a run with nothing new looks once

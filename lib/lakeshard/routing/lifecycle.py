@@ -218,11 +218,13 @@ def _end_of(read: Read, start: int, size: int, settled: bool) -> int:
 
 @dataclass(frozen=True)
 class Intake:
-    """What the next batch takes of a landing zone, and what it leaves: held-back tails, dangling links."""
+    """What the next batch takes of a landing zone, and what it leaves: held-back tails, dangling links, and whether
+    the batch's limits left bytes for a later batch (``more``)."""
 
     ranges: list[PlannedRange]
     held_back: list[HeldBack] = field(default_factory=list)
     dangling: list[str] = field(default_factory=list)
+    more: bool = False
 
     @property
     def held_back_bytes(self) -> int:
@@ -247,7 +249,7 @@ def plan_intake(scan: LandingScan, consumed: Mapping[str, Consumed], *, now: dat
             continue  # the common case decided without opening the file
         estimate = f.size_bytes - (last.end if last is not None and last.end <= f.size_bytes else 0)
         if ranges and (len(ranges) >= max_files or total + estimate > max_bytes):
-            break
+            return Intake(ranges, held, list(scan.dangling), more=True)
         try:
             with open_landing_file(f.path) as handle:
                 got = next_range(f, last, _reader(handle), now=now, settle_seconds=settle_seconds)

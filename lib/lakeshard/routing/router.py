@@ -75,6 +75,7 @@ class _Ahead:
     """The plan a router takes next (not committed yet) and its parse, started while the batch before commits."""
 
     batch: int
+    landing: str
     now: datetime
     intake: Intake
     parsed: Future[tuple[pa.Table, pa.Table]]
@@ -241,6 +242,7 @@ class Router:
         self.last_intake: Intake | None = None  # what the latest look at the landing zone found and left
         self._landing = cfg.landing  # the zone of the run in progress
         self._ahead: _Ahead | None = None  # the next batch's intake, parsed while this one commits
+        self._more: bool | None = None  # whether the latest plan left bytes for another batch (None: a replay)
         self._parser: ThreadPoolExecutor | None = None
         self.uris = {name: cfg.table_uri(name) for name in (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS)}
         self._consumed = ConsumedRanges(store, self.uris[LANDING_BATCHES])  # what the batch plans consumed
@@ -269,13 +271,18 @@ class Router:
 
     def run(self, landing: str | None = None, *, on_batch: Callable[[RouteReport], None] | None = None
             ) -> list[RouteReport]:
-        """Return the reports of routing every landing file not routed yet (finishing a crashed batch first)."""
+        """Return the reports of routing every landing byte not routed yet when the run looks (finishing a crashed
+        batch first): batches follow each other until one takes all the zone held when it was planned."""
         reports = []
         try:
             while (report := self.route_once(landing)) is not None:
                 reports.append(report)
                 if on_batch is not None:
                     on_batch(report)
+                if self._more is False:
+                    # The batch took all the zone held when it looked: what was written since waits for the next
+                    # run (one more look would list the whole zone again to find, most often, nothing).
+                    break
         finally:
             self._stop_looking_ahead()
         return reports
@@ -303,16 +310,18 @@ class Router:
         self.ensure_tables()
         self._landing = landing or self.cfg.landing
         ahead, self._ahead = self._ahead, None
+        self._more = None
         planned = self.store.transaction_version(self.uris[LANDING_BATCHES], ROUTER_APP_ID) or 0
         behind = [t for t in (ROUTED, QUARANTINE, ROUTING_METRICS)
                   if (self.store.transaction_version(self.uris[t], ROUTER_APP_ID) or 0) < planned]
         if planned and behind:
             return self._execute(planned, *self._planned_files(planned), replayed=True)
         batch = planned + 1
-        if ahead is not None and ahead.batch != batch:
-            ahead = None  # another router planned the batch looked ahead at: its intake is stale
+        if ahead is not None and (ahead.batch != batch or ahead.landing != self._landing):
+            ahead = None  # another router planned the batch looked ahead at (or another zone is asked for)
         now, intake = (ahead.now, ahead.intake) if ahead is not None else self._look(self._landing)
         self.last_intake = intake
+        self._more = intake.more
         if not intake.ranges:
             return None
         ranges = intake.ranges
@@ -335,6 +344,7 @@ class Router:
                                          app_transactions=[AppTransaction(ROUTER_APP_ID, batch)],
                                          metadata={"batch": batch, "files": n})
         if result.skipped:  # another router planned this batch first: finish its plan instead
+            self._more = None
             return self._execute(batch, *self._planned_files(batch), replayed=True)
         report = self._execute(batch, [r.file for r in ranges], _epoch_ms(now), replayed=False,
                                parsed=ahead.parsed if ahead is not None else None)
@@ -364,6 +374,8 @@ class Router:
         commits are: a crash leaves the log as a router without look-ahead would. Only batches the driver path
         takes are looked ahead at; at most one parse is held beside the batch in hand.
         """
+        if self._more is False:
+            return  # this batch took all the zone held: nothing to look ahead at
         now, intake = self._look(self._landing)
         files = [r.file for r in intake.ranges]
         limit = self.cfg.routing.arrow_max_bytes
@@ -373,7 +385,7 @@ class Router:
             self._parser = ThreadPoolExecutor(1, thread_name_prefix="landing-ahead")
         parsed = self._parser.submit(parse_landing_arrow, files, limits=self.cfg.landing_format,
                                      now_ms=_epoch_ms(now))
-        self._ahead = _Ahead(batch + 1, now, intake, parsed)
+        self._ahead = _Ahead(batch + 1, self._landing, now, intake, parsed)
 
     def _stop_looking_ahead(self) -> None:
         self._ahead = None
