@@ -97,3 +97,28 @@ def test_an_ingest_step_reads_only_the_closed_buckets_of_the_hours_it_meets(
     late = mine.filter(mine.column("late"))
     assert late.num_rows > 0, f"no late event of {tenant} whose own hour {own} is closed"
     assert set(late.column("hour").to_pylist()) == {hour_of(datetime.now(UTC))}
+
+
+def test_an_ingest_run_after_buckets_closed_starts_no_spark(
+    spark: SparkSession, store: TableStore, landing: tuple[Path, object], first_run: tuple[Path, object],
+    copy_lakehouse: Callable[[Path], Path], pipeline_config: Callable[[Path, Path], LakeshardConfig],
+    tmp_path: Path,
+) -> None:
+    """A writer step reads the closed buckets (late events go to their tenant's open one) with Arrow: a lakehouse
+    whose buckets have closed must not make every ingest job start a JVM to read them (a Databricks-style job
+    process starts per run)."""
+    import shutil
+
+    from lakeshard.lake.embedded import EmbeddedTableStore
+    from lakeshard.tables import BUCKETS
+
+    lh = copy_lakehouse(first_run[0])
+    assert store.read(pipeline_config(lh, landing[0]).table_uri(BUCKETS)).where("state = 'closed'").count() > 0
+    again = Path(shutil.copytree(landing[0], tmp_path / "delivered-again"))  # routed again: every event a duplicate
+    cfg = pipeline_config(lh, again)
+    before = store.read(cfg.table_uri(EVENTS)).count()
+    lazy = EmbeddedTableStore(None, start_spark=lambda: spark)
+    report = run_pipeline(None, lazy, cfg, flows=["route", "ingest"])
+    assert report.ok, report.render()
+    assert not lazy.spark_started, "an ingest run started Spark to read the closed buckets"
+    assert store.read(cfg.table_uri(EVENTS)).count() == before

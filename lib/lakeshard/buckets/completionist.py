@@ -60,6 +60,7 @@ __all__ = [
     "CompletionReport",
     "Completionist",
     "check_buckets",
+    "closed_table",
 ]
 
 _RANK = {"open": 0, "closing": 1, "closed": 2}  # a bucket's rows: the furthest state is its state
@@ -92,6 +93,17 @@ class CompletionReport:
     closed: list[BucketState]
     failed_checks: list[BucketCheck] = field(default_factory=list)
     committed_version: int | None = None  # the buckets version written, None for a dry run or a lost race
+
+
+def closed_table(store: TableStore, buckets_uri: str) -> pa.Table:
+    """Return the ``tenant_id`` and ``hour`` of the closed buckets of the ``buckets`` table at ``buckets_uri``, one
+    row each, as Arrow, read in this process (no Spark): no Python object per bucket ever closed (a bucket with a
+    closing or closed row is in its furthest state)."""
+    import pyarrow.compute as pc
+
+    rows = store.read_table_arrow(buckets_uri, ["tenant_id", "hour", "state"])
+    rows = rows.filter(pc.is_in(rows.column("state"), pa.array(["closing", "closed"])))
+    return rows.group_by(["tenant_id", "hour"]).aggregate([])
 
 
 class Completionist:
@@ -168,14 +180,9 @@ class Completionist:
         return _keys(self.closed_table())
 
     def closed_table(self) -> pa.Table:
-        """Return the ``tenant_id`` and ``hour`` of the buckets :meth:`closed` gives, one row each, as Arrow: no
-        Python object per bucket ever closed (a bucket with a closing or closed row is in its furthest state)."""
-        import pyarrow.compute as pc
-
+        """Return the ``tenant_id`` and ``hour`` of the buckets :meth:`closed` gives (:func:`closed_table`)."""
         self.ensure_table()
-        rows = self.store.read_table_arrow(self.uri, ["tenant_id", "hour", "state"])
-        rows = rows.filter(pc.is_in(rows.column("state"), pa.array(["closing", "closed"])))
-        return rows.group_by(["tenant_id", "hour"]).aggregate([])
+        return closed_table(self.store, self.uri)
 
     def closed_buckets(self, since: datetime | None = None) -> list[BucketState]:
         """Return the buckets closed at or after ``since`` (all when None), in closing order.

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.faults import event_keys, write_or_blame
 from lakeshard.dedupe.feed import RoutedFeed
 from lakeshard.dedupe.index import IdIndex, own_hour, own_hour_arrow
@@ -66,12 +65,9 @@ class Step:
 class ClosedBuckets:
     """The closed ``(tenant_id, hour)`` buckets, read again (as Arrow) only when the ``buckets`` table moved."""
 
-    def __init__(self, store: TableStore, cfg: LakeshardConfig, spark: Callable[[], SparkSession],
-                 buckets_uri: str) -> None:
+    def __init__(self, store: TableStore, buckets_uri: str) -> None:
         self.store = store
-        self.cfg = cfg
         self.buckets_uri = buckets_uri
-        self._spark = spark
         self._closed: tuple[int, pa.Table] | None = None  # (buckets version, closed buckets' tenant_id and hour)
 
     def get(self, hours: Collection[str] | None = None, *, from_hour: str | None = None) -> set[tuple[str, str]]:
@@ -84,13 +80,13 @@ class ClosedBuckets:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from lakeshard.buckets import Completionist
+        from lakeshard.buckets.completionist import closed_table
 
         if not self.store.exists(self.buckets_uri):
             return set()
         version = self.store.version(self.buckets_uri)
         if self._closed is None or self._closed[0] != version:
-            self._closed = (version, Completionist(self._spark(), self.store, self.cfg).closed_table())
+            self._closed = (version, closed_table(self.store, self.buckets_uri))
         rows = self._closed[1]
         if hours is not None:
             keep = pc.is_in(rows.column("hour"), pa.array(sorted(set(hours)), pa.string()))

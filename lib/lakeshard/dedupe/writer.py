@@ -149,7 +149,7 @@ class ShardWriter:
                              spark=lambda: self.spark, before_commit=before_commit)
         self.dead_letters = DeadLetters(store, self.shards, quarantine_uri=cfg.table_uri(QUARANTINE),
                                         events_uri=self.events_uri, before_commit=before_commit)
-        buckets = ClosedBuckets(store, cfg, lambda: self.spark, cfg.table_uri(BUCKETS))
+        buckets = ClosedBuckets(store, cfg.table_uri(BUCKETS))
         context = StepContext(store, lambda: self.spark, self.routed_uri, self.events_uri, self.ids_uri, self.feed,
                               self.index, buckets, gate, clock, before_commit)
         self.spark_step = SparkStep(context)
