@@ -85,3 +85,21 @@ def connect_server() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+@pytest.fixture
+def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Return the list that gets, per data file read with a filter, the rows of the row groups its statistics let
+    through (:func:`lakeshard.lake.rowgroups.matching_row_groups`): what a pruned read decodes."""
+    from lakeshard.lake import rowgroups
+
+    counts: list[int] = []
+    real = rowgroups.matching_row_groups
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        kept = real(*args, **kwargs)
+        counts.append(sum(g.num_rows for g in kept.row_groups))
+        return kept
+
+    monkeypatch.setattr(rowgroups, "matching_row_groups", counted)
+    return counts

@@ -7,10 +7,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from lakeshard.lake import TableStore, rowgroups
+from lakeshard.lake import TableStore
 
 SCHEMA = StructType([StructField("key", StringType(), False), StructField("n", LongType(), False)])
 
@@ -24,21 +23,6 @@ def _sorted_table(store: TableStore, uri: str, rows: int, group_rows: int, key: 
         pq.write_table(keys, f"{target}/part-00000.parquet", row_group_size=group_rows)
 
     store.append(uri, None, write=write)
-
-
-@pytest.fixture
-def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Return the list that gets, per file read with a filter, the rows of the row groups decoded."""
-    counts: list[int] = []
-    real = rowgroups.matching_row_groups
-
-    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
-        kept = real(*args, **kwargs)
-        counts.append(sum(g.num_rows for g in kept.row_groups))
-        return kept
-
-    monkeypatch.setattr(rowgroups, "matching_row_groups", counted)
-    return counts
 
 
 def test_a_filter_on_the_sorted_column_decodes_only_its_row_groups(store: TableStore, tmp_path: Path,

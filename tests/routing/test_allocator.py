@@ -71,11 +71,10 @@ def test_a_lookup_reads_only_the_placement_files_of_its_windows(store: TableStor
 
 
 def test_a_lookup_in_compacted_placements_decodes_only_the_row_groups_of_its_window(
-        store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoded: list[int]) -> None:
     """compact_books merges every allocation's file into one spanning every window ever allocated; a late event's
     window (or any window inside that span) must not cost a read of every placement the lakehouse holds."""
     from lakeshard.compaction.bookkeeping import compact_bookkeeping
-    from lakeshard.lake import rowgroups
     from lakeshard.tables import PLACEMENTS
 
     cfg = _cfg(tmp_path)
@@ -96,16 +95,8 @@ def test_a_lookup_in_compacted_placements_decodes_only_the_row_groups_of_its_win
         returned.append(rows.num_rows)
         return rows
 
-    decoded: list[int] = []
-    real_groups = rowgroups.matching_row_groups
-
-    def counted_groups(*args, **kwargs):  # type: ignore[no-untyped-def]
-        kept = real_groups(*args, **kwargs)
-        decoded.append(sum(g.num_rows for g in kept.row_groups))
-        return kept
-
     monkeypatch.setattr(store, "read_arrow", counted_read)
-    monkeypatch.setattr(rowgroups, "matching_row_groups", counted_groups)
+    decoded.clear()
     fresh = ShardAllocator(store, cfg)  # a new job process: nothing cached
     late = fresh.resolve([("t3", windows[25]), ("t99", windows[25])])
     monkeypatch.undo()
