@@ -372,3 +372,41 @@ def test_a_run_lists_the_landing_zone_once_per_batch_and_stops_when_a_batch_took
         _assert_routed_exactly(spark, store, cfg, path, m)
         scans.clear()
         assert Router(None, store, cfg).run() == [] and len(scans) == 1  # a run with nothing new looks once
+
+
+@pytest.mark.parametrize("failing_looks", [1, 2])
+def test_a_look_ahead_that_fails_never_costs_the_batch_in_hand(
+    spark: SparkSession, tmp_path: Path, landing: tuple[str, Manifest], monkeypatch: pytest.MonkeyPatch,
+    failing_looks: int,
+) -> None:
+    """The zone becomes unreadable right after a batch's parse (the look ahead's listing fails): that batch still
+    commits; the next batch's own look raises only if the fault lasts, and a later run routes everything once."""
+    from lakeshard.lake.embedded import EmbeddedTableStore
+    from lakeshard.landing.reader import LandingReadError
+    from lakeshard.routing import router as router_module
+
+    path, m = landing
+    limit = sum(f.size_bytes for f in list_landing_files(path)) // 4 + 1
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": path,
+                                 "routing": {"total_shards": 8, "default_shard_count": 2, "arrow_max_bytes": limit}},
+                      env={})
+    looks = {"n": 0}
+    real_scan = router_module.scan_landing
+
+    def flaky(where):  # type: ignore[no-untyped-def]
+        looks["n"] += 1
+        if 2 <= looks["n"] < 2 + failing_looks:  # the look ahead of batch 1 (and, if it lasts, batch 2's own)
+            raise LandingReadError(f"landing zone {where} is unreachable")
+        return real_scan(where)
+
+    monkeypatch.setattr(router_module, "scan_landing", flaky)
+    store = EmbeddedTableStore(None, start_spark=lambda: spark)
+    if failing_looks == 1:
+        reports = Router(None, store, cfg).run()
+        assert len(reports) >= 3 and not any(r.replayed for r in reports)
+    else:
+        with pytest.raises(LandingReadError):
+            Router(None, store, cfg).run()
+        assert store.transaction_version(cfg.table_uri(ROUTED), "router") == 1  # batch 1 committed all the same
+        assert not any(r.replayed for r in Router(None, store, cfg).run())
+    _assert_routed_exactly(spark, store, cfg, path, m)

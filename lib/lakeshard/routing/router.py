@@ -376,7 +376,13 @@ class Router:
         """
         if self._more is False:
             return  # this batch took all the zone held: nothing to look ahead at
-        now, intake = self._look(self._landing)
+        try:
+            now, intake = self._look(self._landing)
+        except Exception:  # the look ahead is an optimisation, never a reason to lose the batch in hand
+            # Whatever the look hits (a zone gone, a table unreadable), this batch still commits, and the next
+            # route_once looks again: there the problem is raised if it lasts. Failing here would leave this batch
+            # planned but not routed, its replay reading files that may be gone by then.
+            return
         files = [r.file for r in intake.ranges]
         limit = self.cfg.routing.arrow_max_bytes
         if not files or sum(f.read_bytes for f in files) > limit:
