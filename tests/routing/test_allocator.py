@@ -70,6 +70,39 @@ def test_a_lookup_reads_only_the_placement_files_of_its_windows(store: TableStor
     assert fresh.stats.files_read == 2 and fresh.stats.placements_created == 1
 
 
+def test_a_lookup_turns_only_the_pairs_asked_for_into_placements(store: TableStore, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A route run asks for a few of the tenants x windows it reads (every tenant of a window comes along). Turning
+    every row read into a Placement cost more than the read, and grew with the windows late events reach back to."""
+    import lakeshard.routing.allocator as allocator_module
+
+    cfg = _cfg(tmp_path)
+    windows = [T0 + timedelta(minutes=5 * w) for w in range(4)]
+    a = ShardAllocator(store, cfg)
+    a.resolve([(f"t{i}", w) for i in range(50) for w in windows])
+    made: list[int] = []
+    real = allocator_module.placements_from_arrow
+
+    def counted(rows):  # type: ignore[no-untyped-def]
+        out = real(rows)
+        made.append(len(out))
+        return out
+
+    monkeypatch.setattr(allocator_module, "placements_from_arrow", counted)
+    fresh = ShardAllocator(store, cfg)  # a new job process: nothing cached
+    got = fresh.resolve([("t3", windows[1]), ("t40", windows[2])])
+    assert sum(made) == 2, f"{sum(made)} placements made for 2 pairs asked (200 rows read)"
+    assert got == {("t3", windows[1]): a.get_placement("t3", windows[1]),
+                   ("t40", windows[2]): a.get_placement("t40", windows[2])}
+    # Another tenant of a window read costs no read, and one more placement.
+    assert fresh.get_placement("t7", windows[1]) == a.get_placement("t7", windows[1])
+    assert fresh.stats.table_reads == 1 and sum(made) == 3
+    # Every pair, asked in any order, is the placement the allocating process made.
+    pairs = [(f"t{i}", w) for w in reversed(windows) for i in range(49, -1, -1)]
+    assert fresh.resolve(pairs) == {pair: a.get_placement(*pair) for pair in pairs}
+    assert fresh.stats.placements_created == 0
+
+
 def test_a_lookup_in_compacted_placements_decodes_only_the_row_groups_of_its_window(
         store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoded: list[int]) -> None:
     """compact_books merges every allocation's file into one spanning every window ever allocated; a late event's

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -118,6 +119,9 @@ class ShardAllocator:
         self.stats = AllocatorStats()
         self._clock = clock
         self._cache: dict[Key, Placement] = {}
+        # Every placement row read so far (all tenants of the windows read, keyed by ``_window_us``): a later
+        # lookup in those windows costs no read, and only the pairs asked for ever become Placement objects.
+        self._rows: pa.Table | None = None
 
     def window_start(self, ts: datetime) -> datetime:
         """Return the start of the placement window holding ``ts``."""
@@ -162,11 +166,14 @@ class ShardAllocator:
         distinct = dict.fromkeys(keys)
         todo = [k for k in distinct if k not in self._cache]
         self.stats.cache_hits += len(distinct) - len(todo)
+        if todo and self._rows is not None:
+            self._decode(todo)
+            todo = [k for k in todo if k not in self._cache]
         if todo:
-            self._allocate(todo, {k: (k[0], from_micros(k[1])) for k in todo})
+            self._allocate(todo)
         return [self._cache[k] for k in keys]
 
-    def _allocate(self, todo: Sequence[Key], wanted: Mapping[Key, tuple[str, datetime]]) -> None:
+    def _allocate(self, todo: Sequence[Key]) -> None:
         self.tables.ensure()
         uri = self.tables.placements_uri
         for attempt in range(self.cfg.routing.allocation_retries):
@@ -175,9 +182,9 @@ class ShardAllocator:
             missing = [k for k in todo if k not in self._cache]
             if not missing:
                 return
-            tenants = {wanted[k][0] for k in missing}
             new = plan_placements(
-                [wanted[k] for k in missing], self.tables.tenant_settings(tenants), self.tables.topology(),
+                [(tenant, from_micros(start)) for tenant, start in missing],
+                self.tables.tenant_settings({tenant for tenant, _ in missing}), self.tables.topology(),
                 default_shard_count=self.cfg.routing.default_shard_count,
                 window_seconds=self.window_seconds, now=self._clock(),
                 hash_version=self.cfg.routing.event_hash_version,
@@ -208,8 +215,8 @@ class ShardAllocator:
         self.stats.table_reads += 1
         wanted = sorted({k[1] for k in keys})
         starts = pa.array(wanted, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
-        # Read in this process (no Spark job): the windows asked for, every tenant's placements in them,
-        # since the other tenants' placements of these windows are worth caching too. The table only grows
+        # Read in this process (no Spark job): the windows asked for, every tenant's placements in them, kept
+        # as rows since the other tenants' placements of these windows are worth keeping too. The table only grows
         # (a row per tenant per window), so only the files whose window_start statistics overlap the windows
         # asked for are read: each allocation commit adds one file, covering the few windows it allocated.
         # compact_books merges them into files sorted by window_start in small row groups, of which the
@@ -221,6 +228,25 @@ class ShardAllocator:
         where = pc.field("window_start").isin(starts)
         rows = self.store.read_arrow(uri, files, where=where) if files else placements_arrow([], allocation=0)
         self.stats.rows_read += rows.num_rows
+        rows = rows.append_column("_window_us", rows.column("window_start").cast(pa.timestamp("us", tz="UTC"))
+                                  .cast(pa.int64()))
+        if self._rows is not None:  # these windows' rows as of this version replace those read before
+            kept = pc.invert(pc.is_in(self._rows.column("_window_us"), value_set=pa.array(wanted, pa.int64())))
+            rows = pa.concat_tables([self._rows.filter(kept), rows], promote_options="default")
+        self._rows = rows
+        self._decode(keys)
+
+    def _decode(self, keys: Sequence[Key]) -> None:
+        """Turn the rows read so far of the pairs ``keys`` into cached Placements (a route run asks for a small
+        part of the tenants × windows it reads: converting them all cost more than the read)."""
+        assert self._rows is not None
+        asked = pa.table({"tenant_id": pa.array([k[0] for k in keys], self._rows.schema.field("tenant_id").type),
+                          "_window_us": pa.array([k[1] for k in keys], pa.int64())})
+        # Arrow joins carry no list columns (shards): join the keys with their row numbers, then gather.
+        at = (self._rows.select(["tenant_id", "_window_us"])
+              .append_column("_row", pa.array(np.arange(self._rows.num_rows, dtype=np.int64)))
+              .join(asked, ["tenant_id", "_window_us"], join_type="left semi").column("_row"))
+        rows = self._rows.take(at)
         found: dict[Key, Placement] = {}
         for p in placements_from_arrow(rows):
             key = (p.tenant_id, micros(p.window_start))
