@@ -204,3 +204,37 @@ def test_placements_are_rewritten_sorted_by_window_in_small_row_groups(
              for g in range(meta.num_row_groups)]
     assert meta.num_row_groups == 6 and all(meta.row_group(g).num_rows == 10 for g in range(6))
     assert spans == sorted(spans) and all(hi - lo == windows[1] - windows[0] for lo, hi in spans), spans
+
+
+def test_commits_leave_expired_log_files_to_the_hourly_clean_up(store: TableStore, test_config: LakeshardConfig,
+                                                                tmp_path: Path) -> None:
+    """delta-rs lists the whole log after every commit to delete the commit files past the log retention: each
+    commit paid for 30 days of log. Commits skip that; ``clean_logs`` (compact_books, hourly) deletes the same
+    files, those past the retention that a checkpoint supersedes, and the table reads the same."""
+    import os
+    import time
+
+    from lakeshard.compaction.bookkeeping import clean_logs
+    from lakeshard.lake.embedded_log import commit_file_versions
+
+    cfg = _config(tmp_path, test_config)
+    uri = cfg.table_uri(LEDGER)
+    _grow(store, uri, 130)  # delta-rs checkpoints version 100 by itself
+    (checkpoint,) = store.checkpoint_versions(uri)
+    log = Path(uri.removeprefix("file://")) / "_delta_log"
+    month_ago = time.time() - 31 * 86_400
+    for v in range(0, 121):  # past the 30-day retention: versions before and after the checkpoint
+        os.utime(log / f"{v:020d}.json", (month_ago, month_ago))
+    before = _rows(store, uri)
+
+    more = 3
+    for i in range(more):  # commits after the files expired delete none of them
+        store.append_arrow(uri, pa.table({"part": ["p0"], "n": [1000 + i], "shard": [0]}))
+    assert len(commit_file_versions(uri)) == 131 + more
+
+    cleaned = clean_logs(store, cfg, tables=(LEDGER, "never_created"))
+
+    assert cleaned == {LEDGER: checkpoint}, cleaned
+    assert commit_file_versions(uri) == set(range(checkpoint, 131 + more))
+    assert _rows(store, uri) == sorted([*before, *(("p0", 1000 + i, 0) for i in range(more))])
+    assert clean_logs(store, cfg, tables=(LEDGER,)) == {LEDGER: 0}

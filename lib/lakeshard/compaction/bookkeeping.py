@@ -71,7 +71,7 @@ from lakeshard.tables import (
 )
 
 __all__ = ["BOOKKEEPING_TABLES", "CHECKPOINT_INTERVAL", "SORTED_LAYOUTS", "BookkeepingReport", "TableUpkeep",
-           "compact_bookkeeping", "small_files", "write_sorted"]
+           "clean_logs", "compact_bookkeeping", "small_files", "write_sorted"]
 
 # Every table of the catalog but the event data and its ID index, which have compaction and expiry of their own.
 BOOKKEEPING_TABLES: tuple[str, ...] = tuple(t for t in TABLES if t not in (EVENTS, ROUTED, ID_INDEX))
@@ -132,6 +132,13 @@ def compact_bookkeeping(store: TableStore, cfg: LakeshardConfig, *, tables: Sequ
         _upkeep(store, cfg.table_uri(name), name, limit, budget, retention if name == ROUTING_METRICS else None,
                 group_rows)
         for name in tables))
+
+
+def clean_logs(store: TableStore, cfg: LakeshardConfig, *, tables: Sequence[str] = TABLES) -> dict[str, int]:
+    """Return, per table of ``tables`` that exists, how many commit files past its ``delta.logRetentionDuration``
+    (and superseded by a checkpoint) :meth:`TableStore.clean_log` deleted. Commits skip delta-rs' own cleanup,
+    which lists the whole log after every commit; this is its hourly stand-in, with the same retention."""
+    return {name: store.clean_log(uri) for name in tables if store.exists(uri := cfg.table_uri(name))}
 
 
 def metrics_retention(cfg: LakeshardConfig) -> timedelta:

@@ -56,8 +56,9 @@ from lakeshard.lake.deltalog import (
     custom_metadata,
     table_id,
 )
-from lakeshard.lake.embedded_log import DeltaRsLog, embedded_uri, live_files
+from lakeshard.lake.embedded_log import DeltaRsLog, commit_file_versions, embedded_uri, live_files
 from lakeshard.lake.embedded_write import (
+    COMMIT_HOOKS,
     added_file,
     collect_adds,
     commit_removes,
@@ -476,7 +477,8 @@ class EmbeddedTableStore(AdapterBase):
                     schema, partition_by = dt.schema(), list(dt.metadata().partition_columns) or None
                     with phase(COMMIT, uri):
                         dt.create_write_transaction([*adds, *removes], mode="append", schema=schema,
-                                                    partition_by=partition_by, commit_properties=props)
+                                                    partition_by=partition_by, commit_properties=props,
+                                                    post_commithook_properties=COMMIT_HOOKS)
         except CommitFailedError as exc:
             # Only a known-failed commit deletes its files; any other error leaves them for vacuum, since
             # an unknown outcome might be a commit that references them.
@@ -546,6 +548,18 @@ class EmbeddedTableStore(AdapterBase):
         except DeltaError as exc:
             raise TableStoreError(f"{dt.table_uri}: cannot write a checkpoint: {exc}") from None
         return int(dt.version())
+
+    def clean_log(self, table: str) -> int:
+        """Delete the commit files past ``delta.logRetentionDuration`` that a checkpoint supersedes (delta-rs'
+        ``cleanup_metadata``); return how many went. Commits leave this to maintenance (:data:`COMMIT_HOOKS`)."""
+        uri = embedded_uri(table)
+        before = len(commit_file_versions(uri))
+        dt = self._log.table(uri)
+        try:
+            dt.cleanup_metadata()
+        except DeltaError as exc:
+            raise TableStoreError(f"{dt.table_uri}: cannot clean up the log: {exc}") from None
+        return before - len(commit_file_versions(uri))
 
     # --------------------------------------------------------------------------------- metadata
     def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:

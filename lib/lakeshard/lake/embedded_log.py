@@ -236,7 +236,7 @@ class DeltaRsLog:
                         for v in range(start, (latest if end is None else min(end, latest)) + 1)]
             except FileNotFoundError:
                 pass  # cleaned up, or never there: the listing says which
-        start, end = log_range(uri, _commit_versions(uri), latest, start, end)
+        start, end = log_range(uri, commit_file_versions(uri), latest, start, end)
         return [_log_entry(fs, f"{base}/_delta_log/{v:020d}.json", v) for v in range(start, end + 1)]
 
     def checkpoint_versions(self, uri: str) -> list[int]:
@@ -349,7 +349,8 @@ def _partition_text(value: Any) -> str:
     return str(value)
 
 
-def _commit_versions(uri: str) -> set[int]:
+def commit_file_versions(uri: str) -> set[int]:
+    """Return the versions whose commit files are in the table's ``_delta_log``."""
     fs, base = filesystem(uri)
     return commit_versions(
         i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", allow_not_found=True)))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError
-from deltalake.transaction import AddAction, RemoveAction
+from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
 
 from lakeshard.errors import TableStoreError, UnaccountedRows
 from lakeshard.lake.base import WRITE_PREFIX, now_ms
@@ -123,6 +123,12 @@ def added_file(add: AddAction) -> FileInfo:
     )
 
 
+# After each commit delta-rs checkpoints every 100 commits and, by default, lists the whole log to delete the
+# commit files past ``delta.logRetentionDuration``: a listing per commit, linear in the log's length (30 days of
+# commits). The cleanup runs once an hour instead, in compact_books (:meth:`EmbeddedTableStore.clean_log`).
+COMMIT_HOOKS = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+
+
 def commit_removes(log: DeltaRsLog, dt: DeltaTable, uri: str, actions: Sequence[AddAction | RemoveAction],
                    remove: Sequence[str], props: CommitProperties, app_transactions: Sequence[AppTransaction] = (),
                    retries: int | None = None) -> None:
@@ -139,7 +145,8 @@ def commit_removes(log: DeltaRsLog, dt: DeltaTable, uri: str, actions: Sequence[
             schema, partition_by = dt.schema(), list(dt.metadata().partition_columns) or None
             with phase(COMMIT, uri):
                 dt.create_write_transaction(list(actions), mode="append", schema=schema,
-                                            partition_by=partition_by, commit_properties=props)
+                                            partition_by=partition_by, commit_properties=props,
+                                            post_commithook_properties=COMMIT_HOOKS)
             return
         except CommitFailedError:
             dt = log.table(uri)

@@ -380,6 +380,11 @@ class TableStore(ABC):
     def create_checkpoint(self, table: str) -> int:
         """Write a checkpoint of the table's latest version and return that version."""
 
+    def clean_log(self, table: str) -> int:
+        """Delete the commit files past the table's ``delta.logRetentionDuration`` that a checkpoint supersedes;
+        return how many went. This default does nothing: Delta on the JVM cleans up at every checkpoint."""
+        return 0
+
     @abstractmethod
     def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:
         """Return the table's commits, newest first."""

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from lakeshard.balancing.executor import autoshard, balance
 from lakeshard.buckets.completionist import Completionist
-from lakeshard.compaction.bookkeeping import compact_bookkeeping
+from lakeshard.compaction.bookkeeping import clean_logs, compact_bookkeeping
 from lakeshard.compaction.events import compact_events
 from lakeshard.compaction.planner import Bucket
 from lakeshard.dedupe.writer import ShardWriter
@@ -149,14 +149,17 @@ def run_balance(ctx: FlowContext) -> FlowResult:
 
 def run_compact_books(ctx: FlowContext) -> FlowResult:
     """Return what compacting the bookkeeping tables did (files in, files out)
-    (:func:`~lakeshard.compaction.bookkeeping.compact_bookkeeping`)."""
+    (:func:`~lakeshard.compaction.bookkeeping.compact_bookkeeping`); it also cleans every table's log past its
+    retention (:func:`~lakeshard.compaction.bookkeeping.clean_logs`)."""
     limit = int(ctx.params["max_files"])  # 0: the configured maintenance.bookkeeping_max_files
     report = compact_bookkeeping(ctx.store, ctx.cfg, max_files=limit or None)
+    cleaned = clean_logs(ctx.store, ctx.cfg)
     done = [t for t in report.tables if t.version is not None]
     return FlowResult(rows_in=sum(t.files_before for t in done), rows_out=sum(t.files_after for t in done),
                       details={"tables": ",".join(t.table for t in done),
                                "conflicts": sum(1 for t in report.tables if t.conflict),
-                               "checkpoints": ",".join(t.table for t in report.tables if t.checkpoint is not None)},
+                               "checkpoints": ",".join(t.table for t in report.tables if t.checkpoint is not None),
+                               "log_files_removed": sum(cleaned.values())},
                       outcome=report)
 
 
