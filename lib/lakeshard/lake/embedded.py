@@ -56,7 +56,7 @@ from lakeshard.lake.deltalog import (
     custom_metadata,
     table_id,
 )
-from lakeshard.lake.embedded_log import DeltaRsLog, commit_file_versions, embedded_uri, live_files
+from lakeshard.lake.embedded_log import DeltaRsLog, arrow_schema_of, embedded_uri, live_files, spark_schema_of
 from lakeshard.lake.embedded_write import (
     COMMIT_HOOKS,
     added_file,
@@ -160,7 +160,7 @@ class EmbeddedTableStore(AdapterBase):
 
     def schema(self, table: str) -> StructType:
         """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
-        return _to_spark_schema(self._log.latest(table).schema())
+        return spark_schema_of(self._log.latest(table).schema())
 
     def add_columns(self, table: str, fields: Sequence[StructField]) -> int:
         """Add nullable columns to an existing table with delta-rs' schema change; return the new version."""
@@ -266,7 +266,7 @@ class EmbeddedTableStore(AdapterBase):
 
     def _read_snapshot(self, dt: DeltaTable, only: Sequence[FileInfo] | None = None) -> DataFrame:
         files = live_files(dt) if only is None else list(only)
-        return read_data_files(self.spark, embedded_uri(dt.table_uri), _to_spark_schema(dt.schema()),
+        return read_data_files(self.spark, embedded_uri(dt.table_uri), spark_schema_of(dt.schema()),
                                list(dt.metadata().partition_columns), files)
 
     def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None, *,
@@ -295,7 +295,7 @@ class EmbeddedTableStore(AdapterBase):
         This is the ID page-in's read: a few columns of many small files, wanted per ``(shard, interval)``.
         """
         dt = self._log.latest(table)
-        schema = _arrow_schema(dt)
+        schema = arrow_schema_of(dt)
         names, wanted = arrow_columns(dt.table_uri, schema, columns)
         parts = set(dt.metadata().partition_columns)
         # Data columns as the table types them (a column a file lacks reads as null, as Spark reads it).
@@ -320,7 +320,7 @@ class EmbeddedTableStore(AdapterBase):
 
     def arrow_schema(self, table: str) -> pa.Schema:
         """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
-        return _arrow_schema(self._log.latest(table))
+        return arrow_schema_of(self._log.latest(table))
 
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their stats.
@@ -503,7 +503,7 @@ class EmbeddedTableStore(AdapterBase):
         """Write ``df`` with Spark under a fresh directory of the table; return its add actions (all its rows)."""
         uri = embedded_uri(dt.table_uri)
         write_id, target = new_write_dir(uri)
-        frame = conform(df, _to_spark_schema(dt.schema()), uri)
+        frame = conform(df, spark_schema_of(dt.schema()), uri)
         return write_spark_files(dt, frame, _spark_path(target), write_id, target, data_change)
 
     def _write_with(self, dt: DeltaTable, write: WriteFiles, data_change: bool) -> tuple[list[AddAction], int, str]:
@@ -550,16 +550,11 @@ class EmbeddedTableStore(AdapterBase):
         return int(dt.version())
 
     def clean_log(self, table: str) -> int:
-        """Delete the commit files past ``delta.logRetentionDuration`` that a checkpoint supersedes (delta-rs'
-        ``cleanup_metadata``); return how many went. Commits leave this to maintenance (:data:`COMMIT_HOOKS`)."""
-        uri = embedded_uri(table)
-        before = len(commit_file_versions(uri))
-        dt = self._log.table(uri)
+        """See :meth:`TableStore.clean_log`; embedded commits leave it to maintenance (:data:`COMMIT_HOOKS`)."""
         try:
-            dt.cleanup_metadata()
+            return self._log.clean(embedded_uri(table))
         except DeltaError as exc:
-            raise TableStoreError(f"{dt.table_uri}: cannot clean up the log: {exc}") from None
-        return before - len(commit_file_versions(uri))
+            raise TableStoreError(f"{table}: cannot clean up the log: {exc}") from None
 
     # --------------------------------------------------------------------------------- metadata
     def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:
@@ -598,14 +593,4 @@ class EmbeddedTableStore(AdapterBase):
         removed = dt.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False, full=True)
         staging = stale_write_dirs(uri, timedelta(hours=retention_hours), dry_run)
         return VacuumReport(uri, dry_run, tuple(sorted(removed)), tuple(sorted(staging)))
-
-
-def _arrow_schema(dt: DeltaTable) -> pa.Schema:
-    return pa.schema(dt.schema().to_arrow())
-
-
-def _to_spark_schema(schema: DeltaSchema) -> StructType:
-    from pyspark.sql.types import StructType
-
-    return StructType.fromJson(json.loads(schema.to_json()))
 

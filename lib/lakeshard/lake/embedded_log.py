@@ -16,11 +16,13 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from lakeshard.errors import TableNotFound, TableStoreError, UnsupportedByAdapter
@@ -29,6 +31,9 @@ from lakeshard.lake.deltalog import LogState, checkpoint_parts, commit_versions,
 from lakeshard.lake.files import filesystem, normalise_uri
 from lakeshard.lake.probed_log import missing, probed_files, probed_state
 from lakeshard.lake.store import FileInfo, LogEntry
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 __all__ = ["FUSE_PREFIXES", "DeltaRsLog", "embedded_uri", "live_files"]
 
@@ -189,6 +194,14 @@ class DeltaRsLog:
             v = dt.transaction_version(a)
             known.versions[a] = None if v is None else int(v)
         return {a: known.versions.get(a) for a in app_ids}
+
+    def clean(self, uri: str) -> int:
+        """Delete the commit files past ``delta.logRetentionDuration`` that a checkpoint supersedes (delta-rs'
+        ``cleanup_metadata``); return how many went."""
+        before = len(commit_file_versions(uri))
+        with self.lock:  # the kept snapshot: loading ``events`` afresh would replay its checkpoint
+            self._latest_locked(uri).cleanup_metadata()
+        return before - len(commit_file_versions(uri))
 
     def files(self, uri: str, version: int | None = None) -> list[FileInfo]:
         """Return the live data files of the table (latest or at ``version``) with their stats.
@@ -366,3 +379,15 @@ def _checkpoint_parts(uri: str) -> dict[int, list[str]]:
 def _log_entry(fs: pafs.FileSystem, path: str, version: int) -> LogEntry:
     with fs.open_input_stream(path) as stream:
         return parse_commit(stream.read().decode("utf-8"), version)[0]
+
+
+def arrow_schema_of(dt: DeltaTable) -> pa.Schema:
+    """Return a delta-rs table's schema as Arrow."""
+    return pa.schema(dt.schema().to_arrow())
+
+
+def spark_schema_of(schema: DeltaSchema) -> StructType:
+    """Return a delta-rs schema as Spark's (imports pyspark only when called)."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(schema.to_json()))

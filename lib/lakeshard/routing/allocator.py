@@ -238,7 +238,7 @@ class ShardAllocator:
 
     def _decode(self, keys: Sequence[Key]) -> None:
         """Turn the rows read so far of the pairs ``keys`` into cached Placements (a route run asks for a small
-        part of the tenants × windows it reads: converting them all cost more than the read)."""
+        part of the tenants x windows it reads: converting them all cost more than the read)."""
         assert self._rows is not None
         asked = pa.table({"tenant_id": pa.array([k[0] for k in keys], self._rows.schema.field("tenant_id").type),
                           "_window_us": pa.array([k[1] for k in keys], pa.int64())})
