@@ -35,7 +35,8 @@ from lakeshard.lake.store import FileInfo, LogEntry
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-__all__ = ["FUSE_PREFIXES", "DeltaRsLog", "embedded_uri", "live_files"]
+__all__ = ["FUSE_PREFIXES", "DeltaRsLog", "arrow_schema_of", "commit_file_versions", "embedded_uri", "live_files",
+           "spark_schema_of"]
 
 # Databricks' FUSE mounts of Unity Catalog volumes and DBFS: no atomic put-if-absent, so no safe delta-rs commit.
 FUSE_PREFIXES = ("/Volumes/", "/dbfs/", "dbfs:")
