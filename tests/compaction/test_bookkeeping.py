@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,9 +12,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from lakeshard.compaction.bookkeeping import BOOKKEEPING_TABLES, compact_bookkeeping, small_files
+from lakeshard.compaction.bookkeeping import BOOKKEEPING_TABLES, clean_logs, compact_bookkeeping, small_files
 from lakeshard.config import LakeshardConfig, MaintenanceConfig
 from lakeshard.lake import FileInfo, TableStore
+from lakeshard.lake.embedded_log import commit_file_versions
 from lakeshard.tables import EVENTS, ID_INDEX, ROUTED
 
 LEDGER = "ledger"
@@ -211,12 +214,6 @@ def test_commits_leave_expired_log_files_to_the_hourly_clean_up(store: TableStor
     """delta-rs lists the whole log after every commit to delete the commit files past the log retention: each
     commit paid for 30 days of log. Commits skip that; ``clean_logs`` (compact_books, hourly) deletes the same
     files, those past the retention that a checkpoint supersedes, and the table reads the same."""
-    import os
-    import time
-
-    from lakeshard.compaction.bookkeeping import clean_logs
-    from lakeshard.lake.embedded_log import commit_file_versions
-
     cfg = _config(tmp_path, test_config)
     uri = cfg.table_uri(LEDGER)
     _grow(store, uri, 130)  # delta-rs checkpoints version 100 by itself
