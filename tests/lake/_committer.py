@@ -37,8 +37,8 @@ def main() -> None:
                                                        "driver_memory": "1g"}}))
 
     class PausingStore(EmbeddedTableStore):
-        def _write_files(self, dt, df, data_change):  # type: ignore[no-untyped-def]
-            written = super()._write_files(dt, df, data_change)
+        def _write_files(self, shape, df, write, data_change):  # type: ignore[no-untyped-def]
+            written = super()._write_files(shape, df, write, data_change)
             if args.die_before_commit:
                 os.kill(os.getpid(), signal.SIGKILL)
             if args.barrier:

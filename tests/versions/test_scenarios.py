@@ -37,8 +37,8 @@ class Interleaving(EmbeddedTableStore):
         super().__init__(spark)
         self.after_write = after_write
 
-    def _write_files(self, dt: Any, df: Any, data_change: bool) -> Any:
-        written = super()._write_files(dt, df, data_change)
+    def _write_files(self, shape: Any, df: Any, write: Any, data_change: bool) -> Any:
+        written = super()._write_files(shape, df, write, data_change)
         self.after_write()
         return written
 

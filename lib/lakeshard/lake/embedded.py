@@ -36,37 +36,42 @@ from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction
 
-from lakeshard.errors import CommitConflict, TableStoreError
+from lakeshard.errors import CommitConflict, TableExists, TableStoreError
 from lakeshard.lake.base import (
     DEFAULT_PROPERTIES,
     AdapterBase,
     all_committed,
     arrow_columns,
     check_read_point,
-    new_write_dir,
     now_ms,
     txn_text,
 )
-from lakeshard.lake.datafiles import (
-    conform,
-    read_data_files,
-)
+from lakeshard.lake.datafiles import read_data_files
 from lakeshard.lake.deltalog import (
     COMMIT_ID,
+    LogState,
     custom_metadata,
     table_id,
 )
-from lakeshard.lake.embedded_log import DeltaRsLog, arrow_schema_of, embedded_uri, live_files, spark_schema_of
+from lakeshard.lake.embedded_append import appendable, commit_append, create_once, links_work
+from lakeshard.lake.embedded_log import (
+    DeltaRsLog,
+    arrow_schema_from_json,
+    arrow_schema_of,
+    embedded_uri,
+    live_files,
+    spark_schema_of,
+)
 from lakeshard.lake.embedded_write import (
     COMMIT_HOOKS,
+    TableShape,
     added_file,
-    collect_adds,
     commit_removes,
     delete_tree,
     metadata_strings,
     stale_write_dirs,
     version_of_commit,
-    write_spark_files,
+    write_new_files,
 )
 from lakeshard.lake.files import filesystem, read_commit_text
 from lakeshard.lake.rowgroups import read_data_file
@@ -84,7 +89,7 @@ from lakeshard.lake.store import (
     WriteFiles,
     check_new_columns,
 )
-from lakeshard.lake.trace import COMMIT, WRITE, phase
+from lakeshard.lake.trace import COMMIT, phase
 
 if TYPE_CHECKING:
     import pyarrow.compute as pc
@@ -95,12 +100,6 @@ __all__ = ["EmbeddedTableStore"]
 
 # Threads that read data files for read_arrow: pyarrow decodes Parquet without the GIL.
 _READ_THREADS = 4
-
-
-def _spark_path(uri: str) -> str:
-    # Local tables are plain paths (see normalise_uri) and go to Spark as such: Hadoop takes the text of
-    # a "file://" string literally, so a space in it would become a directory named "odd%20names".
-    return uri
 
 
 class EmbeddedTableStore(AdapterBase):
@@ -160,6 +159,10 @@ class EmbeddedTableStore(AdapterBase):
 
     def schema(self, table: str) -> StructType:
         """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
+        if (state := self._log.state(embedded_uri(table))) is not None:
+            from pyspark.sql.types import StructType
+
+            return StructType.fromJson(state.schema_json)
         return spark_schema_of(self._log.latest(table).schema())
 
     def add_columns(self, table: str, fields: Sequence[StructField]) -> int:
@@ -180,11 +183,13 @@ class EmbeddedTableStore(AdapterBase):
 
     def partition_columns(self, table: str) -> list[str]:
         """Return the table's partition columns in order."""
+        if (state := self._log.state(embedded_uri(table))) is not None:
+            return state.partition_columns
         return list(self._log.latest(table).metadata().partition_columns)
 
     def version(self, table: str) -> int:
         """Return the table's latest version."""
-        return int(self._log.latest(table).version())
+        return self._log.latest_version(embedded_uri(table))
 
     # ----------------------------------------------------------------------------------- create
     def create(
@@ -215,16 +220,21 @@ class EmbeddedTableStore(AdapterBase):
         if existing is not None:
             return existing
         config = {**DEFAULT_PROPERTIES, **(properties or {})}
+
+        def create(at: str) -> DeltaTable:
+            return DeltaTable.create(at, DeltaSchema.from_json(schema.json()), mode="error",
+                                     partition_by=list(partition_by) or None, description=description,
+                                     configuration=config, storage_options=self._storage)
+
         try:
-            dt = DeltaTable.create(
-                uri,
-                DeltaSchema.from_json(schema.json()),
-                mode="error",
-                partition_by=list(partition_by) or None,
-                description=description,
-                configuration=config,
-                storage_options=self._storage,
-            )
+            if links_work(uri):
+                if create_once(uri, create):
+                    return 0
+                if not exist_ok:
+                    raise TableExists(f"a Delta table already exists at {uri}")
+                self._check_same_shape(uri, schema, partition_by)  # another creator won the race
+                return self.version(uri)
+            dt = create(uri)
         except DeltaError as exc:
             # Two creators raced: the loser sees the winner's table, which is fine if it is the same shape.
             if exist_ok and self.exists(uri):
@@ -294,13 +304,12 @@ class EmbeddedTableStore(AdapterBase):
         only the columns asked for; a partition column asked for is filled in from the add actions.
         This is the ID page-in's read: a few columns of many small files, wanted per ``(shard, interval)``.
         """
-        dt = self._log.latest(table)
-        schema = arrow_schema_of(dt)
-        names, wanted = arrow_columns(dt.table_uri, schema, columns)
-        parts = set(dt.metadata().partition_columns)
+        uri = embedded_uri(table)
+        schema, parts = self.arrow_schema(uri), set(self.partition_columns(uri))
+        names, wanted = arrow_columns(uri, schema, columns)
         # Data columns as the table types them (a column a file lacks reads as null, as Spark reads it).
         read_schema = pa.schema([schema.field(c).with_nullable(True) for c in schema.names if c not in parts])
-        fs, base = filesystem(embedded_uri(dt.table_uri))
+        fs, base = filesystem(uri)
         everything = [f for files in groups.values() for f in files]
         fragments = list(ds.FileSystemDataset.from_paths(
             [f"{base}/{unquote(f.path)}" for f in everything], schema=read_schema, format=ds.ParquetFileFormat(),
@@ -320,6 +329,8 @@ class EmbeddedTableStore(AdapterBase):
 
     def arrow_schema(self, table: str) -> pa.Schema:
         """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
+        if (state := self._log.state(embedded_uri(table))) is not None:
+            return arrow_schema_from_json(str(state.metadata["schemaString"]))
         return arrow_schema_of(self._log.latest(table))
 
     def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
@@ -420,6 +431,13 @@ class EmbeddedTableStore(AdapterBase):
         uri = embedded_uri(table)
         if df is not None and write is not None:
             raise TableStoreError(f"{uri}: give the rows to add as a DataFrame or as a write function, not both")
+        state = None if remove or before_commit is not None else self._log.state(uri)
+        if state is not None and appendable(uri, state) and (read_version is None or read_version <= state.version):
+            return commit_append(
+                uri, state, read_version=read_version, app_transactions=app_transactions,
+                write_adds=lambda shape: self._write_files(shape, df, write, data_change),
+                custom=metadata_strings(metadata), fence=fence, operation=operation,
+                latest=lambda: self._log.state(uri) or LogState(), checkpoint=lambda _: self._log.checkpoint(uri))
         # A swap checks that the files it removes are live at the read version and commits at exactly that
         # version, so it gets a table of its own (swaps are rare); appends may use the shared cached one.
         dt = self._log.table(uri, read_version) if remove else self._log.at_version(uri, read_version)
@@ -441,14 +459,7 @@ class EmbeddedTableStore(AdapterBase):
                              size=live[p].size_bytes, partition_values=dict(live[p].partition_values))
                 for p in remove
             ]
-        adds: list[AddAction] = []
-        rows, write_dir = 0, None
-        if write is not None:
-            with phase(WRITE, uri):
-                adds, rows, write_dir = self._write_with(dt, write, data_change)
-        elif df is not None:
-            with phase(WRITE, uri):
-                adds, rows, write_dir = self._write_files(dt, df, data_change)
+        adds, rows, write_dir = self._write_files(TableShape.of_table(dt), df, write, data_change)
         extra: Mapping[str, Any] | None = None
         if before_commit is not None:
             try:
@@ -499,22 +510,11 @@ class EmbeddedTableStore(AdapterBase):
         versions = self._log.app_versions(dt, [t.app_id for t in txns])
         return all_committed(dt.table_uri, int(dt.version()), txns, versions)
 
-    def _write_files(self, dt: DeltaTable, df: DataFrame, data_change: bool) -> tuple[list[AddAction], int, str]:
-        """Write ``df`` with Spark under a fresh directory of the table; return its add actions (all its rows)."""
-        uri = embedded_uri(dt.table_uri)
-        write_id, target = new_write_dir(uri)
-        frame = conform(df, spark_schema_of(dt.schema()), uri)
-        return write_spark_files(dt, frame, _spark_path(target), write_id, target, data_change)
-
-    def _write_with(self, dt: DeltaTable, write: WriteFiles, data_change: bool) -> tuple[list[AddAction], int, str]:
-        """Let ``write`` write Parquet files under a fresh directory of the table; return their add actions."""
-        write_id, target = new_write_dir(embedded_uri(dt.table_uri))
-        try:
-            write(target)
-        except BaseException:
-            delete_tree(target)
-            raise
-        return collect_adds(dt, write_id, target, data_change)
+    def _write_files(self, shape: TableShape, df: DataFrame | None, write: WriteFiles | None,
+                     data_change: bool) -> tuple[list[AddAction], int, str | None]:
+        """Write a commit's new files (:func:`write_new_files`); every commit path calls this right before it
+        commits (the seam crash and interleaving tests act at)."""
+        return write_new_files(shape, df, write, data_change)
 
     # ------------------------------------------------------------------------------ log actions
     def log_entries(self, table: str, *, start: int | None = None, end: int | None = None) -> list[LogEntry]:
@@ -574,11 +574,13 @@ class EmbeddedTableStore(AdapterBase):
 
     def transaction_versions(self, table: str, app_ids: Sequence[str]) -> dict[str, int | None]:
         """Return each app id's committed version, all from one snapshot of the table."""
+        if (state := self._log.state(embedded_uri(table))) is not None:
+            return {a: state.app_versions.get(a) for a in app_ids}
         return self._log.app_versions(self._log.latest(table), app_ids)
 
     def transaction_version(self, table: str, app_id: str) -> int | None:
         """Return the latest committed version of app transaction ``app_id``, or None if never committed."""
-        return self._log.app_versions(self._log.latest(table), [app_id])[app_id]
+        return self.transaction_versions(table, [app_id])[app_id]
 
     def vacuum(self, table: str, *, retention_hours: float = 168.0, dry_run: bool = False) -> VacuumReport:
         """Delete data files no version within ``retention_hours`` references, orphans included.

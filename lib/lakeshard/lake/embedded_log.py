@@ -12,6 +12,7 @@ so a query's planning cost grew with the number of commits the log keeps.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Mapping, Sequence
@@ -35,8 +36,8 @@ from lakeshard.lake.store import FileInfo, LogEntry
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-__all__ = ["FUSE_PREFIXES", "DeltaRsLog", "arrow_schema_of", "commit_file_versions", "embedded_uri", "live_files",
-           "spark_schema_of"]
+__all__ = ["FUSE_PREFIXES", "DeltaRsLog", "arrow_schema_from_json", "arrow_schema_of", "commit_file_versions",
+           "embedded_uri", "live_files", "spark_schema_of"]
 
 # Databricks' FUSE mounts of Unity Catalog volumes and DBFS: no atomic put-if-absent, so no safe delta-rs commit.
 FUSE_PREFIXES = ("/Volumes/", "/dbfs/", "dbfs:")
@@ -131,14 +132,15 @@ class DeltaRsLog:
         return dt
 
     def known(self, uri: str) -> bool:
-        """Return whether the table is known to exist: a snapshot of it is kept and its commit file is still there
-        (one file look; delta-rs' own check lists the log)."""
+        """Return whether the table is known to exist: a snapshot or replayed state of it is kept and its commit file
+        is still there (one file look; delta-rs' own check lists the log)."""
         with self.lock:
-            cached = self._snapshots.get(uri)
-            if cached is None:
+            cached, probed = self._snapshots.get(uri), self._probed.get(uri)
+            if cached is None and probed is None:
                 return False
+            version = int(cached.version()) if cached is not None else probed.version  # type: ignore[union-attr]
             fs, base = filesystem(uri)
-            return not missing(fs, f"{base}/_delta_log/{int(cached.version()):020d}.json")
+            return not missing(fs, f"{base}/_delta_log/{version:020d}.json")
 
     def at_version(self, uri: str, read_version: int | None) -> DeltaTable:
         """Return the table at ``read_version`` (None: the latest) to prepare a commit on.
@@ -222,14 +224,36 @@ class DeltaRsLog:
                 self._listings[uri] = listed
             return list(listed[1])
 
-    def _probe(self, uri: str) -> tuple[int, list[FileInfo]] | None:
-        """Return the latest version and its live files from :func:`probed_state` (brought forward from the state
-        probed last time), or None when the log must be read by delta-rs."""
-        state = probed_state(uri, self._probed.get(uri))
-        if state is None:
-            self._probed.pop(uri, None)
+    def state(self, uri: str) -> LogState | None:
+        """Return the table's latest state from :func:`probed_state` (brought forward from the state probed last
+        time: a read per new commit), or None when the log must be read by delta-rs: it is on an object store (whose
+        credentials and endpoint only delta-rs is given), or :func:`probed_state` cannot replay it."""
+        if "://" in uri:  # normalise_uri leaves local tables as plain paths
             return None
-        self._probed[uri] = state
+        with self.lock:
+            state = probed_state(uri, self._probed.get(uri))
+            if state is None:
+                self._probed.pop(uri, None)
+            else:
+                self._probed[uri] = state
+            return state
+
+    def latest_version(self, uri: str) -> int:
+        """Return the table's latest version, from :meth:`state` when it can (a delta-rs snapshot brought up to
+        date costs time linear in the table's live files)."""
+        state = self.state(uri)
+        return state.version if state is not None else int(self.latest(uri).version())
+
+    def checkpoint(self, uri: str) -> None:
+        """Write a checkpoint of the latest version with delta-rs, on the kept snapshot brought up to date."""
+        with self.lock:
+            self._latest_locked(uri).create_checkpoint()
+
+    def _probe(self, uri: str) -> tuple[int, list[FileInfo]] | None:
+        """Return the latest version and its live files from :meth:`state`, or None when delta-rs must say."""
+        state = self.state(uri)
+        if state is None:
+            return None
         listed = self._listings.get(uri)
         if listed is None or listed[0] != state.version:
             listed = self._listings[uri] = (state.version, probed_files(state))
@@ -242,7 +266,7 @@ class DeltaRsLog:
             TableStoreError: ``start`` is older than the oldest commit file left in the log, or a commit
                 between ``start`` and ``end`` is missing.
         """
-        latest = int(self.latest(uri).version())
+        latest = self.latest_version(uri)
         fs, base = filesystem(uri)
         if start is not None:  # read by name: no listing of a log that keeps growing
             try:
@@ -385,6 +409,13 @@ def _log_entry(fs: pafs.FileSystem, path: str, version: int) -> LogEntry:
 def arrow_schema_of(dt: DeltaTable) -> pa.Schema:
     """Return a delta-rs table's schema as Arrow."""
     return pa.schema(dt.schema().to_arrow())
+
+
+@functools.lru_cache(maxsize=256)
+def arrow_schema_from_json(schema_string: str) -> pa.Schema:
+    """Return a table's schema, as its metadata's ``schemaString`` gives it, as Arrow (what :func:`arrow_schema_of`
+    gives for the same table)."""
+    return pa.schema(DeltaSchema.from_json(schema_string).to_arrow())
 
 
 def spark_schema_of(schema: DeltaSchema) -> StructType:

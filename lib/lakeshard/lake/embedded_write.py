@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,24 +19,26 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAction
 
 from lakeshard.errors import TableStoreError, UnaccountedRows
-from lakeshard.lake.base import WRITE_PREFIX, now_ms
+from lakeshard.lake.base import WRITE_PREFIX, new_write_dir, now_ms
 from lakeshard.lake.datafiles import (
+    conform,
     footer_stats_and_values,
     is_hidden,
     stats_columns,
     written_parquet,
     written_partition_values,
 )
-from lakeshard.lake.deltalog import COMMIT_ID
+from lakeshard.lake.deltalog import COMMIT_ID, LogState
 from lakeshard.lake.embedded_log import DeltaRsLog, live_files
 from lakeshard.lake.files import filesystem, normalise_uri
-from lakeshard.lake.store import AppTransaction, FileInfo
-from lakeshard.lake.trace import COMMIT, phase
+from lakeshard.lake.store import AppTransaction, FileInfo, WriteFiles
+from lakeshard.lake.trace import COMMIT, WRITE, phase
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
+    "TableShape",
     "added_file",
     "collect_adds",
     "commit_removes",
@@ -43,6 +46,7 @@ __all__ = [
     "metadata_strings",
     "stale_write_dirs",
     "version_of_commit",
+    "write_new_files",
     "write_spark_files",
 ]
 
@@ -52,15 +56,67 @@ _SWAP_RETRIES = 10
 _READ_THREADS = 4
 
 
-def collect_adds(dt: DeltaTable, write_id: str, target: str, data_change: bool
+@dataclass(frozen=True)
+class TableShape:
+    """What writing files into a table needs to know of it: where it is, its columns, partitioning and properties.
+
+    It comes from a delta-rs snapshot (:meth:`of_table`) or from a replayed log state (:meth:`of_state`): a blind
+    append (:mod:`lakeshard.lake.embedded_append`) writes its files without a delta-rs snapshot.
+    """
+
+    uri: str
+    partition_columns: tuple[str, ...]
+    configuration: Mapping[str, str | None]
+    schema_json: Mapping[str, Any]  # the table's schema as Delta's JSON (a Spark StructType)
+
+    @classmethod
+    def of_table(cls, dt: DeltaTable) -> TableShape:
+        meta = dt.metadata()
+        return cls(normalise_uri(dt.table_uri), tuple(meta.partition_columns), dict(meta.configuration),
+                   json.loads(dt.schema().to_json()))
+
+    @classmethod
+    def of_state(cls, uri: str, state: LogState) -> TableShape:
+        return cls(uri, tuple(state.partition_columns), dict(state.metadata.get("configuration") or {}),
+                   state.schema_json)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [str(f["name"]) for f in self.schema_json.get("fields", [])]
+
+
+def write_new_files(shape: TableShape, df: DataFrame | None, write: WriteFiles | None, data_change: bool
+                    ) -> tuple[list[AddAction], int, str | None]:
+    """Write the rows to add under a fresh directory of the table, with Spark (``df``) or ``write(directory)``;
+    return their add actions, rows and that directory (neither: no file, no directory)."""
+    if df is None and write is None:
+        return [], 0, None
+    write_id, target = new_write_dir(shape.uri)
+    with phase(WRITE, shape.uri):
+        if df is None:
+            try:
+                write(target)  # type: ignore[misc]
+            except BaseException:
+                delete_tree(target)
+                raise
+            return collect_adds(shape, write_id, target, data_change)
+        from pyspark.sql.types import StructType
+
+        frame = conform(df, StructType.fromJson(dict(shape.schema_json)), shape.uri)
+        # Local tables are plain paths (see normalise_uri) and go to Spark as such: Hadoop takes the text of
+        # a "file://" string literally, so a space in it would become a directory named "odd%20names".
+        return write_spark_files(shape, frame, target, write_id, target, data_change)
+
+
+def collect_adds(shape: TableShape, write_id: str, target: str, data_change: bool
                  ) -> tuple[list[AddAction], int, str]:
     """Return add actions (stats from the footers) for the Parquet files written under ``target``."""
-    parts = list(dt.metadata().partition_columns)
+    parts = list(shape.partition_columns)
     fs, written = written_parquet(target)
     adds: list[AddAction] = []
     rows = 0
     # One footer per file: a routed batch writes a file per shard per task, so read them on threads.
-    indexed = stats_columns(dt.metadata().configuration, [f.name for f in dt.schema().fields])
+    indexed = stats_columns(shape.configuration, shape.column_names)
     with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
         footers = list(pool.map(lambda item: footer_stats_and_values(fs, item[0].path, indexed), written))
     for (info, relative), (n, stats, values) in zip(written, footers, strict=True):
@@ -80,7 +136,7 @@ def collect_adds(dt: DeltaTable, write_id: str, target: str, data_change: bool
     return adds, rows, target
 
 
-def write_spark_files(dt: DeltaTable, frame: DataFrame, spark_path: str, write_id: str, target: str,
+def write_spark_files(shape: TableShape, frame: DataFrame, spark_path: str, write_id: str, target: str,
                       data_change: bool) -> tuple[list[AddAction], int, str]:
     """Return add actions for ``frame`` written by Spark as Parquet under ``target`` (``spark_path`` as Spark
     names it), after checking that they hold every row Spark reported writing.
@@ -97,16 +153,16 @@ def write_spark_files(dt: DeltaTable, frame: DataFrame, spark_path: str, write_i
     from pyspark.sql import functions as F
 
     observation = Observation(f"lakeshard_write_{write_id.replace('-', '_')}")
-    parts = list(dt.metadata().partition_columns)
+    parts = list(shape.partition_columns)
     writer = frame.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("error")
     if parts:
         writer = writer.partitionBy(*parts)
     writer.parquet(spark_path)
     written = int(observation.get["rows"])
-    adds, rows, target = collect_adds(dt, write_id, target, data_change)
+    adds, rows, target = collect_adds(shape, write_id, target, data_change)
     if rows != written:
         delete_tree(target)
-        raise UnaccountedRows(normalise_uri(dt.table_uri), target, written, rows, len(adds))
+        raise UnaccountedRows(shape.uri, target, written, rows, len(adds))
     return adds, rows, target
 
 
