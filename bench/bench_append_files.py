@@ -23,11 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
+import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 import lakeshard.lake.embedded as embedded
 from lakeshard.lake.embedded import EmbeddedTableStore
 from lakeshard.lake.embedded_write import COMMIT_HOOKS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peer_curve
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PEERS = ("delta-rs commit", "lakeshard blind append")
@@ -117,33 +119,15 @@ def render_md(doc: dict[str, Any]) -> str:
         f"| live files | {PEERS[0]} ms | {PEERS[1]} ms | ratio |", "| ---: | ---: | ---: | ---: |",
     ]
     lines += [f"| {r['live_files']:,} | {r[PEERS[0]]} | {r[PEERS[1]]} | **{r['ratio']}** |" for r in doc["rows"]]
-    first, last = doc["rows"][0], doc["rows"][-1]
-    span = last["live_files"] - first["live_files"]
-    lines.append("")
-    for peer in PEERS:
-        per_k = (last[peer] - first[peer]) / span * 1000 if span else 0.0
-        lines.append(f"- {peer}: +{per_k:.3f} ms per 1,000 live files.")
+    lines += ["", *peer_curve.growth_lines(doc["rows"], "live_files", PEERS, "live files")]
     return "\n".join(lines) + "\n"
 
 
 def plot(doc: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    xs = [r["live_files"] for r in doc["rows"]]
-    for peer in PEERS:
-        ax.plot(xs, [r[peer] for r in doc["rows"]], marker="o", label=peer)
-    ax.set_xlabel("live files in the table")
-    ax.set_ylabel("median append + next look (ms)")
-    ax.set_title("One writer append as the table's files grow")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    peer_curve.plot(doc["rows"], "live_files", PEERS, path,
+                    xlabel="live files in the table",
+                    ylabel="median append + next look (ms)",
+                    title="One writer append as the table's files grow")
 
 
 def main() -> int:
@@ -156,13 +140,7 @@ def main() -> int:
     counts = sorted(int(x) for x in args.files.split(","))
     with tempfile.TemporaryDirectory(prefix="lakeshard-append-files-") as work:
         rows = measure(counts, args.repeat, Path(work))
-    doc = {"machine": f"{platform.machine()}, {platform.python_version()}",
-           "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "repeat": args.repeat, "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(doc, indent=2))
-    (args.out / f"{args.name}.md").write_text(render_md(doc))
-    plot(doc, args.out / f"{args.name}.png")
-    print(f"wrote {args.out / args.name}.{{json,md,png}}")
+    peer_curve.write_results(rows, args.repeat, args.out, args.name, render_md, plot)
     return 0
 
 

@@ -19,13 +19,11 @@ Writes ``bench/results/commit-log.{json,md,png}``.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
+import sys
 import tempfile
 import time
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,9 @@ from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.transaction import AddAction, PostCommitHookProperties
 
 from lakeshard.lake.embedded_write import COMMIT_HOOKS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peer_curve
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PEERS: dict[str, PostCommitHookProperties | None] = {"delta-rs defaults": None, "lakeshard": COMMIT_HOOKS}
@@ -95,33 +96,15 @@ def render_md(doc: dict[str, Any]) -> str:
     ]
     lines += [f"| {r['log_commits']:,} | {r['log_json_files']:,} | {r['delta-rs defaults']} | {r['lakeshard']} | "
               f"**{r['ratio']}** |" for r in doc["rows"]]
-    first, last = doc["rows"][0], doc["rows"][-1]
-    span = last["log_json_files"] - first["log_json_files"]
-    lines.append("")
-    for peer in PEERS:
-        per_k = (last[peer] - first[peer]) / span * 1000 if span else 0.0
-        lines.append(f"- {peer}: +{per_k:.2f} ms per 1,000 commit files in the log.")
+    lines += ["", *peer_curve.growth_lines(doc["rows"], "log_json_files", PEERS, "commit files in the log")]
     return "\n".join(lines) + "\n"
 
 
 def plot(doc: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    xs = [r["log_json_files"] for r in doc["rows"]]
-    for peer in PEERS:
-        ax.plot(xs, [r[peer] for r in doc["rows"]], marker="o", label=peer)
-    ax.set_xlabel("commit files in _delta_log")
-    ax.set_ylabel("median append + snapshot update (ms)")
-    ax.set_title("One small append as the log grows")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    peer_curve.plot(doc["rows"], "log_json_files", PEERS, path,
+                    xlabel="commit files in _delta_log",
+                    ylabel="median append + snapshot update (ms)",
+                    title="One small append as the log grows")
 
 
 def main() -> int:
@@ -134,13 +117,7 @@ def main() -> int:
     lengths = sorted(int(x) for x in args.lengths.split(","))
     with tempfile.TemporaryDirectory(prefix="lakeshard-commit-log-") as work:
         rows = measure(lengths, args.repeat, Path(work))
-    doc = {"machine": f"{platform.machine()}, {platform.python_version()}",
-           "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "repeat": args.repeat, "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(doc, indent=2))
-    (args.out / f"{args.name}.md").write_text(render_md(doc))
-    plot(doc, args.out / f"{args.name}.png")
-    print(f"wrote {args.out / args.name}.{{json,md,png}}")
+    peer_curve.write_results(rows, args.repeat, args.out, args.name, render_md, plot)
     return 0
 
 
