@@ -12,6 +12,8 @@ How a write works (DESIGN.md §1):
    conflicting concurrent commit surfaces as :class:`~lakeshard.errors.CommitConflict` and the
    files of the failed attempt are deleted again.
 
+An append that removes nothing, on a local file system, writes that log entry itself (put-if-absent, delta-rs'
+conflict rules; :mod:`lakeshard.lake.embedded_append`): delta-rs' commit costs time linear in the table's files.
 A process that dies between 1 and 3 leaves orphan files that :meth:`EmbeddedTableStore.vacuum` removes.
 
 What the store knows of each table's log (snapshots, app versions, listings) is :mod:`lakeshard.lake.embedded_log`;
