@@ -229,21 +229,18 @@ class EmbeddedTableStore(AdapterBase):
                                      configuration=config, storage_options=self._storage)
 
         try:
-            if links_work(uri):
-                if create_once(uri, create):
-                    return 0
-                if not exist_ok:
-                    raise TableExists(f"a Delta table already exists at {uri}")
-                self._check_same_shape(uri, schema, partition_by)  # another creator won the race
-                return self.version(uri)
-            dt = create(uri)
+            if not links_work(uri):
+                return int(create(uri).version())
+            if create_once(uri, create):
+                return 0
+            lost: Exception = TableExists(f"a Delta table already exists at {uri}")
         except DeltaError as exc:
-            # Two creators raced: the loser sees the winner's table, which is fine if it is the same shape.
-            if exist_ok and self.exists(uri):
-                self._check_same_shape(uri, schema, partition_by)
-                return self.version(uri)
-            raise TableStoreError(f"cannot create the Delta table at {uri}: {exc}") from None
-        return int(dt.version())
+            lost = TableStoreError(f"cannot create the Delta table at {uri}: {exc}")
+        # Two creators raced: the loser sees the winner's table, which is fine if it is the same shape.
+        if exist_ok and self.exists(uri):
+            self._check_same_shape(uri, schema, partition_by)
+            return self.version(uri)
+        raise lost from None
 
     # ------------------------------------------------------------------------------------- read
     def read(
@@ -307,7 +304,10 @@ class EmbeddedTableStore(AdapterBase):
         This is the ID page-in's read: a few columns of many small files, wanted per ``(shard, interval)``.
         """
         uri = embedded_uri(table)
-        schema, parts = self.arrow_schema(uri), set(self.partition_columns(uri))
+        if (state := self._log.state(uri)) is not None:  # one look for the schema and the partitioning
+            schema, parts = arrow_schema_from_json(str(state.metadata["schemaString"])), set(state.partition_columns)
+        else:
+            schema, parts = self.arrow_schema(uri), set(self.partition_columns(uri))
         names, wanted = arrow_columns(uri, schema, columns)
         # Data columns as the table types them (a column a file lacks reads as null, as Spark reads it).
         read_schema = pa.schema([schema.field(c).with_nullable(True) for c in schema.names if c not in parts])

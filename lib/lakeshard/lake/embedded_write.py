@@ -89,23 +89,25 @@ def write_new_files(shape: TableShape, df: DataFrame | None, write: WriteFiles |
                     ) -> tuple[list[AddAction], int, str | None]:
     """Write the rows to add under a fresh directory of the table, with Spark (``df``) or ``write(directory)``;
     return their add actions, rows and that directory (neither: no file, no directory)."""
-    if df is None and write is None:
-        return [], 0, None
-    write_id, target = new_write_dir(shape.uri)
-    with phase(WRITE, shape.uri):
-        if df is None:
-            try:
-                write(target)  # type: ignore[misc]
-            except BaseException:
-                delete_tree(target)
-                raise
-            return collect_adds(shape, write_id, target, data_change)
+    if df is not None:
         from pyspark.sql.types import StructType
 
         frame = conform(df, StructType.fromJson(dict(shape.schema_json)), shape.uri)
-        # Local tables are plain paths (see normalise_uri) and go to Spark as such: Hadoop takes the text of
-        # a "file://" string literally, so a space in it would become a directory named "odd%20names".
-        return write_spark_files(shape, frame, target, write_id, target, data_change)
+        write_id, target = new_write_dir(shape.uri)
+        with phase(WRITE, shape.uri):
+            # Local tables are plain paths (see normalise_uri) and go to Spark as such: Hadoop takes the text of
+            # a "file://" string literally, so a space in it would become a directory named "odd%20names".
+            return write_spark_files(shape, frame, target, write_id, target, data_change)
+    if write is None:
+        return [], 0, None
+    write_id, target = new_write_dir(shape.uri)
+    with phase(WRITE, shape.uri):
+        try:
+            write(target)
+        except BaseException:
+            delete_tree(target)
+            raise
+        return collect_adds(shape, write_id, target, data_change)
 
 
 def collect_adds(shape: TableShape, write_id: str, target: str, data_change: bool
