@@ -103,7 +103,7 @@ def closed_table(store: TableStore, buckets_uri: str) -> pa.Table:
 
     rows = store.read_table_arrow(buckets_uri, ["tenant_id", "hour", "state"])
     rows = rows.filter(pc.is_in(rows.column("state"), pa.array(["closing", "closed"])))
-    return rows.group_by(["tenant_id", "hour"]).aggregate([])
+    return rows.group_by(["tenant_id", "hour"], use_threads=False).aggregate([])
 
 
 class Completionist:
@@ -207,12 +207,13 @@ class Completionist:
             return [], set()
         rows = self.store.read_table_arrow(self.uri, ["tenant_id", "hour", "state"], version=version)
         keys = ["tenant_id", "hour"]
-        closed = rows.filter(pc.equal(rows.column("state"), "closed")).group_by(keys).aggregate([])
+        closed = rows.filter(pc.equal(rows.column("state"), "closed")).group_by(keys, use_threads=False).aggregate([])
         seen = pa.table({"tenant_id": pa.array([b.tenant_id for b in buckets], rows.schema.field("tenant_id").type),
                          "hour": pa.array([b.hour for b in buckets], rows.schema.field("hour").type),
                          "i": pa.array(range(len(buckets)), pa.int64())})
-        still_open = seen.join(closed, keys, join_type="left anti")
-        recorded = still_open.join(rows.group_by(keys).aggregate([]), keys, join_type="left semi")
+        still_open = seen.join(closed, keys, join_type="left anti", use_threads=False)
+        recorded = still_open.join(rows.group_by(keys, use_threads=False).aggregate([]), keys, join_type="left semi",
+                                    use_threads=False)
         return ([buckets[i] for i in sorted(still_open.column("i").to_pylist())], _keys(recorded))
 
     # ---------------------------------------------------------------------------------- observe
@@ -407,13 +408,15 @@ class Completionist:
         return shards
 
     def _commit(self, states: Iterable[BucketState], read_version: int) -> int | None:
-        rows = [(s.tenant_id, s.hour, s.state, s.decided_at, s.reason, s.rows, s.distinct_keys, s.checksum,
-                 s.newest_file_at, s.events_version) for s in states]
-        df = self.spark.createDataFrame(rows, BUCKETS_SCHEMA).coalesce(1)
+        """Commit ``states`` as rows of the buckets table, written by pyarrow in this process (a few hundred
+        small rows an hour: a Spark job to write them cost seconds)."""
+        states = list(states)
+        rows = pa.Table.from_pylist([{f.name: getattr(s, f.name) for f in BUCKETS_SCHEMA.fields} for s in states],
+                                    schema=self.store.arrow_schema(self.uri))
         try:
-            result = self.store.append(
-                self.uri, df, app_transactions=[AppTransaction(COMPLETIONIST_APP_ID, read_version + 1)],
-                metadata={"closed": sum(1 for r in rows if r[2] == "closed")}, read_version=read_version)
+            result = self.store.append_arrow(
+                self.uri, rows, app_transactions=[AppTransaction(COMPLETIONIST_APP_ID, read_version + 1)],
+                metadata={"closed": sum(1 for s in states if s.state == "closed")}, read_version=read_version)
         except CommitConflict:
             return None  # another completionist committed first; the next run decides again
         return None if result.skipped else result.version
@@ -436,8 +439,8 @@ def _buckets_of(rows: pa.Table) -> set[Bucket]:
     import pyarrow.compute as pc
 
     hours = pc.floor_temporal(rows.column("ts"), unit="hour")
-    pairs = pa.table({"tenant_id": rows.column("tenant_id"), "hour": hours}).group_by(["tenant_id", "hour"]).aggregate(
-        [])
+    pairs = (pa.table({"tenant_id": rows.column("tenant_id"), "hour": hours})
+             .group_by(["tenant_id", "hour"], use_threads=False).aggregate([]))
     return {(str(t), hour_of(h)) for t, h in zip(pairs.column("tenant_id").to_pylist(),
                                                   pairs.column("hour").to_pylist(), strict=True)}
 

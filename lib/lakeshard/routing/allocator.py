@@ -245,7 +245,7 @@ class ShardAllocator:
         # Arrow joins carry no list columns (shards): join the keys with their row numbers, then gather.
         at = (self._rows.select(["tenant_id", "_window_us"])
               .append_column("_row", pa.array(np.arange(self._rows.num_rows, dtype=np.int64)))
-              .join(asked, ["tenant_id", "_window_us"], join_type="left semi").column("_row"))
+              .join(asked, ["tenant_id", "_window_us"], join_type="left semi", use_threads=False).column("_row"))
         rows = self._rows.take(at)
         found: dict[Key, Placement] = {}
         for p in placements_from_arrow(rows):

@@ -164,7 +164,7 @@ def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
     window_us = us - np.mod(us, size)  # floor, like Spark's pmod: pre-1970 times stay on the grid
     tenants = events.column("tenant_id")
     pairs = (pa.table({"tenant_id": tenants, "_window_us": window_us})
-             .group_by(["tenant_id", "_window_us"]).aggregate([]))
+             .group_by(["tenant_id", "_window_us"], use_threads=False).aggregate([]))
     ordered = allocator.resolve_windows(pairs.column("tenant_id").to_pylist(), pairs.column("_window_us").to_pylist())
     counts = np.array([len(p.shards) for p in ordered], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
@@ -172,7 +172,7 @@ def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
     # Each row's placement: its (tenant, window)'s position in ``pairs``, found by a join on the two keys.
     lookup = pairs.append_column("_k", pa.array(np.arange(len(ordered), dtype=np.int64)))
     rows = (pa.table({"tenant_id": tenants, "_window_us": window_us, "_row": np.arange(len(us), dtype=np.int64)})
-            .join(lookup, ["tenant_id", "_window_us"]).sort_by("_row"))
+            .join(lookup, ["tenant_id", "_window_us"], join_type="inner", use_threads=False).sort_by("_row"))
     k = rows.column("_k").to_numpy()
     row_versions = np.array([p.hash_version for p in ordered], dtype=np.int32)[k]
     hashes = np.zeros(len(us), dtype=np.int64)
@@ -445,14 +445,14 @@ class Router:
         routed = route_arrow(events, self.allocator)
         versions = {ROUTED: self._commit(ROUTED, batch, files, routed).version,
                     QUARANTINE: self._commit(QUARANTINE, batch, files, quarantine).version}
-        metrics = (routed.group_by(["window_start", "tenant_id", "shard"])
+        metrics = (routed.group_by(["window_start", "tenant_id", "shard"], use_threads=False)
                    .aggregate([([], "count_all"), ("size_bytes", "sum")])
                    .rename_columns(["window_start", "tenant_id", "shard", "events", "bytes"]))
         metrics = (metrics.append_column("batch", pa.array([batch] * metrics.num_rows, pa.int64()))
                    .append_column("routed_at", pa.array([datetime.now(UTC)] * metrics.num_rows,
                                                         pa.timestamp("us", tz="UTC"))))
         versions[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics).version
-        categories = quarantine.group_by("category").aggregate([([], "count_all")]).to_pylist()
+        categories = quarantine.group_by("category", use_threads=False).aggregate([([], "count_all")]).to_pylist()
         return versions, events.num_rows, {str(r["category"]): int(r["count_all"]) for r in categories}
 
     def _execute_on_spark(self, batch: int, files: Sequence[LandingFile], now_ms: int

@@ -240,7 +240,7 @@ class ChunkLocks:
         keys = pa.table({"tenant_id": pa.array([c.tenant_id for c in wanted], rows.schema.field("tenant_id").type),
                          "hour": pa.array([c.hour for c in wanted], rows.schema.field("hour").type)})
         out: dict[Chunk, LockState] = {}
-        for r in rows.join(keys, ["tenant_id", "hour"], join_type="left semi").to_pylist():
+        for r in rows.join(keys, ["tenant_id", "hour"], join_type="left semi", use_threads=False).to_pylist():
             chunk = Chunk(str(r["tenant_id"]), str(r["hour"]))
             if chunk not in out or int(r["generation"]) > out[chunk].generation:
                 out[chunk] = LockState(chunk, int(r["generation"]), str(r["holder"]), str(r["state"]),
