@@ -214,3 +214,57 @@ def test_stores_creating_one_table_at_once_make_one_first_commit(tmp_path: Path)
         assert sorted(p.name for p in Path(uri, "_delta_log").iterdir()) == [f"{0:020d}.json"]
         assert sorted(p.name for p in Path(uri).iterdir()) == ["_delta_log"]  # no staging directory left
         assert DeltaTable(uri).version() == 0
+
+
+_KILLED_AT = r'''
+import os, signal, sys
+sys.path[:0] = [{lib!r}, {tests!r}]
+from lakeshard.lake.embedded import EmbeddedTableStore
+from lake.test_embedded_append import SCHEMA, _writer
+where, uri = sys.argv[1], sys.argv[2]
+real_link, real_unlink = os.link, os.unlink
+if where == "after-link":  # the commit is in place; the staged file not yet removed
+    os.unlink = lambda path, *a, **k: (os.kill(os.getpid(), signal.SIGKILL) if "_commit_" in str(path)
+                                       else real_unlink(path, *a, **k))
+    EmbeddedTableStore(None).append(uri, None, write=_writer("acme", ["e2"]))
+else:  # a create whose commit 0 is written in its staging directory, not linked into place yet
+    os.link = lambda src, dst, *a, **k: (os.kill(os.getpid(), signal.SIGKILL) if "_lakeshard_create_" in str(src)
+                                         else real_link(src, dst, *a, **k))
+    EmbeddedTableStore(None).create(uri, SCHEMA, partition_by=["tenant_id"])
+'''
+
+
+def test_what_a_process_killed_inside_a_commit_or_a_create_leaves_is_vacuumed(tmp_path: Path) -> None:
+    """SIGKILL right after a commit's link (its staged file stays in ``_delta_log``) and inside a create (its
+    staging directory stays in the table): the table is as committed, a later create works, and vacuum removes
+    both leftovers once older than its retention, not before, and not on a dry run."""
+    import subprocess
+    import sys
+    import time
+
+    store, uri = _table(tmp_path, "t")
+    store.append(uri, None, write=_writer("acme", ["e1"]))
+    script = _KILLED_AT.format(lib=str(Path(__file__).parents[2] / "lib"), tests=str(Path(__file__).parents[1]))
+    created = str(tmp_path / "created")
+    for where, target in (("after-link", uri), ("create", created)):
+        proc = subprocess.run([sys.executable, "-c", script, where, target], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == -9, proc.stderr[-2000:]
+    staged = [p.name for p in Path(uri, "_delta_log").glob("_commit_*.json.tmp")]
+    creating = [p.name for p in Path(created).glob("_lakeshard_create_*")]
+    assert len(staged) == 1 and len(creating) == 1
+    assert _delta_rs_rows(uri) == [("acme", "e1"), ("acme", "e2")]  # the killed commit had landed
+    fresh = EmbeddedTableStore(None)
+    fresh.create(created, SCHEMA, partition_by=["tenant_id"])  # the leftover staging directory is no table
+    fresh.append(created, None, write=_writer("zeta", ["z1"]))
+    assert _delta_rs_rows(created) == [("zeta", "z1")]
+
+    assert fresh.vacuum(created, retention_hours=1).removed_staging == ()  # younger than the retention
+    time.sleep(0.05)
+    dry = fresh.vacuum(uri, retention_hours=0, dry_run=True)
+    assert dry.removed_staging == (f"_delta_log/{staged[0]}",)
+    assert [p.name for p in Path(uri, "_delta_log").glob("_commit_*.json.tmp")] == staged
+    assert fresh.vacuum(uri, retention_hours=0).removed_staging == (f"_delta_log/{staged[0]}",)
+    assert fresh.vacuum(created, retention_hours=0).removed_staging == (creating[0],)
+    assert not list(Path(uri, "_delta_log").glob("*.tmp")) and not list(Path(created).glob("_lakeshard_create_*"))
+    assert _delta_rs_rows(uri) == [("acme", "e1"), ("acme", "e2")] and _delta_rs_rows(created) == [("zeta", "z1")]

@@ -41,7 +41,13 @@ from lakeshard import __version__
 from lakeshard.errors import CommitConflict, TableStoreError
 from lakeshard.lake.base import all_committed, now_ms, txn_text
 from lakeshard.lake.deltalog import COMMIT_ID, LogState, txn_action, unsupported_features
-from lakeshard.lake.embedded_write import TableShape, delete_tree
+from lakeshard.lake.embedded_write import (
+    CREATE_STAGING_PREFIX,
+    LINK_PROBE_PREFIX,
+    STAGED_COMMIT_PREFIX,
+    TableShape,
+    delete_tree,
+)
 from lakeshard.lake.files import filesystem
 from lakeshard.lake.store import BYTES_ADDED, ROWS_ADDED, AppTransaction, CommitResult
 from lakeshard.lake.trace import COMMIT, hold, phase
@@ -160,7 +166,7 @@ def create_once(uri: str, create: Callable[[str], object]) -> bool:
     """
     _, root = filesystem(uri)
     log = os.path.join(root, "_delta_log")
-    staging = os.path.join(root, f"_lakeshard_create_{uuid.uuid4().hex}")
+    staging = os.path.join(root, f"{CREATE_STAGING_PREFIX}{uuid.uuid4().hex}")
     try:
         create(staging)
         os.makedirs(log, exist_ok=True)
@@ -176,7 +182,7 @@ def create_once(uri: str, create: Callable[[str], object]) -> bool:
 @functools.cache
 def _links_work(log: str) -> bool:
     """Return whether the file system holding ``log`` makes hard links; asked once per log (which it creates)."""
-    probe = os.path.join(log, f"_link_probe_{uuid.uuid4().hex}.tmp")
+    probe = os.path.join(log, f"{LINK_PROBE_PREFIX}{uuid.uuid4().hex}.tmp")
     try:
         os.makedirs(log, exist_ok=True)
         with open(probe, "xb"):
@@ -216,7 +222,7 @@ def _put_next(uri: str, base: int, lines: Sequence[Mapping[str, Any]], app_ids: 
         body = "\n".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) for line in lines).encode()
     except UnicodeEncodeError as exc:
         raise TableStoreError(f"{uri}: a value of this commit is not valid Unicode text: {exc}") from None
-    staged = os.path.join(log, f"_commit_{uuid.uuid4().hex}.json.tmp")
+    staged = os.path.join(log, f"{STAGED_COMMIT_PREFIX}{uuid.uuid4().hex}.json.tmp")
     with open(staged, "xb") as out:
         out.write(body)
     try:

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
+    "CREATE_STAGING_PREFIX",
+    "LINK_PROBE_PREFIX",
+    "STAGED_COMMIT_PREFIX",
+    "STAGED_LOG_PREFIXES",
     "TableShape",
     "added_file",
     "collect_adds",
@@ -49,6 +53,12 @@ __all__ = [
     "write_new_files",
     "write_spark_files",
 ]
+
+# Names of what a commit or a create stages before it links it into place (vacuum removes old ones).
+STAGED_COMMIT_PREFIX = "_commit_"  # _delta_log/_commit_<uuid>.json.tmp, delta-rs' own name for a staged commit
+LINK_PROBE_PREFIX = "_link_probe_"  # _delta_log/_link_probe_<uuid>.tmp: does the file system make hard links?
+STAGED_LOG_PREFIXES = (STAGED_COMMIT_PREFIX, LINK_PROBE_PREFIX)
+CREATE_STAGING_PREFIX = "_lakeshard_create_"  # <table>/_lakeshard_create_<uuid>/: a create before its link
 
 # A swap (removes + adds) re-tries against the newest version at most this often when other commits land.
 _SWAP_RETRIES = 10
@@ -253,25 +263,36 @@ def delete_tree(target: str) -> None:
 
 
 def stale_write_dirs(uri: str, retention: timedelta, dry_run: bool) -> list[str]:
-    """Remove Spark's leftovers (``_temporary``) and emptied write directories older than ``retention``."""
+    """Remove what interrupted writes left, once older than ``retention``: Spark's leftovers (``_temporary``),
+    emptied write directories, and what a process killed inside a commit or a create leaves (a staged commit file
+    in ``_delta_log``, a create's staging directory; delta-rs stages its commits under the same name)."""
     fs, base = filesystem(uri)
     cutoff = datetime.now(UTC) - retention
     removed: list[str] = []
+
+    def old(mtime: datetime | None) -> bool:
+        return mtime is not None and mtime.replace(tzinfo=mtime.tzinfo or UTC) <= cutoff
+
     for info in fs.get_file_info(pafs.FileSelector(base, recursive=False)):
         name = info.base_name
-        if info.type != pafs.FileType.Directory or not name.startswith(WRITE_PREFIX):
+        if info.type != pafs.FileType.Directory or not name.startswith((WRITE_PREFIX, CREATE_STAGING_PREFIX)):
             continue
         inside = fs.get_file_info(pafs.FileSelector(info.path, recursive=True))
-        newest = max((i.mtime for i in inside if i.mtime is not None), default=info.mtime)
-        if newest is not None and newest.replace(tzinfo=newest.tzinfo or UTC) > cutoff:
+        if not old(max((i.mtime for i in inside if i.mtime is not None), default=info.mtime)):
             continue
         data_left = [i for i in inside if i.type == pafs.FileType.File
                      and not is_hidden(i.path[len(info.path):].lstrip("/"))]
-        if data_left:
+        if data_left and name.startswith(WRITE_PREFIX):
             continue  # still holds live (or younger) files; only the log may decide about them
         removed.append(name)
         if not dry_run:
             fs.delete_dir(info.path)
+    for info in fs.get_file_info(pafs.FileSelector(f"{base}/_delta_log", recursive=False, allow_not_found=True)):
+        if (info.type == pafs.FileType.File and info.base_name.startswith(STAGED_LOG_PREFIXES)
+                and info.base_name.endswith(".tmp") and old(info.mtime)):
+            removed.append(f"_delta_log/{info.base_name}")
+            if not dry_run:
+                fs.delete_file(info.path)
     return removed
 
 
