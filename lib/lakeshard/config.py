@@ -246,6 +246,13 @@ class MaintenanceConfig:
     # ``compact_books``: the autosharder and the balancer read only their newest few windows (at most
     # ``max(scale_down_windows, lookback_windows) x routing.window_seconds``, half an hour by default).
     routing_metrics_retention_hours: float = 24.0
+    # Once a day, in the maintenance run of this UTC hour (-1: every run), ``compact_books`` vacuums every table:
+    # deletes the data files no version of the last ``vacuum_retention_hours`` references (files compaction and
+    # expiry removed, a crashed write's orphans) and what a killed commit left. Older versions can no longer be
+    # read (``lakeshard versions show``, time travel). 168 h is Delta's default; Delta on Spark refuses less
+    # unless its retention check is turned off.
+    vacuum_hour_utc: int = 3
+    vacuum_retention_hours: float = 168.0
 
     def __post_init__(self) -> None:
         if self.bookkeeping_max_files < 1 or self.bookkeeping_max_bytes < 1 or self.bookkeeping_row_group_rows < 1:
@@ -255,6 +262,10 @@ class MaintenanceConfig:
         if not self.routing_metrics_retention_hours > 0:
             raise ConfigError("maintenance.routing_metrics_retention_hours must be > 0, found "
                               f"{self.routing_metrics_retention_hours}")
+        if not -1 <= self.vacuum_hour_utc <= 23 or not self.vacuum_retention_hours >= 0:
+            raise ConfigError(f"maintenance.vacuum_hour_utc must be -1 (every run) or an hour 0-23 and "
+                              f"maintenance.vacuum_retention_hours >= 0, found {self.vacuum_hour_utc} and "
+                              f"{self.vacuum_retention_hours}")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,13 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from lakeshard.compaction.bookkeeping import BOOKKEEPING_TABLES, clean_logs, compact_bookkeeping, small_files
+from lakeshard.compaction.bookkeeping import (
+    BOOKKEEPING_TABLES,
+    clean_logs,
+    compact_bookkeeping,
+    small_files,
+    vacuum_tables,
+)
 from lakeshard.config import LakeshardConfig, MaintenanceConfig
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.lake.embedded_log import commit_file_versions
@@ -235,3 +241,28 @@ def test_commits_leave_expired_log_files_to_the_hourly_clean_up(store: TableStor
     assert commit_file_versions(uri) == set(range(checkpoint, 131 + more))
     assert _rows(store, uri) == sorted([*before, *(("p0", 1000 + i, 0) for i in range(more))])
     assert clean_logs(store, cfg, tables=(LEDGER,)) == {LEDGER: 0}
+
+
+def test_vacuum_deletes_what_compaction_removed_once_a_day_and_keeps_every_row(
+    store: TableStore, test_config: LakeshardConfig, tmp_path: Path
+) -> None:
+    """The files a compaction removes from the log stay on disk (time travel) until the day's vacuum, which deletes
+    exactly them; runs in any other hour of the day delete nothing."""
+    cfg = replace(test_config, lakehouse=str(tmp_path / "lh"),
+                  maintenance=MaintenanceConfig(bookkeeping_max_files=8, vacuum_hour_utc=5, vacuum_retention_hours=0))
+    uri = cfg.table_uri(LEDGER)
+    _grow(store, uri, 30)
+    before = _rows(store, uri)
+    compact_bookkeeping(store, cfg, tables=(LEDGER,))
+
+    def on_disk() -> set[str]:
+        return {str(p.relative_to(uri)) for p in Path(uri).rglob("*.parquet")}
+
+    live = {f.path for f in store.files(uri)}
+    assert len(on_disk()) == 30 + len(live)  # compaction only removed them from the log
+    assert vacuum_tables(store, cfg, now=datetime(2026, 3, 1, 4, 59, tzinfo=UTC), tables=(LEDGER,)) == {}
+    assert len(on_disk()) == 30 + len(live)
+    time.sleep(0.05)
+    assert vacuum_tables(store, cfg, now=datetime(2026, 3, 1, 5, 10, tzinfo=UTC), tables=(LEDGER, "absent")) == {
+        LEDGER: 30}
+    assert on_disk() == live and _rows(store, uri) == before

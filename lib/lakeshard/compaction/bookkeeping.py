@@ -23,8 +23,10 @@ these tables are small, and a Spark job's fixed cost would dwarf them.
 
 Snapshot loads replay the commits since the table's last checkpoint. delta-rs writes one every 100 commits
 (Delta's ``delta.checkpointInterval``) as part of each commit; a table whose newest checkpoint is further
-behind than that (written by a writer that skipped it) gets one here. The log is never cleaned up and nothing
-is vacuumed: commit info others read stays, and removed files stay for time travel until ``vacuum``.
+behind than that (written by a writer that skipped it) gets one here. :func:`clean_logs` deletes commit files
+past a table's ``delta.logRetentionDuration``, and once a day :func:`vacuum_tables` deletes the data files of every
+table that no version within ``maintenance.vacuum_retention_hours`` references (the files compaction and expiry
+removed from the log stay on disk until then, readable by time travel).
 
 Tables read by one column's values rather than whole are rewritten sorted by it, as one file of row groups of
 ``maintenance.bookkeeping_row_group_rows`` rows (:data:`SORTED_LAYOUTS`): ``placements`` by ``window_start`` (the
@@ -48,7 +50,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -71,7 +73,7 @@ from lakeshard.tables import (
 )
 
 __all__ = ["BOOKKEEPING_TABLES", "CHECKPOINT_INTERVAL", "SORTED_LAYOUTS", "BookkeepingReport", "TableUpkeep",
-           "clean_logs", "compact_bookkeeping", "small_files", "write_sorted"]
+           "clean_logs", "compact_bookkeeping", "small_files", "vacuum_tables", "write_sorted"]
 
 # Every table of the catalog but the event data and its ID index, which have compaction and expiry of their own.
 BOOKKEEPING_TABLES: tuple[str, ...] = tuple(t for t in TABLES if t not in (EVENTS, ROUTED, ID_INDEX))
@@ -139,6 +141,24 @@ def clean_logs(store: TableStore, cfg: LakeshardConfig, *, tables: Sequence[str]
     (and superseded by a checkpoint) :meth:`TableStore.clean_log` deleted. Commits skip delta-rs' own cleanup,
     which lists the whole log after every commit; this is its hourly stand-in, with the same retention."""
     return {name: store.clean_log(uri) for name in tables if store.exists(uri := cfg.table_uri(name))}
+
+
+def vacuum_tables(store: TableStore, cfg: LakeshardConfig, *, now: datetime, tables: Sequence[str] = TABLES
+                  ) -> dict[str, int]:
+    """Return, per table of ``tables`` that exists, how many data files :meth:`TableStore.vacuum` deleted (it also
+    removes emptied write directories and what killed commits left), with retention
+    ``maintenance.vacuum_retention_hours``; nothing unless ``now`` is in the UTC hour
+    ``maintenance.vacuum_hour_utc`` (-1: always). Compaction and the writers' expiry of ``routed`` only remove
+    files from the log: without this, a lakehouse's storage grows by every file it ever wrote."""
+    m = cfg.maintenance
+    if m.vacuum_hour_utc >= 0 and now.astimezone(UTC).hour != m.vacuum_hour_utc:
+        return {}
+    out = {}
+    for name in tables:
+        if store.exists(uri := cfg.table_uri(name)):
+            report = store.vacuum(uri, retention_hours=m.vacuum_retention_hours)
+            out[name] = len(report.removed_files)
+    return out
 
 
 def metrics_retention(cfg: LakeshardConfig) -> timedelta:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from lakeshard.balancing.executor import autoshard, balance
 from lakeshard.buckets.completionist import Completionist
-from lakeshard.compaction.bookkeeping import clean_logs, compact_bookkeeping
+from lakeshard.compaction.bookkeeping import clean_logs, compact_bookkeeping, vacuum_tables
 from lakeshard.compaction.events import compact_events
 from lakeshard.compaction.planner import Bucket
 from lakeshard.dedupe.writer import ShardWriter
@@ -150,16 +150,19 @@ def run_balance(ctx: FlowContext) -> FlowResult:
 def run_compact_books(ctx: FlowContext) -> FlowResult:
     """Return what compacting the bookkeeping tables did (files in, files out)
     (:func:`~lakeshard.compaction.bookkeeping.compact_bookkeeping`); it also cleans every table's log past its
-    retention (:func:`~lakeshard.compaction.bookkeeping.clean_logs`)."""
+    retention (:func:`~lakeshard.compaction.bookkeeping.clean_logs`) and, in the run of the configured hour,
+    vacuums every table (:func:`~lakeshard.compaction.bookkeeping.vacuum_tables`)."""
     limit = int(ctx.params["max_files"])  # 0: the configured maintenance.bookkeeping_max_files
     report = compact_bookkeeping(ctx.store, ctx.cfg, max_files=limit or None)
     cleaned = clean_logs(ctx.store, ctx.cfg)
+    vacuumed = vacuum_tables(ctx.store, ctx.cfg, now=ctx.clock())
     done = [t for t in report.tables if t.version is not None]
     return FlowResult(rows_in=sum(t.files_before for t in done), rows_out=sum(t.files_after for t in done),
                       details={"tables": ",".join(t.table for t in done),
                                "conflicts": sum(1 for t in report.tables if t.conflict),
                                "checkpoints": ",".join(t.table for t in report.tables if t.checkpoint is not None),
-                               "log_files_removed": sum(cleaned.values())},
+                               "log_files_removed": sum(cleaned.values()),
+                               "vacuumed": ",".join(vacuumed), "files_vacuumed": sum(vacuumed.values())},
                       outcome=report)
 
 
@@ -232,5 +235,5 @@ def lakeshard_pipeline() -> Pipeline:
         Flow("compact_books", run_compact_books, params={"max_files": 0}, after=("balance",),
              job="maintenance", notebook="notebooks/jobs/compact_books.ipynb",
              description="rewrite each bookkeeping table that has grown many small files into one file per "
-                         "partition, and checkpoint logs that lack one"),
+                         "partition, checkpoint logs that lack one, clean old log entries and, once a day, vacuum"),
     ), sources=(LANDING,))
