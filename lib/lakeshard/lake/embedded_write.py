@@ -270,8 +270,8 @@ def stale_write_dirs(uri: str, retention: timedelta, dry_run: bool) -> list[str]
     cutoff = datetime.now(UTC) - retention
     removed: list[str] = []
 
-    def old(mtime: datetime | None) -> bool:
-        return mtime is not None and mtime.replace(tzinfo=mtime.tzinfo or UTC) <= cutoff
+    def old(mtime: datetime | None) -> bool:  # no time known (an object store's directory): old
+        return mtime is None or mtime.replace(tzinfo=mtime.tzinfo or UTC) <= cutoff
 
     for info in fs.get_file_info(pafs.FileSelector(base, recursive=False)):
         name = info.base_name
