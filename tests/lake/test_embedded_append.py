@@ -268,3 +268,63 @@ def test_what_a_process_killed_inside_a_commit_or_a_create_leaves_is_vacuumed(tm
     assert fresh.vacuum(created, retention_hours=0).removed_staging == (creating[0],)
     assert not list(Path(uri, "_delta_log").glob("*.tmp")) and not list(Path(created).glob("_lakeshard_create_*"))
     assert _delta_rs_rows(uri) == [("acme", "e1"), ("acme", "e2")] and _delta_rs_rows(created) == [("zeta", "z1")]
+
+
+def test_a_full_disk_while_writing_data_or_the_commit_file_commits_nothing_and_a_retry_commits_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC half-way through a data file or through the staged commit file: the append raises the OS error,
+    the table does not move, no staged file is left in the log, and the same append retried once space is back
+    commits its rows exactly once (and a second retry is skipped)."""
+    import builtins
+    import errno
+
+    import lakeshard.lake.embedded_append as embedded_append
+
+    store, uri = _table(tmp_path, "t")
+    txn = [AppTransaction("writer-0", 1)]
+
+    def full(data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def full_disk_writer(directory: str) -> None:
+        _writer("acme", ["e1", "e2"])(directory)  # one whole file, then the disk fills
+        relative, _ = partition_directory({"tenant_id": "acme"})
+        with open(f"{directory}/{relative}/part-1.parquet", "wb") as out:
+            out.write(b"PAR1")
+            full(b"")
+
+    class FullCommitFile:
+        def __init__(self, path: str, mode: str) -> None:
+            self.file = builtins.open(path, mode)
+
+        def __enter__(self) -> FullCommitFile:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.file.close()
+
+        def write(self, data: bytes) -> None:
+            self.file.write(data[: len(data) // 2])
+            full(data)
+
+    def commit_file_fills_the_disk(path: str, mode: str = "r", *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        if "_commit_" in str(path) and "x" in mode:
+            return FullCommitFile(path, mode)
+        return builtins.open(path, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    with pytest.raises(OSError) as data_full:
+        store.append(uri, None, write=full_disk_writer, app_transactions=txn)
+    assert data_full.value.errno == errno.ENOSPC
+    monkeypatch.setattr(embedded_append, "open", commit_file_fills_the_disk, raising=False)
+    with pytest.raises(OSError) as log_full:
+        store.append(uri, None, write=_writer("acme", ["e1", "e2"]), app_transactions=txn)
+    assert log_full.value.errno == errno.ENOSPC
+    monkeypatch.undo()
+
+    assert store.version(uri) == 0 and DeltaTable(uri).version() == 0 and _delta_rs_rows(uri) == []
+    assert not list(Path(uri, "_delta_log").glob("*.tmp"))
+    assert store.append(uri, None, write=_writer("acme", ["e1", "e2"]), app_transactions=txn).version == 1
+    assert store.append(uri, None, write=_writer("acme", ["e1", "e2"]), app_transactions=txn).skipped
+    assert _delta_rs_rows(uri) == [("acme", "e1"), ("acme", "e2")]
+    assert DeltaTable(uri).transaction_version("writer-0") == 1

@@ -25,6 +25,7 @@ table is appended to by delta-rs, as before.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -223,8 +224,13 @@ def _put_next(uri: str, base: int, lines: Sequence[Mapping[str, Any]], app_ids: 
     except UnicodeEncodeError as exc:
         raise TableStoreError(f"{uri}: a value of this commit is not valid Unicode text: {exc}") from None
     staged = os.path.join(log, f"{STAGED_COMMIT_PREFIX}{uuid.uuid4().hex}.json.tmp")
-    with open(staged, "xb") as out:
-        out.write(body)
+    try:
+        with open(staged, "xb") as out:
+            out.write(body)
+    except BaseException:  # a full disk, a quota: the partial file must not stay behind
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        raise
     try:
         version = base + 1
         while True:
