@@ -20,12 +20,10 @@ The table is grown with commits of 5,000 add actions each (files that are never 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -131,18 +129,9 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", default="1000,10000,40000,100000", help="live-file counts, ascending")
-    parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--name", default="append-files")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
-    counts = sorted(int(x) for x in args.files.split(","))
-    with tempfile.TemporaryDirectory(prefix="lakeshard-append-files-") as work:
-        rows = measure(counts, args.repeat, Path(work))
-    peer_curve.write_results(rows, args.repeat, args.out, args.name, render_md, plot)
-    return 0
-
+    return peer_curve.main(__doc__ or "", sizes_flag="files", sizes="1000,10000,40000,100000",
+                           sizes_help="live-file counts, ascending", repeat=20, name="append-files", results=RESULTS,
+                           measure=measure, render_md=render_md, draw=plot)
 
 if __name__ == "__main__":
     raise SystemExit(main())

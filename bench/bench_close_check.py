@@ -3,8 +3,9 @@ bucket by bucket.
 
 close_buckets checks every closing ``(tenant, hour)`` bucket before it closes it: rows, distinct event keys and the
 ``rowhash2`` checksum (:mod:`lakeshard.buckets.checksum`). At 500 tenants an hour closes ~500 small buckets. Per
-bucket count, on buckets of ``--rows`` event rows shaped like ``events`` (strings, a timestamp, a map, an int), the
-median of ``--repeat`` hashings of the same buckets, two ways, alternating:
+bucket count, on buckets of 175 event rows (a tenant's hour of a 300k-event, 500-tenant zone) shaped like
+``events`` (strings, a timestamp, a map, an int), the median of ``--repeat`` hashings of the same buckets, two
+ways, alternating:
 
 * **bucket by bucket** — :func:`~lakeshard.buckets.checksum.rowhash2` called once per bucket (what the check did
   before session 15);
@@ -13,12 +14,11 @@ median of ``--repeat`` hashings of the same buckets, two ways, alternating:
 Both give the same result per bucket (checked on every repeat). Reading the files is not measured: both read the
 same files. Writes ``bench/results/close-check.{json,md,png}``.
 
-    PYTHONPATH=lib .venv/bin/python bench/bench_close_check.py [--buckets 100,500,2000] [--rows 175] [--repeat 7]
+    PYTHONPATH=lib .venv/bin/python bench/bench_close_check.py [--buckets 100,500,2000] [--repeat 7]
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -35,6 +35,7 @@ import peer_curve
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PEERS = ("bucket by bucket", "one pass")
+ROWS_PER_BUCKET = 175
 
 
 def bucket(tenant: int, rows: int) -> pa.Table:
@@ -52,8 +53,9 @@ def bucket(tenant: int, rows: int) -> pa.Table:
     })
 
 
-def measure(counts: list[int], rows: int, repeat: int) -> list[dict[str, Any]]:
-    out = []
+def measure(counts: list[int], repeat: int, work: Path) -> list[dict[str, Any]]:
+    """Return one row per bucket count (``work`` is not used: the buckets are made in memory)."""
+    rows, out = ROWS_PER_BUCKET, []
     for n in counts:
         groups = {(f"tenant-{t:05d}", "2026-01-01T05"): bucket(t, rows) for t in range(n)}
         times: dict[str, list[float]] = {p: [] for p in PEERS}
@@ -93,16 +95,9 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--buckets", default="100,500,2000", help="bucket counts, ascending")
-    parser.add_argument("--rows", type=int, default=175, help="rows per bucket (the 300k/500-tenant hour: ~175)")
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--name", default="close-check")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
-    rows = measure(sorted(int(x) for x in args.buckets.split(",")), args.rows, args.repeat)
-    peer_curve.write_results(rows, args.repeat, args.out, args.name, render_md, plot)
-    return 0
+    return peer_curve.main(__doc__ or "", sizes_flag="buckets", sizes="100,500,2000",
+                           sizes_help="bucket counts, ascending", repeat=7, name="close-check", results=RESULTS,
+                           measure=measure, render_md=render_md, draw=plot)
 
 
 if __name__ == "__main__":

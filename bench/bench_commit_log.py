@@ -18,10 +18,8 @@ Writes ``bench/results/commit-log.{json,md,png}``.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -108,18 +106,9 @@ def plot(doc: dict[str, Any], path: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", default="100,2000,5000,10000", help="log lengths to measure at, ascending")
-    parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--name", default="commit-log")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
-    lengths = sorted(int(x) for x in args.lengths.split(","))
-    with tempfile.TemporaryDirectory(prefix="lakeshard-commit-log-") as work:
-        rows = measure(lengths, args.repeat, Path(work))
-    peer_curve.write_results(rows, args.repeat, args.out, args.name, render_md, plot)
-    return 0
-
+    return peer_curve.main(__doc__ or "", sizes_flag="lengths", sizes="100,2000,5000,10000",
+                           sizes_help="log lengths to measure at, ascending", repeat=30, name="commit-log",
+                           results=RESULTS, measure=measure, render_md=render_md, draw=plot)
 
 if __name__ == "__main__":
     raise SystemExit(main())

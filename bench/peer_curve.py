@@ -1,10 +1,13 @@
-"""What the "one operation as X grows, peer against peer" benchmarks share: the per-peer growth lines of the
-markdown, the plot, and writing ``<name>.{json,md,png}`` (``bench_commit_log.py``, ``bench_append_files.py``)."""
+"""What the "one operation as X grows, peer against peer" benchmarks share: the command line, the per-peer growth
+lines of the markdown, the plot, and writing ``<name>.{json,md,png}`` (``bench_commit_log.py``,
+``bench_append_files.py``, ``bench_close_check.py``)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
+import tempfile
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,3 +54,21 @@ def write_results(rows: list[dict[str, Any]], repeat: int, out: Path, name: str,
     (out / f"{name}.md").write_text(render_md(doc))
     draw(doc, out / f"{name}.png")
     print(f"wrote {out / name}.{{json,md,png}}")
+
+
+def main(doc: str, *, sizes_flag: str, sizes: str, sizes_help: str, repeat: int, name: str, results: Path,
+         measure: Callable[[list[int], int, Path], list[dict[str, Any]]],
+         render_md: Callable[[dict[str, Any]], str], draw: Callable[[dict[str, Any], Path], None]) -> int:
+    """Parse the command line (``--<sizes_flag>`` ascending sizes, ``--repeat``, ``--name``, ``--out``), run
+    ``measure(sizes, repeat, work)`` in a temporary work directory and write its rows as :func:`write_results`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument(f"--{sizes_flag}", default=sizes, help=sizes_help)
+    parser.add_argument("--repeat", type=int, default=repeat)
+    parser.add_argument("--name", default=name)
+    parser.add_argument("--out", type=Path, default=results)
+    args = parser.parse_args()
+    chosen = sorted(int(x) for x in getattr(args, sizes_flag).split(","))
+    with tempfile.TemporaryDirectory(prefix=f"lakeshard-{name}-") as work:
+        rows = measure(chosen, args.repeat, Path(work))
+    write_results(rows, args.repeat, args.out, args.name, render_md, draw)
+    return 0
