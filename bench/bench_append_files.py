@@ -121,17 +121,12 @@ def render_md(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(doc: dict[str, Any], path: Path) -> None:
-    peer_curve.plot(doc["rows"], "live_files", PEERS, path,
-                    xlabel="live files in the table",
-                    ylabel="median append + next look (ms)",
-                    title="One writer append as the table's files grow")
-
-
 def main() -> int:
     return peer_curve.main(__doc__ or "", sizes_flag="files", sizes="1000,10000,40000,100000",
                            sizes_help="live-file counts, ascending", repeat=20, name="append-files", results=RESULTS,
-                           measure=measure, render_md=render_md, draw=plot)
+                           measure=measure, render_md=render_md, x="live_files", peers=PEERS,
+                           xlabel="live files in the table", ylabel="median append + next look (ms)",
+                           title="One writer append as the table's files grow")
 
 if __name__ == "__main__":
     raise SystemExit(main())

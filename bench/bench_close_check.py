@@ -89,16 +89,12 @@ def render_md(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot(doc: dict[str, Any], path: Path) -> None:
-    peer_curve.plot(doc["rows"], "buckets", PEERS, path, xlabel="buckets closing at once",
-                    ylabel="ms to hash them (median)", title="Closing check: rowhash2 of every closing bucket")
-
-
 def main() -> int:
     return peer_curve.main(__doc__ or "", sizes_flag="buckets", sizes="100,500,2000",
                            sizes_help="bucket counts, ascending", repeat=7, name="close-check", results=RESULTS,
-                           measure=measure, render_md=render_md, draw=plot)
-
+                           measure=measure, render_md=render_md, x="buckets", peers=PEERS,
+                           xlabel="buckets closing at once", ylabel="ms to hash them (median)",
+                           title="Closing check: rowhash2 of every closing bucket")
 
 if __name__ == "__main__":
     raise SystemExit(main())

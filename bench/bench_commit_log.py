@@ -98,17 +98,12 @@ def render_md(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(doc: dict[str, Any], path: Path) -> None:
-    peer_curve.plot(doc["rows"], "log_json_files", PEERS, path,
-                    xlabel="commit files in _delta_log",
-                    ylabel="median append + snapshot update (ms)",
-                    title="One small append as the log grows")
-
-
 def main() -> int:
     return peer_curve.main(__doc__ or "", sizes_flag="lengths", sizes="100,2000,5000,10000",
                            sizes_help="log lengths to measure at, ascending", repeat=30, name="commit-log",
-                           results=RESULTS, measure=measure, render_md=render_md, draw=plot)
+                           results=RESULTS, measure=measure, render_md=render_md, x="log_json_files", peers=PEERS,
+                           xlabel="commit files in _delta_log", ylabel="median append + snapshot update (ms)",
+                           title="One small append as the log grows")
 
 if __name__ == "__main__":
     raise SystemExit(main())

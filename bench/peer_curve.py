@@ -58,17 +58,23 @@ def write_results(rows: list[dict[str, Any]], repeat: int, out: Path, name: str,
 
 def main(doc: str, *, sizes_flag: str, sizes: str, sizes_help: str, repeat: int, name: str, results: Path,
          measure: Callable[[list[int], int, Path], list[dict[str, Any]]],
-         render_md: Callable[[dict[str, Any]], str], draw: Callable[[dict[str, Any], Path], None]) -> int:
+         render_md: Callable[[dict[str, Any]], str], x: str, peers: Sequence[str], xlabel: str, ylabel: str,
+         title: str) -> int:
     """Parse the command line (``--<sizes_flag>`` ascending sizes, ``--repeat``, ``--name``, ``--out``), run
-    ``measure(sizes, repeat, work)`` in a temporary work directory and write its rows as :func:`write_results`."""
+    ``measure(sizes, repeat, work)`` in a temporary work directory and write its rows as :func:`write_results`,
+    plotting each of ``peers`` against the rows' ``x``."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument(f"--{sizes_flag}", default=sizes, help=sizes_help)
     parser.add_argument("--repeat", type=int, default=repeat)
     parser.add_argument("--name", default=name)
     parser.add_argument("--out", type=Path, default=results)
     args = parser.parse_args()
-    chosen = sorted(int(x) for x in getattr(args, sizes_flag).split(","))
+    chosen = sorted(int(v) for v in getattr(args, sizes_flag).split(","))
     with tempfile.TemporaryDirectory(prefix=f"lakeshard-{name}-") as work:
         rows = measure(chosen, args.repeat, Path(work))
+
+    def draw(result: dict[str, Any], path: Path) -> None:
+        plot(result["rows"], x, peers, path, xlabel=xlabel, ylabel=ylabel, title=title)
+
     write_results(rows, args.repeat, args.out, args.name, render_md, draw)
     return 0
