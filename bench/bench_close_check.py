@@ -7,9 +7,9 @@ bucket count, on buckets of 175 event rows (a tenant's hour of a 300k-event, 500
 ``events`` (strings, a timestamp, a map, an int), the median of ``--repeat`` hashings of the same buckets, two
 ways, alternating:
 
-* **bucket by bucket** — :func:`~lakeshard.buckets.checksum.rowhash2` called once per bucket (what the check did
-  before session 15);
-* **one pass** — :func:`~lakeshard.buckets.checksum.rowhash2_groups` over all of them (what it does now).
+* **bucket by bucket** — :func:`~lakeshard.buckets.checksum.rowhash2` called once per bucket (the reference: one
+  call per closing bucket);
+* **one pass** — :func:`~lakeshard.buckets.checksum.rowhash2_groups` over all of them (what the check uses).
 
 Both give the same result per bucket (checked on every repeat). Reading the files is not measured: both read the
 same files. Writes ``bench/results/close-check.{json,md,png}``.

@@ -19,7 +19,8 @@ completionist's quiet period and compaction's settling compare against): in simu
 older than it is, so the quiet period is met early and closing an hour is gated by the watermark and its grace.
 
 ``--days 2`` extends the same lakehouse with a second day (new traffic, new seed) to show whether anything grows
-with age. Reported (``bench/results/day.json``, ``day.md``, ``day.png``; ``--out DIR``, ``--name NAME``): each
+with age. Reported as ``bench/results/day.{json,md,png}`` for one day and ``day-<N>days.{json,md,png}`` for
+``--days N`` (``--out DIR``, ``--name NAME``): each
 flow's latency per run, its median in the first and last hour and their ratio (goal ≤ 1.3x), the same for the
 last hour of the last day against the first hour of day 1, live files and log commits of every table per hour,
 peak resident memory (driver + Spark JVM), and the exact ground-truth check at the end: every generated event
@@ -27,7 +28,7 @@ exactly once in ``events``, and the quarantine holding exactly the bad records.
 
     .venv/bin/python bench/bench_day.py                                   # 2M events/day, 500 tenants, 24 h
     .venv/bin/python bench/bench_day.py --hours 2 --events 100000         # a short slice
-    .venv/bin/python bench/bench_day.py --days 2
+    .venv/bin/python bench/bench_day.py --days 2 --events 1000000 --keep-landing-hours 6   # results/day-2days.*
 """
 
 from __future__ import annotations
@@ -471,7 +472,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shards", type=int, default=16, help="shards on the routing ring")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", default=str(RESULTS), help="directory of the results (default bench/results)")
-    p.add_argument("--name", default="day", help="results go to <out>/<name>.json, .md and .png")
+    p.add_argument("--name", default=None,
+                   help="results go to <out>/<name>.json, .md and .png (default: day, or day-<N>days for --days N)")
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--keep-landing-hours", type=float, default=0.0,
                    help="move landing files quiet for longer than this out of the zone after each maintenance job "
@@ -482,6 +484,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = parser().parse_args()
+    if args.name is None:
+        args.name = "day" if args.days == 1 else f"day-{args.days}days"
     if args.hours * 12 < 1 or args.hours > 24:
         parser().error("--hours must be between 1/12 (one ingest run) and 24")
     work = Path(tempfile.mkdtemp(prefix="lakeshard-bench-day-"))
