@@ -176,7 +176,7 @@ def run_floor(landing: Path, work: Path, mb: float, unique: int) -> dict[str, An
 
     from lakeshard.config import LandingConfig
     from lakeshard.dedupe.keyhash import key_hashes
-    from lakeshard.lake.files import write_partitioned
+    from lakeshard.lake.protocol.partitions import write_partitioned
     from lakeshard.landing.reader import list_landing_files, parse_landing_arrow
     from lakeshard.tables import EVENTS_SORT_COLUMNS
 

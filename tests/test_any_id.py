@@ -28,8 +28,8 @@ from lakeshard.compaction import compact_events, read_events
 from lakeshard.config import load_config
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.lake import TableStore
-from lakeshard.lake.datafiles import written_partition_values
-from lakeshard.lake.files import PARTITION_VALUES_KEY, partition_directory
+from lakeshard.lake.protocol.datafiles import written_partition_values
+from lakeshard.lake.protocol.partitions import PARTITION_VALUES_KEY, partition_directory
 from lakeshard.routing.router import Router
 from lakeshard.versions.chunks import Chunk, ChunkVersions
 

@@ -14,11 +14,11 @@ from pyspark.sql import SparkSession
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
 from lakeshard.lake import adapter_choice, choose_adapter, open_store
-from lakeshard.lake.conflicts import is_concurrent_modification
 from lakeshard.lake.embedded import EmbeddedTableStore
-from lakeshard.lake.jvm import scala_call
 from lakeshard.lake.native import NativeTableStore
-from lakeshard.lake.native_log import commit_timestamps
+from lakeshard.lake.native.conflicts import is_concurrent_modification
+from lakeshard.lake.native.jvm import scala_call
+from lakeshard.lake.native.log import commit_timestamps
 
 
 @pytest.mark.parametrize(("setting", "delta_jvm", "gateway", "expected", "why"), [

@@ -1,4 +1,4 @@
-"""The landing zone: newline-delimited JSON files any producer can write (DESIGN.md §2).
+"""The landing zone: newline-delimited JSON files any producer can write (docs/design.md §2).
 
 ``parse_record`` decides what a valid record is (pure Python); ``read_landing`` reads a landing zone
 with Spark into valid ``events`` and a ``quarantine`` of the rest, with the reason for each.

@@ -4,7 +4,7 @@ Only replacements take it — compaction (a replacement from the chunk's own row
 from external data, including replacing it with nothing. Appends never look at it, so ingestion goes on
 while a chunk is being compacted; the Delta commit of the replacement carries the appends forward.
 
-How consensus is reached (the allocator's pattern, DESIGN.md §1): the lock's state is the newest row of
+How consensus is reached (the allocator's pattern, docs/design.md §1): the lock's state is the newest row of
 the chunk in the ``chunk_locks`` Delta table. Every change of it — acquire, renew, release — commits one
 row carrying the app transaction ``lock/<hour>/<tenant>`` → the chunk's next *generation*, prepared
 against the table version the state was read at. Two processes that read the same state and both try

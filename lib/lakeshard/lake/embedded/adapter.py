@@ -1,6 +1,6 @@
 """The embedded adapter: Spark writes Parquet into the table's directory, delta-rs commits it.
 
-How a write works (DESIGN.md §1):
+How a write works (docs/design.md §1):
 
 1. Spark writes the rows as Parquet under a fresh, never-reused directory of the table,
    ``<table>/w-<utc time>-<random>/<partition dirs>/part-*.parquet``. Until step 3 nothing
@@ -13,11 +13,11 @@ How a write works (DESIGN.md §1):
    files of the failed attempt are deleted again.
 
 An append that removes nothing, on a local file system, writes that log entry itself (put-if-absent, delta-rs'
-conflict rules; :mod:`lakeshard.lake.embedded_append`): delta-rs' commit costs time linear in the table's files.
+conflict rules; :mod:`lakeshard.lake.embedded.append`): delta-rs' commit costs time linear in the table's files.
 A process that dies between 1 and 3 leaves orphan files that :meth:`EmbeddedTableStore.vacuum` removes.
 
-What the store knows of each table's log (snapshots, app versions, listings) is :mod:`lakeshard.lake.embedded_log`;
-turning written files into add actions and committing swaps is :mod:`lakeshard.lake.embedded_write`.
+What the store knows of each table's log (snapshots, app versions, listings) is :mod:`lakeshard.lake.embedded.log`;
+turning written files into add actions and committing swaps is :mod:`lakeshard.lake.embedded.write`.
 """
 
 from __future__ import annotations
@@ -48,15 +48,8 @@ from lakeshard.lake.base import (
     now_ms,
     txn_text,
 )
-from lakeshard.lake.datafiles import read_data_files
-from lakeshard.lake.deltalog import (
-    COMMIT_ID,
-    LogState,
-    custom_metadata,
-    table_id,
-)
-from lakeshard.lake.embedded_append import appendable, commit_append, create_once, links_work
-from lakeshard.lake.embedded_log import (
+from lakeshard.lake.embedded.append import appendable, commit_append, create_once, links_work
+from lakeshard.lake.embedded.log import (
     DeltaRsLog,
     arrow_schema_from_json,
     arrow_schema_of,
@@ -64,7 +57,7 @@ from lakeshard.lake.embedded_log import (
     live_files,
     spark_schema_of,
 )
-from lakeshard.lake.embedded_write import (
+from lakeshard.lake.embedded.write import (
     COMMIT_HOOKS,
     TableShape,
     added_file,
@@ -75,9 +68,18 @@ from lakeshard.lake.embedded_write import (
     version_of_commit,
     write_new_files,
 )
-from lakeshard.lake.files import filesystem, read_commit_text
-from lakeshard.lake.rowgroups import read_data_file
-from lakeshard.lake.store import (
+from lakeshard.lake.protocol.datafiles import read_data_files
+from lakeshard.lake.protocol.filesystem import filesystem, read_commit_text
+from lakeshard.lake.protocol.log import (
+    COMMIT_ID,
+    LogState,
+    custom_metadata,
+    table_id,
+)
+from lakeshard.lake.protocol.rowgroups import read_data_file
+from lakeshard.lake.store import K, check_new_columns
+from lakeshard.lake.trace import COMMIT, phase
+from lakeshard.lake.types import (
     BYTES_ADDED,
     ROWS_ADDED,
     AppTransaction,
@@ -85,13 +87,10 @@ from lakeshard.lake.store import (
     CommitInfo,
     CommitResult,
     FileInfo,
-    K,
     LogEntry,
     VacuumReport,
     WriteFiles,
-    check_new_columns,
 )
-from lakeshard.lake.trace import COMMIT, phase
 
 if TYPE_CHECKING:
     import pyarrow.compute as pc
@@ -286,7 +285,7 @@ class EmbeddedTableStore(AdapterBase):
         column a file lacks reads as null), as :meth:`read_files` does with Spark. For the small reads of a
         writer step (its new routed files, an ID interval), where a Spark job's fixed cost would dominate.
         ``where`` keeps the matching rows; only row groups whose statistics admit it are decoded
-        (:mod:`lakeshard.lake.rowgroups`).
+        (:mod:`lakeshard.lake.protocol.rowgroups`).
 
         Example::
 

@@ -41,17 +41,17 @@ from deltalake.transaction import AddAction
 from lakeshard import __version__
 from lakeshard.errors import CommitConflict, TableStoreError
 from lakeshard.lake.base import all_committed, now_ms, txn_text
-from lakeshard.lake.deltalog import COMMIT_ID, LogState, txn_action, unsupported_features
-from lakeshard.lake.embedded_write import (
+from lakeshard.lake.embedded.write import (
     CREATE_STAGING_PREFIX,
     LINK_PROBE_PREFIX,
     STAGED_COMMIT_PREFIX,
     TableShape,
     delete_tree,
 )
-from lakeshard.lake.files import filesystem
-from lakeshard.lake.store import BYTES_ADDED, ROWS_ADDED, AppTransaction, CommitResult
+from lakeshard.lake.protocol.filesystem import filesystem
+from lakeshard.lake.protocol.log import COMMIT_ID, LogState, txn_action, unsupported_features
 from lakeshard.lake.trace import COMMIT, hold, phase
+from lakeshard.lake.types import BYTES_ADDED, ROWS_ADDED, AppTransaction, CommitResult
 
 __all__ = ["ENGINE", "appendable", "commit_append", "create_once", "links_work", "log_path"]
 

@@ -6,7 +6,7 @@ reads commits and checkpoints from the log files directly (delta-rs does not say
 added or removed).
 
 The latest live files are replayed without listing ``_delta_log``
-(:func:`~lakeshard.lake.probed_log.probed_state`): delta-rs lists the whole directory on every load and update,
+(:func:`~lakeshard.lake.embedded.probed_log.probed_state`): delta-rs lists the whole directory on every load and update,
 so a query's planning cost grew with the number of commits the log keeps.
 """
 
@@ -28,10 +28,10 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from lakeshard.errors import TableNotFound, TableStoreError, UnsupportedByAdapter
 from lakeshard.lake.base import log_range
-from lakeshard.lake.deltalog import LogState, checkpoint_parts, commit_versions, file_from_action, parse_commit
-from lakeshard.lake.files import filesystem, normalise_uri
-from lakeshard.lake.probed_log import missing, probed_files, probed_state
-from lakeshard.lake.store import FileInfo, LogEntry
+from lakeshard.lake.embedded.probed_log import missing, probed_files, probed_state
+from lakeshard.lake.protocol.filesystem import filesystem, normalise_uri
+from lakeshard.lake.protocol.log import LogState, checkpoint_parts, commit_versions, file_from_action, parse_commit
+from lakeshard.lake.types import FileInfo, LogEntry
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

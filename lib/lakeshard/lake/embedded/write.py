@@ -20,7 +20,8 @@ from deltalake.transaction import AddAction, PostCommitHookProperties, RemoveAct
 
 from lakeshard.errors import TableStoreError, UnaccountedRows
 from lakeshard.lake.base import WRITE_PREFIX, new_write_dir, now_ms
-from lakeshard.lake.datafiles import (
+from lakeshard.lake.embedded.log import DeltaRsLog, live_files
+from lakeshard.lake.protocol.datafiles import (
     conform,
     footer_stats_and_values,
     is_hidden,
@@ -28,11 +29,10 @@ from lakeshard.lake.datafiles import (
     written_parquet,
     written_partition_values,
 )
-from lakeshard.lake.deltalog import COMMIT_ID, LogState
-from lakeshard.lake.embedded_log import DeltaRsLog, live_files
-from lakeshard.lake.files import filesystem, normalise_uri
-from lakeshard.lake.store import AppTransaction, FileInfo, WriteFiles
+from lakeshard.lake.protocol.filesystem import filesystem, normalise_uri
+from lakeshard.lake.protocol.log import COMMIT_ID, LogState
 from lakeshard.lake.trace import COMMIT, WRITE, phase
+from lakeshard.lake.types import AppTransaction, FileInfo, WriteFiles
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -71,7 +71,7 @@ class TableShape:
     """What writing files into a table needs to know of it: where it is, its columns, partitioning and properties.
 
     It comes from a delta-rs snapshot (:meth:`of_table`) or from a replayed log state (:meth:`of_state`): a blind
-    append (:mod:`lakeshard.lake.embedded_append`) writes its files without a delta-rs snapshot.
+    append (:mod:`lakeshard.lake.embedded.append`) writes its files without a delta-rs snapshot.
     """
 
     uri: str

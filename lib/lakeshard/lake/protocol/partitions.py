@@ -1,67 +1,30 @@
-"""Where a table's files live: the pyarrow filesystem behind a local path or a URI, and Hive-style
-partition directories written from Arrow (what a store's ``write=`` function produces)."""
+"""Hive-style partition directories written from Arrow: what a store's ``write=`` function produces, one
+Parquet file per partition value, and the footer key holding values a directory name cannot."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import quote, unquote, urlparse
+from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from lakeshard.lake.protocol.filesystem import filesystem
 from lakeshard.runtime.cores import driver_threads
 
-__all__ = [
-    "PARTITION_VALUES_KEY",
-    "filesystem",
-    "hive_escape",
-    "normalise_uri",
-    "partition_directory",
-    "read_commit_text",
-    "write_partitioned",
-]
+__all__ = ["PARTITION_VALUES_KEY", "hive_escape", "partition_directory", "write_partitioned"]
 
 PARTITION_VALUES_KEY = b"lakeshard.partition_values"
 """Parquet footer key holding a file's partition values (JSON) when its directory names cannot hold them."""
 # File systems cap one name at 255 bytes; a longer ``col=value`` segment is shortened to this many bytes.
 _MAX_SEGMENT_BYTES = 200
 _DIGEST_CHARS = 16
-
-
-def normalise_uri(table: str) -> str:
-    """Return a local table location as a plain absolute path, and a remote one as its URI."""
-    if table.startswith("file:"):
-        # file:/x, file:///x and delta-rs' percent-encoded file:///odd%20names all mean a local path.
-        return os.path.abspath(unquote(urlparse(table).path))
-    if "://" in table:
-        return table.rstrip("/")
-    return os.path.abspath(table)
-
-
-def read_commit_text(uri: str, version: int) -> str | None:
-    """Return the text of the table's commit file for ``version``, or None when the log no longer holds it."""
-    fs, base = filesystem(uri)
-    try:
-        with fs.open_input_stream(f"{base}/_delta_log/{version:020d}.json") as stream:
-            return str(stream.read().decode("utf-8"))
-    except OSError:  # not found: never written, or removed by log cleanup after a checkpoint
-        return None
-
-
-def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """Return the filesystem holding ``uri`` and the path on it (a plain path is local)."""
-    if "://" in uri:
-        fs, path = pafs.FileSystem.from_uri(uri)
-        return fs, path
-    return pafs.LocalFileSystem(), uri
 
 
 def hive_escape(value: str) -> str:
@@ -76,7 +39,7 @@ def partition_directory(values: Mapping[str, str]) -> tuple[str, dict[bytes, byt
 
     A value whose escaped segment is longer than a file system allows (a 128-character tenant of emoji or
     ``/``) gets a directory of its escaped prefix and a digest of the whole value, unique per value; the
-    store then takes the value from the footer (:func:`lakeshard.lake.datafiles.written_partition_values`).
+    store then takes the value from the footer (:func:`lakeshard.lake.protocol.datafiles.written_partition_values`).
     """
     segments = []
     shortened = False

@@ -1,7 +1,7 @@
 """The native adapter's view of a table's Delta log: read with Spark's public file sources and replayed.
 
 :class:`NativeLog` lists the log, replays it (from the newest checkpoint or an already replayed version) into
-a :class:`~lakeshard.lake.deltalog.LogState` per version, keeps the latest replayed states, and reads commits
+a :class:`~lakeshard.lake.protocol.log.LogState` per version, keeps the latest replayed states, and reads commits
 with the timestamps Delta's time travel resolves against (:func:`commit_timestamps`). The protocol is
 documented and identical on delta-spark and Databricks, so none of this depends on Delta's internal classes.
 """
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakeshard.errors import TableNotFound, TableStoreError, UnsupportedByAdapter
 from lakeshard.lake.base import log_range
-from lakeshard.lake.deltalog import (
+from lakeshard.lake.protocol.log import (
     LogState,
     checkpoint_parts,
     commit_id_of,
@@ -28,12 +28,12 @@ from lakeshard.lake.deltalog import (
     unsupported_features,
     v2_checkpoint_versions,
 )
-from lakeshard.lake.store import LogEntry
+from lakeshard.lake.types import LogEntry
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakeshard.lake.native_files import SparkFiles
+    from lakeshard.lake.native.files import SparkFiles
 
 __all__ = ["NativeLog", "commit_timestamps", "supported"]
 
@@ -76,7 +76,7 @@ class NativeLog:
 
     Args:
         spark: the session whose Hadoop filesystem reaches the table (checkpoints are read with it).
-        files: the :class:`~lakeshard.lake.native_files.SparkFiles` that list and read the log.
+        files: the :class:`~lakeshard.lake.native.files.SparkFiles` that list and read the log.
     """
 
     def __init__(self, spark: SparkSession, files: SparkFiles) -> None:

@@ -25,7 +25,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from lakeshard.errors import TableStoreError
-from lakeshard.lake.store import BYTES_ADDED, ROWS_ADDED, AppTransaction, FileChange, FileInfo, LogEntry
+from lakeshard.lake.types import BYTES_ADDED, ROWS_ADDED, AppTransaction, FileChange, FileInfo, LogEntry
 
 __all__ = [
     "COMMIT_ID",

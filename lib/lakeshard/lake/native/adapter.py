@@ -1,7 +1,7 @@
 """The native adapter: Delta Lake's own commits, in any Spark session that has Delta (classic or Spark Connect).
 
 This is the adapter for Databricks (jobs and notebooks on classic compute, databricks-connect, serverless)
-and for any Spark session started with the delta-spark jars (DESIGN.md §1). Public APIs first, so the same
+and for any Spark session started with the delta-spark jars (docs/design.md §1). Public APIs first, so the same
 code runs on a classic session and under Spark Connect:
 
 - **create, exists, snapshot reads, vacuum**: ``DeltaTable.createIfNotExists`` (deletion vectors off, as the
@@ -9,20 +9,20 @@ code runs on a classic session and under Spark Connect:
   ``DeltaTable.vacuum``.
 - **appends with at most one app transaction, and swaps of whole partitions**: Delta's public writer with
   ``txnAppId`` / ``txnVersion`` / ``userMetadata`` as write options, ``replaceWhere`` + ``dataChange=false``
-  for a swap (:mod:`lakeshard.lake.native_public`).
+  for a swap (:mod:`lakeshard.lake.native.public`).
 - **live files, per-version deltas, checkpoints, history, app transaction versions**: the log files, listed
-  and read with Spark's ``binaryFile`` source (:mod:`lakeshard.lake.native_files`) and replayed by
-  :mod:`lakeshard.lake.deltalog` (the documented protocol, identical on delta-spark and Databricks). History
+  and read with Spark's ``binaryFile`` source (:mod:`lakeshard.lake.native.files`) and replayed by
+  :mod:`lakeshard.lake.protocol.log` (the documented protocol, identical on delta-spark and Databricks). History
   timestamps are what Delta's time travel resolves timestamps against.
 - **everything else** — a swap of part of a partition (a size-tiered plan), several app transactions in one
   commit, files written by a ``write`` function, a ``before_commit`` hook, writing a checkpoint: Delta's
-  internal ``OptimisticTransaction`` through py4j (:mod:`lakeshard.lake.native_commit`, every py4j call in
-  :mod:`lakeshard.lake.jvm`), on classic sessions only; under Spark Connect these raise
+  internal ``OptimisticTransaction`` through py4j (:mod:`lakeshard.lake.native.commit`, every py4j call in
+  :mod:`lakeshard.lake.native.jvm`), on classic sessions only; under Spark Connect these raise
   :class:`~lakeshard.errors.UnsupportedByAdapter` naming what needs it.
 
 Lakeshard's commit metadata (:data:`~lakeshard.lake.store.ROWS_ADDED`, ``BYTES_ADDED``, ...) travels as one JSON
 object in the commit's ``userMetadata``; a public-writer commit records rows and bytes from Delta's own
-``operationMetrics``. Lost races are recognised by :func:`lakeshard.lake.conflicts.is_concurrent_modification`.
+``operationMetrics``. Lost races are recognised by :func:`lakeshard.lake.native.conflicts.is_concurrent_modification`.
 
 Tables with deletion vectors, column mapping or V2 checkpoints cannot be read file by file or replayed this
 way; the operations that need that raise :class:`~lakeshard.errors.UnsupportedByAdapter` naming the feature.
@@ -57,22 +57,23 @@ from lakeshard.lake.base import (
     arrow_schema_utc,
     check_read_point,
 )
-from lakeshard.lake.datafiles import (
+from lakeshard.lake.native.commit import NativeCommits, session_conf
+from lakeshard.lake.native.files import SparkFiles
+from lakeshard.lake.native.jvm import DeltaJvm, gateway, scala_call
+from lakeshard.lake.native.log import NativeLog, supported
+from lakeshard.lake.native.public import PublicCommits, whole_partitions_predicate
+from lakeshard.lake.protocol.datafiles import (
     read_data_files,
 )
-from lakeshard.lake.deltalog import (
+from lakeshard.lake.protocol.filesystem import normalise_uri
+from lakeshard.lake.protocol.log import (
     checkpoint_parts,
     commit_versions,
     file_from_action,
     typed_stats,
 )
-from lakeshard.lake.files import normalise_uri
-from lakeshard.lake.jvm import DeltaJvm, gateway, scala_call
-from lakeshard.lake.native_commit import NativeCommits, session_conf
-from lakeshard.lake.native_files import SparkFiles
-from lakeshard.lake.native_log import NativeLog, supported
-from lakeshard.lake.native_public import PublicCommits, whole_partitions_predicate
-from lakeshard.lake.store import (
+from lakeshard.lake.store import check_new_columns
+from lakeshard.lake.types import (
     AppTransaction,
     BeforeCommit,
     CommitInfo,
@@ -81,7 +82,6 @@ from lakeshard.lake.store import (
     LogEntry,
     VacuumReport,
     WriteFiles,
-    check_new_columns,
 )
 
 if TYPE_CHECKING:
@@ -318,7 +318,7 @@ class NativeTableStore(AdapterBase):
         """Append ``df``'s rows in one Delta commit carrying ``app_transactions`` and ``metadata``.
 
         Rows as a DataFrame with one app transaction (or none): Delta's public writer with ``txnAppId`` /
-        ``txnVersion`` and ``userMetadata`` options (:mod:`lakeshard.lake.native_public`), on any session.
+        ``txnVersion`` and ``userMetadata`` options (:mod:`lakeshard.lake.native.public`), on any session.
         Otherwise (several app transactions, a ``write`` function) Delta's ``OptimisticTransaction`` with one
         ``SetTransaction`` action per app transaction, each also read by the transaction so a concurrent commit
         of the same app id fails it (classic sessions only). If every app transaction is already committed at

@@ -14,7 +14,7 @@ Spark Connect alike.
 
 What does not fit (several app transactions in one commit, files written by a ``write`` function, a
 ``before_commit`` hook, a swap of part of a partition) needs Delta's internal transaction API
-(:mod:`lakeshard.lake.native_commit`, py4j only). None of this has run against a Delta runtime here (its
+(:mod:`lakeshard.lake.native.commit`, py4j only). None of this has run against a Delta runtime here (its
 jars cannot be fetched); see docs/lake.md.
 """
 
@@ -25,15 +25,15 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.lake.base import txn_text
-from lakeshard.lake.conflicts import conflict_or_raise
-from lakeshard.lake.datafiles import conform
-from lakeshard.lake.deltalog import COMMIT_ID, LogState, encode_user_metadata
-from lakeshard.lake.store import ROWS_ADDED, AppTransaction, CommitResult, FileInfo
+from lakeshard.lake.native.conflicts import conflict_or_raise
+from lakeshard.lake.protocol.datafiles import conform
+from lakeshard.lake.protocol.log import COMMIT_ID, LogState, encode_user_metadata
+from lakeshard.lake.types import ROWS_ADDED, AppTransaction, CommitResult, FileInfo
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameWriter
 
-    from lakeshard.lake.native_log import NativeLog
+    from lakeshard.lake.native.log import NativeLog
 
 __all__ = ["PublicCommits", "whole_partitions_predicate"]
 
@@ -79,7 +79,7 @@ class PublicCommits:
     """Commits through ``DataFrameWriter.format("delta")`` with per-write options (see the module doc).
 
     Args:
-        log: the store's :class:`~lakeshard.lake.native_log.NativeLog` (app transaction versions, the commit
+        log: the store's :class:`~lakeshard.lake.native.log.NativeLog` (app transaction versions, the commit
             a write landed at).
     """
 

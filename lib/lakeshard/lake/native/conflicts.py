@@ -8,7 +8,7 @@ How it reaches Python depends on the session and on what is imported:
   the Python exception's class is then named after Delta's (``ConcurrentAppendException``, ...);
 - PySpark's own conversion keeps Delta's error class (``DELTA_CONCURRENT_APPEND...``,
   ``getCondition()`` / ``getErrorClass()``) and names the Java class in its message;
-- an unconverted py4j error carries the Java exception itself (:func:`lakeshard.lake.jvm.java_class_names`).
+- an unconverted py4j error carries the Java exception itself (:func:`lakeshard.lake.native.jvm.java_class_names`).
 
 :func:`is_concurrent_modification` accepts any of these, so the same check holds on a classic session, under
 Spark Connect, with or without delta-spark's Python package imported.
@@ -74,7 +74,7 @@ def is_concurrent_modification(exc: BaseException) -> bool:
     if any(f"io.delta.exceptions.{name}" in text for name in _CONFLICT_CLASSES) or any(
             f"[{prefix}" in text for prefix in CONFLICT_ERROR_CLASSES):
         return True
-    from lakeshard.lake.jvm import java_class_names
+    from lakeshard.lake.native.jvm import java_class_names
 
     return any(name.endswith("ConcurrentModificationException") for name in java_class_names(exc))
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.errors import EnvironmentProblem
-from lakeshard.lake.datafiles import is_hidden
+from lakeshard.lake.protocol.datafiles import is_hidden
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,7 +62,7 @@ def scala_call(obj: Any, name: str, *args: Any, max_defaults: int = 8) -> Any:
 def java_class_names(exc: BaseException) -> list[str]:
     """Return the Java class names of a py4j error's Java exception, most derived first ([] for other errors).
 
-    :func:`lakeshard.lake.conflicts.is_concurrent_modification` uses it for errors PySpark did not convert.
+    :func:`lakeshard.lake.native.conflicts.is_concurrent_modification` uses it for errors PySpark did not convert.
     """
     java = getattr(exc, "java_exception", None)
     names: list[str] = []

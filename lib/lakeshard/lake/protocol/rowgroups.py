@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakeshard.lake.datafiles import partition_scalar
-from lakeshard.lake.store import FileInfo
+from lakeshard.lake.protocol.datafiles import partition_scalar
+from lakeshard.lake.types import FileInfo
 
 if TYPE_CHECKING:
     import pyarrow.compute as pc

@@ -4,9 +4,9 @@ delta-rs lists the whole ``_delta_log`` directory on every load and incremental 
 and on object stores alike, its listing starts at the first file), so a reader's cost grew with the number of
 commits the log keeps, not with what changed. :func:`probed_state` reads ``_last_checkpoint``, the checkpoint it
 names, then the commit files after it by name until the first that does not exist, and replays them with
-:func:`~lakeshard.lake.deltalog.replay`. The checkpoint's file statistics are parsed by Arrow's JSON reader
+:func:`~lakeshard.lake.protocol.log.replay`. The checkpoint's file statistics are parsed by Arrow's JSON reader
 in one pass, typed by the table's schema, so the live files are the values delta-rs' own listing gives
-(:func:`~lakeshard.lake.embedded_log.live_files`). See docs/decisions.md ("The latest snapshot without listing
+(:func:`~lakeshard.lake.embedded.log.live_files`). See docs/decisions.md ("The latest snapshot without listing
 the log").
 """
 
@@ -24,9 +24,9 @@ import pyarrow.fs as pafs
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from lakeshard.lake.deltalog import LogState, parse_commit, replay, state_from_checkpoint_rows, unsupported_features
-from lakeshard.lake.files import filesystem
-from lakeshard.lake.store import FileInfo
+from lakeshard.lake.protocol.filesystem import filesystem
+from lakeshard.lake.protocol.log import LogState, parse_commit, replay, state_from_checkpoint_rows, unsupported_features
+from lakeshard.lake.types import FileInfo
 
 __all__ = ["missing", "probed_files", "probed_state"]
 

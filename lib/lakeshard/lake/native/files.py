@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from lakeshard.lake.datafiles import is_hidden
+from lakeshard.lake.protocol.datafiles import is_hidden
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

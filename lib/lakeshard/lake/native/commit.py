@@ -19,15 +19,18 @@ from urllib.parse import unquote
 
 from lakeshard.errors import CommitConflict, TableNotFound, TableStoreError
 from lakeshard.lake.base import all_committed, new_write_dir, now_ms, txn_text
-from lakeshard.lake.conflicts import conflict_or_raise, is_concurrent_modification
-from lakeshard.lake.datafiles import (
+from lakeshard.lake.native.conflicts import conflict_or_raise, is_concurrent_modification
+from lakeshard.lake.native.jvm import scala_call
+from lakeshard.lake.native.log import supported
+from lakeshard.lake.protocol.datafiles import (
     conform,
     footer_stats_and_values,
     stats_columns,
     written_parquet,
     written_partition_values,
 )
-from lakeshard.lake.deltalog import (
+from lakeshard.lake.protocol.filesystem import normalise_uri
+from lakeshard.lake.protocol.log import (
     COMMIT_ID,
     LogState,
     add_action,
@@ -36,10 +39,7 @@ from lakeshard.lake.deltalog import (
     remove_action,
     txn_action,
 )
-from lakeshard.lake.files import normalise_uri
-from lakeshard.lake.jvm import scala_call
-from lakeshard.lake.native_log import supported
-from lakeshard.lake.store import (
+from lakeshard.lake.types import (
     BYTES_ADDED,
     ROWS_ADDED,
     AppTransaction,
@@ -52,8 +52,8 @@ from lakeshard.lake.store import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakeshard.lake.jvm import DeltaJvm
-    from lakeshard.lake.native_log import NativeLog
+    from lakeshard.lake.native.jvm import DeltaJvm
+    from lakeshard.lake.native.log import NativeLog
 
 __all__ = ["NativeCommits", "session_conf"]
 
@@ -81,9 +81,9 @@ class NativeCommits:
 
     Args:
         spark: the store's classic session.
-        jvm: gives its :class:`~lakeshard.lake.jvm.DeltaJvm` (transactions, actions, the table's filesystem) when
+        jvm: gives its :class:`~lakeshard.lake.native.jvm.DeltaJvm` (transactions, actions, the table's filesystem) when
             a commit needs Delta's internal transaction API; it raises on a session without py4j.
-        log: its :class:`~lakeshard.lake.native_log.NativeLog` (the state a commit is checked against).
+        log: its :class:`~lakeshard.lake.native.log.NativeLog` (the state a commit is checked against).
     """
 
     def __init__(self, spark: SparkSession, jvm: Callable[[], DeltaJvm], log: NativeLog) -> None:

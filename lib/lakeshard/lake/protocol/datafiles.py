@@ -20,8 +20,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakeshard.errors import TableStoreError
-from lakeshard.lake.files import PARTITION_VALUES_KEY, normalise_uri
-from lakeshard.lake.store import FileInfo
+from lakeshard.lake.protocol.filesystem import normalise_uri
+from lakeshard.lake.protocol.partitions import PARTITION_VALUES_KEY
+from lakeshard.lake.types import FileInfo
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -80,7 +81,7 @@ def is_hidden(relative: str) -> bool:
 def written_parquet(target: str) -> tuple[pafs.FileSystem, list[tuple[pafs.FileInfo, str]]]:
     """Return the filesystem of a write directory and each Parquet data file under it, with its path relative
     to the directory (hidden and bookkeeping files left out); none when the directory is absent."""
-    from lakeshard.lake.files import filesystem
+    from lakeshard.lake.protocol.filesystem import filesystem
 
     fs, base = filesystem(target)
     selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
@@ -158,7 +159,7 @@ def footer_stats(fs: pafs.FileSystem, path: str,
 def footer_stats_and_values(fs: pafs.FileSystem, path: str, columns: Collection[str] | None = None
                             ) -> tuple[int, dict[str, Any], dict[str, str | None] | None]:
     """Return :func:`footer_stats` and the partition values the footer carries (None when it carries none:
-    its directory names hold them; see :func:`lakeshard.lake.files.partition_directory`)."""
+    its directory names hold them; see :func:`lakeshard.lake.protocol.filesystem.partition_directory`)."""
     with fs.open_input_file(path) as handle:
         meta = pq.ParquetFile(handle).metadata
     return *_stats(meta, columns), _footer_values(meta, path)
