@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from lakeshard.landing.errors import LandingReadError
     from lakeshard.landing.parse import ParsedEvent, RecordParser, Rejection, is_blank, parse_record
     from lakeshard.landing.reader import (
         LandingBatch,
         LandingFile,
-        LandingReadError,
         list_landing_files,
         parse_landing_arrow,
         read_landing,
@@ -53,7 +53,7 @@ _HOME: dict[str, str] = {
     "QUARANTINE_SCHEMA": "schema",
     "LandingBatch": "reader",
     "LandingFile": "reader",
-    "LandingReadError": "reader",
+    "LandingReadError": "errors",
     "list_landing_files": "reader",
     "parse_landing_arrow": "reader",
     "read_landing": "reader",

@@ -55,11 +55,11 @@ import pyarrow.compute as pc
 
 from lakeshard.config import LandingConfig
 from lakeshard.landing import reasons
+from lakeshard.landing.errors import LandingReadError
 from lakeshard.landing.listing import (
     GZIP_HEADER_BYTES,
     LANDING_SUFFIXES,
     LandingFile,
-    LandingReadError,
     LandingScan,
     content_checksum,
     is_gzip,

@@ -23,12 +23,12 @@ if TYPE_CHECKING:
         ExpectationKind,
         Flow,
         Pipeline,
-        PipelineError,
         expect,
         expect_or_drop,
         expect_or_fail,
         expect_or_quarantine,
     )
+    from lakeshard.pipelines.errors import PipelineError
     from lakeshard.pipelines.eventlog import EventLog
     from lakeshard.pipelines.flows import lakeshard_pipeline
     from lakeshard.pipelines.runner import RunReport, run_pipeline
@@ -64,7 +64,7 @@ _HOME = {
     "FlowContext": "context",
     "FlowResult": "context",
     "Pipeline": "declaration",
-    "PipelineError": "declaration",
+    "PipelineError": "errors",
     "RunReport": "runner",
     "expect": "declaration",
     "expect_or_drop": "declaration",

@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lakeshard.cli_args import config_from_args
-from lakeshard.pipelines.declaration import Pipeline, PipelineError, describe
+from lakeshard.pipelines.declaration import Pipeline, describe
+from lakeshard.pipelines.errors import PipelineError
 
 __all__ = ["add_commands", "cmd_pipeline_events", "cmd_pipeline_graph", "cmd_pipeline_run", "parse_params"]
 

@@ -21,7 +21,8 @@ from lakeshard.compaction.events import compact_events
 from lakeshard.compaction.planner import Bucket
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.pipelines.context import FlowContext, FlowResult
-from lakeshard.pipelines.declaration import Flow, Pipeline, PipelineError, expect, expect_or_fail
+from lakeshard.pipelines.declaration import Flow, Pipeline, expect, expect_or_fail
+from lakeshard.pipelines.errors import PipelineError
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.router import Router
 from lakeshard.routing.tables import RoutingTables

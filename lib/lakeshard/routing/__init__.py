@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         plan_placements,
     )
     from lakeshard.routing.consumed import consumed_landing
+    from lakeshard.routing.errors import RoutingError
     from lakeshard.routing.hashing import (
         HASH_MMH3,
         HASH_VERSIONS,
@@ -46,15 +47,7 @@ if TYPE_CHECKING:
         next_range,
         plan_intake,
     )
-    from lakeshard.routing.placement import (
-        Placement,
-        RoutingError,
-        first_shard,
-        from_micros,
-        micros,
-        placement_shards,
-        window_of,
-    )
+    from lakeshard.routing.placement import Placement, first_shard, from_micros, micros, placement_shards, window_of
     from lakeshard.routing.router import (
         AUTO_WRITE_TASKS_MAX,
         LANDING_BATCHES_SCHEMA,
@@ -141,7 +134,7 @@ _HOME = {
     "ROUTED_SCHEMA": "router",
     "RouteReport": "router",
     "Router": "router",
-    "RoutingError": "placement",
+    "RoutingError": "errors",
     "RoutingTables": "tables",
     "SHARD_TOPOLOGY_SCHEMA": "tables",
     "ShardAllocator": "allocator",

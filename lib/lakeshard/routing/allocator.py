@@ -23,14 +23,8 @@ import pyarrow.compute as pc
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, TableStore
-from lakeshard.routing.placement import (
-    Placement,
-    RoutingError,
-    first_shard,
-    from_micros,
-    placement_shards,
-    window_of,
-)
+from lakeshard.routing.errors import RoutingError
+from lakeshard.routing.placement import Placement, first_shard, from_micros, placement_shards, window_of
 from lakeshard.routing.tables import (
     RoutingTables,
     ShardTopology,

@@ -11,12 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from lakeshard.errors import LakeshardError
+from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.hashing import event_hash, jump_hash, tenant_key
 
 __all__ = [
     "Placement",
-    "RoutingError",
     "as_utc",
     "first_shard",
     "from_micros",
@@ -26,10 +25,6 @@ __all__ = [
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class RoutingError(LakeshardError):
-    """A placement cannot be made as asked (too few shards, bad window length, unknown tenant)."""
 
 
 def first_shard(tenant_id: str, salt: int, total_shards: int) -> int:

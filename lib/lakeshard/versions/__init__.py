@@ -25,11 +25,11 @@ if TYPE_CHECKING:
         ChunkVersion,
         ChunkVersions,
         KeyFrame,
-        VersionsError,
         chunk_changes,
         read_chunk,
         roll_forward,
     )
+    from lakeshard.versions.errors import VersionsError
     from lakeshard.versions.locks import (
         CHUNK_LOCKS,
         ChunkLease,
@@ -74,7 +74,7 @@ _HOME = {
     "KeyFrame": "chunks",
     "LockLost": "locks",
     "LockState": "locks",
-    "VersionsError": "chunks",
+    "VersionsError": "errors",
     "chunk_changes": "chunks",
     "read_chunk": "chunks",
     "replace_chunk": "replace",

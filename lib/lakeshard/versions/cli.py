@@ -29,7 +29,8 @@ def table_location(cfg: LakeshardConfig, table: str) -> str:
 
 
 def _chunk(text: str) -> Any:
-    from lakeshard.versions.chunks import Chunk, VersionsError
+    from lakeshard.versions.chunks import Chunk
+    from lakeshard.versions.errors import VersionsError
 
     try:
         return Chunk.parse(text)
@@ -80,7 +81,8 @@ def cmd_versions(args: argparse.Namespace) -> int:
     """Print a chunk's history (log), the files between two versions (diff) or one version (show)."""
     from lakeshard.lake import open_store
     from lakeshard.runtime import get_spark
-    from lakeshard.versions.chunks import ChunkVersions, VersionsError
+    from lakeshard.versions.chunks import ChunkVersions
+    from lakeshard.versions.errors import VersionsError
 
     cfg = config_from_args(args)
     store = open_store(get_spark(cfg), cfg)

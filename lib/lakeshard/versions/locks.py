@@ -37,7 +37,8 @@ from lakeshard.tables import CHUNK_LOCKS
 from lakeshard.tables import lock_app_id as _lock_app_id
 from lakeshard.tables import replace_app_id as _replace_app_id
 from lakeshard.tables.schemas import CHUNK_LOCKS_SCHEMA
-from lakeshard.versions.chunks import Chunk, VersionsError
+from lakeshard.versions.chunks import Chunk
+from lakeshard.versions.errors import VersionsError
 
 if TYPE_CHECKING:
     from pyspark.sql import Row
