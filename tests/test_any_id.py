@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
+from lakeshard.app.cli import main
 from lakeshard.buckets import Completionist
 from lakeshard.buckets.planner import hour_of
-from lakeshard.cli import main
 from lakeshard.compaction import compact_events, read_events
 from lakeshard.config import load_config
 from lakeshard.dedupe.writer import ShardWriter

@@ -212,3 +212,16 @@ def test_only_the_lake_package_imports_the_delta_libraries() -> None:
     found = [f"{module}:{line} imports {target}" for module, path in _modules(LIB) if _unit(module) != "lakeshard.lake"
              for line, target in _imports(path, module) if target.split(".")[0] in ("deltalake", "delta")]
     assert not found, "Delta libraries imported outside lakeshard.lake:\n" + "\n".join(found)
+
+
+def test_domain_packages_never_import_the_app_wing() -> None:
+    found = [f"{module}:{line} imports {target}" for module, path in _modules(LIB) if _unit(module) != "lakeshard.app"
+             for line, target in _imports(path, module) if _unit(target) == "lakeshard.app"]
+    assert not found, "the presentation wing imported from below it (move the caller into lakeshard.app):\n" + \
+        "\n".join(found)
+
+
+def test_plots_and_progress_bars_are_drawn_only_in_the_app_wing() -> None:
+    found = [f"{module}:{line} imports {target}" for module, path in _modules(LIB) if _unit(module) != "lakeshard.app"
+             for line, target in _imports(path, module) if target.split(".")[0] in ("matplotlib", "tqdm")]
+    assert not found, "matplotlib or tqdm (the app extra) imported outside lakeshard.app:\n" + "\n".join(found)

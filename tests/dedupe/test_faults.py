@@ -141,7 +141,7 @@ def test_lakeshard_ingest_reports_a_lasting_storage_fault_in_one_paragraph_and_e
     capsys: pytest.CaptureFixture[str]
 ) -> None:
     import lakeshard.lake
-    from lakeshard.cli import main
+    from lakeshard.app.cli import main
 
     landing = tmp_path / "landing"
     generate_landing(landing, SynthSpec(events=300, tenants=3, hours=0.2, seed=4, bad_rate=0.0))

@@ -50,7 +50,7 @@ def test_this_session_gets_the_embedded_store_and_native_refuses(spark: SparkSes
 
 
 def test_doctor_names_the_adapter_and_why(spark: SparkSession, test_config: LakeshardConfig) -> None:
-    from lakeshard.cli import _doctor_session
+    from lakeshard.app.cli import _doctor_session
     from lakeshard.runtime import RuntimeKind
 
     rows: list[tuple[str, str]] = []

@@ -19,10 +19,11 @@ from __future__ import annotations
 import gzip
 import math
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -61,7 +62,21 @@ from lakeshard.synth.vocabulary import (
     trace_corpus,
 )
 
-__all__ = ["generate_landing"]
+__all__ = ["Progress", "ProgressBar", "generate_landing"]
+
+
+class Progress(Protocol):
+    """A progress bar the generator advances by the records it wrote (tqdm's ``update`` and ``close``)."""
+
+    def update(self, n: int, /) -> object:
+        """Advance the bar by ``n`` records."""
+
+    def close(self) -> object:
+        """End the bar."""
+
+
+ProgressBar = Callable[[int], Progress]
+"""Makes a :class:`Progress` bar for a total number of records (the command line passes a tqdm bar)."""
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -296,7 +311,7 @@ def generate_landing(
     landing: str | Path,
     spec: SynthSpec | None = None,
     *,
-    progress: bool = False,
+    progress: ProgressBar | None = None,
     overwrite: bool = False,
 ) -> Manifest:
     """Return the ground truth of the landing zone this call writes into ``landing``.
@@ -308,7 +323,7 @@ def generate_landing(
     Args:
         landing: a directory path or ``file:`` URI; created if missing.
         spec: what to generate (default :class:`SynthSpec()`).
-        progress: show a tqdm progress bar over the records written.
+        progress: makes the bar shown over the records written, given their total (None: no bar).
         overwrite: delete the contents of a non-empty ``landing`` first instead of refusing.
 
     Raises:
@@ -458,12 +473,8 @@ class _NoBar:
         return None
 
 
-def _progress_bar(enabled: bool, total: int) -> Any:
-    if not enabled:
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="rec", unit_scale=True, desc="synth landing")
+def _progress_bar(progress: ProgressBar | None, total: int) -> Progress:
+    return progress(total) if progress else _NoBar()
 
 
 def _write_events(root: Path, profiles: TenantProfiles, plan: _Plan, sizes: IntArray) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.cli_args import config_from_args, iso_timestamp
+from lakeshard.app.cli_args import config_from_args, iso_timestamp
 from lakeshard.config import LakeshardConfig
 
 if TYPE_CHECKING:

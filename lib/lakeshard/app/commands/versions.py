@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lakeshard.cli_args import config_from_args
+from lakeshard.app.cli_args import config_from_args
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import FileInfo
 from lakeshard.versions.chunks import ChunkVersion, rows_in

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lakeshard.cli_args import config_from_args, iso_timestamp
+from lakeshard.app.cli_args import config_from_args, iso_timestamp
 from lakeshard.config import LakeshardConfig
 
 __all__ = ["add_commands", "cmd_autoshard", "cmd_balance", "cmd_exclude"]

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.cli_args import config_from_args
+from lakeshard.app.cli_args import config_from_args
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
 
@@ -215,10 +215,12 @@ def _spec(args: argparse.Namespace) -> Any:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Write a synthetic landing zone with its ground truth."""
+    from lakeshard.app.progress import landing_bar
     from lakeshard.synth import generate_landing
 
     cfg = config_from_args(args)
-    manifest = generate_landing(cfg.landing, _spec(args), progress=not args.quiet, overwrite=args.overwrite)
+    manifest = generate_landing(cfg.landing, _spec(args), progress=landing_bar(not args.quiet),
+                                overwrite=args.overwrite)
     print(f"wrote {manifest.records:,} records in {manifest.files} files to {cfg.landing}: "
           f"{manifest.unique_events:,} unique events, {manifest.duplicate_records:,} duplicates, "
           f"{manifest.bad_records:,} bad records; ground truth in {cfg.landing}/_truth/")
@@ -227,7 +229,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the longest end-to-end path on a fresh (or given) lakehouse and print the report."""
-    from lakeshard.demo import run_demo
+    from lakeshard.app.demo import run_demo
     from lakeshard.lake import open_store
     from lakeshard.runtime import get_spark
 
@@ -297,12 +299,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="directory for landing, lakehouse and report (default: a new temporary one)")
     p.set_defaults(func=cmd_demo)
 
-    from lakeshard.balancing.cli import add_commands as add_balancing_commands
-    from lakeshard.buckets.cli import add_commands as add_buckets_commands
-    from lakeshard.compaction.cli import add_commands as add_compaction_commands
-    from lakeshard.pipelines.cli import add_commands as add_pipeline_commands
+    from lakeshard.app.commands.balancing import add_commands as add_balancing_commands
+    from lakeshard.app.commands.buckets import add_commands as add_buckets_commands
+    from lakeshard.app.commands.compaction import add_commands as add_compaction_commands
+    from lakeshard.app.commands.pipelines import add_commands as add_pipeline_commands
+    from lakeshard.app.commands.versions import add_commands as add_versions_commands
     from lakeshard.pipelines.commands import run_flow
-    from lakeshard.versions.cli import add_commands as add_versions_commands
 
     add_balancing_commands(sub, common, run_flow=run_flow)
     add_compaction_commands(sub, common, run_flow=run_flow)

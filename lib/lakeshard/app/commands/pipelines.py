@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lakeshard.cli_args import config_from_args
+from lakeshard.app.cli_args import config_from_args
 from lakeshard.pipelines.declaration import Pipeline, describe
 from lakeshard.pipelines.errors import PipelineError
 
@@ -105,7 +105,7 @@ def add_commands(
     common: Callable[[argparse.ArgumentParser, bool], None],
 ) -> None:
     """Add ``pipeline`` and its subcommands ``run``, ``events``, ``graph`` to the top-level ``subparsers``
-    (arguments as in :func:`lakeshard.balancing.cli.add_commands`)."""
+    (arguments as in :func:`lakeshard.app.commands.balancing.add_commands`)."""
     top = subparsers.add_parser("pipeline", help="run the declared pipeline, print its event log or its graph",
                                 description="Declarative pipeline: run the flows, read the event log, show the DAG.")
     sub = top.add_subparsers(dest="pipeline_command", required=True, metavar="SUBCOMMAND")

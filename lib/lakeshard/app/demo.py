@@ -23,13 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from lakeshard.app.plots.landing import landing_overview_plot
+from lakeshard.app.plots.routing import shard_load_plot
+from lakeshard.app.progress import landing_bar
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.writer import EVENTS
 from lakeshard.lake import TableStore
 from lakeshard.landing import reasons
 from lakeshard.report import format_table
-from lakeshard.report.landing import landing_overview_plot
-from lakeshard.report.routing import ShardLoad, shard_load, shard_load_plot
+from lakeshard.report.routing import ShardLoad, shard_load
 from lakeshard.routing.router import QUARANTINE, ROUTED
 from lakeshard.runtime import runtime_name
 from lakeshard.synth import Manifest, SynthSpec, generate_landing
@@ -248,7 +250,8 @@ def run_demo(
         seconds[name] = time.perf_counter() - start
         return result
 
-    manifest = step(1, "generate landing zone", lambda: generate_landing(cfg.landing, spec, progress=progress,
+    bar = landing_bar(progress)
+    manifest = step(1, "generate landing zone", lambda: generate_landing(cfg.landing, spec, progress=bar,
                                                                           overwrite=True))
     say(f"      {manifest.records:,} records in {manifest.files} files ({manifest.unique_events:,} events, "
         f"{manifest.duplicate_records:,} duplicates, {manifest.bad_records} bad)")

@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.cli_args import config_from_args, iso_timestamp
+from lakeshard.app.cli_args import config_from_args, iso_timestamp
 from lakeshard.config import LakeshardConfig
 from lakeshard.tables import EVENTS
 
