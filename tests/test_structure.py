@@ -225,3 +225,15 @@ def test_plots_and_progress_bars_are_drawn_only_in_the_app_wing() -> None:
     found = [f"{module}:{line} imports {target}" for module, path in _modules(LIB) if _unit(module) != "lakeshard.app"
              for line, target in _imports(path, module) if target.split(".")[0] in ("matplotlib", "tqdm")]
     assert not found, "matplotlib or tqdm (the app extra) imported outside lakeshard.app:\n" + "\n".join(found)
+
+
+# lakeshard.utc's helpers, and the names private copies of them went by.
+_TIME_HELPERS = {"as_utc", "aware", "micros", "from_micros", "millis", "_utc", "_epoch_ms", "_as_utc", "_micros"}
+
+
+def test_time_helpers_are_defined_only_in_the_time_module() -> None:
+    found = [f"{module}:{node.lineno} defines {node.name}"
+             for module, path in _modules(LIB) if module != "lakeshard.utc"
+             for node in ast.parse(path.read_text(encoding="utf-8")).body
+             if isinstance(node, ast.FunctionDef) and node.name in _TIME_HELPERS]
+    assert not found, "time helpers outside lakeshard.utc (import them from there):\n" + "\n".join(found)

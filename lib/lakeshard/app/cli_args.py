@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.utc import aware
 
 __all__ = ["config_from_args", "iso_timestamp"]
 
@@ -28,4 +29,4 @@ def iso_timestamp(text: str) -> datetime:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected an ISO timestamp like 2026-01-01T10:00:00Z, found {text!r}") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return aware(when)

@@ -310,7 +310,7 @@ def needle_queries(spark: SparkSession, store: TableStore, cfg: LakeshardConfig)
     from pyspark.sql import functions as F
 
     from lakeshard.compaction import read_events
-    from lakeshard.routing.placement import from_micros
+    from lakeshard.utc import from_micros
 
     uri = cfg.table_uri(EVENTS)
     events = store.read(uri)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
+
+from lakeshard.utc import aware
 
 __all__ = [
     "BYTES_ADDED",
@@ -140,11 +142,11 @@ class VacuumReport:
 def _as_datetime(value: Any) -> datetime | None:
     """A statistics value as an aware datetime: adapters give datetimes or ISO strings."""
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
+        return aware(value)
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        return aware(parsed)
     return None

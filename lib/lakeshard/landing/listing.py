@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lakeshard.landing.errors import LandingReadError
+from lakeshard.utc import aware
 
 __all__ = [
     "GZIP_HEADER_BYTES",
@@ -128,7 +129,7 @@ def _mtime(info: pafs.FileInfo) -> datetime:
     when: datetime | None = info.mtime
     if when is None:
         return _EPOCH
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return aware(when)
 
 
 def list_landing_files(landing: str | os.PathLike[str]) -> list[LandingFile]:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
         next_range,
         plan_intake,
     )
-    from lakeshard.routing.placement import Placement, first_shard, from_micros, micros, placement_shards, window_of
+    from lakeshard.routing.placement import Placement, first_shard, placement_shards, window_of
     from lakeshard.routing.router import (
         AUTO_WRITE_TASKS_MAX,
         LANDING_BATCHES_SCHEMA,
@@ -99,9 +99,7 @@ __all__ = [
     "event_hash_column",
     "event_hashes",
     "first_shard",
-    "from_micros",
     "jump_hash",
-    "micros",
     "next_range",
     "placement_shards",
     "placements_arrow",
@@ -146,9 +144,7 @@ _HOME = {
     "event_hash_column": "hashing",
     "event_hashes": "hashing",
     "first_shard": "placement",
-    "from_micros": "placement",
     "jump_hash": "hashing",
-    "micros": "placement",
     "next_range": "lifecycle",
     "placement_shards": "placement",
     "placements_arrow": "tables",

@@ -21,7 +21,7 @@ import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,6 +61,7 @@ from lakeshard.synth.vocabulary import (
     text_corpus,
     trace_corpus,
 )
+from lakeshard.utc import EPOCH, millis
 
 __all__ = ["Progress", "ProgressBar", "generate_landing"]
 
@@ -81,7 +82,6 @@ ProgressBar = Callable[[int], Progress]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MINUTE_MS = 60_000
 _HOUR_MS = 3_600_000
 _ATTRIBUTE_POOL = 4096
@@ -105,12 +105,8 @@ class _Plan:
     bursts: tuple[Burst, ...]
 
 
-def _epoch_ms(when: datetime) -> int:
-    return (when - _EPOCH) // timedelta(milliseconds=1)
-
-
 def _iso(ms: int) -> str:
-    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _log_uniform(rng: np.random.Generator, low: float, high: npt.ArrayLike, size: int) -> npt.NDArray[Any]:
@@ -289,7 +285,7 @@ class _Writer:
         self.line_bytes = 0
 
     def directory(self, window: int) -> str:
-        when = _EPOCH + timedelta(milliseconds=self.start_ms + window * self.file_ms)
+        when = EPOCH + timedelta(milliseconds=self.start_ms + window * self.file_ms)
         return f"{when:%Y-%m-%d}/{when:%H}"
 
     def name(self, window: int, gz: bool, redelivery_of: int | None = None) -> str:
@@ -337,7 +333,7 @@ def generate_landing(
     spec = SynthSpec() if spec is None else spec
     root = _prepare(landing, overwrite)
     rng = np.random.default_rng(spec.seed)
-    start_ms = _epoch_ms(spec.start)
+    start_ms = millis(spec.start)
     span_ms = max(1, round(spec.hours * _HOUR_MS))
     end_ms = start_ms + span_ms
     file_ms = spec.file_seconds * 1000
@@ -522,7 +518,7 @@ def _manifest(
         keys, counts = np.unique(plan.tenant * width + (hour - first), return_counts=True)
         for key, c in zip(keys.tolist(), counts.tolist(), strict=True):
             t, h = divmod(key, width)
-            stamp = (_EPOCH + timedelta(hours=first + h)).strftime("%Y-%m-%dT%H:00:00Z")
+            stamp = (EPOCH + timedelta(hours=first + h)).strftime("%Y-%m-%dT%H:00:00Z")
             by_hour.setdefault(profiles.ids[t], {})[stamp] = c
     bad = {cat: int(c) for cat, c in zip(CATEGORIES, bad_by_code.tolist(), strict=True)}
     unique = spec.events

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from lakeshard._lazy import lazy_exports
+from lakeshard.utc import as_utc
 
 if TYPE_CHECKING:
     from lakeshard.tables.schemas import (
@@ -184,7 +185,7 @@ SPARK_HOUR_FORMAT = "yyyy-MM-dd'T'HH"  # Spark's date_format
 
 def hour_of(ts: datetime) -> str:
     """Return the UTC hour of ``ts`` as ``YYYY-MM-DDTHH`` (naive datetimes are taken as UTC)."""
-    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    ts = as_utc(ts)
     return ts.strftime(HOUR_FORMAT)
 
 

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from lakeshard.lake.protocol.filesystem import filesystem
 from lakeshard.lake.protocol.log import LogState, parse_commit, replay, state_from_checkpoint_rows, unsupported_features
 from lakeshard.lake.types import FileInfo
+from lakeshard.utc import aware
 
 __all__ = ["missing", "probed_files", "probed_state"]
 
@@ -251,7 +252,7 @@ def probed_files(state: LogState) -> list[FileInfo]:
 
 def _parse_timestamp(text: str) -> datetime:
     parsed = datetime.fromisoformat(text)  # Delta writes "2026-03-01T07:01:00.000Z"
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return aware(parsed)
 
 
 def _parse_date(text: str) -> date:

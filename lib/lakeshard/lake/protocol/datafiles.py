@@ -23,6 +23,7 @@ from lakeshard.errors import TableStoreError
 from lakeshard.lake.protocol.filesystem import normalise_uri
 from lakeshard.lake.protocol.partitions import PARTITION_VALUES_KEY
 from lakeshard.lake.types import FileInfo
+from lakeshard.utc import aware
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -110,7 +111,7 @@ def _stat_value(value: Any) -> Any:
 
 
 def _ts_stat(value: datetime, *, upper: bool) -> str:
-    value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    value = aware(value)
     value = value.astimezone(UTC)
     # Delta keeps timestamp statistics at millisecond precision: round the max up so it stays an upper bound.
     millis = value.replace(microsecond=(value.microsecond // 1000) * 1000)

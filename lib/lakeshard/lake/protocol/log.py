@@ -26,6 +26,7 @@ from typing import Any
 
 from lakeshard.errors import TableStoreError
 from lakeshard.lake.types import BYTES_ADDED, ROWS_ADDED, AppTransaction, FileChange, FileInfo, LogEntry
+from lakeshard.utc import aware
 
 __all__ = [
     "COMMIT_ID",
@@ -312,7 +313,7 @@ def typed_stats(values: Mapping[str, Any], schema_json: Mapping[str, Any]) -> di
             out[name] = value
         elif kind in ("timestamp", "timestamp_ntz") and isinstance(value, str):
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            out[name] = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+            out[name] = aware(parsed)
         elif kind == "date" and isinstance(value, str):
             out[name] = date.fromisoformat(value)
         else:
