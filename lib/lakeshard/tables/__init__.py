@@ -199,23 +199,4 @@ def parse_hour(hour: str) -> datetime:
 
 
 # The schemas load pyspark: on first use only.
-__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys((
-    "BUCKETS_SCHEMA",
-    "CHUNK_LOCKS_SCHEMA",
-    "EVENTS_SCHEMA",
-    "EXPECTATION_QUARANTINE_SCHEMA",
-    "EXPECTATION_SCHEMA",
-    "FRAGMENTS_PROPERTIES",
-    "FRAGMENTS_SCHEMA",
-    "ID_INDEX_PROPERTIES",
-    "ID_INDEX_SCHEMA",
-    "LANDING_BATCHES_SCHEMA",
-    "PIPELINE_EVENTS_SCHEMA",
-    "PLACEMENT_SCHEMA",
-    "QUARANTINE_SCHEMA",
-    "ROUTED_PROPERTIES",
-    "ROUTED_SCHEMA",
-    "ROUTING_METRICS_SCHEMA",
-    "SHARD_TOPOLOGY_SCHEMA",
-    "TENANT_SETTINGS_SCHEMA",
-), "schemas"), globals())
+__getattr__, __dir__ = lazy_exports(globals())
