@@ -179,17 +179,13 @@ def test_every_package_keeps_its_error_base_in_its_errors_module() -> None:
     assert not misplaced, "package error bases outside the package's errors.py:\n" + "\n".join(misplaced)
 
 
-# What other packages may import of lakeshard.lake: its face and each adapter's face (the adapter class).
-_LAKE_FACES = {"lakeshard.lake", "lakeshard.lake.embedded", "lakeshard.lake.native"}
-
-
-def test_other_packages_use_the_lake_package_through_its_faces() -> None:
+def test_other_packages_use_the_lake_package_through_its_face() -> None:
     reaching = []
     for module, path in _modules(LIB):
         if _unit(module) == "lakeshard.lake":
             continue
         for line, target in _imports(path, module):
-            if target.startswith("lakeshard.lake.") and target not in _LAKE_FACES:
+            if target.startswith("lakeshard.lake."):
                 reaching.append(f"{module}:{line} imports {target}")
     assert not reaching, "imports into lakeshard.lake's modules (use the names lakeshard.lake exports):\n" + \
         "\n".join(reaching)

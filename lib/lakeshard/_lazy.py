@@ -23,9 +23,13 @@ def _homes(face: Path) -> dict[str, str]:
     for node in ast.parse(face.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             for statement in node.body:
-                if isinstance(statement, ast.ImportFrom) and statement.module:
+                if not isinstance(statement, ast.ImportFrom) or not statement.module:
+                    continue
+                module = statement.module
+                # Only lakeshard's own names are exported; a face may also import a type it only annotates with.
+                if module.startswith("lakeshard."):
                     for alias in statement.names:
-                        homes[alias.asname or alias.name] = statement.module
+                        homes[alias.asname or alias.name] = module
     return homes
 
 

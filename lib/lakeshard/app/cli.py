@@ -91,7 +91,7 @@ def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]
         return False
     rows.append(("adapter", f"{choice.name} - {choice.reason}"))
     if choice.name == "native":
-        from lakeshard.lake.native import NATIVE_UNVERIFIED
+        from lakeshard.lake import NATIVE_UNVERIFIED
 
         rows.append(("native adapter", NATIVE_UNVERIFIED))
     if kind is RuntimeKind.DATABRICKS_CONNECT:

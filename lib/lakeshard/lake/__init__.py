@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakeshard._lazy import lazy_exports
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
 from lakeshard.lake.protocol.datafiles import NO_STATS
@@ -33,8 +34,12 @@ from lakeshard.lake.types import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakeshard.lake.embedded import EmbeddedTableStore
+    from lakeshard.lake.native import NATIVE_UNVERIFIED, NativeTableStore
+
 __all__ = [
     "BYTES_ADDED",
+    "NATIVE_UNVERIFIED",
     "NO_STATS",
     "ROWS_ADDED",
     "AdapterChoice",
@@ -42,9 +47,11 @@ __all__ = [
     "BeforeCommit",
     "CommitInfo",
     "CommitResult",
+    "EmbeddedTableStore",
     "FileChange",
     "FileInfo",
     "LogEntry",
+    "NativeTableStore",
     "TableStore",
     "VacuumReport",
     "WriteFiles",
@@ -175,3 +182,7 @@ def open_lazy_store(cfg: LakeshardConfig | None = None) -> TableStore:
 
     return EmbeddedTableStore(None, start_spark=lambda: get_spark(cfg),
                               storage_options=storage_options(cfg, cfg.lakehouse))
+
+
+# The adapters load deltalake or Delta's Python package: on first use of their names only.
+__getattr__, __dir__ = lazy_exports(globals())
