@@ -51,7 +51,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { \
 	  echo "error: '$(PYTHON) -m venv' failed; install python3-venv (e.g. apt-get install python3-venv)"; exit 1; }
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[local,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[local,dev,app]"
 	@touch $(STAMP)
 
 java:

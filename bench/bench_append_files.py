@@ -8,9 +8,9 @@ table partitioned by tenant like ``events``, the median of ``--repeat`` appends 
 and the live files), two ways, alternating:
 
 * **delta-rs commit** — the store's commit through delta-rs' ``create_write_transaction`` (what every embedded
-  append did before :mod:`lakeshard.lake.embedded_append`), the snapshot brought up to date after it;
+  append did before :mod:`lakeshard.lake.embedded.append`), the snapshot brought up to date after it;
 * **lakeshard blind append** — the store's own put-if-absent commit file, the version and files from its log
-  replay (:mod:`lakeshard.lake.probed_log`).
+  replay (:mod:`lakeshard.lake.embedded.probed_log`).
 
 The table is grown with commits of 5,000 add actions each (files that are never read). Writes
 ``bench/results/append-files.{json,md,png}``.
@@ -34,9 +34,9 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-import lakeshard.lake.embedded as embedded
+import lakeshard.lake.embedded.adapter as embedded
 from lakeshard.lake.embedded import EmbeddedTableStore
-from lakeshard.lake.embedded_write import COMMIT_HOOKS
+from lakeshard.lake.embedded.write import COMMIT_HOOKS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_curve

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from lakeshard.app.plots.balancing import ExclusionPanel, balancing_figure
 from lakeshard.balancing.balancer import candidate_first_shards
-from lakeshard.balancing.plots import ExclusionPanel, balancing_figure
 from lakeshard.balancing.simulation import StrategyResult, TraceSpec, compare_balancing, simulate, synthetic_trace
 from lakeshard.config import BalancingConfig
 

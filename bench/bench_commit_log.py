@@ -8,7 +8,7 @@ needs, two ways, alternating:
 
 * **delta-rs defaults** — ``create_write_transaction`` of a one-row file, with its default post-commit hooks: a
   checkpoint every 100 commits, and a listing of the whole log after each commit to delete expired commit files;
-* **lakeshard** — the same call with :data:`lakeshard.lake.embedded_write.COMMIT_HOOKS`: the checkpoint, no
+* **lakeshard** — the same call with :data:`lakeshard.lake.embedded.write.COMMIT_HOOKS`: the checkpoint, no
   per-commit cleanup (compact_books cleans every table's log once an hour, ``clean_logs``).
 
 Writes ``bench/results/commit-log.{json,md,png}``.
@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.transaction import AddAction, PostCommitHookProperties
 
-from lakeshard.lake.embedded_write import COMMIT_HOOKS
+from lakeshard.lake.embedded.write import COMMIT_HOOKS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_curve

@@ -44,7 +44,7 @@ CHILD = r"""
 import json, os, resource, subprocess, sys, time
 lakehouse, landing, arrow_max_bytes = sys.argv[1], sys.argv[2], sys.argv[3]
 env = dict(os.environ, LAKESHARD_ROUTING_ARROW_MAX_BYTES=arrow_max_bytes)
-code = ("import sys; from lakeshard.cli import main; "
+code = ("import sys; from lakeshard.app.cli import main; "
         "sys.exit(main(['route', '--lakehouse', sys.argv[1], '--landing', sys.argv[2]]))")
 
 def tree_rss_kib(root):

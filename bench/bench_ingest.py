@@ -74,7 +74,7 @@ def run_cli(landing: Path, work: Path, mb: float, unique: int) -> dict[str, Any]
     env = dict(os.environ)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "lakeshard.cli", "ingest", "--lakehouse", str(lakehouse), "--landing",
+    subprocess.run([sys.executable, "-m", "lakeshard.app.cli", "ingest", "--lakehouse", str(lakehouse), "--landing",
                     str(landing)], check=True, env=env, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -176,7 +176,7 @@ def run_floor(landing: Path, work: Path, mb: float, unique: int) -> dict[str, An
 
     from lakeshard.config import LandingConfig
     from lakeshard.dedupe.keyhash import key_hashes
-    from lakeshard.lake.files import write_partitioned
+    from lakeshard.lake.protocol.partitions import write_partitioned
     from lakeshard.landing.reader import list_landing_files, parse_landing_arrow
     from lakeshard.tables import EVENTS_SORT_COLUMNS
 
@@ -267,7 +267,7 @@ def main() -> None:
     landing = Path(args.landing) if args.landing else work / "landing"
     try:
         if args.landing is None:
-                subprocess.run([sys.executable, "-m", "lakeshard.cli", "generate", "--landing", str(landing),
+                subprocess.run([sys.executable, "-m", "lakeshard.app.cli", "generate", "--landing", str(landing),
                             "--lakehouse", str(work / "unused"), "--events", str(args.events), "--tenants",
                             str(args.tenants),
                             "--quiet"], check=True)

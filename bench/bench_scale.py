@@ -1,6 +1,6 @@
 """Per-flow cost of the demo from 100k to 1M events: does any flow grow faster than linearly?
 
-Each size runs ``lakeshard demo``'s whole path (:func:`lakeshard.demo.run_demo`: generate → route → ingest →
+Each size runs ``lakeshard demo``'s whole path (:func:`lakeshard.app.demo.run_demo`: generate → route → ingest →
 close_buckets → compact → autoshard → balance → compact_books → check → needle queries → plots) in a fresh
 process on a fresh work directory, so no size inherits another's JVM warm-up, caches or lakehouse. Inside the
 process, the demo's progress lines are the hook: a flow starts when the runner says ``<flow>: running ...`` and a
@@ -98,8 +98,8 @@ class Meter:
 
 def run_one(events: int, tenants: int, hours: float, seed: int, work: Path, driver_memory: str) -> dict[str, Any]:
     """Return one size's measurements: the demo on a fresh lakehouse in ``work``, in this process."""
+    from lakeshard.app.demo import run_demo
     from lakeshard.config import load_config
-    from lakeshard.demo import run_demo
     from lakeshard.lake import open_store
     from lakeshard.runtime import get_spark
     from lakeshard.synth import SynthSpec

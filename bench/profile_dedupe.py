@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_dedupe as bench
 
 import lakeshard.dedupe.keyhash as keyhash
-import lakeshard.lake.embedded as embedded
-import lakeshard.lake.embedded_log as embedded_log
-import lakeshard.lake.embedded_write as embedded_write
-import lakeshard.lake.files as files_mod
+import lakeshard.lake as files_mod
+import lakeshard.lake.embedded.adapter as embedded
+import lakeshard.lake.embedded.log as embedded_log
+import lakeshard.lake.embedded.write as embedded_write
 from lakeshard.config import load_config
 from lakeshard.dedupe.engines import ArrowStep
 from lakeshard.dedupe.feed import RoutedFeed

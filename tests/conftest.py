@@ -90,8 +90,8 @@ def connect_server() -> Iterator[str]:
 @pytest.fixture
 def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Return the list that gets, per data file read with a filter, the rows of the row groups its statistics let
-    through (:func:`lakeshard.lake.rowgroups.matching_row_groups`): what a pruned read decodes."""
-    from lakeshard.lake import rowgroups
+    through (:func:`lakeshard.lake.protocol.rowgroups.matching_row_groups`): what a pruned read decodes."""
+    from lakeshard.lake.protocol import rowgroups
 
     counts: list[int] = []
     real = rowgroups.matching_row_groups

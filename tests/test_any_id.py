@@ -21,15 +21,15 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
+from lakeshard.app.cli import main
 from lakeshard.buckets import Completionist
 from lakeshard.buckets.planner import hour_of
-from lakeshard.cli import main
 from lakeshard.compaction import compact_events, read_events
 from lakeshard.config import load_config
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.lake import TableStore
-from lakeshard.lake.datafiles import written_partition_values
-from lakeshard.lake.files import PARTITION_VALUES_KEY, partition_directory
+from lakeshard.lake.protocol.datafiles import written_partition_values
+from lakeshard.lake.protocol.partitions import PARTITION_VALUES_KEY, partition_directory
 from lakeshard.routing.router import Router
 from lakeshard.versions.chunks import Chunk, ChunkVersions
 

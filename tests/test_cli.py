@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lakeshard.cli import main
+from lakeshard.app.cli import main
 
-LAKESHARD = [sys.executable, "-m", "lakeshard.cli"]
+LAKESHARD = [sys.executable, "-m", "lakeshard.app.cli"]
 
 
 @pytest.mark.parametrize("command", [[], ["doctor"], ["generate"], ["route"], ["ingest"], ["demo"], ["autoshard"],
@@ -69,7 +69,7 @@ def test_ingest_routes_and_writes_a_small_landing_exactly_once_even_when_run_twi
 def test_an_unexpected_error_is_one_line_with_the_traceback_saved_to_a_file(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import lakeshard.cli as cli
+    import lakeshard.app.cli as cli
 
     def broken(args: object) -> int:
         raise OSError(5, "Input/output error", "/lakehouse/events/_delta_log/00000000000000000042.json")

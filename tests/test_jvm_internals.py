@@ -1,4 +1,5 @@
-"""Nothing outside ``lakeshard.lake.jvm`` touches Spark's JVM internals, so every other path runs under Spark Connect.
+"""Nothing outside ``lakeshard.lake.native.jvm`` touches Spark's JVM internals, so every other path runs under
+Spark Connect.
 
 Spark Connect sessions (pyspark's ``remote()``, databricks-connect, serverless, standard-access clusters) have no
 py4j gateway, no SparkContext and no RDDs. The scan reads the syntax tree of every module: imports of ``py4j``,
@@ -14,7 +15,7 @@ LIB = Path(__file__).resolve().parents[1] / "lib" / "lakeshard"
 JVM_INTERNALS = {"_jvm", "_jsparkSession", "_jsc", "_jdf", "_jconf", "_sc", "sparkContext", "SparkContext", "rdd",
                  "_gateway"}
 ALLOWED = {
-    "lake/jvm.py",  # the one module that talks to Delta's JVM classes through py4j
+    "lake/native/jvm.py",  # the one module that talks to Delta's JVM classes through py4j
 }
 
 
@@ -39,7 +40,8 @@ def test_only_the_jvm_module_touches_jvm_internals() -> None:
         relative = path.relative_to(LIB).as_posix()
         if relative not in ALLOWED and (uses := _uses(ast.parse(path.read_text(), str(path)))):
             offenders[relative] = uses
-    assert not offenders, f"JVM internals outside lakeshard.lake.jvm (use public, Connect-safe APIs): {offenders}"
+    assert not offenders, \
+        f"JVM internals outside lakeshard.lake.native.jvm (use public, Connect-safe APIs): {offenders}"
 
 
 def test_the_scan_sees_each_kind_of_use() -> None:

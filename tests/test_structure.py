@@ -146,3 +146,90 @@ def test_each_package_has_one_exception_base() -> None:
                 roots.setdefault(_unit(module), set()).add(own[-1].__name__)
     several = {package: sorted(r) for package, r in roots.items() if len(r) > 1}
     assert not several, f"packages with more than one exception base: {several}"
+
+
+def _imports(path: Path, module: str) -> Iterator[tuple[int, str]]:
+    """Yield ``(line, imported module)`` for every import in the module at ``path``, relative ones resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                stem = ".".join(base + ([node.module] if node.module else []))
+            else:
+                stem = node.module or ""
+            yield node.lineno, stem
+
+
+def test_every_package_keeps_its_error_base_in_its_errors_module() -> None:
+    # A base defined beside the code that raises it makes every other module of the package import that code.
+    misplaced = []
+    for module, path in _modules(LIB):
+        unit = _unit(module)
+        if unit in ("lakeshard", "lakeshard.errors") or path.parent == LIB:
+            continue
+        for cls in vars(importlib.import_module(module)).values():
+            if inspect.isclass(cls) and issubclass(cls, LakeshardError) and cls.__module__ == module:
+                bases = [b for b in cls.__bases__ if b.__module__.startswith(unit + ".")]
+                if not bases and module != f"{unit}.errors":
+                    misplaced.append(f"{module}.{cls.__name__}")
+    assert not misplaced, "package error bases outside the package's errors.py:\n" + "\n".join(misplaced)
+
+
+def test_other_packages_use_the_lake_package_through_its_face() -> None:
+    reaching = []
+    for module, path in _modules(LIB):
+        if _unit(module) == "lakeshard.lake":
+            continue
+        for line, target in _imports(path, module):
+            if target.startswith("lakeshard.lake."):
+                reaching.append(f"{module}:{line} imports {target}")
+    assert not reaching, "imports into lakeshard.lake's modules (use the names lakeshard.lake exports):\n" + \
+        "\n".join(reaching)
+
+
+def test_no_module_imports_the_internals_of_another_package_s_sub_package() -> None:
+    # lakeshard.<package>.<sub-package> is entered from outside <package> only through the sub-package's face.
+    reaching = []
+    for module, path in _modules(LIB):
+        for line, target in _imports(path, module):
+            parts = target.split(".")
+            if parts[0] != "lakeshard" or len(parts) < 4 or _unit(target) == _unit(module):
+                continue
+            if (LIB / parts[1] / parts[2]).is_dir():
+                reaching.append(f"{module}:{line} imports {target}")
+    assert not reaching, "imports past a sub-package's face:\n" + "\n".join(reaching)
+
+
+def test_only_the_lake_package_imports_the_delta_libraries() -> None:
+    found = [f"{module}:{line} imports {target}" for module, path in _modules(LIB) if _unit(module) != "lakeshard.lake"
+             for line, target in _imports(path, module) if target.split(".")[0] in ("deltalake", "delta")]
+    assert not found, "Delta libraries imported outside lakeshard.lake:\n" + "\n".join(found)
+
+
+def test_domain_packages_never_import_the_app_wing() -> None:
+    found = [f"{module}:{line} imports {target}" for module, path in _modules(LIB) if _unit(module) != "lakeshard.app"
+             for line, target in _imports(path, module) if _unit(target) == "lakeshard.app"]
+    assert not found, "the presentation wing imported from below it (move the caller into lakeshard.app):\n" + \
+        "\n".join(found)
+
+
+def test_plots_and_progress_bars_are_drawn_only_in_the_app_wing() -> None:
+    found = [f"{module}:{line} imports {target}" for module, path in _modules(LIB) if _unit(module) != "lakeshard.app"
+             for line, target in _imports(path, module) if target.split(".")[0] in ("matplotlib", "tqdm")]
+    assert not found, "matplotlib or tqdm (the app extra) imported outside lakeshard.app:\n" + "\n".join(found)
+
+
+# lakeshard.utc's helpers, and the names private copies of them went by.
+_TIME_HELPERS = {"as_utc", "aware", "micros", "from_micros", "millis", "_utc", "_epoch_ms", "_as_utc", "_micros"}
+
+
+def test_time_helpers_are_defined_only_in_the_time_module() -> None:
+    found = [f"{module}:{node.lineno} defines {node.name}"
+             for module, path in _modules(LIB) if module != "lakeshard.utc"
+             for node in ast.parse(path.read_text(encoding="utf-8")).body
+             if isinstance(node, ast.FunctionDef) and node.name in _TIME_HELPERS]
+    assert not found, "time helpers outside lakeshard.utc (import them from there):\n" + "\n".join(found)

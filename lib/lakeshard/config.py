@@ -67,7 +67,7 @@ class SparkConfig:
 
 @dataclass(frozen=True)
 class LandingConfig:
-    """The landing record format's limits (DESIGN.md §2)."""
+    """The landing record format's limits (docs/design.md §2)."""
 
     max_record_bytes: int = 256 * 1024
     max_tenant_id_chars: int = 128
@@ -271,7 +271,7 @@ class MaintenanceConfig:
 @dataclass(frozen=True)
 class StorageConfig:
     """delta-rs storage options per object store (``s3://``, ``abfss://``, ``gs://``), used by
-    :func:`lakeshard.lake.storage.storage_options`.
+    :func:`lakeshard.lake.embedded.storage_options.storage_options`.
 
     Keys are the ones delta-rs (``object_store``) expects, e.g. ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``,
     ``AZURE_STORAGE_ACCOUNT_NAME``, ``GOOGLE_SERVICE_ACCOUNT_KEY``. A value ``"env:NAME"`` is read from the

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lakeshard.balancing.cli import add_commands
+from lakeshard.app.commands.balancing import add_commands
 from lakeshard.config import load_config
 from lakeshard.lake import TableStore
 from lakeshard.pipelines.commands import run_flow

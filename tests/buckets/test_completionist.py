@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from lakeshard.app.cli import main
 from lakeshard.buckets import Completionist
 from lakeshard.buckets.planner import hour_of
-from lakeshard.cli import main
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.lake import TableStore

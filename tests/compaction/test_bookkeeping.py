@@ -21,7 +21,7 @@ from lakeshard.compaction.bookkeeping import (
 )
 from lakeshard.config import LakeshardConfig, MaintenanceConfig
 from lakeshard.lake import FileInfo, TableStore
-from lakeshard.lake.embedded_log import commit_file_versions
+from lakeshard.lake.embedded.log import commit_file_versions
 from lakeshard.tables import EVENTS, ID_INDEX, ROUTED
 
 LEDGER = "ledger"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from lakeshard.cli import main
+from lakeshard.app.cli import main
 
 from .conftest import AppendEvents
 

@@ -141,7 +141,7 @@ def test_lakeshard_ingest_reports_a_lasting_storage_fault_in_one_paragraph_and_e
     capsys: pytest.CaptureFixture[str]
 ) -> None:
     import lakeshard.lake
-    from lakeshard.cli import main
+    from lakeshard.app.cli import main
 
     landing = tmp_path / "landing"
     generate_landing(landing, SynthSpec(events=300, tenants=3, hours=0.2, seed=4, bad_rate=0.0))
@@ -160,19 +160,19 @@ def test_lakeshard_ingest_reports_a_lasting_storage_fault_in_one_paragraph_and_e
 def test_rows_that_fail_to_write_by_themselves_are_dead_lettered_and_the_rest_commits_exactly_once(
     spark: SparkSession, store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lakeshard.lake.files
+    import lakeshard.lake
 
     cfg, _ = _zone(spark, store, tmp_path)
     routed = store.read(cfg.table_uri(ROUTED)).where("shard IN (0, 1)")
     poison = sorted({str(r["event_id"]) for r in routed.select("event_id").limit(40).collect()})[:2]
-    real_write = lakeshard.lake.files.write_partitioned
+    real_write = lakeshard.lake.write_partitioned
 
     def write_rejecting_poison(rows: Any, target: str, *args: Any, **kwargs: Any) -> Any:
         if "event_id" in rows.column_names and set(rows.column("event_id").to_pylist()) & set(poison):
             raise ValueError("cannot encode this row")  # a row the file format refuses, wherever it is written
         return real_write(rows, target, *args, **kwargs)
 
-    monkeypatch.setattr(lakeshard.lake.files, "write_partitioned", write_rejecting_poison)
+    monkeypatch.setattr(lakeshard.lake, "write_partitioned", write_rejecting_poison)
     reports = ShardWriter(spark, store, cfg, [0, 1]).run()
     poisoned = routed.where(routed.event_id.isin(poison)).count()
     assert sum(r.dead_lettered for r in reports) == poisoned == _quarantined(store, cfg) > 0
@@ -187,14 +187,14 @@ def test_rows_that_fail_to_write_by_themselves_are_dead_lettered_and_the_rest_co
 def test_a_write_that_fails_for_every_row_is_a_fault_not_bad_data(
     spark: SparkSession, store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lakeshard.lake.files
+    import lakeshard.lake
 
     cfg, _ = _zone(spark, store, tmp_path)
 
     def disk_full(*args: Any, **kwargs: Any) -> None:
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(lakeshard.lake.files, "write_partitioned", disk_full)
+    monkeypatch.setattr(lakeshard.lake, "write_partitioned", disk_full)
     with pytest.raises(WriterStepFailed, match="No space left on device"):
         ShardWriter(spark, store, cfg, [0, 1]).run()
     assert _quarantined(store, cfg) == 0

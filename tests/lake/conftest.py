@@ -28,8 +28,8 @@ def table_store(request: pytest.FixtureRequest, spark: SparkSession, store: Tabl
     """Return each TableStore adapter over the shared session; the native one only where Delta's classes load."""
     if request.param == "embedded":
         return store
-    from lakeshard.lake.jvm import has_delta_jvm
     from lakeshard.lake.native import NativeTableStore
+    from lakeshard.lake.native.jvm import has_delta_jvm
 
     if not has_delta_jvm(spark):
         pytest.skip(NO_DELTA_JVM)

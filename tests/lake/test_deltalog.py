@@ -18,7 +18,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import BYTES_ADDED, ROWS_ADDED, AppTransaction, FileInfo
-from lakeshard.lake.deltalog import (
+from lakeshard.lake.protocol.log import (
     COMMIT_ID,
     LogState,
     add_action,

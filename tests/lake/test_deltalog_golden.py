@@ -3,7 +3,7 @@
 Each table's live files, version and app transaction versions must be what delta-rs reads from the same log
 and what the golden table was written to hold; tables whose features make a plain replay wrong (deletion
 vectors, column mapping, V2 checkpoints) are refused with an error naming the feature. Both the pure replay
-(:mod:`lakeshard.lake.deltalog`) and the native adapter's log reads run on them. The tables are in
+(:mod:`lakeshard.lake.protocol.log`) and the native adapter's log reads run on them. The tables are in
 ``tests/data/delta-golden`` (logs only; see its README for the source and licence).
 """
 
@@ -19,7 +19,8 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakeshard.errors import UnsupportedByAdapter
-from lakeshard.lake.deltalog import (
+from lakeshard.lake.native import NativeTableStore
+from lakeshard.lake.protocol.log import (
     LogState,
     checkpoint_parts,
     commit_versions,
@@ -28,7 +29,6 @@ from lakeshard.lake.deltalog import (
     state_from_checkpoint_rows,
     unsupported_features,
 )
-from lakeshard.lake.native import NativeTableStore
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "delta-golden"
 

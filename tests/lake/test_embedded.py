@@ -176,7 +176,8 @@ def test_a_write_the_committer_cannot_fully_see_fails_without_moving_progress_an
     driver does not see the executors' storage). The commit must fail with nothing moved, and a retry once the
     fault is gone commits the batch exactly once."""
     from lakeshard.errors import UnaccountedRows
-    from lakeshard.lake import AppTransaction, embedded_write
+    from lakeshard.lake import AppTransaction
+    from lakeshard.lake.embedded import write as embedded_write
 
     uri = str(tmp_path / "events")
     store.create(uri, EVENTS, partition_by=["tenant_id", "hour"])

@@ -1,4 +1,4 @@
-"""Blind appends the embedded store commits itself (:mod:`lakeshard.lake.embedded_append`), checked against delta-rs.
+"""Blind appends the embedded store commits itself (:mod:`lakeshard.lake.embedded.append`), checked against delta-rs.
 
 Every commit written here is read back by delta-rs loading the table afresh: the files, rows, app transaction
 versions and commit metadata it sees must be the ones the store says it committed.
@@ -24,9 +24,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction
 from lakeshard.lake.embedded import EmbeddedTableStore
-from lakeshard.lake.embedded_append import appendable, log_path
-from lakeshard.lake.files import partition_directory
-from lakeshard.lake.probed_log import probed_state
+from lakeshard.lake.embedded.append import appendable, log_path
+from lakeshard.lake.embedded.probed_log import probed_state
+from lakeshard.lake.protocol.partitions import partition_directory
 
 SCHEMA = StructType([StructField("tenant_id", StringType(), False), StructField("event_id", StringType(), False),
                      StructField("n", LongType(), True)])
@@ -279,7 +279,7 @@ def test_a_full_disk_while_writing_data_or_the_commit_file_commits_nothing_and_a
     import builtins
     import errno
 
-    import lakeshard.lake.embedded_append as embedded_append
+    import lakeshard.lake.embedded.append as embedded_append
 
     store, uri = _table(tmp_path, "t")
     txn = [AppTransaction("writer-0", 1)]

@@ -1,4 +1,4 @@
-"""Hive-style partitioned Parquet writes from Arrow (``lakeshard.lake.files.write_partitioned``)."""
+"""Hive-style partitioned Parquet writes from Arrow (``lakeshard.lake.protocol.partitions.write_partitioned``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lakeshard.lake.files as files
+import lakeshard.lake.protocol.partitions as files
 
 SCHEMA = pa.schema([("tenant_id", pa.string()), ("hour", pa.int32()), ("event_id", pa.string()),
                     ("ts", pa.int64())])

@@ -14,11 +14,11 @@ from pyspark.sql import SparkSession
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
 from lakeshard.lake import adapter_choice, choose_adapter, open_store
-from lakeshard.lake.conflicts import is_concurrent_modification
 from lakeshard.lake.embedded import EmbeddedTableStore
-from lakeshard.lake.jvm import scala_call
 from lakeshard.lake.native import NativeTableStore
-from lakeshard.lake.native_log import commit_timestamps
+from lakeshard.lake.native.conflicts import is_concurrent_modification
+from lakeshard.lake.native.jvm import scala_call
+from lakeshard.lake.native.log import commit_timestamps
 
 
 @pytest.mark.parametrize(("setting", "delta_jvm", "gateway", "expected", "why"), [
@@ -50,7 +50,7 @@ def test_this_session_gets_the_embedded_store_and_native_refuses(spark: SparkSes
 
 
 def test_doctor_names_the_adapter_and_why(spark: SparkSession, test_config: LakeshardConfig) -> None:
-    from lakeshard.cli import _doctor_session
+    from lakeshard.app.cli import _doctor_session
     from lakeshard.runtime import RuntimeKind
 
     rows: list[tuple[str, str]] = []

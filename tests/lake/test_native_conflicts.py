@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakeshard.errors import CommitConflict
-from lakeshard.lake.conflicts import conflict_or_raise, is_concurrent_modification
+from lakeshard.lake.native.conflicts import conflict_or_raise, is_concurrent_modification
 
 _APPEND = "io.delta.exceptions.ConcurrentAppendException"
 _MESSAGE = ("[DELTA_CONCURRENT_APPEND.WITHOUT_HINT] ConcurrentAppendException: Files were added to the root of the "

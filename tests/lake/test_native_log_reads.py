@@ -15,9 +15,9 @@ from pyspark.sql import SparkSession
 
 from lakeshard.errors import CommitConflict, EnvironmentProblem, TableNotFound, TableStoreError
 from lakeshard.lake import ROWS_ADDED, AppTransaction, TableStore
-from lakeshard.lake.deltalog import COMMIT_ID
-from lakeshard.lake.jvm import jvm_has_class
 from lakeshard.lake.native import NativeTableStore
+from lakeshard.lake.native.jvm import jvm_has_class
+from lakeshard.lake.protocol.log import COMMIT_ID
 
 SCHEMA = "tenant_id string, hour int, event_id string, ts timestamp"
 

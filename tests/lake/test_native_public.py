@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from lakeshard.lake import FileInfo
-from lakeshard.lake.deltalog import LogState
-from lakeshard.lake.native_public import whole_partitions_predicate
+from lakeshard.lake.native.public import whole_partitions_predicate
+from lakeshard.lake.protocol.log import LogState
 
 _T = datetime(2026, 1, 1, tzinfo=UTC)
 

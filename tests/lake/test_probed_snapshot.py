@@ -14,9 +14,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakeshard.lake.embedded import EmbeddedTableStore
-from lakeshard.lake.embedded_log import live_files
-from lakeshard.lake.probed_log import probed_files, probed_state
-from lakeshard.lake.store import FileInfo
+from lakeshard.lake.embedded.log import live_files
+from lakeshard.lake.embedded.probed_log import probed_files, probed_state
+from lakeshard.lake.types import FileInfo
 
 T0 = datetime(2026, 3, 1, 7, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ import pytest
 
 from lakeshard.config import load_config
 from lakeshard.errors import ConfigError
-from lakeshard.lake.storage import storage_options
+from lakeshard.lake.embedded.storage_options import storage_options
 
 TOML = """
 lakehouse = "s3://bucket/lh"
@@ -64,7 +64,7 @@ def test_storage_options_from_the_environment_as_json(tmp_path: Path) -> None:
 def test_pyarrow_reads_object_stores_with_the_same_options() -> None:
     import pyarrow.fs as pafs
 
-    from lakeshard.lake.storage import arrow_filesystem
+    from lakeshard.lake.embedded.storage_options import arrow_filesystem
 
     found = arrow_filesystem({"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
                               "AWS_ENDPOINT_URL": "http://localhost:9000"}, "s3://bucket/lh/events")

@@ -143,7 +143,7 @@ def test_a_tables_stats_properties_choose_the_columns_its_files_keep_stats_for(
 
 
 def test_a_malformed_stats_property_is_named_in_the_error() -> None:
-    from lakeshard.lake.datafiles import stats_columns
+    from lakeshard.lake.protocol.datafiles import stats_columns
 
     with pytest.raises(TableStoreError, match="dataSkippingNumIndexedCols = 'many'"):
         stats_columns({"delta.dataSkippingNumIndexedCols": "many"}, ["a", "b"])

@@ -15,7 +15,8 @@ import pytest
 
 from lakeshard.config import LandingConfig
 from lakeshard.landing import reasons
-from lakeshard.landing.reader import LandingReadError, _raw_text, list_landing_files, parse_landing_arrow, read_landing
+from lakeshard.landing.errors import LandingReadError
+from lakeshard.landing.reader import _raw_text, list_landing_files, parse_landing_arrow, read_landing
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 from lakeshard.synth import Manifest, SynthSpec, generate_landing, read_truth_events
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lakeshard.cli import main
+from lakeshard.app.cli import main
 from lakeshard.pipelines import RunReport
 from lakeshard.synth import Manifest
 

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.lake import TableStore
 from lakeshard.routing.allocator import ShardAllocator
-from lakeshard.routing.placement import RoutingError
+from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.tables import ShardTopology, TenantSetting
 
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)

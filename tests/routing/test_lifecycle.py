@@ -264,7 +264,7 @@ def test_ingest_writes_every_event_of_a_growing_file_once_and_says_what_it_held_
     half = len(lines[50]) // 2
     part.write_bytes(b"".join(lines[:50]) + lines[50][:half])
     (landing / "later.jsonl").symlink_to(tmp_path / "not-yet.jsonl")
-    command = [sys.executable, "-m", "lakeshard.cli"]
+    command = [sys.executable, "-m", "lakeshard.app.cli"]
     common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
     run = subprocess.run([*command, "route", *common], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr

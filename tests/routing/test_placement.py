@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.hashing import HASH_MMH3, HASH_XXHASH64, event_hash, jump_hash
-from lakeshard.routing.placement import RoutingError, first_shard, placement_shards, window_of
+from lakeshard.routing.placement import first_shard, placement_shards, window_of
 
 
 @pytest.mark.parametrize(

@@ -382,7 +382,7 @@ def test_a_look_ahead_that_fails_never_costs_the_batch_in_hand(
     """The zone becomes unreadable right after a batch's parse (the look ahead's listing fails): that batch still
     commits; the next batch's own look raises only if the fault lasts, and a later run routes everything once."""
     from lakeshard.lake.embedded import EmbeddedTableStore
-    from lakeshard.landing.reader import LandingReadError
+    from lakeshard.landing.errors import LandingReadError
     from lakeshard.routing import router as router_module
 
     path, m = landing

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from lakeshard.app.demo import run_demo
 from lakeshard.config import LakeshardConfig
-from lakeshard.demo import run_demo
 from lakeshard.lake import TableStore
 from lakeshard.runtime import is_spark_connect, runtime_name
 from lakeshard.synth import SynthSpec
@@ -34,7 +34,7 @@ def test_the_small_demo_with_every_batch_through_spark(spark: SparkSession, stor
 
 
 def test_doctor_names_the_runtime_and_proves_a_round_trip(spark: SparkSession, test_config: LakeshardConfig) -> None:
-    from lakeshard.cli import _doctor_session
+    from lakeshard.app.cli import _doctor_session
     from lakeshard.runtime import detect_runtime
 
     remote = os.environ.get("LAKESHARD_TEST_SPARK_REMOTE", "")

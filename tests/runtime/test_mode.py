@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from lakeshard.cli import main
+from lakeshard.app.cli import main
 from lakeshard.config import load_config
 from lakeshard.runtime import describe_mode
 

@@ -10,7 +10,7 @@ from _chunk_table import CHUNK_TABLE_SCHEMA, Rows, ids
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from lakeshard.cli import main
+from lakeshard.app.cli import main
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import TableStore
 from lakeshard.versions import Chunk, ChunkVersions, VersionsError, read_chunk

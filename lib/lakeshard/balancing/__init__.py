@@ -40,8 +40,13 @@ if TYPE_CHECKING:
         TenantLoad,
         load_stats,
     )
-    from lakeshard.balancing.errors import BalancingError
-    from lakeshard.balancing.exclusions import ExclusionError, plan_exclusion
+    from lakeshard.balancing.errors import (
+        BalancingError,
+    )
+    from lakeshard.balancing.exclusions import (
+        ExclusionError,
+        plan_exclusion,
+    )
     from lakeshard.balancing.executor import (
         AutoshardRun,
         BalanceRun,
@@ -65,6 +70,7 @@ if TYPE_CHECKING:
         synthetic_trace,
     )
 
+# Spark and Arrow load on first use of a name, not on `import lakeshard.balancing`.
 __all__ = [
     "AutoshardError",
     "AutoshardPlan",
@@ -104,46 +110,4 @@ __all__ = [
     "trace_from_metrics",
 ]
 
-# Loaded on first use: ``lakeshard --help`` and the CLI wiring import this package, and should not pay for
-# numpy and pyspark until a command actually runs.
-_HOME = {
-    "AutoshardError": "autosharder",
-    "AutoshardPlan": "autosharder",
-    "AutoshardRun": "executor",
-    "Autosharder": "autosharder",
-    "BalanceComparison": "simulation",
-    "BalanceError": "balancer",
-    "BalancePlan": "balancer",
-    "BalanceRun": "executor",
-    "Balancer": "balancer",
-    "BalancingError": "errors",
-    "ExclusionError": "exclusions",
-    "ExclusionRun": "executor",
-    "LoadStats": "balancer",
-    "Ring": "balancer",
-    "SaltMove": "balancer",
-    "ShardCountChange": "autosharder",
-    "SimulationReport": "simulation",
-    "StrategyResult": "simulation",
-    "TenantLoad": "balancer",
-    "TenantRates": "autosharder",
-    "Trace": "simulation",
-    "TraceBurst": "simulation",
-    "TraceSpec": "simulation",
-    "autoshard": "executor",
-    "balance": "executor",
-    "compare_balancing": "simulation",
-    "exclude_shards": "executor",
-    "load_stats": "balancer",
-    "plan_exclusion": "exclusions",
-    "plan_shard_counts": "autosharder",
-    "read_tenant_rates": "executor",
-    "shards_needed": "autosharder",
-    "simulate": "simulation",
-    "synthetic_trace": "simulation",
-    "tenant_loads": "executor",
-    "trace_from_metrics": "executor",
-}
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
+__getattr__, __dir__ = lazy_exports(globals())

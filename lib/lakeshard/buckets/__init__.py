@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from lakeshard.buckets.checksum import BucketCheck, check_buckets
+    from lakeshard.buckets.checksum import (
+        BucketCheck,
+        check_buckets,
+    )
     from lakeshard.buckets.completionist import (
         BUCKETS,
         BucketsError,
@@ -27,7 +30,11 @@ if TYPE_CHECKING:
         Completionist,
         CompletionReport,
     )
-    from lakeshard.buckets.late import assign_buckets, assign_buckets_arrow, event_hour
+    from lakeshard.buckets.late import (
+        assign_buckets,
+        assign_buckets_arrow,
+        event_hour,
+    )
     from lakeshard.buckets.planner import (
         Backlog,
         BucketDecision,
@@ -37,6 +44,7 @@ if TYPE_CHECKING:
         plan_closures,
     )
 
+# Spark and Arrow load on first use of a name, not on `import lakeshard.buckets`.
 __all__ = [
     "BUCKETS",
     "Backlog",
@@ -56,24 +64,4 @@ __all__ = [
     "plan_closures",
 ]
 
-# Loaded on first use: the CLI wiring imports this package and should not pay for pyspark until a command runs.
-_HOME = {
-    "BUCKETS": "completionist",
-    "Backlog": "planner",
-    "BucketCheck": "checksum",
-    "BucketDecision": "planner",
-    "BucketObservation": "planner",
-    "BucketState": "completionist",
-    "BucketsError": "errors",
-    "CompletionReport": "completionist",
-    "Completionist": "completionist",
-    "assign_buckets": "late",
-    "assign_buckets_arrow": "late",
-    "check_buckets": "checksum",
-    "event_hour": "late",
-    "late_target": "planner",
-    "open_hour": "planner",
-    "plan_closures": "planner",
-}
-
-__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
+__getattr__, __dir__ = lazy_exports(globals())

@@ -40,9 +40,9 @@ from lakeshard.buckets.planner import Backlog, Bucket, BucketDecision, BucketObs
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.routing.placement import as_utc
 from lakeshard.tables import BUCKETS, COMPLETIONIST_APP_ID, EVENTS, LANDING_BATCHES, ROUTED, hour_of, writer_app_id
 from lakeshard.tables.schemas import BUCKETS_SCHEMA
+from lakeshard.utc import as_utc, aware
 from lakeshard.versions.chunks import rows_in
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class Completionist:
 
         This is what a downstream hourly job polls: every bucket listed is complete and will never change.
         """
-        since = None if since is None else (since if since.tzinfo else since.replace(tzinfo=UTC))
+        since = None if since is None else (aware(since))
         done = [s for s in self.states().values() if s.state == "closed" and (since is None or s.decided_at >= since)]
         return sorted(done, key=lambda s: (s.decided_at, s.hour, s.tenant_id))
 

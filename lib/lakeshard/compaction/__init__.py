@@ -21,16 +21,26 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from lakeshard.compaction.errors import CompactionError
-    from lakeshard.compaction.events import compact_events
+    from lakeshard.compaction.errors import (
+        CompactionError,
+    )
+    from lakeshard.compaction.events import (
+        compact_events,
+    )
     from lakeshard.compaction.executor import (
         CompactionReport,
         CompactionSettings,
         Compactor,
         RoundResult,
     )
-    from lakeshard.compaction.fragment_table import FragmentTable, read_fragments
-    from lakeshard.compaction.fragments import FragmentError, FragmentMeta
+    from lakeshard.compaction.fragment_table import (
+        FragmentTable,
+        read_fragments,
+    )
+    from lakeshard.compaction.fragments import (
+        FragmentError,
+        FragmentMeta,
+    )
     from lakeshard.compaction.planner import (
         CompactionPlan,
         CompactionTask,
@@ -40,9 +50,19 @@ if TYPE_CHECKING:
         SizeTieredPlanner,
         plan_compaction,
     )
-    from lakeshard.compaction.query import PruningReport, QueryError, read_events
-    from lakeshard.compaction.sort_schema import EVENTS_SORT_SCHEMA, SortSchema, SortSchemaError, sort_schema_for
+    from lakeshard.compaction.query import (
+        PruningReport,
+        QueryError,
+        read_events,
+    )
+    from lakeshard.compaction.sort_schema import (
+        EVENTS_SORT_SCHEMA,
+        SortSchema,
+        SortSchemaError,
+        sort_schema_for,
+    )
 
+# Spark and Arrow load on first use of a name, not on `import lakeshard.compaction`.
 __all__ = [
     "EVENTS_SORT_SCHEMA",
     "CompactionError",
@@ -70,32 +90,4 @@ __all__ = [
     "sort_schema_for",
 ]
 
-# Loaded on first use: the CLI imports this package for its wiring and should not pay for pyarrow/Spark.
-_HOME = {
-    "EVENTS_SORT_SCHEMA": "sort_schema",
-    "CompactionError": "errors",
-    "CompactionPlan": "planner",
-    "CompactionReport": "executor",
-    "CompactionSettings": "executor",
-    "CompactionTask": "planner",
-    "Compactor": "executor",
-    "FileNode": "planner",
-    "FragmentError": "fragments",
-    "FragmentMeta": "fragments",
-    "FragmentTable": "fragment_table",
-    "LocalityPlanner": "planner",
-    "PlannerError": "planner",
-    "PruningReport": "query",
-    "QueryError": "query",
-    "RoundResult": "executor",
-    "SizeTieredPlanner": "planner",
-    "SortSchema": "sort_schema",
-    "SortSchemaError": "sort_schema",
-    "plan_compaction": "planner",
-    "read_events": "query",
-    "read_fragments": "fragment_table",
-    "compact_events": "events",
-    "sort_schema_for": "sort_schema",
-}
-
-__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
+__getattr__, __dir__ = lazy_exports(globals())

@@ -59,8 +59,7 @@ import pyarrow.parquet as pq
 from lakeshard.compaction.fragment_table import live_fragment_rows
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
-from lakeshard.lake import FileInfo, TableStore, WriteFiles
-from lakeshard.lake.files import filesystem, write_partitioned
+from lakeshard.lake import FileInfo, TableStore, WriteFiles, filesystem, write_partitioned
 from lakeshard.tables import (
     EVENTS,
     FRAGMENTS,

@@ -71,7 +71,7 @@ def register_lakeshard_source(spark: SparkSession) -> None:
 
 
 def _store() -> Any:
-    from lakeshard.lake.embedded import EmbeddedTableStore
+    from lakeshard.lake import EmbeddedTableStore
 
     return EmbeddedTableStore(None)  # metadata and Arrow reads only: no Spark session in the worker
 

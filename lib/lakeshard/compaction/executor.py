@@ -82,8 +82,7 @@ from lakeshard.compaction.planner import (
 from lakeshard.compaction.scope import compaction_scope, record_compacted
 from lakeshard.compaction.sort_schema import SortSchema, sort_schema_for
 from lakeshard.errors import CommitConflict, LakeshardError
-from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.lake.files import partition_directory
+from lakeshard.lake import AppTransaction, FileInfo, TableStore, partition_directory
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS
 from lakeshard.versions.locks import ChunkLocked
 

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.sort_schema import SortKey, SortSchema, key_of, timestamp_text
-from lakeshard.lake.files import filesystem
+from lakeshard.lake import filesystem
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS, ColumnPruning, PruningError
 
 __all__ = [

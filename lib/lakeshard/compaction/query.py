@@ -35,6 +35,7 @@ from lakeshard.compaction.fragments import FragmentMeta
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.pruning import may_contain
 from lakeshard.tables import HOUR_FORMAT
+from lakeshard.utc import aware
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -91,14 +92,14 @@ class TimeBounds:
 
     def and_lower(self, value: datetime, inclusive: bool) -> TimeBounds:
         """Return these bounds ANDed with ``ts >= value`` (``>`` when not ``inclusive``): the tighter lower bound."""
-        value = value if value.tzinfo else value.replace(tzinfo=UTC)
+        value = aware(value)
         if self.lower is not None and (self.lower > value or (self.lower == value and not self.lower_inclusive)):
             return self
         return TimeBounds(value, self.upper, inclusive, self.upper_inclusive)
 
     def and_upper(self, value: datetime, inclusive: bool) -> TimeBounds:
         """Return these bounds ANDed with ``ts <= value`` (``<`` when not ``inclusive``): the tighter upper bound."""
-        value = value if value.tzinfo else value.replace(tzinfo=UTC)
+        value = aware(value)
         if self.upper is not None and (self.upper < value or (self.upper == value and not self.upper_inclusive)):
             return self
         return TimeBounds(self.lower, value, self.lower_inclusive, inclusive)
@@ -262,7 +263,7 @@ def plan_read(store: TableStore, table: str, *, tenant: str, start: datetime, en
     Raises:
         QueryError: a predicate names a column the table lacks, or the query is malformed.
     """
-    start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
+    start, end = (aware(t) for t in (start, end))
     files = store.files(table, version=version)
     # A column with statistics in a live file is a column of the table (columns are only ever added): the schema,
     # another load of the table, is read only for a predicate column no file has statistics of.
@@ -308,7 +309,7 @@ def read_events(spark: SparkSession, store: TableStore, table: str, *, tenant: s
     """
     from pyspark.sql import functions as F
 
-    start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
+    start, end = (aware(t) for t in (start, end))
     kept, report = plan_read(store, table, tenant=tenant, start=start, end=end, predicates=predicates,
                              version=version, use_regex=use_regex)
     if not kept:

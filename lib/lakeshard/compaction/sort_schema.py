@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from lakeshard.compaction.errors import CompactionError
 from lakeshard.tables import EVENTS, EVENTS_SORT_COLUMNS
+from lakeshard.utc import as_utc
 
 __all__ = [
     "EVENTS_SORT_SCHEMA",
@@ -109,5 +110,4 @@ def key_of(values: Sequence[Any]) -> SortKey:
 
 def timestamp_text(value: datetime) -> str:
     """Return ``value`` as fixed-width UTC text (microseconds always shown), so text order is time order."""
-    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return as_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

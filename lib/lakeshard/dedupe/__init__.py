@@ -15,10 +15,23 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from lakeshard.dedupe.errors import DedupeError
-    from lakeshard.dedupe.faults import RecordLevelFailure, WriterStepFailed
-    from lakeshard.dedupe.writer import EVENTS, EVENTS_SCHEMA, ID_INDEX, ID_SCHEMA, ShardWriter, WriteReport
+    from lakeshard.dedupe.errors import (
+        DedupeError,
+    )
+    from lakeshard.dedupe.faults import (
+        RecordLevelFailure,
+        WriterStepFailed,
+    )
+    from lakeshard.dedupe.writer import (
+        EVENTS,
+        EVENTS_SCHEMA,
+        ID_INDEX,
+        ID_SCHEMA,
+        ShardWriter,
+        WriteReport,
+    )
 
+# Spark and Arrow load on first use of a name, not on `import lakeshard.dedupe`.
 __all__ = [
     "EVENTS",
     "EVENTS_SCHEMA",
@@ -31,17 +44,4 @@ __all__ = [
     "WriterStepFailed",
 ]
 
-# Loaded on first use: the writer loads numpy, pyarrow and pyspark.
-_HOME = {
-    "EVENTS": "writer",
-    "EVENTS_SCHEMA": "writer",
-    "ID_INDEX": "writer",
-    "ID_SCHEMA": "writer",
-    "DedupeError": "errors",
-    "RecordLevelFailure": "faults",
-    "ShardWriter": "writer",
-    "WriteReport": "writer",
-    "WriterStepFailed": "faults",
-}
-
-__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
+__getattr__, __dir__ = lazy_exports(globals())

@@ -304,7 +304,7 @@ class ArrowStep(StepEngine):
         import pyarrow as pa
 
         from lakeshard.dedupe.keyhash import key_hashes
-        from lakeshard.lake.files import write_partitioned
+        from lakeshard.lake import write_partitioned
 
         batch = self.batch(step.files, step.routed_version, step.excluded)
         rows_in = batch.num_rows

@@ -218,7 +218,7 @@ class IdIndex:
         import pyarrow as pa
 
         from lakeshard.dedupe.keyhash import key_hashes
-        from lakeshard.lake.files import write_partitioned
+        from lakeshard.lake import write_partitioned
 
         rows = self.store.read_arrow(self.events_uri, candidates, columns=[*KEY, "shard", "routed_version"])
         shard, version = rows.column("shard").to_numpy(), rows.column("routed_version").to_numpy()
@@ -243,7 +243,7 @@ class IdIndex:
         only these; :meth:`mergeable`) into one file sorted by the key hash; return how many files were merged
         away (0 when there are none, or when another commit removed some of them first). See
         :meth:`lakeshard.dedupe.writer.ShardWriter.compact_ids`."""
-        from lakeshard.lake.files import write_partitioned
+        from lakeshard.lake import write_partitioned
 
         only = None if intervals is None else set(intervals)
         merge = {key: files for key, files in self.mergeable().items() if only is None or key in only}

@@ -1,6 +1,8 @@
-"""Table I/O: the ``TableStore`` port and its adapters (DESIGN.md §1).
+"""Table I/O: the ``TableStore`` port and its adapters (docs/design.md §1).
 
-Nothing outside this package imports ``deltalake`` or ``delta`` directly.
+This is the face other packages use: the port (:mod:`.store`) and its values (:mod:`.types`), choosing and
+opening an adapter (:mod:`.embedded`, :mod:`.native`), and the file helpers of the shared Delta protocol pieces
+(:mod:`.protocol`). Nothing outside this package imports ``deltalake`` or ``delta`` directly.
 """
 
 from __future__ import annotations
@@ -8,9 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakeshard._lazy import lazy_exports
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
-from lakeshard.lake.store import (
+from lakeshard.lake.protocol.datafiles import NO_STATS
+from lakeshard.lake.protocol.filesystem import filesystem
+from lakeshard.lake.protocol.partitions import partition_directory, write_partitioned
+from lakeshard.lake.store import TableStore
+from lakeshard.lake.types import (
     BYTES_ADDED,
     ROWS_ADDED,
     AppTransaction,
@@ -20,7 +27,6 @@ from lakeshard.lake.store import (
     FileChange,
     FileInfo,
     LogEntry,
-    TableStore,
     VacuumReport,
     WriteFiles,
 )
@@ -28,25 +34,35 @@ from lakeshard.lake.store import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakeshard.lake.embedded import EmbeddedTableStore
+    from lakeshard.lake.native import NATIVE_UNVERIFIED, NativeTableStore
+
 __all__ = [
     "BYTES_ADDED",
+    "NATIVE_UNVERIFIED",
+    "NO_STATS",
     "ROWS_ADDED",
     "AdapterChoice",
     "AppTransaction",
     "BeforeCommit",
     "CommitInfo",
     "CommitResult",
+    "EmbeddedTableStore",
     "FileChange",
     "FileInfo",
     "LogEntry",
+    "NativeTableStore",
     "TableStore",
     "VacuumReport",
     "WriteFiles",
     "adapter_choice",
     "adapter_name",
     "choose_adapter",
+    "filesystem",
     "open_lazy_store",
     "open_store",
+    "partition_directory",
+    "write_partitioned",
 ]
 
 
@@ -105,7 +121,7 @@ def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True, datab
 
 def adapter_choice(spark: SparkSession, cfg: LakeshardConfig | None = None) -> AdapterChoice:
     """Return which adapter :func:`open_store` picks for this session under ``cfg``, and why."""
-    from lakeshard.lake.jvm import gateway, has_delta_jvm
+    from lakeshard.lake.native.jvm import gateway, has_delta_jvm
     from lakeshard.runtime import on_databricks
 
     cfg = cfg or load_config()
@@ -128,8 +144,6 @@ def open_store(spark: SparkSession, cfg: LakeshardConfig | None = None) -> Table
     Raises:
         EnvironmentProblem: ``native`` is forced on a session that cannot run it.
     """
-    from lakeshard.lake.storage import storage_options
-
     cfg = cfg or load_config()
     choice = adapter_choice(spark, cfg)
     if choice.name == "native":
@@ -137,6 +151,7 @@ def open_store(spark: SparkSession, cfg: LakeshardConfig | None = None) -> Table
 
         return NativeTableStore(spark)
     from lakeshard.lake.embedded import EmbeddedTableStore
+    from lakeshard.lake.embedded.storage_options import storage_options
 
     return EmbeddedTableStore(spark, storage_options=storage_options(cfg, cfg.lakehouse))
 
@@ -163,7 +178,11 @@ def open_lazy_store(cfg: LakeshardConfig | None = None) -> TableStore:
     if not lazy:
         return open_store(get_spark(cfg), cfg)
     from lakeshard.lake.embedded import EmbeddedTableStore
-    from lakeshard.lake.storage import storage_options
+    from lakeshard.lake.embedded.storage_options import storage_options
 
     return EmbeddedTableStore(None, start_spark=lambda: get_spark(cfg),
                               storage_options=storage_options(cfg, cfg.lakehouse))
+
+
+# The adapters load deltalake or Delta's Python package: on first use of their names only.
+__getattr__, __dir__ = lazy_exports(globals())

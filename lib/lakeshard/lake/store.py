@@ -1,16 +1,28 @@
-"""The ``TableStore`` port: every table read and write in lakeshard goes through it (DESIGN.md §1)."""
+"""The ``TableStore`` port: every table read and write in lakeshard goes through it (docs/design.md §1).
+
+Its values (files, commits, log entries) are in :mod:`lakeshard.lake.types`."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakeshard.errors import TableStoreError, UnsupportedByAdapter
+from lakeshard.lake.types import (
+    AppTransaction,
+    BeforeCommit,
+    CommitInfo,
+    CommitResult,
+    FileInfo,
+    LogEntry,
+    VacuumReport,
+    WriteFiles,
+)
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyspark.sql import DataFrame, SparkSession
@@ -18,135 +30,7 @@ if TYPE_CHECKING:
 
 K = TypeVar("K", bound=Hashable)  # what groups of files are keyed by (read_arrow_groups)
 
-__all__ = [
-    "BYTES_ADDED",
-    "ROWS_ADDED",
-    "AppTransaction",
-    "BeforeCommit",
-    "CommitInfo",
-    "CommitResult",
-    "FileChange",
-    "FileInfo",
-    "LogEntry",
-    "TableStore",
-    "VacuumReport",
-    "WriteFiles",
-    "check_new_columns",
-]
-
-
-@dataclass(frozen=True)
-class AppTransaction:
-    """An idempotency marker committed with the data: ``app_id`` has consumed up to ``version``.
-
-    Kafka-delta-ingest stores partition offsets this way; lakeshard's writers store
-    ``writer/<shard>`` → the last consumed ``routed`` version.
-    """
-
-    app_id: str
-    version: int
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    """One live data file of a table version, as its add action describes it."""
-
-    path: str  # relative to the table root, as written in the Delta log (URI-encoded)
-    size_bytes: int
-    num_records: int | None
-    partition_values: Mapping[str, str | None]
-    modification_time: datetime
-    min_values: Mapping[str, Any] = field(default_factory=dict)
-    max_values: Mapping[str, Any] = field(default_factory=dict)
-    null_counts: Mapping[str, int] = field(default_factory=dict)
-
-    def time_range(self, column: str) -> tuple[datetime, datetime] | None:
-        """Return the min and max of a timestamp column from the file's statistics (None without them).
-
-        Delta keeps timestamp statistics in milliseconds, the max rounded up: a range is a bound, not exact.
-        """
-        lo, hi = _as_datetime(self.min_values.get(column)), _as_datetime(self.max_values.get(column))
-        return None if lo is None or hi is None else (lo, hi)
-
-
-BeforeCommit = Callable[[str, Sequence[FileInfo]], Mapping[str, Any] | None]
-"""Called with the table's URI and the files a replace is about to add (paths relative to the table root,
-as on disk), after they are written and before the commit; what it returns is added to the commit's
-metadata, and an exception it raises aborts the commit (nothing becomes visible)."""
-
-
-WriteFiles = Callable[[str], None]
-"""Writes Parquet data files under the directory it is given (Hive-style ``col=value`` partition directories,
-the table's columns minus the partition columns); a replace then commits whatever it wrote."""
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """One add or remove action of a commit: the file, and whether it changed data or only rearranged it.
-
-    For a remove, ``file.modification_time`` is the deletion time and ``file.num_records`` comes from the
-    remove's statistics when the writer kept them (else None).
-    """
-
-    action: str  # "add" or "remove"
-    file: FileInfo
-    data_change: bool
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    """One commit of the Delta log as written: its file changes, app transactions and commit info.
-
-    This is the per-version delta (Druid's ADD/DROP records) that chunk histories are built from.
-    """
-
-    version: int
-    timestamp: datetime
-    operation: str
-    custom_metadata: Mapping[str, Any]
-    changes: tuple[FileChange, ...]
-    app_transactions: tuple[AppTransaction, ...] = ()
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """What a write did: the version it created, or that it was skipped as already committed."""
-
-    table: str
-    version: int  # the new version, or the table's current version when skipped
-    skipped: bool = False  # True when every app transaction was already at or past its version
-    files_added: int = 0
-    files_removed: int = 0
-    rows_added: int = 0
-    bytes_added: int = 0
-    reason: str = ""
-
-
-# Custom commit metadata every lakeshard commit carries (as strings): what a consumer sizes its intake by.
-ROWS_ADDED = "lakeshard.rowsAdded"
-BYTES_ADDED = "lakeshard.bytesAdded"
-
-
-@dataclass(frozen=True)
-class CommitInfo:
-    """One entry of a table's history."""
-
-    version: int
-    timestamp: datetime
-    operation: str
-    parameters: Mapping[str, Any]
-    metrics: Mapping[str, Any]
-    custom_metadata: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class VacuumReport:
-    """What a vacuum removed (or would remove, for a dry run)."""
-
-    table: str
-    dry_run: bool
-    removed_files: tuple[str, ...]
-    removed_staging: tuple[str, ...]
+__all__ = ["TableStore", "check_new_columns"]
 
 
 def check_new_columns(uri: str, schema: StructType, fields: Sequence[StructField]) -> None:
@@ -159,19 +43,6 @@ def check_new_columns(uri: str, schema: StructType, fields: Sequence[StructField
     if required:
         raise TableStoreError(f"{uri}: cannot add the columns {required} as NOT NULL: the rows already in the "
                               "table have no value for them; add them nullable")
-
-
-def _as_datetime(value: Any) -> datetime | None:
-    """A statistics value as an aware datetime: adapters give datetimes or ISO strings."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    return None
 
 
 class TableStore(ABC):
@@ -247,7 +118,7 @@ class TableStore(ABC):
 
         ``where`` (a pyarrow expression over the table's columns) keeps only the rows it matches; an adapter may
         use it to skip whole row groups by their statistics, so a file laid out sorted by the filtered column
-        in small row groups is read in part (the embedded adapter does, :mod:`lakeshard.lake.rowgroups`).
+        in small row groups is read in part (the embedded adapter does, :mod:`lakeshard.lake.protocol.rowgroups`).
         """
 
     def read_arrow_groups(self, table: str, groups: Mapping[K, Sequence[FileInfo]],
@@ -289,6 +160,7 @@ class TableStore(ABC):
         """
         return self.read_arrow(table, self.files(table, version=version), columns, where=where)
 
+    @abstractmethod
     def append_arrow(
         self,
         table: str,
@@ -300,12 +172,6 @@ class TableStore(ABC):
     ) -> CommitResult:
         """Append an Arrow table's rows in one commit: pyarrow writes one file per partition value (the
         table's column order and types), and the commit is :meth:`append`'s in every other respect."""
-        from lakeshard.lake.files import write_partitioned
-
-        schema, parts = self.arrow_schema(table), self.partition_columns(table)
-        return self.append(table, None, app_transactions=app_transactions, metadata=metadata,
-                           read_version=read_version,
-                           write=lambda target: write_partitioned(rows, target, schema, parts))
 
     def fence(self, table: str, app_transactions: Sequence[AppTransaction], *, read_version: int,
               metadata: Mapping[str, Any] | None = None) -> CommitResult:

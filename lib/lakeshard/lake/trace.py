@@ -47,7 +47,7 @@ def phase(name: str, table: str) -> Iterator[None]:
 def hold(seconds: float = 0.001) -> None:
     """Wait ``seconds`` when tracing is on (nothing otherwise): a step of a commit that is over in microseconds.
 
-    A blind append (:mod:`lakeshard.lake.embedded_append`) writes its log entry in well under a millisecond, less
+    A blind append (:mod:`lakeshard.lake.embedded.append`) writes its log entry in well under a millisecond, less
     than the time a crash test needs to aim a kill after reading ``enter commit``. Traced, it holds before and
     after the moment its commit file becomes visible, so kills aimed inside the commit land on both sides of it.
     """

@@ -1,4 +1,4 @@
-"""The landing zone: newline-delimited JSON files any producer can write (DESIGN.md §2).
+"""The landing zone: newline-delimited JSON files any producer can write (docs/design.md §2).
 
 ``parse_record`` decides what a valid record is (pure Python); ``read_landing`` reads a landing zone
 with Spark into valid ``events`` and a ``quarantine`` of the rest, with the reason for each.
@@ -21,17 +21,30 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from lakeshard.landing.parse import ParsedEvent, RecordParser, Rejection, is_blank, parse_record
+    from lakeshard.landing.errors import (
+        LandingReadError,
+    )
+    from lakeshard.landing.parse import (
+        ParsedEvent,
+        RecordParser,
+        Rejection,
+        is_blank,
+        parse_record,
+    )
     from lakeshard.landing.reader import (
         LandingBatch,
         LandingFile,
-        LandingReadError,
         list_landing_files,
         parse_landing_arrow,
         read_landing,
     )
-    from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+    from lakeshard.landing.schema import (
+        EVENT_SCHEMA,
+        QUARANTINE_SCHEMA,
+    )
 
+
+# Spark and Arrow load on first use of a name, not on `import lakeshard.landing`.
 __all__ = [
     "EVENT_SCHEMA",
     "QUARANTINE_SCHEMA",
@@ -48,21 +61,4 @@ __all__ = [
     "read_landing",
 ]
 
-_HOME: dict[str, str] = {
-    "EVENT_SCHEMA": "schema",
-    "QUARANTINE_SCHEMA": "schema",
-    "LandingBatch": "reader",
-    "LandingFile": "reader",
-    "LandingReadError": "reader",
-    "list_landing_files": "reader",
-    "parse_landing_arrow": "reader",
-    "read_landing": "reader",
-    "ParsedEvent": "parse",
-    "RecordParser": "parse",
-    "Rejection": "parse",
-    "is_blank": "parse",
-    "parse_record": "parse",
-}
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
+__getattr__, __dir__ = lazy_exports(globals())

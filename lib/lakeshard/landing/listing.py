@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakeshard.errors import LakeshardError
+from lakeshard.landing.errors import LandingReadError
+from lakeshard.utc import aware
 
 __all__ = [
     "GZIP_HEADER_BYTES",
     "LANDING_SUFFIXES",
     "LandingFile",
-    "LandingReadError",
     "LandingScan",
     "content_checksum",
     "is_gzip",
@@ -35,10 +35,6 @@ LANDING_SUFFIXES: tuple[str, ...] = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
 """File names the reader takes as landing input (case-sensitive)."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class LandingReadError(LakeshardError):
-    """The landing zone cannot be listed: it does not exist, or its location is not understood."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +129,7 @@ def _mtime(info: pafs.FileInfo) -> datetime:
     when: datetime | None = info.mtime
     if when is None:
         return _EPOCH
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return aware(when)
 
 
 def list_landing_files(landing: str | os.PathLike[str]) -> list[LandingFile]:

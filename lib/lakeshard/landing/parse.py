@@ -1,4 +1,4 @@
-"""Parse one landing line into a valid event or a quarantine rejection (DESIGN.md §2), in pure Python.
+"""Parse one landing line into a valid event or a quarantine rejection (docs/design.md §2), in pure Python.
 
 These are the exact rules of what a valid landing record is. The reader (:mod:`lakeshard.landing.reader`)
 parses blocks of lines with Arrow (:mod:`lakeshard.landing.vector`), which only accepts lines every rule below
@@ -32,7 +32,7 @@ bad_timestamp > absurd_timestamp``); the first that applies is the reason:
 * **absurd_timestamp** — ``ts`` lies before ``earliest_ts`` or after ``now + max_future_seconds``
   (both bounds inclusive, so a ``ts`` exactly on a bound is valid).
 
-Everything else is kept, decided here because DESIGN.md is silent:
+Everything else is kept, decided here because docs/design.md is silent:
 
 * ``null`` means absent everywhere: for optional fields, for ``attributes``, for attribute values and
   for unknown top-level fields (none of them turns into a key).

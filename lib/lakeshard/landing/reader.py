@@ -8,7 +8,7 @@ with Spark's ``binaryFile`` source (the bytes as written, so sizes and line numb
 :meth:`lakeshard.landing.parse.RecordParser.check`. The in-driver path runs the same function. The result
 is cached once and split into ``events`` and ``quarantine``: every non-blank line lands in exactly one of them.
 
-Lines, decided here because DESIGN.md is silent:
+Lines, decided here because docs/design.md is silent:
 
 * a line ends at ``\\n``; a ``\\r`` before it is part of the terminator (CRLF files read like LF files);
   the last line needs no terminator;
@@ -18,7 +18,7 @@ Lines, decided here because DESIGN.md is silent:
 * compression is recognised by the gzip magic bytes, not by the name (a mislabelled file still reads);
   concatenated gzip members are read as one stream.
 
-Files, decided here because DESIGN.md is silent: a file is read whole or quarantined whole. A file
+Files, decided here because docs/design.md is silent: a file is read whole or quarantined whole. A file
 that cannot be read — a corrupt or truncated gzip stream, more than ``max_file_bytes`` once
 decompressed, or (on the in-driver path) vanished or not readable — gives one ``unreadable_file``
 quarantine row (``line_number`` 0, empty ``raw``, ``size_bytes`` the file's stored size) and none of its
@@ -55,11 +55,11 @@ import pyarrow.compute as pc
 
 from lakeshard.config import LandingConfig
 from lakeshard.landing import reasons
+from lakeshard.landing.errors import LandingReadError
 from lakeshard.landing.listing import (
     GZIP_HEADER_BYTES,
     LANDING_SUFFIXES,
     LandingFile,
-    LandingReadError,
     LandingScan,
     content_checksum,
     is_gzip,

@@ -1,7 +1,7 @@
 """Spark schemas of what the landing reader gives back: valid events and quarantined records.
 
 ``EVENT_SCHEMA`` is the shape every later stage (routing, writers, the events table) starts from;
-``QUARANTINE_SCHEMA`` is the dead-letter table's row (DESIGN.md §2, invariant 2 "nothing lost").
+``QUARANTINE_SCHEMA`` is the dead-letter table's row (docs/design.md §2, invariant 2 "nothing lost").
 Timestamps are Spark ``TimestampType`` (an instant, microsecond precision, shown in the session time
 zone, which lakeshard sets to UTC).
 """

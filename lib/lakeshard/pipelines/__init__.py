@@ -17,22 +17,37 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from lakeshard.pipelines.context import ExpectationFailed, ExpectationGate, FlowContext, FlowResult
+    from lakeshard.pipelines.context import (
+        ExpectationFailed,
+        ExpectationGate,
+        FlowContext,
+        FlowResult,
+    )
     from lakeshard.pipelines.declaration import (
         Expectation,
         ExpectationKind,
         Flow,
         Pipeline,
-        PipelineError,
         expect,
         expect_or_drop,
         expect_or_fail,
         expect_or_quarantine,
     )
-    from lakeshard.pipelines.eventlog import EventLog
-    from lakeshard.pipelines.flows import lakeshard_pipeline
-    from lakeshard.pipelines.runner import RunReport, run_pipeline
+    from lakeshard.pipelines.errors import (
+        PipelineError,
+    )
+    from lakeshard.pipelines.eventlog import (
+        EventLog,
+    )
+    from lakeshard.pipelines.flows import (
+        lakeshard_pipeline,
+    )
+    from lakeshard.pipelines.runner import (
+        RunReport,
+        run_pipeline,
+    )
 
+# Spark and Arrow load on first use of a name, not on `import lakeshard.pipelines`.
 __all__ = [
     "EventLog",
     "Expectation",
@@ -53,25 +68,4 @@ __all__ = [
     "run_pipeline",
 ]
 
-# Loaded on first use: the declaration is plain Python, but the runner and the flows load Spark.
-_HOME = {
-    "EventLog": "eventlog",
-    "Expectation": "declaration",
-    "ExpectationFailed": "context",
-    "ExpectationGate": "context",
-    "ExpectationKind": "declaration",
-    "Flow": "declaration",
-    "FlowContext": "context",
-    "FlowResult": "context",
-    "Pipeline": "declaration",
-    "PipelineError": "declaration",
-    "RunReport": "runner",
-    "expect": "declaration",
-    "expect_or_drop": "declaration",
-    "expect_or_fail": "declaration",
-    "expect_or_quarantine": "declaration",
-    "lakeshard_pipeline": "flows",
-    "run_pipeline": "runner",
-}
-
-__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
+__getattr__, __dir__ = lazy_exports(globals())

@@ -34,7 +34,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal, Union
 
-from lakeshard.pipelines.declaration import PipelineError
+from lakeshard.pipelines.errors import PipelineError
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -24,7 +24,8 @@ from lakeshard.config import LakeshardConfig
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.pipelines.arrow_rules import ArrowCondition, UnsupportedCondition, compile_condition
-from lakeshard.pipelines.declaration import Expectation, ExpectationKind, Flow, PipelineError
+from lakeshard.pipelines.declaration import Expectation, ExpectationKind, Flow
+from lakeshard.pipelines.errors import PipelineError
 from lakeshard.runtime import arrow_dataframe
 from lakeshard.tables import EXPECTATION_QUARANTINE, EXPECTATION_QUARANTINE_PARTITIONING
 from lakeshard.tables.schemas import EXPECTATION_QUARANTINE_SCHEMA

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.errors import LakeshardError
+from lakeshard.pipelines.errors import PipelineError
 
 if TYPE_CHECKING:
     from lakeshard.pipelines.context import FlowContext, FlowResult
@@ -33,18 +33,12 @@ __all__ = [
     "ExpectationKind",
     "Flow",
     "Pipeline",
-    "PipelineError",
     "describe",
     "expect",
     "expect_or_drop",
     "expect_or_fail",
     "expect_or_quarantine",
 ]
-
-
-class PipelineError(LakeshardError):
-    """Root of the pipelines package's errors; raised itself when a pipeline declaration or a run request is
-    inconsistent (unknown table or flow, cycle, bad parameter)."""
 
 
 class ExpectationKind(StrEnum):

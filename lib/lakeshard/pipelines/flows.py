@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from lakeshard.balancing.executor import autoshard, balance
 from lakeshard.buckets.completionist import Completionist
@@ -21,7 +21,8 @@ from lakeshard.compaction.events import compact_events
 from lakeshard.compaction.planner import Bucket
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.pipelines.context import FlowContext, FlowResult
-from lakeshard.pipelines.declaration import Flow, Pipeline, PipelineError, expect, expect_or_fail
+from lakeshard.pipelines.declaration import Flow, Pipeline, expect, expect_or_fail
+from lakeshard.pipelines.errors import PipelineError
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.router import Router
 from lakeshard.routing.tables import RoutingTables
@@ -36,6 +37,7 @@ from lakeshard.tables import (
     ROUTING_METRICS,
     TENANT_SETTINGS,
 )
+from lakeshard.utc import aware
 
 __all__ = ["LANDING", "compact_buckets", "compact_events", "lakeshard_pipeline", "run_autoshard", "run_balance",
            "run_close_buckets", "run_compact", "run_compact_books", "run_ingest", "run_route"]
@@ -193,7 +195,7 @@ def _as_of(ctx: FlowContext) -> datetime:
     except ValueError:
         raise PipelineError(f"parameter {ctx.flow.name}.as_of: expected an ISO time like 2026-01-01T10:00:00Z, "
                             f"found {text!r}") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return aware(when)
 
 
 def lakeshard_pipeline() -> Pipeline:

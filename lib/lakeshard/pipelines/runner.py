@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
 from lakeshard.pipelines.context import ExpectationGate, FlowContext, FlowResult, RuleCount
-from lakeshard.pipelines.declaration import Flow, Pipeline, PipelineError
+from lakeshard.pipelines.declaration import Flow, Pipeline
+from lakeshard.pipelines.errors import PipelineError
 from lakeshard.pipelines.eventlog import EventLog, FlowEvent
 from lakeshard.report import format_table
 

@@ -12,12 +12,7 @@ Example::
 
 from __future__ import annotations
 
-from lakeshard.pruning.automaton import (
-    DEFAULT_MAX_REGEX_CHARS,
-    ColumnPruning,
-    PruningAutomaton,
-    PruningError,
-    may_contain,
-)
+from lakeshard.pruning.automaton import DEFAULT_MAX_REGEX_CHARS, ColumnPruning, PruningAutomaton, may_contain
+from lakeshard.pruning.errors import PruningError
 
 __all__ = ["DEFAULT_MAX_REGEX_CHARS", "ColumnPruning", "PruningAutomaton", "PruningError", "may_contain"]

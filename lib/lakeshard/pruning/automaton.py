@@ -27,13 +27,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lakeshard.errors import LakeshardError
+from lakeshard.pruning.errors import PruningError
 
 __all__ = [
     "DEFAULT_MAX_REGEX_CHARS",
     "ColumnPruning",
     "PruningAutomaton",
-    "PruningError",
     "may_contain",
 ]
 
@@ -44,10 +43,6 @@ _ANY = "[\\s\\S]*"  # any suffix, newlines included, without needing the DOTALL 
 _NOTHING = "(?!)"  # the empty language: a column with no non-null value
 # Tries bigger than this are not built: a depth is too deep for the bound long before the trie gets this big.
 _NODES_PER_BOUND_CHAR = 16
-
-
-class PruningError(LakeshardError):
-    """Pruning metadata is malformed or a bound is impossible; the message says which value and why."""
 
 
 # A state of the acyclic DFA: (accepts here, accepts any suffix from here, sorted (char, next state id) edges).

@@ -1,8 +1,8 @@
-"""Reports people read or look at: text tables for the terminal, matplotlib figures saved as PNG."""
+"""Reports people read: text tables for the terminal and the numbers the figures of :mod:`lakeshard.app.plots`
+are drawn from."""
 
 from __future__ import annotations
 
-from lakeshard.report.plots import plot_landing_overview
 from lakeshard.report.tables import format_table
 
-__all__ = ["format_table", "plot_landing_overview"]
+__all__ = ["format_table"]

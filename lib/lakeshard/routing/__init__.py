@@ -26,7 +26,12 @@ if TYPE_CHECKING:
         ShardAllocator,
         plan_placements,
     )
-    from lakeshard.routing.consumed import consumed_landing
+    from lakeshard.routing.consumed import (
+        consumed_landing,
+    )
+    from lakeshard.routing.errors import (
+        RoutingError,
+    )
     from lakeshard.routing.hashing import (
         HASH_MMH3,
         HASH_VERSIONS,
@@ -48,10 +53,7 @@ if TYPE_CHECKING:
     )
     from lakeshard.routing.placement import (
         Placement,
-        RoutingError,
         first_shard,
-        from_micros,
-        micros,
         placement_shards,
         window_of,
     )
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
         placements_from_arrow,
     )
 
+# Spark and Arrow load on first use of a name, not on `import lakeshard.routing`.
 __all__ = [
     "ANCHOR_BYTES",
     "AUTO_WRITE_TASKS_MAX",
@@ -106,9 +109,7 @@ __all__ = [
     "event_hash_column",
     "event_hashes",
     "first_shard",
-    "from_micros",
     "jump_hash",
-    "micros",
     "next_range",
     "placement_shards",
     "placements_arrow",
@@ -123,51 +124,4 @@ __all__ = [
     "write_tasks",
 ]
 
-# Loaded on first use: the router and the tables load numpy, pyarrow and pyspark; the CLI wiring should not.
-_HOME = {
-    "ANCHOR_BYTES": "lifecycle",
-    "AUTO_WRITE_TASKS_MAX": "router",
-    "AllocatorStats": "allocator",
-    "Consumed": "lifecycle",
-    "HASH_MMH3": "hashing",
-    "HASH_VERSIONS": "hashing",
-    "HASH_XXHASH64": "hashing",
-    "HeldBack": "lifecycle",
-    "Intake": "lifecycle",
-    "LANDING_BATCHES_SCHEMA": "router",
-    "PLACEMENT_SCHEMA": "tables",
-    "Placement": "placement",
-    "PlannedRange": "lifecycle",
-    "ROUTED_SCHEMA": "router",
-    "RouteReport": "router",
-    "Router": "router",
-    "RoutingError": "placement",
-    "RoutingTables": "tables",
-    "SHARD_TOPOLOGY_SCHEMA": "tables",
-    "ShardAllocator": "allocator",
-    "ShardTopology": "tables",
-    "TENANT_SETTINGS_SCHEMA": "tables",
-    "TenantSetting": "tables",
-    "consumed_landing": "consumed",
-    "event_hash": "hashing",
-    "event_hash_column": "hashing",
-    "event_hashes": "hashing",
-    "first_shard": "placement",
-    "from_micros": "placement",
-    "jump_hash": "hashing",
-    "micros": "placement",
-    "next_range": "lifecycle",
-    "placement_shards": "placement",
-    "placements_arrow": "tables",
-    "placements_from_arrow": "tables",
-    "plan_intake": "lifecycle",
-    "plan_placements": "allocator",
-    "route": "router",
-    "route_arrow": "router",
-    "tenant_key": "hashing",
-    "unrouted_landing": "router",
-    "window_of": "placement",
-    "write_tasks": "router",
-}
-
-__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
+__getattr__, __dir__ = lazy_exports(globals())

@@ -23,23 +23,17 @@ import pyarrow.compute as pc
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, TableStore
-from lakeshard.routing.placement import (
-    Placement,
-    RoutingError,
-    first_shard,
-    from_micros,
-    placement_shards,
-    window_of,
-)
+from lakeshard.routing.errors import RoutingError
+from lakeshard.routing.placement import Placement, first_shard, placement_shards, window_of
 from lakeshard.routing.tables import (
     RoutingTables,
     ShardTopology,
     TenantSetting,
-    micros,
     placements_arrow,
     placements_from_arrow,
 )
 from lakeshard.tables import ALLOCATOR_APP_ID
+from lakeshard.utc import aware, from_micros, micros
 
 __all__ = ["ALLOCATOR_APP_ID", "AllocatorStats", "ShardAllocator", "plan_placements"]
 
@@ -143,7 +137,7 @@ class ShardAllocator:
         """
         aligned: dict[Key, tuple[str, datetime]] = {}
         for tenant, start in pairs:
-            start = start if start.tzinfo else start.replace(tzinfo=UTC)
+            start = aware(start)
             aligned[(tenant, micros(start))] = (tenant, start)
         keys = list(aligned)
         found = self.resolve_windows([t for t, _ in keys], [w for _, w in keys])

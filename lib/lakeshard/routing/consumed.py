@@ -15,7 +15,6 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +22,7 @@ import pyarrow.compute as pc
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.routing.lifecycle import Consumed
+from lakeshard.utc import aware
 
 __all__ = ["CONSUMED_COLUMNS", "ConsumedRanges", "consumed_landing", "merge_consumed", "of_files"]
 
@@ -59,7 +59,7 @@ def merge_consumed(into: dict[str, Consumed], rows: pa.Table) -> None:
     for path, file_id, size, mtime, end, next_line, anchor in zip(
             *(rows.column(c).to_pylist() for c in CONSUMED_COLUMNS[1:]), strict=True):
         # Plans made before byte ranges consumed whole files, by path.
-        into[file_id or path] = Consumed(path, int(size if end is None else end), int(size), _utc(mtime), anchor,
+        into[file_id or path] = Consumed(path, int(size if end is None else end), int(size), aware(mtime), anchor,
                                          int(next_line or 1))
 
 
@@ -119,6 +119,3 @@ class ConsumedRanges:
         merge_consumed(self._entries, self.store.read_arrow(self.uri, added, CONSUMED_COLUMNS))
         return True
 
-
-def _utc(when: datetime) -> datetime:
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

@@ -9,27 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from lakeshard.errors import LakeshardError
+from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.hashing import event_hash, jump_hash, tenant_key
+from lakeshard.utc import aware, from_micros, micros
 
 __all__ = [
     "Placement",
-    "RoutingError",
-    "as_utc",
     "first_shard",
-    "from_micros",
-    "micros",
     "placement_shards",
     "window_of",
 ]
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class RoutingError(LakeshardError):
-    """A placement cannot be made as asked (too few shards, bad window length, unknown tenant)."""
 
 
 def first_shard(tenant_id: str, salt: int, total_shards: int) -> int:
@@ -74,24 +65,6 @@ def placement_shards(first: int, count: int, total_shards: int, excluded: Iterab
     return tuple(shards)
 
 
-def micros(ts: datetime) -> int:
-    """Return ``ts`` as microseconds since the Unix epoch (naive datetimes are taken as UTC)."""
-    ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
-    delta = ts - _EPOCH  # exact integer arithmetic (a float timestamp() would round far-off microseconds)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def from_micros(value: int) -> datetime:
-    """Return the UTC datetime of ``value`` microseconds since the Unix epoch."""
-    return _EPOCH + timedelta(microseconds=value)
-
-
-def as_utc(when: datetime) -> datetime:
-    """Return ``when`` in UTC: a naive datetime (Arrow and Spark give Delta's UTC timestamps back without a zone
-    in some paths) is taken as UTC."""
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
-
-
 def window_of(ts: datetime, window_seconds: int) -> tuple[datetime, datetime]:
     """Return the ``[start, end)`` of the fixed-grid window (aligned to the Unix epoch) holding ``ts``."""
     if window_seconds < 1:
@@ -121,5 +94,5 @@ class Placement:
 
     def covers(self, ts: datetime) -> bool:
         """Return whether ``ts`` lies in this placement's window."""
-        ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+        ts = aware(ts)
         return self.window_start <= ts < self.window_end

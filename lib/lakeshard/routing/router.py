@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,6 +43,7 @@ from lakeshard.routing.lifecycle import Intake, plan_intake
 from lakeshard.tables import LANDING_BATCHES, QUARANTINE, ROUTED, ROUTED_PARTITIONING, ROUTER_APP_ID, ROUTING_METRICS
 from lakeshard.tables.schemas import LANDING_BATCHES_SCHEMA, ROUTED_PROPERTIES, ROUTED_SCHEMA
 from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA as METRICS_SCHEMA
+from lakeshard.utc import aware, millis
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -65,7 +66,6 @@ __all__ = [
     "write_tasks",
 ]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _RANGE_COLUMNS = ("start_byte", "end_byte", "first_line", "next_line", "checksum", "anchor", "file_id")
 
@@ -346,7 +346,7 @@ class Router:
         if result.skipped:  # another router planned this batch first: finish its plan instead
             self._more = None
             return self._execute(batch, *self._planned_files(batch), replayed=True)
-        report = self._execute(batch, [r.file for r in ranges], _epoch_ms(now), replayed=False,
+        report = self._execute(batch, [r.file for r in ranges], millis(now), replayed=False,
                                parsed=ahead.parsed if ahead is not None else None)
         return dataclasses.replace(report, rewritten_files=sum(r.rewritten for r in ranges),
                                    held_back_files=len(intake.held_back), held_back_bytes=intake.held_back_bytes,
@@ -356,7 +356,7 @@ class Router:
         """Return the file ranges of a planned batch and the clock (epoch ms) its parse validates by."""
         rows = self.store.read_table_arrow(self.uris[LANDING_BATCHES], where=pc.field("batch") == batch).to_pylist()
         files = sorted((_planned_file(r) for r in rows), key=lambda f: f.path)
-        return files, max(_epoch_ms(_utc(r["planned_at"])) for r in rows)
+        return files, max(millis(aware(r["planned_at"])) for r in rows)
 
     def _look(self, landing: str) -> tuple[datetime, Intake]:
         """Return the clock of the next plan and what it takes of ``landing``."""
@@ -390,7 +390,7 @@ class Router:
         if self._parser is None:
             self._parser = ThreadPoolExecutor(1, thread_name_prefix="landing-ahead")
         parsed = self._parser.submit(parse_landing_arrow, files, limits=self.cfg.landing_format,
-                                     now_ms=_epoch_ms(now))
+                                     now_ms=millis(now))
         self._ahead = _Ahead(batch + 1, self._landing, now, intake, parsed)
 
     def _stop_looking_ahead(self) -> None:
@@ -503,19 +503,13 @@ def unrouted_landing(store: TableStore, cfg: LakeshardConfig, landing: str | Non
     return out
 
 
-def _utc(when: datetime) -> datetime:
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-def _epoch_ms(when: datetime) -> int:
-    return (when - _EPOCH) // timedelta(milliseconds=1)
 
 
 def _planned_file(row: dict[str, Any]) -> LandingFile:
     """Return the file range a plan row holds (a row made before byte ranges: the whole file, unchecked)."""
     size = int(row["size_bytes"])
     file_id = row.get("file_id")
-    return LandingFile(row["path"], size, _utc(row["mtime"]), start=int(row.get("start_byte") or 0),
+    return LandingFile(row["path"], size, aware(row["mtime"]), start=int(row.get("start_byte") or 0),
                        end=size if row.get("end_byte") is None else int(row["end_byte"]),
                        first_line=int(row.get("first_line") or 1), checksum=row.get("checksum"),
                        target="" if file_id in (None, row["path"]) else str(file_id))

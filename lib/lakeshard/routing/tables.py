@@ -16,10 +16,12 @@ import pyarrow as pa
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import TableStore
+from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.hashing import HASH_MMH3
-from lakeshard.routing.placement import Placement, RoutingError, from_micros, micros
+from lakeshard.routing.placement import Placement
 from lakeshard.tables import PLACEMENTS, SHARD_TOPOLOGY, TENANT_SETTINGS
 from lakeshard.tables.schemas import PLACEMENT_SCHEMA, SHARD_TOPOLOGY_SCHEMA, TENANT_SETTINGS_SCHEMA
+from lakeshard.utc import from_micros, micros
 
 __all__ = [
     "PLACEMENTS",
@@ -31,8 +33,6 @@ __all__ = [
     "RoutingTables",
     "ShardTopology",
     "TenantSetting",
-    "from_micros",
-    "micros",
     "placements_arrow",
     "placements_from_arrow",
 ]

@@ -10,6 +10,7 @@ Example::
 
 from __future__ import annotations
 
+from lakeshard.synth.errors import ManifestError
 from lakeshard.synth.generator import generate_landing
 from lakeshard.synth.manifest import (
     EVENTS_FILE,
@@ -17,7 +18,6 @@ from lakeshard.synth.manifest import (
     TRUTH_DIR,
     Burst,
     Manifest,
-    ManifestError,
     read_manifest,
     read_truth_events,
 )

@@ -19,10 +19,11 @@ from __future__ import annotations
 import gzip
 import math
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -60,13 +61,27 @@ from lakeshard.synth.vocabulary import (
     text_corpus,
     trace_corpus,
 )
+from lakeshard.utc import EPOCH, millis
 
-__all__ = ["generate_landing"]
+__all__ = ["Progress", "ProgressBar", "generate_landing"]
+
+
+class Progress(Protocol):
+    """A progress bar the generator advances by the records it wrote (tqdm's ``update`` and ``close``)."""
+
+    def update(self, n: int, /) -> object:
+        """Advance the bar by ``n`` records."""
+
+    def close(self) -> object:
+        """End the bar."""
+
+
+ProgressBar = Callable[[int], Progress]
+"""Makes a :class:`Progress` bar for a total number of records (the command line passes a tqdm bar)."""
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MINUTE_MS = 60_000
 _HOUR_MS = 3_600_000
 _ATTRIBUTE_POOL = 4096
@@ -90,12 +105,8 @@ class _Plan:
     bursts: tuple[Burst, ...]
 
 
-def _epoch_ms(when: datetime) -> int:
-    return (when - _EPOCH) // timedelta(milliseconds=1)
-
-
 def _iso(ms: int) -> str:
-    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _log_uniform(rng: np.random.Generator, low: float, high: npt.ArrayLike, size: int) -> npt.NDArray[Any]:
@@ -274,7 +285,7 @@ class _Writer:
         self.line_bytes = 0
 
     def directory(self, window: int) -> str:
-        when = _EPOCH + timedelta(milliseconds=self.start_ms + window * self.file_ms)
+        when = EPOCH + timedelta(milliseconds=self.start_ms + window * self.file_ms)
         return f"{when:%Y-%m-%d}/{when:%H}"
 
     def name(self, window: int, gz: bool, redelivery_of: int | None = None) -> str:
@@ -296,7 +307,7 @@ def generate_landing(
     landing: str | Path,
     spec: SynthSpec | None = None,
     *,
-    progress: bool = False,
+    progress: ProgressBar | None = None,
     overwrite: bool = False,
 ) -> Manifest:
     """Return the ground truth of the landing zone this call writes into ``landing``.
@@ -308,7 +319,7 @@ def generate_landing(
     Args:
         landing: a directory path or ``file:`` URI; created if missing.
         spec: what to generate (default :class:`SynthSpec()`).
-        progress: show a tqdm progress bar over the records written.
+        progress: makes the bar shown over the records written, given their total (None: no bar).
         overwrite: delete the contents of a non-empty ``landing`` first instead of refusing.
 
     Raises:
@@ -322,7 +333,7 @@ def generate_landing(
     spec = SynthSpec() if spec is None else spec
     root = _prepare(landing, overwrite)
     rng = np.random.default_rng(spec.seed)
-    start_ms = _epoch_ms(spec.start)
+    start_ms = millis(spec.start)
     span_ms = max(1, round(spec.hours * _HOUR_MS))
     end_ms = start_ms + span_ms
     file_ms = spec.file_seconds * 1000
@@ -458,12 +469,8 @@ class _NoBar:
         return None
 
 
-def _progress_bar(enabled: bool, total: int) -> Any:
-    if not enabled:
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit="rec", unit_scale=True, desc="synth landing")
+def _progress_bar(progress: ProgressBar | None, total: int) -> Progress:
+    return progress(total) if progress else _NoBar()
 
 
 def _write_events(root: Path, profiles: TenantProfiles, plan: _Plan, sizes: IntArray) -> None:
@@ -511,7 +518,7 @@ def _manifest(
         keys, counts = np.unique(plan.tenant * width + (hour - first), return_counts=True)
         for key, c in zip(keys.tolist(), counts.tolist(), strict=True):
             t, h = divmod(key, width)
-            stamp = (_EPOCH + timedelta(hours=first + h)).strftime("%Y-%m-%dT%H:00:00Z")
+            stamp = (EPOCH + timedelta(hours=first + h)).strftime("%Y-%m-%dT%H:00:00Z")
             by_hour.setdefault(profiles.ids[t], {})[stamp] = c
     bad = {cat: int(c) for cat, c in zip(CATEGORIES, bad_by_code.tolist(), strict=True)}
     unique = spec.events

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lakeshard.errors import LakeshardError
+from lakeshard.synth.errors import ManifestError
 from lakeshard.synth.spec import SynthSpec
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "TRUTH_DIR",
     "Burst",
     "Manifest",
-    "ManifestError",
     "landing_path",
     "read_manifest",
     "read_truth_events",
@@ -31,10 +30,6 @@ TRUTH_DIR = "_truth"
 MANIFEST_FILE = "manifest.json"
 EVENTS_FILE = "events.parquet"
 FORMAT_VERSION = 1
-
-
-class ManifestError(LakeshardError):
-    """A landing zone has no readable ground truth (missing, or not written by this generator)."""
 
 
 @dataclass(frozen=True)

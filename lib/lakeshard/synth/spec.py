@@ -12,7 +12,7 @@ from lakeshard.errors import ConfigError
 
 __all__ = ["SynthSpec"]
 
-# Valid events must never look absurd to a reader (DESIGN.md §2: timestamps before 2000 are quarantined),
+# Valid events must never look absurd to a reader (docs/design.md §2: timestamps before 2000 are quarantined),
 # and late events reach up to ``late_max_hours`` before the start, so the start keeps a margin.
 _EARLIEST_START = datetime(2000, 1, 8, tzinfo=UTC)
 

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from lakeshard._lazy import lazy_exports
+from lakeshard.utc import as_utc
 
 if TYPE_CHECKING:
     from lakeshard.tables.schemas import (
@@ -184,7 +185,7 @@ SPARK_HOUR_FORMAT = "yyyy-MM-dd'T'HH"  # Spark's date_format
 
 def hour_of(ts: datetime) -> str:
     """Return the UTC hour of ``ts`` as ``YYYY-MM-DDTHH`` (naive datetimes are taken as UTC)."""
-    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    ts = as_utc(ts)
     return ts.strftime(HOUR_FORMAT)
 
 
@@ -198,23 +199,4 @@ def parse_hour(hour: str) -> datetime:
 
 
 # The schemas load pyspark: on first use only.
-__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys((
-    "BUCKETS_SCHEMA",
-    "CHUNK_LOCKS_SCHEMA",
-    "EVENTS_SCHEMA",
-    "EXPECTATION_QUARANTINE_SCHEMA",
-    "EXPECTATION_SCHEMA",
-    "FRAGMENTS_PROPERTIES",
-    "FRAGMENTS_SCHEMA",
-    "ID_INDEX_PROPERTIES",
-    "ID_INDEX_SCHEMA",
-    "LANDING_BATCHES_SCHEMA",
-    "PIPELINE_EVENTS_SCHEMA",
-    "PLACEMENT_SCHEMA",
-    "QUARANTINE_SCHEMA",
-    "ROUTED_PROPERTIES",
-    "ROUTED_SCHEMA",
-    "ROUTING_METRICS_SCHEMA",
-    "SHARD_TOPOLOGY_SCHEMA",
-    "TENANT_SETTINGS_SCHEMA",
-), "schemas"), globals())
+__getattr__, __dir__ = lazy_exports(globals())

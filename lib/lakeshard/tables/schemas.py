@@ -21,7 +21,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakeshard.lake.datafiles import NO_STATS
+from lakeshard.lake import NO_STATS
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
 __all__ = [

@@ -25,10 +25,12 @@ if TYPE_CHECKING:
         ChunkVersion,
         ChunkVersions,
         KeyFrame,
-        VersionsError,
         chunk_changes,
         read_chunk,
         roll_forward,
+    )
+    from lakeshard.versions.errors import (
+        VersionsError,
     )
     from lakeshard.versions.locks import (
         CHUNK_LOCKS,
@@ -38,8 +40,11 @@ if TYPE_CHECKING:
         LockLost,
         LockState,
     )
-    from lakeshard.versions.replace import replace_chunk
+    from lakeshard.versions.replace import (
+        replace_chunk,
+    )
 
+# Spark and Arrow load on first use of a name, not on `import lakeshard.versions`.
 __all__ = [
     "CHUNK_LOCKS",
     "Chunk",
@@ -60,25 +65,4 @@ __all__ = [
     "roll_forward",
 ]
 
-# Loaded on first use: the CLI wiring imports this package and should not pay for pyspark until a command runs.
-_HOME = {
-    "CHUNK_LOCKS": "locks",
-    "Chunk": "chunks",
-    "ChunkDiff": "chunks",
-    "ChunkLease": "locks",
-    "ChunkLocked": "locks",
-    "ChunkLocks": "locks",
-    "ChunkSnapshot": "chunks",
-    "ChunkVersion": "chunks",
-    "ChunkVersions": "chunks",
-    "KeyFrame": "chunks",
-    "LockLost": "locks",
-    "LockState": "locks",
-    "VersionsError": "chunks",
-    "chunk_changes": "chunks",
-    "read_chunk": "chunks",
-    "replace_chunk": "replace",
-    "roll_forward": "chunks",
-}
-
-__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
+__getattr__, __dir__ = lazy_exports(globals())

@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.errors import LakeshardError
 from lakeshard.lake import FileInfo, LogEntry, TableStore
 from lakeshard.tables import HOUR_PATTERN, HOUR_SPELLING
+from lakeshard.versions.errors import VersionsError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -37,7 +37,6 @@ __all__ = [
     "ChunkVersion",
     "ChunkVersions",
     "KeyFrame",
-    "VersionsError",
     "chunk_changes",
     "read_chunk",
     "roll_forward",
@@ -51,11 +50,6 @@ _HOUR = HOUR_PATTERN
 def rows_in(files: Iterable[FileInfo]) -> int:
     """Return the rows the files' statistics promise (a file without statistics counts 0)."""
     return sum(f.num_records or 0 for f in files)
-
-
-class VersionsError(LakeshardError):
-    """Root of the versions package's errors; raised itself when a chunk or version was malformed, or is not
-    in the table's log."""
 
 
 @dataclass(frozen=True, order=True)

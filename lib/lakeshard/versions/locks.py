@@ -4,7 +4,7 @@ Only replacements take it — compaction (a replacement from the chunk's own row
 from external data, including replacing it with nothing. Appends never look at it, so ingestion goes on
 while a chunk is being compacted; the Delta commit of the replacement carries the appends forward.
 
-How consensus is reached (the allocator's pattern, DESIGN.md §1): the lock's state is the newest row of
+How consensus is reached (the allocator's pattern, docs/design.md §1): the lock's state is the newest row of
 the chunk in the ``chunk_locks`` Delta table. Every change of it — acquire, renew, release — commits one
 row carrying the app transaction ``lock/<hour>/<tenant>`` → the chunk's next *generation*, prepared
 against the table version the state was read at. Two processes that read the same state and both try
@@ -32,12 +32,13 @@ from typing import TYPE_CHECKING
 
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.routing.placement import as_utc, from_micros
 from lakeshard.tables import CHUNK_LOCKS
 from lakeshard.tables import lock_app_id as _lock_app_id
 from lakeshard.tables import replace_app_id as _replace_app_id
 from lakeshard.tables.schemas import CHUNK_LOCKS_SCHEMA
-from lakeshard.versions.chunks import Chunk, VersionsError
+from lakeshard.utc import as_utc, from_micros
+from lakeshard.versions.chunks import Chunk
+from lakeshard.versions.errors import VersionsError
 
 if TYPE_CHECKING:
     from pyspark.sql import Row

@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.lake import CommitResult, TableStore
-from lakeshard.versions.chunks import Chunk, VersionsError
+from lakeshard.versions.chunks import Chunk
+from lakeshard.versions.errors import VersionsError
 from lakeshard.versions.locks import ChunkLease, ChunkLocks, LockLost
 
 if TYPE_CHECKING:

@@ -1,0 +1,348 @@
+"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``demo``, ``autoshard``,
+``balance``, ``exclude``, ``pipeline run|events|graph``.
+
+Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
+where it reads input, ``--landing PATH`` (default ``./landing`` or ``$LAKESHARD_LANDING``).
+Errors lakeshard expects (bad input, missing Java, a conflicting commit) print one clear line and exit 2;
+anything else prints one line naming the file its traceback was saved to and exits 1 (``LAKESHARD_DEBUG=1``
+prints the traceback instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import platform
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakeshard.app.cli_args import config_from_args
+from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.errors import LakeshardError
+
+if TYPE_CHECKING:
+    from lakeshard.routing.lifecycle import Intake
+
+__all__ = ["main"]
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Say which mode lakeshard runs in; check Java (locally), Spark start, the adapter, a Delta round trip."""
+    from lakeshard.runtime import RuntimeKind, describe_mode, detect_runtime, find_java
+
+    cfg = config_from_args(args)
+    rows: list[tuple[str, str]] = [("python", platform.python_version())]
+    for dist in ("lakeshard", "pyspark", "delta-spark", "deltalake", "pyarrow", "pandas", "mmh3", "databricks-connect"):
+        rows.append((dist, _version(dist)))
+    kind = detect_runtime(cfg)
+    rows.append(("mode", describe_mode(cfg)))
+    ok = True
+    # Only a local session (classic, or the local Spark Connect server) needs a local JVM.
+    if kind is RuntimeKind.LOCAL or (kind is RuntimeKind.SPARK_CONNECT and cfg.spark.remote.startswith("local")):
+        try:
+            java, major = find_java()
+            rows.append(("java", f"{major} ({java})"))
+        except LakeshardError as exc:
+            rows.append(("java", f"PROBLEM: {exc}"))
+            ok = False
+    if ok:
+        ok = _doctor_session(cfg, kind, rows)
+    rows.append(("lakehouse", cfg.lakehouse))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key.ljust(width)}  {value}")
+    print("all good" if ok else "problems found (see above)")
+    return 0 if ok else 1
+
+
+def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]) -> bool:
+    """Start the session, name the adapter and prove a Delta round trip; append what was found to ``rows``."""
+    from lakeshard.lake import adapter_choice, open_store
+    from lakeshard.runtime import RuntimeKind, get_spark, runtime_name
+
+    start = time.perf_counter()
+    try:
+        spark = get_spark(cfg)
+    except LakeshardError as exc:
+        rows.append(("spark", f"PROBLEM: {exc}"))
+        return False
+    where = {RuntimeKind.LOCAL: cfg.spark.master, RuntimeKind.SPARK_CONNECT: cfg.spark.remote}.get(kind, kind.value)
+    rows.append(("spark", f"{spark.version} started in {time.perf_counter() - start:.1f}s ({where})"))
+    rows.append(("runtime", runtime_name(spark)))
+    try:
+        choice = adapter_choice(spark, cfg)
+    except LakeshardError as exc:
+        rows.append(("adapter", f"PROBLEM: {exc}"))
+        return False
+    rows.append(("adapter", f"{choice.name} - {choice.reason}"))
+    if choice.name == "native":
+        from lakeshard.lake import NATIVE_UNVERIFIED
+
+        rows.append(("native adapter", NATIVE_UNVERIFIED))
+    if kind is RuntimeKind.DATABRICKS_CONNECT:
+        # The embedded adapter commits from this process, which cannot see files the remote cluster writes;
+        # the native adapter needs a py4j session, i.e. code running on the cluster (docs/databricks.md).
+        rows.append(("delta round trip", "skipped: databricks-connect commits from this laptop need direct access "
+                                         "to the lakehouse storage; on the cluster the native adapter commits"))
+        return True
+    with tempfile.TemporaryDirectory(prefix="lakeshard-doctor-") as tmp:
+        store = open_store(spark, cfg)
+        uri = f"{tmp}/roundtrip"
+        store.create(uri, spark.range(1).schema)
+        store.append(uri, spark.range(5))
+        n = store.read(uri).count()
+    rows.append(("delta round trip", "ok" if n == 5 else f"PROBLEM: wrote 5 rows, read {n}"))
+    return n == 5
+
+
+def cmd_route(args: argparse.Namespace) -> int:
+    """Route new landing files: validate, quarantine bad records, place and shard events, commit exactly once."""
+    from lakeshard.lake import open_lazy_store
+    from lakeshard.routing.router import Router, RouteReport
+
+    cfg = config_from_args(args)
+    # Spark starts only if a batch is too big for the driver (routing.arrow_max_bytes).
+    router = Router(None, open_lazy_store(cfg), cfg, max_batch_files=args.batch_files)
+
+    def show(r: RouteReport) -> None:
+        again = " (finished a batch an earlier run had planned)" if r.replayed else ""
+        print(f"batch {r.batch}: {r.files} files, {r.records:,} records = {r.routed:,} routed + "
+              f"{r.quarantined:,} quarantined{again}", flush=True)
+
+    reports = router.run(on_batch=show)
+    if not reports:
+        print(f"nothing new to route in {cfg.landing}")
+    else:
+        print(f"routed {sum(r.routed for r in reports):,} events, quarantined "
+              f"{sum(r.quarantined for r in reports):,} records, into {cfg.lakehouse}")
+    _show_left(router.last_intake, cfg)
+    return 0
+
+
+def _show_left(left: Intake | None, cfg: LakeshardConfig) -> None:
+    """Print what the router's last look at the landing zone left for later: held-back tails, dangling links."""
+    if left is not None and left.held_back:
+        print(f"held back {len(left.held_back)} files ({left.held_back_bytes:,} bytes) still being written: routed "
+              f"once their last record is complete or the file is quiet for {cfg.landing_format.settle_seconds} s")
+    for link in left.dangling if left is not None else []:
+        print(f"warning: {link} is a symbolic link to a file that does not exist; it is routed once it does",
+              file=sys.stderr)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Run the pipeline's route and ingest flows: route new landing files, then write every shard's new routed
+    events to ``events`` exactly once, with the flows' expectations and the pipeline event log.
+
+    Without --follow it runs once; with --follow it runs again every --poll-seconds until interrupted (Ctrl-C
+    ends it after the current run, exit 0).
+    """
+    from lakeshard.pipelines.commands import run_flows
+    from lakeshard.pipelines.context import FlowResult
+
+    cfg = config_from_args(args)
+    params = {"ingest": {"shards": ",".join(map(str, args.shards or []))}}
+    totals = {"runs": 0, "routed": 0, "written": 0}
+
+    def once() -> None:
+        # Spark starts only when a flow needs it: a big route batch or writer step, or rows to check.
+        report = run_flows(cfg, ["route", "ingest"], params, lazy=True)
+        route, ingest = report.flow("route"), report.flow("ingest")
+        routed, written = route.result or FlowResult(), ingest.result or FlowResult()
+        totals["runs"] += 1
+        totals["routed"] += routed.rows_out
+        totals["written"] += written.rows_out
+        if routed.rows_in or written.rows_in or not args.follow:
+            print(f"routed {routed.rows_out:,} events ({routed.quarantined:,} quarantined); wrote "
+                  f"{written.rows_out:,} events, dropped {written.duplicates_dropped:,} duplicates, "
+                  f"{written.details.get('conflicts', 0)} commit conflicts"
+                  + (" (nothing new routed since the last ingest)" if ingest.status == "up_to_date" else ""),
+                  flush=True)
+            rules = [c for f in (route, ingest) for c in f.expectations]
+            if rules:
+                print("expectations: " + ", ".join(f"{c.rule.name} {c.passed}/{c.passed + c.failed} passed"
+                                                   for c in rules)
+                      + (f", {written.dropped:,} rows dropped" if written.dropped else ""))
+            print(f"event log: lakeshard pipeline events --run {report.run_id}", flush=True)
+            _show_left(routed.outcome, cfg)
+
+    if not args.follow:
+        once()
+        return 0
+    with _stop_on_interrupt() as stop:
+        while not stop.is_set():
+            once()
+            stop.wait(args.poll_seconds)
+    print(f"stopped after {totals['runs']} runs: routed {totals['routed']:,} events, wrote {totals['written']:,}")
+    return 0
+
+
+@contextmanager
+def _stop_on_interrupt() -> Iterator[threading.Event]:
+    """Yield an event Ctrl-C sets instead of interrupting, so a run in progress finishes before the loop ends."""
+    stop = threading.Event()
+
+    def interrupted(signum: int, frame: object) -> None:
+        print("interrupted: stopping after the current run", file=sys.stderr, flush=True)
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _spec(args: argparse.Namespace) -> Any:
+    from lakeshard.synth import SynthSpec
+
+    return SynthSpec(events=args.events, tenants=args.tenants, seed=args.seed, hours=args.hours)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Write a synthetic landing zone with its ground truth."""
+    from lakeshard.app.progress import landing_bar
+    from lakeshard.synth import generate_landing
+
+    cfg = config_from_args(args)
+    manifest = generate_landing(cfg.landing, _spec(args), progress=landing_bar(not args.quiet),
+                                overwrite=args.overwrite)
+    print(f"wrote {manifest.records:,} records in {manifest.files} files to {cfg.landing}: "
+          f"{manifest.unique_events:,} unique events, {manifest.duplicate_records:,} duplicates, "
+          f"{manifest.bad_records:,} bad records; ground truth in {cfg.landing}/_truth/")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the longest end-to-end path on a fresh (or given) lakehouse and print the report."""
+    from lakeshard.app.demo import run_demo
+    from lakeshard.lake import open_store
+    from lakeshard.runtime import get_spark
+
+    base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="lakeshard-demo-"))
+    base.mkdir(parents=True, exist_ok=True)
+    lakehouse = args.lakehouse or str(base / "lakehouse")
+    landing = args.landing or str(base / "landing")
+    cfg = load_config(args.config, overrides={"lakehouse": os.path.abspath(lakehouse),
+                                              "landing": os.path.abspath(landing)})
+    print(f"lakeshard demo: {args.events:,} events from {args.tenants} tenants into {cfg.lakehouse}")
+    print("[0/5] starting Spark ...")
+    spark = get_spark(cfg)
+    report = run_demo(spark, open_store(spark, cfg), cfg, _spec(args), out=base / "report", progress=not args.quiet)
+    print()
+    print(report.render())
+    return 0 if report.ok else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lakeshard", description="Exactly-once multi-tenant event ingestion into a Delta lakehouse.")
+    parser.add_argument("--config", help="TOML configuration file (default $LAKESHARD_CONFIG or ./lakeshard.toml)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(p: argparse.ArgumentParser, landing: bool) -> None:
+        p.add_argument("--lakehouse", help="lakehouse directory or URI (default ./lakehouse or $LAKESHARD_LAKEHOUSE)")
+        if landing:
+            p.add_argument("--landing", help="landing zone directory (default ./landing or $LAKESHARD_LANDING)")
+
+    def traffic(p: argparse.ArgumentParser, events: int) -> None:
+        p.add_argument("--events", type=int, default=events, help=f"unique events to generate (default {events:,})")
+        p.add_argument("--tenants", type=int, default=200, help="tenants (default 200)")
+        p.add_argument("--hours", type=float, default=2.0, help="hours of arrival time (default 2)")
+        p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+        p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    p = sub.add_parser("doctor", help="check Java, Spark, the Delta adapter and versions",
+                       description=cmd_doctor.__doc__)
+    common(p, landing=False)
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("generate", help="write a synthetic landing zone with ground truth",
+                       description=cmd_generate.__doc__)
+    common(p, landing=True)
+    traffic(p, 100_000)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing landing zone")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("route", help="route new landing files into the lakehouse (exactly once)",
+                       description=cmd_route.__doc__)
+    common(p, landing=True)
+    p.add_argument("--batch-files", type=int, default=200, help="landing files per batch (default 200)")
+    p.set_defaults(func=cmd_route)
+
+    p = sub.add_parser("ingest", help="route and write new landing data exactly once (batch or --follow)",
+                       description=cmd_ingest.__doc__)
+    common(p, landing=True)
+    p.add_argument("--shards", type=int, nargs="*", help="shards this writer owns (default: all)")
+    p.add_argument("--follow", action="store_true", help="keep polling for new landing files")
+    p.add_argument("--poll-seconds", type=float, default=10.0, help="pause between polls with --follow")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("demo", help="run the pipeline end to end on a fresh lakehouse and report",
+                       description=cmd_demo.__doc__)
+    common(p, landing=True)
+    traffic(p, 100_000)
+    p.add_argument("--out", help="directory for landing, lakehouse and report (default: a new temporary one)")
+    p.set_defaults(func=cmd_demo)
+
+    from lakeshard.app.commands.balancing import add_commands as add_balancing_commands
+    from lakeshard.app.commands.buckets import add_commands as add_buckets_commands
+    from lakeshard.app.commands.compaction import add_commands as add_compaction_commands
+    from lakeshard.app.commands.pipelines import add_commands as add_pipeline_commands
+    from lakeshard.app.commands.versions import add_commands as add_versions_commands
+    from lakeshard.pipelines.commands import run_flow
+
+    add_balancing_commands(sub, common, run_flow=run_flow)
+    add_compaction_commands(sub, common, run_flow=run_flow)
+    add_versions_commands(sub, common)
+    add_buckets_commands(sub, common, run_flow=run_flow)
+    add_pipeline_commands(sub, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``lakeshard`` command line and return its exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except LakeshardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug or an unforeseen fault: one line for the user, the traceback in a file
+        if os.environ.get("LAKESHARD_DEBUG"):
+            raise
+        trace = _save_traceback(exc)
+        print(f"error: unexpected {type(exc).__name__}: {exc}\n(the full traceback is in {trace}; "
+              "set LAKESHARD_DEBUG=1 to print it)", file=sys.stderr)
+        return 1
+
+
+def _save_traceback(exc: BaseException) -> str:
+    """Return the path of a new file holding ``exc``'s traceback."""
+    import traceback
+
+    fd, path = tempfile.mkstemp(prefix="lakeshard-error-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write("".join(traceback.format_exception(exc)))
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

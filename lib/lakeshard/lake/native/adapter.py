@@ -1,0 +1,511 @@
+"""The native adapter: Delta Lake's own commits, in any Spark session that has Delta (classic or Spark Connect).
+
+This is the adapter for Databricks (jobs and notebooks on classic compute, databricks-connect, serverless)
+and for any Spark session started with the delta-spark jars (docs/design.md §1). Public APIs first, so the same
+code runs on a classic session and under Spark Connect:
+
+- **create, exists, snapshot reads, vacuum**: ``DeltaTable.createIfNotExists`` (deletion vectors off, as the
+  embedded adapter creates tables), ``spark.read.format("delta")`` with ``versionAsOf`` / ``timestampAsOf``,
+  ``DeltaTable.vacuum``.
+- **appends with at most one app transaction, and swaps of whole partitions**: Delta's public writer with
+  ``txnAppId`` / ``txnVersion`` / ``userMetadata`` as write options, ``replaceWhere`` + ``dataChange=false``
+  for a swap (:mod:`lakeshard.lake.native.public`).
+- **live files, per-version deltas, checkpoints, history, app transaction versions**: the log files, listed
+  and read with Spark's ``binaryFile`` source (:mod:`lakeshard.lake.native.files`) and replayed by
+  :mod:`lakeshard.lake.protocol.log` (the documented protocol, identical on delta-spark and Databricks). History
+  timestamps are what Delta's time travel resolves timestamps against.
+- **everything else** — a swap of part of a partition (a size-tiered plan), several app transactions in one
+  commit, files written by a ``write`` function, a ``before_commit`` hook, writing a checkpoint: Delta's
+  internal ``OptimisticTransaction`` through py4j (:mod:`lakeshard.lake.native.commit`, every py4j call in
+  :mod:`lakeshard.lake.native.jvm`), on classic sessions only; under Spark Connect these raise
+  :class:`~lakeshard.errors.UnsupportedByAdapter` naming what needs it.
+
+Lakeshard's commit metadata (:data:`~lakeshard.lake.store.ROWS_ADDED`, ``BYTES_ADDED``, ...) travels as one JSON
+object in the commit's ``userMetadata``; a public-writer commit records rows and bytes from Delta's own
+``operationMetrics``. Lost races are recognised by :func:`lakeshard.lake.native.conflicts.is_concurrent_modification`.
+
+Tables with deletion vectors, column mapping or V2 checkpoints cannot be read file by file or replayed this
+way; the operations that need that raise :class:`~lakeshard.errors.UnsupportedByAdapter` naming the feature.
+
+This module's commits are **not exercised against a real Delta runtime in lakeshard's own tests**
+(delta-spark's jars come from Maven, which that environment cannot reach; :data:`NATIVE_UNVERIFIED`); its
+contract tests run wherever Delta is present (``pytest -m delta_jvm``), and its log reads, conflict
+recognition and swap planning are tested everywhere, under Spark Connect too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakeshard.errors import (
+    CommitConflict,
+    TableNotFound,
+    TableStoreError,
+    UnsupportedByAdapter,
+)
+from lakeshard.lake.base import (
+    DEFAULT_PROPERTIES,
+    AdapterBase,
+    arrow_columns,
+    arrow_schema_utc,
+    check_read_point,
+)
+from lakeshard.lake.native.commit import NativeCommits, session_conf
+from lakeshard.lake.native.files import SparkFiles
+from lakeshard.lake.native.jvm import DeltaJvm, gateway, scala_call
+from lakeshard.lake.native.log import NativeLog, supported
+from lakeshard.lake.native.public import PublicCommits, whole_partitions_predicate
+from lakeshard.lake.protocol.datafiles import (
+    read_data_files,
+)
+from lakeshard.lake.protocol.filesystem import normalise_uri
+from lakeshard.lake.protocol.log import (
+    checkpoint_parts,
+    commit_versions,
+    file_from_action,
+    typed_stats,
+)
+from lakeshard.lake.store import check_new_columns
+from lakeshard.lake.types import (
+    AppTransaction,
+    BeforeCommit,
+    CommitInfo,
+    CommitResult,
+    FileInfo,
+    LogEntry,
+    VacuumReport,
+    WriteFiles,
+)
+
+if TYPE_CHECKING:
+    import pyarrow.compute as pc
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructField, StructType
+
+__all__ = ["NATIVE_UNVERIFIED", "NativeTableStore"]
+
+# What `lakeshard doctor` and the docs say of this adapter until its contract tests have run on a Delta runtime.
+NATIVE_UNVERIFIED = (
+    "unverified: the native adapter's commits have not run against a Delta runtime (delta-spark jars or Databricks) "
+    "in lakeshard's tests; run `pytest -m delta_jvm` there first (docs/databricks.md)"
+)
+
+_RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+
+
+class NativeTableStore(AdapterBase):
+    """A :class:`TableStore` whose commits are Delta Lake's own (delta-spark or Databricks Runtime).
+
+    Args:
+        spark: a session with Delta: a classic (py4j) session with Delta's JVM classes on its classpath, or a
+            Spark Connect session to a server that has them (not checked here: there is no py4j to ask).
+
+    Raises:
+        EnvironmentProblem: a classic session whose classpath lacks Delta's classes.
+
+    Example::
+
+        store = NativeTableStore(spark)          # or open_store(spark), which picks it when Delta's classes load
+        store.create(uri, schema, partition_by=["tenant_id"])
+        store.append(uri, df, app_transactions=[AppTransaction("writer/3", 17)])
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._setup(spark)
+        if gateway(spark) is not None:
+            self._delta.package  # noqa: B018 (fail now, not at the first commit, when Delta's classes are missing)
+
+    def _setup(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self._delta_jvm: DeltaJvm | None = None
+        self._files = SparkFiles(spark)
+        self._log = NativeLog(spark, self._files)
+        self._commits = NativeCommits(spark, lambda: self._delta, self._log)
+        self._public = PublicCommits(self._log)
+
+    @property
+    def _delta(self) -> DeltaJvm:
+        """Return Delta's JVM classes behind the session's py4j gateway, for what only they can do.
+
+        Raises:
+            EnvironmentProblem: the session has no py4j gateway (Spark Connect).
+        """
+        if self._delta_jvm is None:
+            self._delta_jvm = DeltaJvm(self.spark)
+        return self._delta_jvm
+
+    @classmethod
+    def for_log_reads(cls, spark: SparkSession) -> NativeTableStore:
+        """Return a store for reading Delta logs only, on any classic session, Delta's classes or not.
+
+        Its log reads (:meth:`files`, :meth:`log_entries`, :meth:`history`, :meth:`transaction_version`,
+        checkpoints, :meth:`read_files`, schema and version) go through the session's Hadoop filesystem and
+        the protocol; anything that needs Delta itself (writes, :meth:`read`, vacuum, checkpoints written)
+        fails when Delta's classes are absent. The tests use
+        it to check the native adapter's log reading against the embedded adapter where Delta's JVM is absent.
+        """
+        store = cls.__new__(cls)
+        store._setup(spark)
+        return store
+
+    # ----------------------------------------------------------------------------------- lookup
+    def exists(self, table: str) -> bool:
+        """Return whether a Delta table exists at ``table`` (its log holds a commit or a checkpoint)."""
+        try:
+            self._log.latest(normalise_uri(table))
+        except TableNotFound:
+            return False
+        return True
+
+    def schema(self, table: str) -> StructType:
+        """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
+        from pyspark.sql.types import StructType
+
+        return StructType.fromJson(self._log.state(normalise_uri(table)).schema_json)
+
+    def add_columns(self, table: str, fields: Sequence[StructField]) -> int:
+        """Add nullable columns to an existing table with ``ALTER TABLE ... ADD COLUMNS``; return the new version."""
+        uri = normalise_uri(table)
+        check_new_columns(uri, self.schema(uri), fields)
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in fields)
+        try:
+            self.spark.sql(f"ALTER TABLE delta.`{uri}` ADD COLUMNS ({columns})")
+        except Exception as exc:  # py4j or Spark Connect errors; the message names the cause
+            raise TableStoreError(f"{uri}: cannot add the columns {[f.name for f in fields]}: {exc}") from None
+        return self.version(uri)
+
+    def partition_columns(self, table: str) -> list[str]:
+        """Return the table's partition columns in order."""
+        return self._log.state(normalise_uri(table)).partition_columns
+
+    def version(self, table: str) -> int:
+        """Return the table's latest version (from the log listing, without replaying it)."""
+        return self._log.latest(normalise_uri(table))
+
+    # ----------------------------------------------------------------------------------- create
+    def create(
+        self,
+        table: str,
+        schema: StructType,
+        *,
+        partition_by: Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
+        description: str | None = None,
+        exist_ok: bool = True,
+    ) -> int:
+        """Create the table with ``DeltaTable.createIfNotExists`` (or check an existing one's shape).
+
+        Raises:
+            TableExists: the table exists and ``exist_ok`` is False.
+            TableStoreError: an existing table's schema or partitioning differs (both are shown), or a
+                partition column has a type that cannot be a partition.
+        """
+        from delta.tables import DeltaTable
+
+        uri = normalise_uri(table)
+        existing = self._existing_version(uri, schema, partition_by, exist_ok)
+        if existing is not None:
+            return existing
+        builder = DeltaTable.createIfNotExists(self.spark).location(uri).addColumns(schema)
+        if partition_by:
+            builder = builder.partitionedBy(*partition_by)
+        for key, value in {**DEFAULT_PROPERTIES, **(properties or {})}.items():
+            builder = builder.property(key, value)
+        if description:
+            builder = builder.comment(description)
+        try:
+            builder.execute()
+        except Exception as exc:
+            # createIfNotExists racing another creator: the loser may still fail; the same shape is fine.
+            if not self.exists(uri):
+                raise TableStoreError(f"cannot create the Delta table at {uri}: {exc}") from None
+        self._check_same_shape(uri, schema, partition_by)
+        return self.version(uri)
+
+    # ------------------------------------------------------------------------------------- read
+    def read(
+        self, table: str, *, version: int | None = None, timestamp: datetime | str | None = None
+    ) -> DataFrame:
+        """Return a snapshot read by Delta itself (latest, ``versionAsOf`` or ``timestampAsOf``).
+
+        Example::
+
+            store.read(uri, version=3).count()
+            store.read(uri, timestamp="2026-01-01T00:00:00Z")
+        """
+        check_read_point(version, timestamp)
+        uri = normalise_uri(table)
+        latest = self._log.latest(uri)
+        reader = self.spark.read.format("delta")
+        if version is not None:
+            if version > latest:
+                raise TableStoreError(f"cannot load {uri} at version {version}: the latest is {latest}")
+            reader = reader.option("versionAsOf", version)
+        elif timestamp is not None:
+            text = timestamp.astimezone(UTC).isoformat() if isinstance(timestamp, datetime) else timestamp
+            reader = reader.option("timestampAsOf", text)
+        try:
+            return reader.load(uri)
+        except Exception as exc:  # e.g. a version whose commit files were cleaned up, a timestamp before v0
+            at = f" at version {version}" if version is not None else f" as of {timestamp}" if timestamp else ""
+            raise TableStoreError(f"cannot load {uri}{at}: {str(exc).splitlines()[0][:300]}") from None
+
+    def read_files(self, table: str, files: Sequence[FileInfo]) -> DataFrame:
+        """Return the rows of exactly these data files (as :meth:`files` lists them), partition values included.
+
+        Delta has no public "read these files" API; the files are read as Parquet with the table's schema
+        and their partition values joined in, as the embedded adapter does.
+
+        Raises:
+            UnsupportedByAdapter: the table uses deletion vectors or column mapping.
+        """
+        from pyspark.sql.types import StructType
+
+        uri = normalise_uri(table)
+        state = self._log.state(uri)
+        supported(uri, state, "read_files")
+        return read_data_files(self.spark, uri, StructType.fromJson(state.schema_json), state.partition_columns,
+                               files)
+
+    def read_arrow(self, table: str, files: Sequence[FileInfo], columns: Sequence[str] | None = None, *,
+                   where: pc.Expression | None = None) -> pa.Table:
+        """Return the rows of exactly these data files (those matching ``where``) as Arrow, typed as
+        :meth:`arrow_schema` says.
+
+        Read through Spark (``read_files`` then ``toArrow``): the files may live on any filesystem the cluster
+        reaches, which pyarrow in the driver may not. ``where`` filters the rows read, in the driver.
+        """
+        schema = self.arrow_schema(table)
+        names, wanted = arrow_columns(normalise_uri(table), schema, columns)
+        if not files:
+            return wanted.empty_table()
+        if where is None:
+            return self.read_files(table, files).select(*names).toArrow().cast(wanted)
+        _, whole = arrow_columns(normalise_uri(table), schema, None)
+        return self.read_files(table, files).select(*whole.names).toArrow().cast(whole).filter(where).select(names)
+
+    def arrow_schema(self, table: str) -> pa.Schema:
+        """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
+        return arrow_schema_utc(self.schema(table))
+
+    def files(self, table: str, *, version: int | None = None) -> list[FileInfo]:
+        """Return the live data files of the table (latest or at ``version``) with their typed statistics."""
+        uri = normalise_uri(table)
+        state = self._log.state(uri, version)
+        supported(uri, state, "files")
+        schema = state.schema_json
+        return [replace(f, min_values=typed_stats(f.min_values, schema), max_values=typed_stats(f.max_values, schema))
+                for f in state.files.values()]
+
+    # ------------------------------------------------------------------------------------ write
+    def append(
+        self,
+        table: str,
+        df: DataFrame | None,
+        *,
+        app_transactions: Sequence[AppTransaction] = (),
+        metadata: Mapping[str, Any] | None = None,
+        read_version: int | None = None,
+        write: WriteFiles | None = None,
+    ) -> CommitResult:
+        """Append ``df``'s rows in one Delta commit carrying ``app_transactions`` and ``metadata``.
+
+        Rows as a DataFrame with one app transaction (or none): Delta's public writer with ``txnAppId`` /
+        ``txnVersion`` and ``userMetadata`` options (:mod:`lakeshard.lake.native.public`), on any session.
+        Otherwise (several app transactions, a ``write`` function) Delta's ``OptimisticTransaction`` with one
+        ``SetTransaction`` action per app transaction, each also read by the transaction so a concurrent commit
+        of the same app id fails it (classic sessions only). If every app transaction is already committed at
+        or past its version the write is skipped.
+
+        Raises:
+            CommitConflict: a concurrent commit conflicts (e.g. it committed one of the same app
+                transactions); nothing of this append is visible.
+            UnsupportedByAdapter: the append needs Delta's internal API and the session is Spark Connect.
+        """
+        if df is not None and write is None and len(app_transactions) <= 1:
+            uri = normalise_uri(table)
+            state = self._log.state(uri)
+            supported(uri, state, "append")
+            done = self._commits.replayed(uri, state, state.version if read_version is None else read_version,
+                                          app_transactions)
+            if done is not None:
+                return done
+            return self._public.append(uri, df, state, app_transactions, metadata)
+        self._needs_jvm(table, "an append with several app transactions or a write function")
+        return self._commits.commit(table, df, remove=(), data_change=True, app_transactions=app_transactions,
+                                    metadata=metadata, read_version=read_version, operation="append", write=write)
+
+    def _needs_jvm(self, table: str, what: str) -> None:
+        """Raise UnsupportedByAdapter when ``what`` needs Delta's internal API and the session has no py4j."""
+        if gateway(self.spark) is None:
+            raise UnsupportedByAdapter(
+                f"{normalise_uri(table)}: {what} needs Delta's internal transaction API (py4j), which a Spark Connect "
+                "session cannot reach; run this step on a classic cluster (a job or notebook), or use the embedded "
+                "adapter with storage it can commit to"
+            )
+
+    def replace_files(
+        self,
+        table: str,
+        remove: Sequence[str],
+        df: DataFrame | None,
+        *,
+        data_change: bool = False,
+        app_transactions: Sequence[AppTransaction] = (),
+        metadata: Mapping[str, Any] | None = None,
+        read_version: int | None = None,
+        before_commit: BeforeCommit | None = None,
+        write: WriteFiles | None = None,
+    ) -> CommitResult:
+        """Remove the live files ``remove`` and add ``df``'s rows in one Delta commit (``dataChange`` as given).
+
+        The new files are written by Delta's ``txn.writeFiles`` (or by ``write`` under a fresh directory of
+        the table, their statistics read from the Parquet footers); removes are the files' exact log paths.
+        Delta's conflict checker fails the commit when a concurrent commit removed one of the same files.
+
+        When ``remove`` is every live file of the partitions it touches, the rows come as a DataFrame, with at
+        most one app transaction and no ``before_commit``, the swap is Delta's public writer: an overwrite with
+        ``replaceWhere`` on exactly those partitions and ``dataChange`` as given (any session). Anything else
+        needs Delta's internal API (classic sessions only).
+
+        Raises:
+            CommitConflict: a file in ``remove`` is not live, or a concurrent commit removed it.
+            UnsupportedByAdapter: the swap needs Delta's internal API and the session is Spark Connect.
+        """
+        uri = normalise_uri(table)
+        if df is not None and write is None and before_commit is None and len(app_transactions) <= 1:
+            state = self._log.state(uri)
+            supported(uri, state, "replace_files")
+            gone = [p for p in remove if p not in state.files]
+            if gone:
+                raise CommitConflict(uri, read_version, tuple(t.app_id for t in app_transactions),
+                                     f"files to remove are not live at version {state.version}: {gone[:5]}")
+            predicate = whole_partitions_predicate(state, remove)
+            if predicate is not None:
+                done = self._commits.replayed(uri, state, state.version if read_version is None else read_version,
+                                              app_transactions)
+                if done is not None:
+                    return done
+                return self._public.replace_partitions(uri, df, state, predicate, len(remove), app_transactions,
+                                                       metadata, data_change)
+        self._needs_jvm(uri, "a swap of part of a partition's files, with a write function, a before_commit hook "
+                             "or several app transactions")
+        return self._commits.commit(table, df, remove=remove, data_change=data_change,
+                                    app_transactions=app_transactions, metadata=metadata, read_version=read_version,
+                                    before_commit=before_commit, write=write, operation="replace")
+
+    # ------------------------------------------------------------------------------ log actions
+    def log_entries(self, table: str, *, start: int | None = None, end: int | None = None) -> list[LogEntry]:
+        """Return the commits ``start``..``end`` (inclusive) as their log files hold them, oldest first.
+
+        Raises:
+            TableStoreError: ``start`` is older than the oldest commit file left in the log, or a commit
+                between ``start`` and ``end`` is missing.
+        """
+        return [e for e, _ in self._log.entries(normalise_uri(table), start, end)]
+
+    def checkpoint_versions(self, table: str) -> list[int]:
+        """Return the versions with a complete classic checkpoint (single- or multi-part), oldest first."""
+        listing = self._log.listing(normalise_uri(table))
+        return sorted(v for v, parts in checkpoint_parts((n, loc) for n, loc, _ in listing).items() if parts)
+
+    def checkpoint_files(self, table: str, version: int) -> list[FileInfo]:
+        """Return the live data files the checkpoint at ``version`` records (its add actions)."""
+        uri = normalise_uri(table)
+        parts = checkpoint_parts((n, loc) for n, loc, _ in self._log.listing(uri)).get(version)
+        if not parts:
+            raise TableStoreError(f"{uri}: no complete checkpoint at version {version}")
+        return [file_from_action(r["add"], r["add"].get("modificationTime"))
+                for r in self._log.checkpoint_rows(parts) if r.get("add")]
+
+    def create_checkpoint(self, table: str) -> int:
+        """Write a checkpoint of the latest version with Delta's ``DeltaLog.checkpoint`` and return that version."""
+        uri = normalise_uri(table)
+        self._needs_jvm(uri, "writing a checkpoint")
+        log = self._delta.delta_log(uri)
+        snapshot = scala_call(log, "update")
+        scala_call(log, "checkpoint", snapshot)
+        return int(snapshot.version())
+
+    # --------------------------------------------------------------------------------- metadata
+    def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:
+        """Return the commits still in the log, newest first, with lakeshard's metadata from ``userMetadata``.
+
+        Read from the commit files (as ``DeltaTable.history()`` does); timestamps are the ones Delta's time
+        travel resolves ``timestampAsOf`` against (see the module doc), as UTC datetimes.
+        """
+        uri = normalise_uri(table)
+        listing = self._log.listing(uri)
+        first = min(commit_versions(n for n, _, _ in listing), default=0)
+        latest = self._log.latest(uri, listing)
+        start = first if limit is None else max(first, latest - limit + 1)
+        return [CommitInfo(version=e.version, timestamp=e.timestamp, operation=e.operation,
+                           parameters=info.get("operationParameters") or {},
+                           metrics=info.get("operationMetrics") or {}, custom_metadata=e.custom_metadata)
+                for e, info in reversed(self._log.entries(uri, start, latest))]
+
+    def transaction_versions(self, table: str, app_ids: Sequence[str]) -> dict[str, int | None]:
+        """Return each app id's committed version from one replay of the log."""
+        state = self._log.state(normalise_uri(table))
+        return {a: state.app_versions.get(a) for a in app_ids}
+
+    def transaction_version(self, table: str, app_id: str) -> int | None:
+        """Return the latest committed version of app transaction ``app_id`` (the log's ``txn`` actions), or None."""
+        return self._log.state(normalise_uri(table)).app_versions.get(app_id)
+
+    def vacuum(self, table: str, *, retention_hours: float = 168.0, dry_run: bool = False) -> VacuumReport:
+        """Delete data files no version within ``retention_hours`` needs, with Delta's VACUUM.
+
+        ``DeltaTable.vacuum`` deletes; the files it deleted are the table's files before minus after (it
+        returns no list). A dry run is ``VACUUM ... DRY RUN``, which needs Delta's SQL extension
+        (``spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension``; always there on Databricks).
+        Delta's own refusal of retentions under 7 days is switched off for this call, as the embedded
+        adapter allows them too. Delta's VACUUM also removes files no commit ever named (orphans of failed
+        writes) and the directories it empties.
+
+        Raises:
+            UnsupportedByAdapter: a dry run on a session without Delta's SQL extension.
+        """
+        from delta.tables import DeltaTable
+
+        uri = normalise_uri(table)
+        self._log.latest(uri)
+        hours = max(0, math.ceil(retention_hours))
+        with self._retention_check_off(hours):
+            if dry_run:
+                try:
+                    listed = self.spark.sql(f"VACUUM delta.`{uri}` RETAIN {hours} HOURS DRY RUN").collect()
+                except Exception as exc:
+                    raise UnsupportedByAdapter(
+                        f"vacuum dry run on {uri}: Delta's VACUUM ... DRY RUN did not run ({str(exc)[:200]}); it "
+                        "needs spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension on the session"
+                    ) from None
+                return VacuumReport(uri, True, tuple(sorted(_relative(uri, str(r[0])) for r in listed)), ())
+            before = set(self._files.list_files(uri))
+            DeltaTable.forPath(self.spark, uri).vacuum(float(hours))
+            after = set(self._files.list_files(uri))
+        return VacuumReport(uri, False, tuple(sorted(before - after)), ())
+
+    @contextlib.contextmanager
+    def _retention_check_off(self, hours: int) -> Iterator[None]:
+        if hours >= timedelta(days=7).total_seconds() / 3600:
+            yield
+            return
+        with session_conf(self.spark, _RETENTION_CHECK_CONF, "false"):
+            yield
+
+
+def _relative(uri: str, path: str) -> str:
+    """Return a file VACUUM names (an absolute path or URI) relative to the table root."""
+    for root in (uri, f"file:{uri}", f"file://{uri}"):
+        if path.startswith(root + "/"):
+            return path[len(root) + 1:]
+    return path
+

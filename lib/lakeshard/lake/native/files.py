@@ -1,0 +1,96 @@
+"""A Delta table's files as Spark sees them, through public APIs only: the native adapter's view of storage.
+
+:class:`SparkFiles` lists and reads files with Spark's ``binaryFile`` source, so it works on a classic session
+and under Spark Connect alike, on every filesystem the cluster reaches (cloud URIs, Unity Catalog volumes,
+DBFS) with the cluster's own credentials, exactly the storage Delta itself writes to. Spark leaves out names
+starting with ``_`` or ``.`` (``_last_checkpoint``, ``_sidecars``, ``.crc`` files), which the log reader
+does not need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from lakeshard.lake.protocol.datafiles import is_hidden
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["SparkFiles"]
+
+
+class SparkFiles:
+    """Lists and reads files through ``spark.read.format("binaryFile")``.
+
+    Args:
+        spark: any session (classic or Spark Connect) whose cluster reaches the table's storage.
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def _load(self, paths: Sequence[str], *, recursive: bool = False) -> DataFrame | None:
+        reader = self.spark.read.format("binaryFile")
+        if recursive:
+            reader = reader.option("recursiveFileLookup", "true")
+        try:
+            return reader.load(list(paths))
+        except Exception as exc:
+            # A directory that does not exist (yet): no table there, not an error of the read.
+            if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+                return None
+            raise
+
+    def list_dir(self, location: str) -> list[tuple[str, str, int]]:
+        """Return (name, location, modification millis) of each file of a directory; [] when it is absent."""
+        from pyspark.sql import functions as F
+
+        df = self._load([location])
+        if df is None:
+            return []
+        rows = df.select("path", F.unix_millis("modificationTime").alias("mtime")).collect()
+        return [(str(r.path).rstrip("/").rsplit("/", 1)[-1], str(r.path), int(r.mtime)) for r in rows]
+
+    def read_texts(self, locations: Sequence[str]) -> dict[str, str]:
+        """Return each file's UTF-8 text by the location it was asked for, read in one Spark job."""
+        if not locations:
+            return {}
+        df = self._load(locations)
+        if df is None:
+            return {}
+        by_name = {str(r.path).rsplit("/", 1)[-1]: bytes(r.content).decode("utf-8")
+                   for r in df.select("path", "content").collect()}
+        return {loc: by_name[loc.rsplit("/", 1)[-1]] for loc in locations if loc.rsplit("/", 1)[-1] in by_name}
+
+    def read_text(self, location: str) -> str:
+        """Return one file's UTF-8 text.
+
+        Raises:
+            FileNotFoundError: the file is not there.
+        """
+        found = self.read_texts([location])
+        if location not in found:
+            raise FileNotFoundError(location)
+        return found[location]
+
+    def list_files(self, root: str) -> list[str]:
+        """Return every data file under ``root`` (recursively; ``_delta_log`` and hidden files left out), relative."""
+        df = self._load([root], recursive=True)
+        if df is None:
+            return []
+        prefix = _bare(root).rstrip("/") + "/"
+        out = []
+        for r in df.select("path").collect():
+            full = _bare(str(r.path))
+            relative = full[len(prefix):] if full.startswith(prefix) else full
+            if not is_hidden(relative):
+                out.append(relative)
+        return out
+
+
+def _bare(location: str) -> str:
+    """Return a location without a ``file:`` scheme (Spark writes ``file:/x``, users ``/x`` or ``file:///x``)."""
+    if location.startswith("file:"):
+        return "/" + location[len("file:"):].lstrip("/")
+    return location

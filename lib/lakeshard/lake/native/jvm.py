@@ -1,0 +1,216 @@
+"""Delta's JVM classes behind a classic session's py4j gateway: the one module that touches JVM internals.
+
+The native adapter calls Delta through these helpers: :class:`DeltaJvm` (Delta's internal classes, the
+table's Hadoop filesystem), :func:`scala_call` (Scala methods with defaulted parameters),
+:func:`java_class_names` (the Java classes of an unconverted py4j error) and
+:func:`gateway` (a session's py4j view, None under Spark Connect).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lakeshard.errors import EnvironmentProblem
+from lakeshard.lake.protocol.datafiles import is_hidden
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["DELTA_PACKAGES", "DeltaJvm", "gateway", "has_delta_jvm", "java_class_names", "jvm_has_class",
+           "scala_call"]
+
+# Where Delta's internal classes live: delta-spark, then Databricks Runtime.
+DELTA_PACKAGES = ("org.apache.spark.sql.delta", "com.databricks.sql.transaction.tahoe")
+
+
+def scala_call(obj: Any, name: str, *args: Any, max_defaults: int = 8) -> Any:
+    """Return ``obj.name(*args)``, filling trailing Scala default arguments the call leaves out.
+
+    Scala compiles a parameter's default value into a method ``name$default$N``; Java (and py4j) callers
+    must pass every argument. When the call with ``args`` does not resolve, this adds the defaults of the
+    following parameters one by one until it does, so a method that gained a defaulted parameter in a
+    newer Delta release is still called the same way.
+
+    Raises:
+        AttributeError: no overload of ``name`` matched even with ``max_defaults`` defaults filled in.
+    """
+    method = getattr(obj, name)
+    filled = list(args)
+    last: Exception | None = None
+    for _ in range(max_defaults + 1):
+        try:
+            return method(*filled)
+        except Exception as exc:
+            # py4j reports a missing overload as a Py4JError "Method name([...]) does not exist"; an exception
+            # thrown by the Java method itself (Py4JJavaError, with ``java_exception``) is not retried.
+            if hasattr(exc, "java_exception") or "does not exist" not in str(exc):
+                raise
+            last = exc
+        default = getattr(obj, f"{name}$default${len(filled) + 1}", None)
+        if default is None:
+            break
+        try:
+            filled.append(default())
+        except Exception as exc:
+            last = exc
+            break
+    raise AttributeError(f"no overload of {name} accepts {len(args)} arguments plus Scala defaults: {last}")
+
+
+def java_class_names(exc: BaseException) -> list[str]:
+    """Return the Java class names of a py4j error's Java exception, most derived first ([] for other errors).
+
+    :func:`lakeshard.lake.native.conflicts.is_concurrent_modification` uses it for errors PySpark did not convert.
+    """
+    java = getattr(exc, "java_exception", None)
+    names: list[str] = []
+    try:
+        cls = java.getClass() if java is not None else None
+        while cls is not None:
+            names.append(str(cls.getName()))
+            cls = cls.getSuperclass()
+    except Exception:  # the gateway is gone (session stopped): no Java view of the error left
+        return names
+    return names
+
+
+class DeltaJvm:
+    """Delta's JVM classes behind the session's py4j gateway."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        jvm = gateway(spark)
+        if jvm is None:
+            raise EnvironmentProblem(
+                "this operation needs Delta's internal JVM classes through py4j, and this Spark session has no py4j "
+                "gateway (Spark Connect / databricks-connect); run it on a classic cluster (a job or notebook)"
+            )
+        self.jvm = jvm
+        self.jspark = spark._jsparkSession
+        self.hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self._package: str | None = None
+
+    @property
+    def package(self) -> str:
+        """Return the package of Delta's internal classes on this classpath (looked up once)."""
+        if self._package is None:
+            self._package = self._find_package()
+        return self._package
+
+    def _find_package(self) -> str:
+        for package in DELTA_PACKAGES:
+            if jvm_has_class(self.jvm, f"{package}.DeltaLog"):
+                return package
+        raise EnvironmentProblem(
+            f"Delta's DeltaLog class is in none of {list(DELTA_PACKAGES)} on this session's classpath; the native "
+            "adapter needs delta-spark's jars or a Databricks runtime"
+        )
+
+    def object(self, name: str) -> Any:
+        """Return the Scala ``object`` ``name`` (relative to Delta's package), i.e. its ``MODULE$``."""
+        return getattr(getattr(self.jvm, f"{self.package}.{name}$"), "MODULE$")
+
+    def delta_log(self, uri: str) -> Any:
+        return self.object("DeltaLog").forTable(self.jspark, uri)
+
+    def action(self, action: Mapping[str, Any]) -> Any:
+        return self.object("actions.Action").fromJson(json.dumps(action, separators=(",", ":")))
+
+    def seq(self, items: Sequence[Any]) -> Any:
+        java_list = self.jvm.java.util.ArrayList()
+        for item in items:
+            java_list.add(item)
+        return self.jvm.org.apache.spark.api.python.PythonUtils.toSeq(java_list)
+
+    def activate(self) -> None:
+        """Make the store's session the active one of this thread's JVM thread.
+
+        Delta's ``OptimisticTransaction`` reads ``userMetadata`` (and every other conf) from the thread's active
+        session; a thread of a pool, or a second notebook session, may have none or another one, and its commit
+        would silently lose lakeshard's metadata.
+        """
+        self.jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.jspark)
+
+    def manual_update(self) -> Any:
+        return self.object("DeltaOperations$ManualUpdate")
+
+    def write_files(self, txn: Any, df: Any) -> list[dict[str, Any]]:
+        """Return the protocol JSON of the actions ``txn.writeFiles`` made writing ``df`` (a classic DataFrame)."""
+        return self.actions_json(txn.writeFiles(df._jdf))
+
+    @staticmethod
+    def actions_json(seq: Any) -> list[dict[str, Any]]:
+        """Return the protocol JSON of each action in a Scala ``Seq[Action]``."""
+        out = []
+        iterator = seq.iterator()
+        while iterator.hasNext():
+            out.append(json.loads(iterator.next().json()))
+        return out
+
+    # ------------------------------------------------------------------ Hadoop filesystem of the table
+    def _path(self, location: str) -> tuple[Any, Any]:
+        path = self.jvm.org.apache.hadoop.fs.Path(location)
+        return path.getFileSystem(self.hadoop_conf), path
+
+    def list_dir(self, location: str) -> list[tuple[str, str, int]]:
+        """Return (name, location, modification millis) of each entry of a directory; [] when it is absent."""
+        fs, path = self._path(location)
+        if not fs.exists(path):
+            return []
+        return [(str(s.getPath().getName()), str(s.getPath().toString()), int(s.getModificationTime()))
+                for s in fs.listStatus(path)]
+
+    def list_files(self, root: str) -> list[str]:
+        """Return every data file under ``root`` (recursively, ``_delta_log`` and hidden files left out), relative."""
+        fs, path = self._path(root)
+        prefix = str(fs.makeQualified(path).toString()).rstrip("/") + "/"
+        out = []
+        iterator = fs.listFiles(path, True)
+        while iterator.hasNext():
+            full = str(iterator.next().getPath().toString())
+            relative = full[len(prefix):] if full.startswith(prefix) else full
+            if not is_hidden(relative):
+                out.append(relative)
+        return out
+
+    def read_text(self, location: str) -> str:
+        fs, path = self._path(location)
+        stream = fs.open(path)
+        try:
+            return str(self.jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    def delete(self, location: str) -> None:
+        fs, path = self._path(location)
+        fs.delete(path, True)
+
+
+def gateway(spark: Any) -> Any:
+    """Return the session's py4j JVM view, or None for a session without one (Spark Connect)."""
+    try:
+        return getattr(spark.sparkContext, "_jvm", None)
+    except Exception:  # a Spark Connect session raises on .sparkContext
+        return None
+
+
+def jvm_has_class(jvm: Any, name: str) -> bool:
+    """Return whether the py4j JVM view can load the class ``name``.
+
+    py4j resolves names with the thread's context class loader, which sees jars added with ``spark.jars``;
+    ``Class.forName(name)`` called through py4j would use py4j's own loader and miss them.
+    """
+    from py4j.java_gateway import JavaClass
+
+    try:
+        return isinstance(getattr(jvm, name), JavaClass)
+    except Exception:
+        return False
+
+
+def has_delta_jvm(spark: Any) -> bool:
+    """Return whether the session can load Delta's JVM classes (Databricks, delta-spark jars); False for a
+    session without a py4j gateway (Spark Connect)."""
+    jvm = gateway(spark)
+    return jvm is not None and jvm_has_class(jvm, "io.delta.tables.DeltaTable")

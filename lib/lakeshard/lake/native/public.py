@@ -1,0 +1,131 @@
+"""The native adapter's commits through Delta's public writer only: what runs on a classic session and under
+Spark Connect alike.
+
+- **append** (at most one app transaction): ``df.write.format("delta").mode("append")`` with ``txnAppId`` /
+  ``txnVersion`` (Delta skips a version at or below the committed one, and a concurrent commit of the same app
+  id fails this one) and ``userMetadata`` set on the write itself, never in the session conf (a thread or a
+  session without it would commit without lakeshard's metadata). A ``read_version`` is checked against the
+  log first: a commit after it that carried one of the app ids is a conflict.
+- **swap** (:func:`whole_partitions_predicate`): Delta's public API cannot remove an exact set of files, so a
+  swap rewrites whole partitions: ``mode("overwrite")`` with ``replaceWhere`` naming exactly the partitions of
+  the files removed, and ``dataChange=false``. It is taken only when the files to remove are *all* the live
+  files of those partitions (a compaction of a whole ``(tenant, hour)`` bucket, under its chunk lock);
+  Delta's conflict checker fails it when a concurrent commit added to or removed from those partitions.
+
+What does not fit (several app transactions in one commit, files written by a ``write`` function, a
+``before_commit`` hook, a swap of part of a partition) needs Delta's internal transaction API
+(:mod:`lakeshard.lake.native.commit`, py4j only). None of this has run against a Delta runtime here (its
+jars cannot be fetched); see docs/lake.md.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lakeshard.lake.base import txn_text
+from lakeshard.lake.native.conflicts import conflict_or_raise
+from lakeshard.lake.protocol.datafiles import conform
+from lakeshard.lake.protocol.log import COMMIT_ID, LogState, encode_user_metadata
+from lakeshard.lake.types import ROWS_ADDED, AppTransaction, CommitResult, FileInfo
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, DataFrameWriter
+
+    from lakeshard.lake.native.log import NativeLog
+
+__all__ = ["PublicCommits", "whole_partitions_predicate"]
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def whole_partitions_predicate(state: LogState, remove: Sequence[str]) -> str | None:
+    """Return a ``replaceWhere`` predicate selecting exactly the partitions of ``remove``, or None when it cannot.
+
+    None when ``remove`` is empty or names a file that is not live, or when the partitions it touches hold
+    live files it does not name (a predicate would remove those too). An unpartitioned table's predicate is
+    ``true`` when every live file is removed.
+
+    Example::
+
+        whole_partitions_predicate(state, ["tenant_id=a/hour=2026-01-01T00/part-0.parquet", ...])
+        # "(`tenant_id` = 'a' AND `hour` = '2026-01-01T00')"
+    """
+    columns = state.partition_columns
+    if not remove or any(p not in state.files for p in remove):
+        return None
+
+    def key(f: FileInfo) -> tuple[str | None, ...]:
+        return tuple(f.partition_values.get(c) for c in columns)
+
+    chosen = set(remove)
+    partitions = {key(state.files[p]) for p in remove}
+    if any(path not in chosen and key(f) in partitions for path, f in state.files.items()):
+        return None
+    if not columns:
+        return "true"
+    clauses = []
+    for values in sorted(partitions, key=lambda v: tuple("" if x is None else x for x in v)):
+        parts = [f"`{c}` IS NULL" if v is None else f"`{c}` = {_literal(v)}" for c, v in zip(columns, values,
+                                                                                             strict=True)]
+        clauses.append("(" + " AND ".join(parts) + ")")
+    return " OR ".join(clauses)
+
+
+class PublicCommits:
+    """Commits through ``DataFrameWriter.format("delta")`` with per-write options (see the module doc).
+
+    Args:
+        log: the store's :class:`~lakeshard.lake.native.log.NativeLog` (app transaction versions, the commit
+            a write landed at).
+    """
+
+    def __init__(self, log: NativeLog) -> None:
+        self._log = log
+
+    def append(self, uri: str, df: DataFrame, state: LogState, app_transactions: Sequence[AppTransaction],
+               metadata: Mapping[str, Any] | None) -> CommitResult:
+        """Return the result of appending ``df`` with at most one app transaction (skipped when already committed)."""
+        from pyspark.sql.types import StructType
+
+        writer = conform(df, StructType.fromJson(state.schema_json), uri).write.format("delta").mode("append")
+        return self._save(uri, writer, state, app_transactions, metadata, "append", removed=0)
+
+    def replace_partitions(self, uri: str, df: DataFrame, state: LogState, predicate: str, removed: int,
+                           app_transactions: Sequence[AppTransaction], metadata: Mapping[str, Any] | None,
+                           data_change: bool) -> CommitResult:
+        """Return the result of rewriting the partitions ``predicate`` selects with ``df``'s rows, in one commit."""
+        from pyspark.sql.types import StructType
+
+        writer = (conform(df, StructType.fromJson(state.schema_json), uri).write.format("delta").mode("overwrite")
+                  .option("replaceWhere", predicate).option("dataChange", str(data_change).lower()))
+        return self._save(uri, writer, state, app_transactions, metadata, "replace", removed=removed)
+
+    def _save(self, uri: str, writer: DataFrameWriter, state: LogState, app_transactions: Sequence[AppTransaction],
+              metadata: Mapping[str, Any] | None, reason: str, *, removed: int) -> CommitResult:
+        commit_id = uuid.uuid4().hex
+        writer = writer.option("userMetadata", encode_user_metadata({**(metadata or {}), COMMIT_ID: commit_id}))
+        for t in app_transactions:
+            writer = writer.option("txnAppId", t.app_id).option("txnVersion", t.version)
+        try:
+            writer.save(uri)
+        except Exception as exc:
+            latest = self._log.state(uri)
+            if app_transactions and all((latest.app_versions.get(t.app_id) or -1) >= t.version
+                                        for t in app_transactions):
+                return CommitResult(uri, latest.version, skipped=True,
+                                    reason=f"app transactions {txn_text(app_transactions)} committed concurrently")
+            conflict_or_raise(exc, uri, state.version, [t.app_id for t in app_transactions])
+        entry = self._log.find_commit(uri, state.version, commit_id)
+        if entry is None:  # Delta skipped the write: the same app transaction committed meanwhile
+            latest = self._log.state(uri)
+            return CommitResult(uri, latest.version, skipped=True,
+                                reason=f"app transactions {txn_text(app_transactions)} committed concurrently")
+        adds = [c for c in entry.changes if c.action == "add"]
+        rows = entry.custom_metadata.get(ROWS_ADDED)
+        return CommitResult(uri, entry.version, files_added=len(adds), files_removed=removed,
+                            rows_added=int(rows) if rows is not None else sum(c.file.num_records or 0 for c in adds),
+                            bytes_added=sum(c.file.size_bytes for c in adds), reason=reason)

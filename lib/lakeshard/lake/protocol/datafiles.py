@@ -1,0 +1,338 @@
+"""Data files of a Delta table as Parquet: conform rows to the table, read footer statistics, read exact files.
+
+Shared by the adapters: whichever commits a file, its rows are Parquet under the table's directory in
+Hive-style partition directories, and its add action's statistics come from the Parquet footer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from lakeshard.errors import TableStoreError
+from lakeshard.lake.protocol.filesystem import normalise_uri
+from lakeshard.lake.protocol.partitions import PARTITION_VALUES_KEY
+from lakeshard.lake.types import FileInfo
+from lakeshard.utc import aware
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+__all__ = [
+    "HIVE_NULL",
+    "NO_STATS",
+    "conform",
+    "footer_stats",
+    "footer_stats_and_values",
+    "is_hidden",
+    "partition_scalar",
+    "partition_values_from_path",
+    "read_data_files",
+    "spark_file_uri",
+    "stats_columns",
+    "written_parquet",
+    "written_partition_values",
+]
+
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+# Delta truncates string statistics; longer values get no min/max (readers then treat them as unknown).
+_MAX_STAT_STRING = 32
+
+
+# Characters java.net.URI quotes in a path; Spark's ``_metadata.file_path`` is a Hadoop Path's URI string.
+_URI_QUOTED = frozenset(' "#%<>?[\\]^`{|}')
+
+
+def _uri_quotes(c: str) -> bool:
+    """Return whether java.net.URI quotes ``c`` in a path: the ASCII set above, ISO controls (C0, DEL, C1) and
+    Unicode space characters (``Character.isSpaceChar``: categories Zs, Zl, Zp)."""
+    o = ord(c)
+    return (c in _URI_QUOTED or o < 0x20 or 0x7F <= o <= 0x9F
+            or (o > 0x7F and unicodedata.category(c) in ("Zs", "Zl", "Zp")))
+
+
+def spark_file_uri(uri: str) -> str:
+    """Return the string Spark's ``_metadata.file_path`` shows for the file at ``uri`` (an on-disk path)."""
+    if "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        authority, _, path = rest.partition("/")
+        prefix, path = ("file:" if scheme == "file" and not authority else f"{scheme}://{authority}"), "/" + path
+    else:
+        prefix, path = "file:", uri
+    quoted = "".join("".join(f"%{b:02X}" for b in c.encode("utf-8")) if _uri_quotes(c) else c for c in path)
+    return prefix + quoted
+
+
+def is_hidden(relative: str) -> bool:
+    """Return whether a path relative to the table root is Spark's or Delta's bookkeeping, not data."""
+    return any(part.startswith(("_", ".")) for part in relative.split("/"))
+
+
+def written_parquet(target: str) -> tuple[pafs.FileSystem, list[tuple[pafs.FileInfo, str]]]:
+    """Return the filesystem of a write directory and each Parquet data file under it, with its path relative
+    to the directory (hidden and bookkeeping files left out); none when the directory is absent."""
+    from lakeshard.lake.protocol.filesystem import filesystem
+
+    fs, base = filesystem(target)
+    selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+    written = [(info, info.path[len(base):].lstrip("/")) for info in fs.get_file_info(selector)
+               if info.type == pafs.FileType.File]
+    return fs, [(info, rel) for info, rel in written if not is_hidden(rel) and rel.endswith(".parquet")]
+
+
+def _stat_value(value: Any) -> Any:
+    """Render one footer statistic as Delta's JSON stats expect, or None to leave it out."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Decimal):
+        return None
+    if isinstance(value, datetime):
+        return value  # handled by the caller, which knows whether it is a min or a max
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, str):
+        return value if len(value) <= _MAX_STAT_STRING else None
+    return None
+
+
+def _ts_stat(value: datetime, *, upper: bool) -> str:
+    value = aware(value)
+    value = value.astimezone(UTC)
+    # Delta keeps timestamp statistics at millisecond precision: round the max up so it stays an upper bound.
+    millis = value.replace(microsecond=(value.microsecond // 1000) * 1000)
+    if upper and millis != value:
+        millis += timedelta(milliseconds=1)
+    return millis.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis.microsecond // 1000:03d}Z"
+
+
+# Delta's table properties that choose the columns a data file's stats cover (PROTOCOL.md, "Per-file Statistics").
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
+_DEFAULT_INDEXED_COLS = 32
+# For tables that no reader prunes by file statistics (``routed``: read by the commits that added the files;
+# ``event_ids``: paged in by partition): their add actions, which delta-rs parses for every live file on each
+# snapshot update and commit, hold only the row count.
+NO_STATS = {NUM_INDEXED_COLS: "0"}
+
+
+def stats_columns(configuration: Mapping[str, str | None], columns: Sequence[str]) -> set[str] | None:
+    """Return the columns whose min/max/null counts a new file's stats hold, or None for every column.
+
+    As Delta writers do: the columns named by ``delta.dataSkippingStatsColumns``, else the first
+    ``delta.dataSkippingNumIndexedCols`` columns of the schema (default 32, -1 = all). A table that no reader
+    prunes by statistics (lakeshard's ``routed`` and ``event_ids``) sets 0: its add actions carry only the row
+    count, so its log, snapshots and commits are smaller (delta-rs parses every live file's stats).
+    """
+    named = configuration.get(STATS_COLUMNS)
+    if named:
+        return {c.strip().strip("`") for c in named.split(",") if c.strip()}
+    raw = configuration.get(NUM_INDEXED_COLS)
+    try:
+        n = _DEFAULT_INDEXED_COLS if raw is None else int(raw)
+    except ValueError:
+        raise TableStoreError(f"the table property {NUM_INDEXED_COLS} = {raw!r} is not a whole number") from None
+    return None if n < 0 or n >= len(columns) else set(columns[:n])
+
+
+def footer_stats(fs: pafs.FileSystem, path: str,
+                 columns: Collection[str] | None = None) -> tuple[int, dict[str, Any]]:
+    """Return the row count of a Parquet file and its Delta stats (numRecords, min/max, nullCount), the
+    min/max/null counts of ``columns`` only (None: every top-level column; see :func:`stats_columns`)."""
+    rows, stats, _ = footer_stats_and_values(fs, path, columns)
+    return rows, stats
+
+
+def footer_stats_and_values(fs: pafs.FileSystem, path: str, columns: Collection[str] | None = None
+                            ) -> tuple[int, dict[str, Any], dict[str, str | None] | None]:
+    """Return :func:`footer_stats` and the partition values the footer carries (None when it carries none:
+    its directory names hold them; see :func:`lakeshard.lake.protocol.filesystem.partition_directory`)."""
+    with fs.open_input_file(path) as handle:
+        meta = pq.ParquetFile(handle).metadata
+    return *_stats(meta, columns), _footer_values(meta, path)
+
+
+def _footer_values(meta: pq.FileMetaData, path: str) -> dict[str, str | None] | None:
+    raw = (meta.metadata or {}).get(PARTITION_VALUES_KEY)
+    if raw is None:
+        return None
+    try:
+        values = json.loads(raw)
+    except ValueError:
+        values = None
+    if not isinstance(values, dict) or not all(isinstance(v, str | None) for v in values.values()):
+        raise TableStoreError(f"written file {path}: footer key {PARTITION_VALUES_KEY.decode()} is not a JSON "
+                              f"object of strings: {raw[:200]!r}")
+    return values
+
+
+def _stats(meta: pq.FileMetaData, columns: Collection[str] | None) -> tuple[int, dict[str, Any]]:
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    top_level = {meta.schema.column(i).path for i in range(meta.num_columns) if "." not in meta.schema.column(i).path}
+    if columns is not None:
+        top_level &= set(columns)
+    for col in range(meta.num_columns):
+        name = meta.schema.column(col).path
+        if name not in top_level:
+            continue
+        lo: Any = None
+        hi: Any = None
+        null_count: int | None = 0
+        for rg in range(meta.num_row_groups):
+            stats = meta.row_group(rg).column(col).statistics
+            if stats is None:
+                null_count, lo, hi = None, None, None
+                break
+            if null_count is not None:
+                null_count = null_count + stats.null_count if stats.has_null_count else None
+            if stats.has_min_max:
+                lo = stats.min if lo is None else min(lo, stats.min)
+                hi = stats.max if hi is None else max(hi, stats.max)
+        if null_count is not None:
+            nulls[name] = null_count
+        if lo is not None and hi is not None:
+            lo_v, hi_v = _stat_value(lo), _stat_value(hi)
+            if isinstance(lo_v, datetime) and isinstance(hi_v, datetime):
+                mins[name], maxs[name] = _ts_stat(lo_v, upper=False), _ts_stat(hi_v, upper=True)
+            elif lo_v is not None and hi_v is not None:
+                mins[name], maxs[name] = lo_v, hi_v
+    stats_json = {"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+    return meta.num_rows, stats_json
+
+
+def written_partition_values(relative: str, partition_by: Sequence[str],
+                             footer: Mapping[str, str | None] | None) -> dict[str, str | None]:
+    """Return a written file's partition values: from its footer when it carries them (values too long for a
+    directory name), else from its ``col=value`` directories."""
+    if footer is None:
+        return partition_values_from_path(relative, partition_by)
+    missing = [c for c in partition_by if c not in footer]
+    if missing:
+        raise TableStoreError(f"written file {relative}: its footer's partition values lack {missing}")
+    return {c: footer[c] for c in partition_by}
+
+
+def partition_scalar(text: str | None, arrow_type: pa.DataType) -> Any:
+    """Return a partition value (as the log writes it) as a Python value of the column's type."""
+    if text is None:
+        return None
+    if pa.types.is_integer(arrow_type):
+        return int(text)
+    if pa.types.is_boolean(arrow_type):
+        return text.lower() == "true"
+    if pa.types.is_date(arrow_type):
+        return date.fromisoformat(text)
+    return text
+
+
+def partition_values_from_path(relative: str, partition_by: Sequence[str]) -> dict[str, str | None]:
+    """Return the partition values of a file from its ``col=value`` directories (Hive escaping undone)."""
+    found: dict[str, str | None] = {}
+    for part in relative.split("/")[:-1]:
+        if "=" in part:
+            key, raw = part.split("=", 1)
+            key = unquote(key)
+            if key in partition_by:
+                value = unquote(raw)
+                found[key] = None if value == HIVE_NULL else value
+    missing = [c for c in partition_by if c not in found]
+    if missing:
+        raise TableStoreError(f"written file {relative} lacks partition directories for {missing}")
+    return found
+
+
+def conform(df: DataFrame, schema: StructType, uri: str) -> DataFrame:
+    """Return ``df`` with the table's columns in order, cast to the table's types."""
+    from pyspark.sql import functions as F
+
+    have = {f.name: f.dataType for f in df.schema.fields}
+    extra = [c for c in have if c not in {f.name for f in schema.fields}]
+    missing = [f.name for f in schema.fields if f.name not in have and not f.nullable]
+    if extra or missing:
+        raise TableStoreError(
+            f"{uri}: the DataFrame does not fit the table schema: unexpected columns {extra}, "
+            f"missing non-nullable columns {missing}; table columns are {[f.name for f in schema.fields]}"
+        )
+    cols = []
+    for f in schema.fields:
+        if f.name not in have:
+            cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+        elif _same_type(have[f.name], f.dataType):
+            cols.append(F.col(f"`{f.name}`"))
+        else:
+            cols.append(F.col(f"`{f.name}`").cast(f.dataType).alias(f.name))
+    return df.select(*cols)
+
+
+def _same_type(a: DataType, b: DataType) -> bool:
+    return bool(a.simpleString() == b.simpleString())
+
+
+def read_data_files(spark: SparkSession, root: str, schema: StructType, partition_by: Sequence[str],
+                    files: Sequence[FileInfo]) -> DataFrame:
+    """Return the rows of exactly ``files`` (paths relative to ``root`` as in the log), partition values included.
+
+    Data columns are read with the table's schema (a column a file lacks reads as null); partition columns
+    are restored from each file's add action with the table's types. No files: an empty frame.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField
+    from pyspark.sql.types import StructType as SparkStruct
+
+    parts = list(partition_by)
+    if not files:
+        return spark.createDataFrame([], schema)
+    data_schema = SparkStruct([f for f in schema.fields if f.name not in parts])
+    paths = [_location(root, f.path) for f in files]
+    df = spark.read.schema(data_schema).parquet(*paths)
+    if not parts:
+        return df.select(*[F.col(f"`{f.name}`") for f in schema.fields])
+    # Spark reports each row's file as a URI string (``_metadata.file_path``); compute the same string
+    # for every file and join its partition values in. Spark's file names repeat across the partition
+    # directories of one write, so the whole path is the key, not the name.
+    mapping_schema = SparkStruct(
+        [StructField("__file", StringType(), False), StructField("__known", StringType(), False)]
+        + [StructField(f"__p_{i}", StringType(), True) for i in range(len(parts))]
+    )
+    rows = [(spark_file_uri(_location(root, f.path)), "y", *[f.partition_values.get(p) for p in parts])
+            for f in files]
+    mapping = spark.createDataFrame(rows, mapping_schema)
+    types = {f.name: f.dataType for f in schema.fields}
+    joined = df.withColumn("__file", F.col("_metadata.file_path")).join(F.broadcast(mapping), "__file", "left")
+    # A row whose file found no add action would get wrong partition values: fail the query instead.
+    guard = F.assert_true(F.col("__known").isNotNull(), F.concat(
+        F.lit(f"{root}: cannot match data file "), F.col("__file"), F.lit(" to its add action")))
+    out = []
+    for f in schema.fields:
+        if f.name in parts:
+            value = F.col(f"__p_{parts.index(f.name)}")
+            if f.name == parts[0]:
+                value = F.when(guard.isNull(), value)
+            out.append(value.cast(types[f.name]).alias(f.name))
+        else:
+            out.append(F.col(f"`{f.name}`"))
+    return joined.select(*out)
+
+
+def _location(root: str, path: str) -> str:
+    """Return where a file of the log lives: its path is relative to the table root, or an absolute URI."""
+    if path.startswith("file:"):
+        return normalise_uri(path)
+    decoded = unquote(path)
+    return decoded if "://" in path else f"{root}/{decoded}"

@@ -1,0 +1,122 @@
+"""Hive-style partition directories written from Arrow: what a store's ``write=`` function produces, one
+Parquet file per partition value, and the footer key holding values a directory name cannot."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakeshard.lake.protocol.filesystem import filesystem
+from lakeshard.runtime.cores import driver_threads
+
+__all__ = ["PARTITION_VALUES_KEY", "hive_escape", "partition_directory", "write_partitioned"]
+
+PARTITION_VALUES_KEY = b"lakeshard.partition_values"
+"""Parquet footer key holding a file's partition values (JSON) when its directory names cannot hold them."""
+# File systems cap one name at 255 bytes; a longer ``col=value`` segment is shortened to this many bytes.
+_MAX_SEGMENT_BYTES = 200
+_DIGEST_CHARS = 16
+
+
+def hive_escape(value: str) -> str:
+    """Return a partition value as Spark/Hive write it in a directory name (odd characters percent-encoded)."""
+    return quote(value, safe=" !$&()+,-.;@_`~")
+
+
+def partition_directory(values: Mapping[str, str]) -> tuple[str, dict[bytes, bytes]]:
+    """Return the Hive-style directory (``col=value/...``, relative) for partition values, and the Parquet
+    footer metadata its files must carry: empty when every value fits a directory name, else
+    :data:`PARTITION_VALUES_KEY` with the exact values.
+
+    A value whose escaped segment is longer than a file system allows (a 128-character tenant of emoji or
+    ``/``) gets a directory of its escaped prefix and a digest of the whole value, unique per value; the
+    store then takes the value from the footer (:func:`lakeshard.lake.protocol.datafiles.written_partition_values`).
+    """
+    segments = []
+    shortened = False
+    for column, value in values.items():
+        segment = f"{column}={hive_escape(value)}"
+        if len(segment) > _MAX_SEGMENT_BYTES:  # escaped text is ASCII: characters are bytes
+            digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_CHARS]
+            head = segment[: _MAX_SEGMENT_BYTES - _DIGEST_CHARS - 1]
+            head = head[: head.rfind("%")] if "%" in head[-2:] else head  # never cut an escape in two
+            segment = f"{head}~{digest}"
+            shortened = True
+        segments.append(segment)
+    footer = {PARTITION_VALUES_KEY: json.dumps(dict(values)).encode()} if shortened else {}
+    return "/".join(segments), footer
+
+
+def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partition_by: Sequence[str],
+                      sort_by: Sequence[str] = ()) -> None:
+    """Write ``rows`` under ``directory`` as one Parquet file per distinct partition value, each sorted by
+    ``sort_by`` (ascending, nulls first: Spark's order; the sort is stable, so rows equal on every key keep
+    their order); no rows, no file.
+
+    ``schema`` is the table's Arrow schema: files hold its columns minus ``partition_by``, in its order and
+    types, inside ``col=value`` directories (values escaped as Spark escapes them), which is what
+    :meth:`~lakeshard.lake.TableStore.append`'s ``write`` contract asks for. Partition columns must be
+    non-null.
+    """
+    if not rows.num_rows:
+        return
+    keys = [*partition_by, *sort_by]
+    order = (pc.sort_indices(rows.select(keys), sort_keys=[(c, "ascending", "at_start") for c in keys]) if keys
+             else pa.array(np.arange(rows.num_rows)))
+    file_schema = pa.schema([f for f in schema if f.name not in partition_by])
+    body = rows.select(file_schema.names).cast(file_schema).take(order)
+    n = body.num_rows
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    values = []
+    for col in partition_by:
+        column = rows.column(col).take(order)
+        if column.null_count:
+            raise ValueError(f"partition column {col!r} holds nulls; partition values must be set")
+        if n > 1:
+            change[1:] |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        values.append(column)
+    starts = np.flatnonzero(change)
+    firsts = [v.take(pa.array(starts)).to_pylist() for v in values]
+    fs, base = filesystem(directory)
+    tag = uuid.uuid4().hex[:12]
+
+    def write(i: int, start: int, end: int) -> None:
+        parts, footer = partition_directory({c: _partition_text(firsts[j][i]) for j, c in enumerate(partition_by)})
+        where = f"{base}/{parts}" if parts else base
+        fs.create_dir(where, recursive=True)
+        piece = body.slice(start, end - start)
+        if footer:
+            piece = piece.replace_schema_metadata({**(piece.schema.metadata or {}), **footer})
+        pq.write_table(piece, f"{where}/part-{i:05d}-{tag}.parquet", filesystem=fs)
+
+    ranges = list(zip(starts.tolist(), [*starts[1:].tolist(), n], strict=True))
+    threads = min(driver_threads(), len(ranges) // _FILES_PER_THREAD)
+    if threads < 2:
+        for i, (start, end) in enumerate(ranges):
+            write(i, start, end)
+        return
+    # Parquet encoding and the file writes release the GIL: many partitions' files are written side by side.
+    # Leaving the pool waits for every write, so a failure is raised only once nothing is still writing.
+    with ThreadPoolExecutor(threads, thread_name_prefix="parquet-write") as pool:
+        for done in [pool.submit(write, i, start, end) for i, (start, end) in enumerate(ranges)]:
+            done.result()
+
+
+# write_partitioned writes files side by side on a thread per core once each thread gets this many files.
+_FILES_PER_THREAD = 4
+
+
+def _partition_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
