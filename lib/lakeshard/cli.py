@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.cli_args import config_from_args
+from lakeshard.cli_args import LakeshardParser, config_from_args, count, number
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
 
@@ -151,11 +151,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     Without --follow it runs once; with --follow it runs again every --poll-seconds until interrupted (Ctrl-C
     ends it after the current run, exit 0).
     """
+    from lakeshard.lake import open_lazy_store
     from lakeshard.pipelines.commands import run_flows
     from lakeshard.pipelines.context import FlowResult
+    from lakeshard.pipelines.flows import ingest_shards
+    from lakeshard.routing.tables import RoutingTables
 
     cfg = config_from_args(args)
     params = {"ingest": {"shards": ",".join(map(str, args.shards or []))}}
+    if args.shards:  # refused before anything is routed that this writer would never write
+        ingest_shards(RoutingTables(open_lazy_store(cfg), cfg), params["ingest"]["shards"])
     totals = {"runs": 0, "routed": 0, "written": 0}
 
     def once() -> None:
@@ -247,7 +252,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = LakeshardParser(
         prog="lakeshard", description="Exactly-once multi-tenant event ingestion into a Delta lakehouse.")
     parser.add_argument("--config", help="TOML configuration file (default $LAKESHARD_CONFIG or ./lakeshard.toml)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -258,9 +263,10 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--landing", help="landing zone directory (default ./landing or $LAKESHARD_LANDING)")
 
     def traffic(p: argparse.ArgumentParser, events: int) -> None:
-        p.add_argument("--events", type=int, default=events, help=f"unique events to generate (default {events:,})")
-        p.add_argument("--tenants", type=int, default=200, help="tenants (default 200)")
-        p.add_argument("--hours", type=float, default=2.0, help="hours of arrival time (default 2)")
+        p.add_argument("--events", type=count(1), default=events,
+                       help=f"unique events to generate (default {events:,})")
+        p.add_argument("--tenants", type=count(1), default=200, help="tenants (default 200)")
+        p.add_argument("--hours", type=number(0, low_open=True), default=2.0, help="hours of arrival time (default 2)")
         p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -279,15 +285,15 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("route", help="route new landing files into the lakehouse (exactly once)",
                        description=cmd_route.__doc__)
     common(p, landing=True)
-    p.add_argument("--batch-files", type=int, default=200, help="landing files per batch (default 200)")
+    p.add_argument("--batch-files", type=count(1), default=200, help="landing files per batch (default 200)")
     p.set_defaults(func=cmd_route)
 
     p = sub.add_parser("ingest", help="route and write new landing data exactly once (batch or --follow)",
                        description=cmd_ingest.__doc__)
     common(p, landing=True)
-    p.add_argument("--shards", type=int, nargs="*", help="shards this writer owns (default: all)")
+    p.add_argument("--shards", type=count(0), nargs="*", help="shards this writer owns (default: all)")
     p.add_argument("--follow", action="store_true", help="keep polling for new landing files")
-    p.add_argument("--poll-seconds", type=float, default=10.0, help="pause between polls with --follow")
+    p.add_argument("--poll-seconds", type=number(0), default=10.0, help="pause between polls with --follow")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("demo", help="run the pipeline end to end on a fresh lakehouse and report",

@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.cli_args import config_from_args, iso_timestamp
+from lakeshard.cli_args import config_from_args, count, iso_timestamp
 from lakeshard.config import LakeshardConfig
 from lakeshard.tables import EVENTS
 
@@ -55,8 +55,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from lakeshard.runtime import get_spark
 
     cfg = config_from_args(args)
-    min_files = args.min_files or SizeTieredPlanner().min_files
-    target_rows = args.target_rows or LocalityPlanner().target_rows
+    min_files = SizeTieredPlanner().min_files if args.min_files is None else args.min_files
+    target_rows = LocalityPlanner().target_rows if args.target_rows is None else args.target_rows
     if args.apply:
         report: CompactionReport = args.run_flow(cfg, "compact", {
             "min_files": min_files, "target_rows": target_rows, "include_open": args.include_open,
@@ -137,8 +137,8 @@ def add_commands(
                    help="only this bucket (repeatable), e.g. acme/2026-01-01T10")
     p.add_argument("--include-open", action="store_true",
                    help="also merge the newest files of buckets still receiving data")
-    p.add_argument("--min-files", type=int, default=None, help="files a size tier needs before it merges")
-    p.add_argument("--target-rows", type=int, default=None, help="rows per output file")
+    p.add_argument("--min-files", type=count(2), default=None, help="files a size tier needs before it merges")
+    p.add_argument("--target-rows", type=count(1), default=None, help="rows per output file")
     p.set_defaults(func=cmd_compact, run_flow=run_flow)
 
     p = subparsers.add_parser("query", help="read a tenant's events with file pruning and report it",
@@ -150,5 +150,5 @@ def add_commands(
     p.add_argument("--where", type=_predicate, action="append", metavar="COLUMN=VALUE",
                    help="equality; repeat a column for IN, e.g. --where service=auth --where service=web")
     p.add_argument("--null", action="append", metavar="COLUMN", help="also match rows where COLUMN is null")
-    p.add_argument("--show", type=int, default=0, help="print this many matching events")
+    p.add_argument("--show", type=count(0), default=0, help="print this many matching events")
     p.set_defaults(func=cmd_query)
