@@ -86,8 +86,14 @@ def cmd_compact(args: argparse.Namespace) -> int:
             print("plan only: pass --apply to run it")
         return 0
     for r in report.rounds:
-        state = f"gave up after {r.attempts} attempts: {r.reason}" if r.gave_up else f"version {r.version}"
-        print(f"round: {len(r.tasks)} buckets, {r.files_removed} files -> {r.files_added} ({r.rows:,} rows), {state}")
+        if r.version is not None:
+            print(f"round: {len(r.tasks)} buckets, {r.files_removed} files -> {r.files_added} ({r.rows:,} rows), "
+                  f"version {r.version}")
+    for r in report.rounds:
+        if r.gave_up and not r.failed:  # failed buckets are listed below, one line each
+            what = "locked" if r.locked else f"gave up after {r.attempts} attempts"
+            for tenant, hour in sorted(t.bucket for t in r.tasks):
+                print(f"{what}: bucket {tenant!r}/{hour} is left as it is: {r.reason}")
     for (tenant, hour), why in report.failed:
         print(f"failed: bucket {tenant!r}/{hour} is left as it is: {why}")
     return 1 if report.gave_up else 0

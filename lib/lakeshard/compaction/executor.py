@@ -162,6 +162,7 @@ class RoundResult:
     gave_up: bool = False
     reason: str = ""
     failed: bool = False  # gave up on an error of the bucket's files (BUCKET_FAULTS), not on a lost race
+    locked: bool = False  # gave up because another replacement holds the bucket's lock (reason: until when)
 
 
 @dataclass(frozen=True)
@@ -269,14 +270,17 @@ class Compactor:
         all their small files at once)."""
         self._scope = None
         _, _, nodes = self.snapshot()
-        return self._plan(nodes, buckets, now, sealed)
+        return self._plan(nodes, buckets, now, sealed, check=True)
 
     def _plan(self, nodes: list[FileNode], buckets: Sequence[Bucket] | None, now: datetime | None,
-              sealed: Collection[Bucket]) -> CompactionPlan:
+              sealed: Collection[Bucket], *, check: bool = False) -> CompactionPlan:
+        """Return the plan over ``nodes`` (of ``buckets`` only, when given); with ``check``, a bucket asked for
+        that has no live file is an error. A round plans without it: the buckets it left out (given up, or
+        done one at a time) are not among its nodes."""
         if buckets is not None:
             wanted = set(buckets)
             unknown = wanted - {n.bucket for n in nodes}
-            if unknown:
+            if check and unknown:
                 raise CompactionError(f"{self.table}: no live files in buckets {sorted(unknown)}")
             nodes = [n for n in nodes if n.bucket in wanted]
         return plan_compaction(nodes, now=now or datetime.now(UTC), size_tiered=self.settings.size_tiered,
@@ -295,7 +299,7 @@ class Compactor:
         self._scope = None
         # The scope is read at the snapshot's version: the watermark recorded below is that version.
         snapshot = self.snapshot(now=now, rescope=self.incremental and buckets is None)
-        first = self._plan(snapshot[2], buckets, now, sealed)
+        first = self._plan(snapshot[2], buckets, now, sealed, check=True)
         if not apply or not first.tasks:
             if apply:
                 self._record(snapshot[0], finished=True)
@@ -342,7 +346,8 @@ class Compactor:
                     return [self._execute(tasks, version, files, attempts, fences)]
             except ChunkLocked as exc:  # a replacement holds that bucket: leave it to it, compact the others
                 locked = [t for t in tasks if t.bucket == (exc.chunk.tenant_id, exc.chunk.hour)]
-                return [RoundResult(tuple(locked), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc))]
+                return [RoundResult(tuple(locked), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc),
+                                    locked=True)]
             except CommitConflict as exc:
                 if attempts > self.settings.max_retries:
                     return [RoundResult(tuple(tasks), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc))]
