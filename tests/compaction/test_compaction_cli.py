@@ -78,3 +78,32 @@ def test_apply_with_named_buckets_reports_a_locked_one_and_compacts_the_others(
     assert f"until its lease expires at {held.state.expires_at:%Y-%m-%dT%H:%M:%SZ}" in out
     per_bucket = [(f.partition_values["tenant_id"], f.partition_values["hour"]) for f in store.files(uri)]
     assert per_bucket.count(("blue", "2026-01-01T11")) == 1 and per_bucket.count(("red", "2026-01-01T11")) == 3
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_query_over_a_damaged_file_is_one_line_naming_it_and_other_tenants_still_read(
+        store: TableStore, events_table: tuple[str, AppendEvents], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], damage: str) -> None:
+    from urllib.parse import unquote
+
+    uri, append = events_table
+    append("pine", 2, 10)
+    append("elm", 2, 10)
+    victim = next(f for f in store.files(uri) if f.partition_values["tenant_id"] == "pine")
+    on_disk = Path(uri) / unquote(victim.path)
+    if damage == "missing":
+        on_disk.unlink()
+    else:
+        on_disk.write_bytes(on_disk.read_bytes()[:50])
+    toml = tmp_path / "lakeshard.toml"
+    toml.write_text('[spark]\nmaster = "local[2]"\nshuffle_partitions = 2\nadapter = "embedded"\n')
+    query = ["--config", str(toml), "query", "--lakehouse", str(Path(uri).parent), "--start", "2026-01-01T00:00:00Z",
+             "--end", "2026-01-02T00:00:00Z", "--show", "3"]
+
+    assert main([*query, "--tenant", "pine"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {uri}: data file {victim.path} (tenant_id=pine, hour=") and err.count("\n") == 1
+    assert "Py4J" not in err and "\tat " not in err
+    elm = sum(f.num_records or 0 for f in store.files(uri) if f.partition_values["tenant_id"] == "elm")
+    assert main([*query, "--tenant", "elm"]) == 0
+    assert f"{elm} matching events" in capsys.readouterr().out

@@ -48,7 +48,7 @@ from lakeshard.lake.base import (
     now_ms,
     txn_text,
 )
-from lakeshard.lake.datafiles import read_data_files
+from lakeshard.lake.datafiles import damaged, read_data_files, with_log_rows
 from lakeshard.lake.deltalog import (
     COMMIT_ID,
     LogState,
@@ -318,7 +318,12 @@ class EmbeddedTableStore(AdapterBase):
             filesystem=fs).get_fragments()) if everything else []
 
         def read(at: int) -> pa.Table:
-            return read_data_file(fragments[at], everything[at], read_schema, schema, names, parts, where)
+            file = everything[at]
+            try:
+                rows = read_data_file(fragments[at], file, read_schema, schema, names, parts, where)
+            except (OSError, pa.ArrowException) as exc:
+                raise damaged(uri, file, exc) from None
+            return rows if where is not None else with_log_rows(uri, file, rows)
 
         with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
             tables = list(pool.map(read, range(len(fragments))))
