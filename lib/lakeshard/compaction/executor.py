@@ -50,7 +50,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -83,6 +83,7 @@ from lakeshard.compaction.scope import compaction_scope, record_compacted
 from lakeshard.compaction.sort_schema import SortSchema, sort_schema_for
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
+from lakeshard.lake.datafiles import check_data_file
 from lakeshard.lake.files import partition_directory
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS
 from lakeshard.versions.locks import ChunkLocked
@@ -408,14 +409,17 @@ class Compactor:
         result = self.store.replace_files(
             self.table, [f.path for f in inputs], merged, data_change=False, app_transactions=fences,
             metadata={"lakeshard.compaction": summary}, read_version=version, before_commit=describe,
-            write=None if spark_engine else self._merge_writer(tasks, written),
+            write=None if spark_engine else self._merge_writer(tasks, written, by_path),
         )
         return RoundResult(tuple(tasks), result.version, result.files_removed, result.files_added,
                            result.rows_added, attempts)
 
-    def _merge_writer(self, tasks: Sequence[CompactionTask], written: dict[str, MergedFile]) -> Callable[[str], None]:
-        """Return the store's write function: merge each task's inputs into its partition directory, recording
-        each output's description in ``written`` (by path relative to the table)."""
+    def _merge_writer(self, tasks: Sequence[CompactionTask], written: dict[str, MergedFile],
+                      inputs: Mapping[str, FileInfo]) -> Callable[[str], None]:
+        """Return the store's write function: merge each task's inputs (``inputs``: the live files by path) into
+        its partition directory, recording each output's description in ``written`` (by path relative to the
+        table). A merge that cannot read its inputs raises :class:`~lakeshard.errors.DamagedDataFile` for the
+        input at fault when its footer shows one."""
         budget = self.settings.memory_budget_bytes
         threads = self.settings.merge_threads
 
@@ -438,6 +442,10 @@ class Compactor:
                                                outliers=split, all_outliers=t.outliers, strategy=strategy,
                                                file_metadata=footer)
                 except (OSError, pa.ArrowException) as exc:
+                    damage = next((d for p in t.inputs if (d := check_data_file(self.table, inputs[p])) is not None),
+                                  None)
+                    if damage is not None:
+                        raise damage from exc
                     raise CompactionError(f"{self.table}: cannot merge bucket {t.bucket[0]!r}/{t.bucket[1]} "
                                           f"({len(paths)} files, e.g. {t.inputs[0]}): {type(exc).__name__}: {exc}"
                                           ) from exc

@@ -21,7 +21,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakeshard.errors import DamagedDataFile, TableStoreError
-from lakeshard.lake.files import PARTITION_VALUES_KEY, normalise_uri
+from lakeshard.lake.files import PARTITION_VALUES_KEY, filesystem, normalise_uri
 from lakeshard.lake.store import FileInfo
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HIVE_NULL",
     "NO_STATS",
+    "check_data_file",
     "conform",
     "damaged",
     "damaged_in_spark",
@@ -348,6 +349,23 @@ def damaged(table: str, file: FileInfo, exc: BaseException) -> DamagedDataFile:
         return DamagedDataFile(table, file.path, file.partition_values, "it is missing (the log lists it as live)")
     return DamagedDataFile(table, file.path, file.partition_values,
                            f"it cannot be read as Parquet holding the table's columns ({type(exc).__name__}: {exc})")
+
+
+def check_data_file(table: str, file: FileInfo) -> DamagedDataFile | None:
+    """Return what is wrong with live data file ``file`` of ``table`` as its Parquet footer shows (missing, not
+    Parquet, a row count other than the log's ``numRecords``), or None when the footer agrees with the log.
+
+    Reads the footer only: cheap enough to look for the file at fault among a failed read's inputs."""
+    fs, base = filesystem(table)
+    try:
+        with fs.open_input_file(_location(base, file.path)) as handle:
+            rows = pq.ParquetFile(handle).metadata.num_rows
+    except (OSError, pa.ArrowException) as exc:
+        return damaged(table, file, exc)
+    if file.num_records is not None and rows != file.num_records:
+        return DamagedDataFile(table, file.path, file.partition_values,
+                               f"its footer holds {rows:,} rows where the log's numRecords says {file.num_records:,}")
+    return None
 
 
 def with_log_rows(table: str, file: FileInfo, rows: pa.Table) -> pa.Table:
