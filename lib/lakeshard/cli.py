@@ -1,4 +1,4 @@
-"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``demo``, ``autoshard``,
+"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``fsck``, ``demo``, ``autoshard``,
 ``balance``, ``exclude``, ``pipeline run|events|graph``.
 
 Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
@@ -212,6 +212,37 @@ def _stop_on_interrupt() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
+def cmd_fsck(args: argparse.Namespace) -> int:
+    """Check every live data file of every lakehouse table against the log (exists, reads as Parquet, rows as the
+    log says); with --repair, remove the damaged ones from their table's log (one commit per table) and record
+    what they held in fsck_repairs. Exit 1 when damage was found and left."""
+    from lakeshard.compaction.fsck import check_table, repair_table
+    from lakeshard.lake import open_lazy_store
+    from lakeshard.tables import FSCK_REPAIRS, TABLES
+
+    cfg = config_from_args(args)
+    store = open_lazy_store(cfg)
+    left = 0
+    present = [name for name in TABLES if store.exists(cfg.table_uri(name))]
+    if not present:
+        print(f"no lakeshard table in {cfg.lakehouse}")
+    for name in present:
+        uri = cfg.table_uri(name)
+        check = check_table(store, uri)
+        print(f"{name}: {check.files:,} live files at version {check.version}, {len(check.damaged)} damaged")
+        for _, damage in check.damaged:
+            print(f"  damaged: {damage}")
+        if check.damaged and args.repair:
+            done = repair_table(store, check, cfg.table_uri(FSCK_REPAIRS))
+            print(f"  removed {len(done.damaged)} files ({done.lost_rows:,} rows by the log) from {name} in version "
+                  f"{done.repaired_version}; recorded in {FSCK_REPAIRS}")
+        elif check.damaged:
+            left += len(check.damaged)
+    if left:
+        print(f"{left} damaged files left in the log: lakeshard fsck --repair removes them and records what they held")
+    return 1 if left else 0
+
+
 def _spec(args: argparse.Namespace) -> Any:
     from lakeshard.synth import SynthSpec
 
@@ -295,6 +326,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--follow", action="store_true", help="keep polling for new landing files")
     p.add_argument("--poll-seconds", type=number(0), default=10.0, help="pause between polls with --follow")
     p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("fsck", help="check every live data file of every table; --repair removes damaged ones",
+                       description=cmd_fsck.__doc__)
+    common(p, landing=False)
+    p.add_argument("--repair", action="store_true",
+                   help="remove damaged files from their table's log (one commit per table), recorded in fsck_repairs")
+    p.set_defaults(func=cmd_fsck)
 
     p = sub.add_parser("demo", help="run the pipeline end to end on a fresh lakehouse and report",
                        description=cmd_demo.__doc__)
