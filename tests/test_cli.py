@@ -14,8 +14,8 @@ from lakeshard.app.cli import main
 LAKESHARD = [sys.executable, "-m", "lakeshard.app.cli"]
 
 
-@pytest.mark.parametrize("command", [[], ["doctor"], ["generate"], ["route"], ["ingest"], ["demo"], ["autoshard"],
-                                     ["balance"], ["exclude"]])
+@pytest.mark.parametrize("command", [[], ["doctor"], ["generate"], ["route"], ["ingest"], ["fsck"], ["demo"],
+                                     ["autoshard"], ["balance"], ["exclude"]])
 def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([*command, "--help"])
@@ -166,3 +166,63 @@ def test_ingest_follow_stops_cleanly_on_ctrl_c_after_the_run_in_progress(tmp_pat
     assert "interrupted: stopping after the current run" in err
     assert "Traceback" not in err
     assert out.strip().splitlines()[-1].startswith("stopped after ")
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "allowed", "found"),
+    [
+        (["ingest", "--follow", "--poll-seconds", "-0.5"], "--poll-seconds", "a number >= 0", "'-0.5'"),
+        (["ingest", "--poll-seconds", "inf"], "--poll-seconds", "a number >= 0", "'inf'"),
+        (["compact", "--target-rows", "0"], "--target-rows", "a whole number >= 1", "'0'"),
+        (["compact", "--min-files", "1"], "--min-files", "a whole number >= 2", "'1'"),
+        (["route", "--batch-files", "-4"], "--batch-files", "a whole number >= 1", "'-4'"),
+        (["ingest", "--shards", "2", "-1"], "--shards", "a whole number >= 0", "'-1'"),
+    ],
+)
+def test_a_flag_out_of_range_is_one_line_naming_it_and_its_range(
+        argv: list[str], flag: str, allowed: str, found: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: lakeshard ")
+    assert f"argument {flag}" in err and f"expected {allowed}, found {found}" in err
+
+
+def test_shards_outside_the_ring_are_refused_before_anything_is_routed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    landing.mkdir()
+    (landing / "a.jsonl").write_text('{"tenant_id": "t", "event_id": "e1", "ts": "2026-03-04T05:06:07Z"}\n')
+    toml = tmp_path / "c.toml"
+    toml.write_text("[routing]\ntotal_shards = 4\n")
+    code = main(["--config", str(toml), "ingest", "--lakehouse", str(lakehouse), "--landing", str(landing),
+                 "--shards", "1", "4", "7"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err == f"error: ingest shards: expected shards of the ring 0-3 of {lakehouse}, found 4, 7\n"
+    assert not (lakehouse / "landing_batches").exists()
+
+
+def test_a_landing_zone_that_is_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    single = tmp_path / "one.jsonl"
+    single.write_text("{}\n")
+    assert main(["route", "--lakehouse", str(tmp_path / "lh"), "--landing", str(single)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"found the file {single}" in err
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("LAKESHARD_DEDUPE_ID_CACHE_BYTE", "5", "(did you mean LAKESHARD_DEDUPE_ID_CACHE_BYTES?)"),
+        ("LAKESHARD_ROUTING_WINDOW_SECONDS", "0", "LAKESHARD_ROUTING_WINDOW_SECONDS: expected > 0, found 0"),
+    ],
+)
+def test_a_bad_environment_is_one_line_and_exit_2(tmp_path: Path, variable: str, value: str, expected: str) -> None:
+    (tmp_path / "landing").mkdir()
+    env = {**os.environ, variable: value}
+    run = subprocess.run([*LAKESHARD, "route", "--lakehouse", str(tmp_path / "lh"), "--landing",
+                          str(tmp_path / "landing")], capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and expected in run.stderr

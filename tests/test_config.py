@@ -29,8 +29,10 @@ def test_layers_win_in_order(tmp_path: Path) -> None:
         ("[spark]\nadapter = 'jvm'\n", {}, r"spark.adapter: expected one of \['auto', 'embedded', 'native'\]"),
         ("spark = 3\n", {}, "configuration section 'spark' must be a table"),
         ("lakehouse = \n", {}, "is not valid TOML"),
-        ("", {"LAKESHARD_DEDUPE_ARROW_MAX_BYTES": "-1"}, r"dedupe.arrow_max_bytes: expected 0 \(always Spark\)"),
-        ("[compaction]\noutlier_fraction = 1.5\n", {}, r"compaction.outlier_fraction and outlier_max_share must be"),
+        ("", {"LAKESHARD_DEDUPE_ARROW_MAX_BYTES": "-1"},
+         r"LAKESHARD_DEDUPE_ARROW_MAX_BYTES: expected >= 0 \(0 = always Spark\), found -1"),
+        ("[compaction]\noutlier_fraction = 1.5\n", {},
+         r"compaction.outlier_fraction: expected in \[0, 1\) .*, found 1.5"),
     ],
 )
 def test_bad_values_name_what_is_wrong(tmp_path: Path, text: str, env: dict[str, str], message: str) -> None:
@@ -51,3 +53,71 @@ def test_compaction_section_becomes_compaction_settings(tmp_path: Path) -> None:
     assert (settings.merge_threads, settings.include_open) == (1, True)
     off = load_config(toml, env={"LAKESHARD_COMPACTION_OUTLIER_FRACTION": "0"}).compaction
     assert CompactionSettings.from_config(off).outliers is None
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "allowed"),
+    [
+        ("LAKESHARD_ROUTING_WINDOW_SECONDS", "-3", "> 0"),
+        ("LAKESHARD_DEDUPE_ID_CACHE_BYTES", "-1", ">= 0"),
+        ("LAKESHARD_LANDING_FORMAT_MAX_RECORD_BYTES", "0", ">= 1"),
+        ("LAKESHARD_LANDING_FORMAT_MAX_TENANT_ID_CHARS", "-7", ">= 1"),
+        ("LAKESHARD_LANDING_FORMAT_MAX_FUTURE_SECONDS", "-1", ">= 0"),
+        ("LAKESHARD_ROUTING_DEFAULT_SHARD_COUNT", "-2", ">= 1"),
+        ("LAKESHARD_LANDING_FORMAT_SETTLE_SECONDS", "-60", ">= 0"),
+        ("LAKESHARD_BALANCING_SCALE_DOWN_BELOW", "nan", "in [0, 1]"),
+    ],
+)
+def test_an_environment_value_out_of_range_names_the_variable_the_value_and_the_range(
+        setting: str, value: str, allowed: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(None, env={setting: value})
+    message = str(raised.value)
+    assert message.startswith(f"{setting}: expected {allowed}") and message.endswith(f"found {value}")
+
+
+def test_a_file_value_out_of_range_names_the_key(tmp_path: Path) -> None:
+    toml = tmp_path / "c.toml"
+    toml.write_text("[routing]\ntotal_shards = 0\n")
+    with pytest.raises(ConfigError, match=r"^routing.total_shards: expected >= 1, found 0$"):
+        load_config(toml, env={})
+    with pytest.raises(ConfigError, match=r"^maintenance.vacuum_hour_utc: expected in \[-1, 23\]"):
+        load_config(None, env={}, overrides={"maintenance": {"vacuum_hour_utc": 24}})
+
+
+def test_every_numeric_setting_has_a_range_and_its_default_is_inside() -> None:
+    from lakeshard.config import settings
+
+    numeric = [s for s in settings() if s.kind in ("int", "float")]
+    assert len(numeric) > 40
+    for s in numeric:
+        assert s.bounds is not None, s.name
+        assert s.bounds.admits(s.default), s.name
+
+
+def test_a_misspelt_variable_is_refused_with_the_nearest_name() -> None:
+    nearest = r"LAKESHARD_ROUTNG_TOTAL_SHARDS \(did you mean LAKESHARD_ROUTING_TOTAL_SHARDS\?\)"
+    with pytest.raises(ConfigError, match=nearest):
+        load_config(None, env={"LAKESHARD_ROUTNG_TOTAL_SHARDS": "8"})
+    with pytest.raises(ConfigError, match=r"LAKESHARD_NOTHING_LIKE_IT"):
+        load_config(None, env={"LAKESHARD_NOTHING_LIKE_IT": "1"})
+
+
+def test_variables_read_outside_the_configuration_are_allowed() -> None:
+    env = {"LAKESHARD_DEBUG": "1", "LAKESHARD_TRACE_PHASES": "/tmp/x", "LAKESHARD_KILL_SEED": "3",
+           "LAKESHARD_LAKEHOUSE": "/lh", "LAKESHARD_STORAGE_S3": "{}", "OTHER": "x"}
+    assert load_config(None, env=env).lakehouse == "/lh"
+
+
+def test_a_landing_zone_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "events.jsonl"
+    not_a_dir.write_text("{}\n")
+    with pytest.raises(ConfigError, match=rf"landing: expected a directory .*, found the file {not_a_dir}$"):
+        load_config(None, env={}, overrides={"landing": str(not_a_dir)})
+
+
+def test_the_settings_table_in_the_docs_is_current() -> None:
+    from lakeshard.config import settings_table
+
+    doc = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert settings_table() in doc, "docs/configuration.md is stale: run python scripts/settings_doc.py"

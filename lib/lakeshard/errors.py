@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 __all__ = [
     "CommitConflict",
     "ConfigError",
+    "DamagedDataFile",
     "EnvironmentProblem",
     "LakeshardError",
     "TableExists",
@@ -92,3 +95,27 @@ class CommitConflict(TableStoreError):
         super().__init__(
             f"commit to {table}{apps} prepared at version {read_version} lost to a concurrent commit: {cause}"
         )
+
+
+class DamagedDataFile(TableStoreError):
+    """A live data file of a table cannot be read as the log describes it: missing, unreadable as Parquet, its
+    row count not the log's ``numRecords``, or its columns not the table's schema.
+
+    Flows isolate it to the file's bucket (``tenant_id``/``hour`` partition) and go on with the others.
+
+    Attributes:
+        table: the table's URI.
+        path: the file's path relative to the table, as the log holds it.
+        partition_values: the file's partition values (``tenant_id`` and ``hour`` for ``events``).
+        problem: what is wrong with it.
+    """
+
+    def __init__(self, table: str, path: str, partition_values: Mapping[str, str | None], problem: str) -> None:
+        self.table = table
+        self.path = path
+        self.partition_values = dict(partition_values)
+        self.problem = " ".join(problem.split())  # one line: Arrow and Spark messages span several
+        # The tenant first, then the hour: how a bucket is named everywhere else.
+        where = ", ".join(f"{k}={v}" for k, v in sorted(self.partition_values.items(),
+                                                        key=lambda kv: (kv[0] != "tenant_id", kv[0])))
+        super().__init__(f"{table}: data file {path}{f' ({where})' if where else ''} is damaged: {self.problem}")

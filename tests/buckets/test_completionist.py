@@ -114,3 +114,23 @@ def test_a_small_backlog_is_looked_into_without_a_spark_job(
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     assert backlog.in_flight == frozenset({("zeta", H3), ("acme", H2)})
     assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == []
+
+
+def test_a_damaged_data_file_keeps_only_its_bucket_open_and_the_close_says_which_file(
+    spark: SparkSession, store: TableStore, lakehouse: LakeshardConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = lakehouse
+    events = cfg.table_uri("events")
+    victim = next(f for f in store.files(events) if f.partition_values == {"tenant_id": "zeta", "hour": H3})
+    on_disk = Path(events) / victim.path
+    on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 3])
+
+    code = main(["buckets", "close", "--lakehouse", cfg.lakehouse, "--landing", cfg.landing, "--quiet-minutes", "0"])
+
+    out, err = capsys.readouterr()
+    assert code == 1 and "Traceback" not in err and "unexpected" not in err, out + err
+    assert f"integrity check failed for zeta/{H3}: {events}: data file {victim.path} (tenant_id=zeta, hour={H3}) " \
+           "is damaged" in out
+    assert "closed 5 buckets" in out and f"still open: 1 (zeta/{H3}: integrity check failed: {events}: " in out
+    states = _states(Completionist(spark, store, cfg))
+    assert states.pop(("zeta", H3)) == "open" and set(states.values()) == {"closed"} and len(states) == 5

@@ -248,3 +248,38 @@ def test_a_bucket_that_cannot_be_merged_is_reported_and_the_others_still_compact
     per_bucket = {(t, h): sum(1 for f in store.files(uri) if f.partition_values == {"tenant_id": t, "hour": h})
                   for t in ("t1", "t2") for h in HOURS}
     assert per_bucket == {("t1", HOURS[0]): 1, ("t1", HOURS[1]): 1, ("t2", HOURS[0]): 4, ("t2", HOURS[1]): 1}
+
+
+@pytest.mark.parametrize("fault", ["locked", "unreadable"])
+def test_a_bucket_named_by_the_caller_that_is_locked_or_unreadable_leaves_the_other_named_buckets_compacting(
+        store: TableStore, events_table: tuple[str, AppendEvents], tmp_path: Any, fault: str) -> None:
+    """Buckets asked for by name: one of them held by another replacement (or with an unreadable input) is
+    reported as such, and every other bucket asked for still compacts in the same run."""
+    from lakeshard.versions import Chunk, ChunkLocks
+
+    uri, append = events_table
+    for tenant in ("north", "south", "west"):
+        append(tenant, files=3, rows=12)
+    asked = [("north", HOURS[1]), ("south", HOURS[1]), ("west", HOURS[0])]
+    locks_uri = str(tmp_path / "chunk_locks")
+    if fault == "locked":
+        ChunkLocks(store, locks_uri, holder="backfill").acquire(Chunk("south", HOURS[1]))
+    else:
+        broken = next(f for f in store.files(uri) if f.partition_values == {"tenant_id": "south", "hour": HOURS[1]})
+        with open(f"{uri}/{unquote(broken.path)}", "r+b") as handle:
+            handle.truncate(64)
+    locks = ChunkLocks(store, locks_uri, holder="compactor")
+
+    report = Compactor(store, uri, settings=small_settings(), chunk_lock=locks.fenced).run(
+        buckets=asked, sealed=set(asked))
+
+    assert report.gave_up == [("south", HOURS[1])]
+    reason = next(r.reason for r in report.rounds if r.gave_up)
+    if fault == "locked":
+        assert "until its lease expires at" in reason
+    else:  # the file at fault, named as every read names a damaged file
+        assert reason.startswith(f"DamagedDataFile: {uri}: data file {broken.path} (tenant_id=south, hour={HOURS[1]})")
+    files = [(f.partition_values["tenant_id"], f.partition_values["hour"]) for f in store.files(uri)]
+    assert {b: files.count(b) for b in asked} == {("north", HOURS[1]): 1, ("south", HOURS[1]): 3,
+                                                  ("west", HOURS[0]): 1}
+    assert files.count(("north", HOURS[0])) == 3  # not asked for: left as it is

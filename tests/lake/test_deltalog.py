@@ -50,7 +50,8 @@ def _replay_table(root: Path) -> LogState:
         rows = [r for part in parts[cp] for r in pq.read_table(part).to_pylist()]
         base = state_from_checkpoint_rows(cp, rows)
     start = 0 if base is None else base.version + 1
-    commits = [(v, parse_commit((log / f"{v:020d}.json").read_text(), v)[1]) for v in range(start, latest + 1)]
+    commits = [(v, parse_commit((log / f"{v:020d}.json").read_text(), v, table=str(root))[1])
+               for v in range(start, latest + 1)]
     return replay(commits, base=base)
 
 
@@ -93,7 +94,7 @@ def test_replay_refuses_a_gap_in_the_commits() -> None:
 def test_log_entries_of_a_delta_rs_table_carry_changes_txns_and_metadata(tmp_path: Path) -> None:
     root = tmp_path / "t"
     _append(root, "a", 3, ("writer/0", 1))
-    entry, _ = parse_commit((root / "_delta_log" / f"{0:020d}.json").read_text(), 0)
+    entry, _ = parse_commit((root / "_delta_log" / f"{0:020d}.json").read_text(), 0, table=str(root))
     assert entry.app_transactions == (AppTransaction("writer/0", 1),)
     assert [(c.action, c.file.num_records, c.data_change) for c in entry.changes] == [("add", 3, True)]
     assert entry.custom_metadata["step"] == "a"
@@ -118,7 +119,7 @@ SPARK_APPEND = [
 
 
 def test_a_delta_spark_commit_parses_with_user_metadata_and_operation_metrics() -> None:
-    entry, actions = parse_commit("\n".join(json.dumps(a) for a in SPARK_APPEND), 5)
+    entry, actions = parse_commit("\n".join(json.dumps(a) for a in SPARK_APPEND), 5, table="spark_table")
     assert entry.version == 5 and entry.operation == "WRITE"
     assert entry.timestamp == datetime.fromtimestamp(1767225600.1, tz=UTC)  # the in-commit timestamp wins
     # lakeshard's keys come out of userMetadata; rows and bytes from Delta's own metrics; the commit id stays hidden.
@@ -144,7 +145,7 @@ def test_built_actions_parse_back_to_the_same_files() -> None:
     lines = [add_action(file, data_change=False, stats=stats), remove_action(file, data_change=False,
                                                                               deletion_millis=1767225600000),
              txn_action(AppTransaction("lock/acme/1", 4), millis=1)]
-    entry, _ = parse_commit("\n".join(json.dumps(a) for a in lines), 9)
+    entry, _ = parse_commit("\n".join(json.dumps(a) for a in lines), 9, table="spark_table")
     add, rem = entry.changes
     assert (add.action, add.data_change, add.file.path, add.file.num_records) == ("add", False, file.path, 3)
     assert add.file.partition_values == file.partition_values and add.file.max_values == {"v": 5}

@@ -63,8 +63,9 @@ def _replay(root: Path) -> LogState:
         cp = max(complete)
         base = state_from_checkpoint_rows(cp, [r for part in parts[cp] for r in pq.read_table(part).to_pylist()])
     start = 0 if base is None else base.version + 1
-    return replay([(v, parse_commit((log / f"{v:020d}.json").read_text(), v)[1]) for v in range(start, latest + 1)],
-                  base=base)
+    commits = [(v, parse_commit((log / f"{v:020d}.json").read_text(), v, table=str(root))[1])
+               for v in range(start, latest + 1)]
+    return replay(commits, base=base)
 
 
 def _delta_rs(root: Path) -> tuple[int, set[str], dict[str, int | None]]:

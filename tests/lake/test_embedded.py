@@ -331,3 +331,48 @@ def test_looking_at_a_table_lists_its_log_only_when_it_moved(store: TableStore, 
     with pytest.raises(TableStoreError, match="missing"):
         (Path(uri) / "_delta_log" / f"{2:020d}.json").unlink()
         store.log_entries(uri, start=1)
+
+
+def _partitioned_table(uri: str) -> None:
+    """Write a table of four files: tenants ``ivy`` and ``oak``, hours 07 and 08, three rows each."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    for tenant in ("ivy", "oak"):
+        for hour in ("2026-05-06T07", "2026-05-06T08"):
+            write_deltalake(uri, pa.table({"tenant_id": [tenant] * 3, "hour": [hour] * 3, "n": [1, 2, 3]}),
+                            mode="append", partition_by=["tenant_id", "hour"])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing", "fewer rows than the log says", "another schema"])
+def test_an_arrow_read_that_meets_a_damaged_data_file_names_table_file_tenant_and_hour(
+        tmp_path: Path, damage: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lakeshard.errors import DamagedDataFile
+    from lakeshard.lake.embedded import EmbeddedTableStore
+
+    uri = str(tmp_path / "ledger")
+    _partitioned_table(uri)
+    store = EmbeddedTableStore(None)
+    files = store.files(uri)
+    victim = next(f for f in files if f.partition_values == {"tenant_id": "oak", "hour": "2026-05-06T07"})
+    on_disk = Path(uri) / victim.path
+    if damage == "truncated":
+        on_disk.write_bytes(on_disk.read_bytes()[:40])
+    elif damage == "missing":
+        on_disk.unlink()
+    elif damage == "fewer rows than the log says":
+        pq.write_table(pa.table({"n": pa.array([7], pa.int64())}), on_disk)
+    else:
+        pq.write_table(pa.table({"n": pa.array(["x", "y", "z"])}), on_disk)
+
+    with pytest.raises(DamagedDataFile) as raised:
+        store.read_arrow(uri, files)
+    err = raised.value
+    assert (err.table, err.path, err.partition_values) == (uri, victim.path, victim.partition_values)
+    assert str(err).startswith(f"{uri}: data file {victim.path} (tenant_id=oak, hour=2026-05-06T07) ")
+    assert "\n" not in str(err)
+    others = [f for f in files if f is not victim]
+    assert store.read_arrow(uri, others).num_rows == 9  # the other files still read

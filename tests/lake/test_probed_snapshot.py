@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from lakeshard.errors import TableStoreError
 from lakeshard.lake.embedded import EmbeddedTableStore
 from lakeshard.lake.embedded.log import live_files
 from lakeshard.lake.embedded.probed_log import probed_files, probed_state
@@ -131,3 +132,21 @@ def test_a_stale_last_checkpoint_after_log_cleanup_is_left_to_delta_rs(tmp_path:
     assert probed_state(uri) is None
     store = EmbeddedTableStore(None)
     assert sorted(map(_key, store.files(uri))) == sorted(map(_key, live_files(DeltaTable(uri))))
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.8])
+def test_a_torn_commit_is_one_line_naming_the_table_and_the_commit(tmp_path: Path, cut: float) -> None:
+    """A commit file cut short (a disk that lost its tail) makes every read of the table fail with one line that
+    names the table and the commit, however the store meets it (its own replay or delta-rs)."""
+    uri = str(tmp_path / "quarry")
+    for at in range(4):
+        write_deltalake(uri, _batch(3, at), mode="append")
+    torn = Path(uri) / "_delta_log" / f"{3:020d}.json"
+    text = torn.read_text()
+    torn.write_text(text[: int(len(text) * cut)])
+    store = EmbeddedTableStore(None)
+    for read in (store.version, store.files, store.history, store.read_table_arrow):
+        with pytest.raises(TableStoreError) as raised:
+            read(uri)
+        message = str(raised.value)
+        assert message.startswith(f"{uri}: ") and "commit 3" in message and "\n" not in message, message

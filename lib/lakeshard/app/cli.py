@@ -1,4 +1,4 @@
-"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``demo``, ``autoshard``,
+"""The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``fsck``, ``demo``, ``autoshard``,
 ``balance``, ``exclude``, ``pipeline run|events|graph``.
 
 Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.app.cli_args import config_from_args
+from lakeshard.app.cli_args import LakeshardParser, config_from_args, count, number
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
 
@@ -151,11 +151,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     Without --follow it runs once; with --follow it runs again every --poll-seconds until interrupted (Ctrl-C
     ends it after the current run, exit 0).
     """
+    from lakeshard.lake import open_lazy_store
     from lakeshard.pipelines.commands import run_flows
     from lakeshard.pipelines.context import FlowResult
+    from lakeshard.pipelines.flows import ingest_shards
+    from lakeshard.routing.tables import RoutingTables
 
     cfg = config_from_args(args)
     params = {"ingest": {"shards": ",".join(map(str, args.shards or []))}}
+    if args.shards:  # refused before anything is routed that this writer would never write
+        ingest_shards(RoutingTables(open_lazy_store(cfg), cfg), params["ingest"]["shards"])
     totals = {"runs": 0, "routed": 0, "written": 0}
 
     def once() -> None:
@@ -207,6 +212,37 @@ def _stop_on_interrupt() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
+def cmd_fsck(args: argparse.Namespace) -> int:
+    """Check every live data file of every lakehouse table against the log (exists, reads as Parquet, rows as the
+    log says); with --repair, remove the damaged ones from their table's log (one commit per table) and record
+    what they held in fsck_repairs. Exit 1 when damage was found and left."""
+    from lakeshard.compaction.fsck import check_table, repair_table
+    from lakeshard.lake import open_lazy_store
+    from lakeshard.tables import FSCK_REPAIRS, TABLES
+
+    cfg = config_from_args(args)
+    store = open_lazy_store(cfg)
+    left = 0
+    present = [name for name in TABLES if store.exists(cfg.table_uri(name))]
+    if not present:
+        print(f"no lakeshard table in {cfg.lakehouse}")
+    for name in present:
+        uri = cfg.table_uri(name)
+        check = check_table(store, uri)
+        print(f"{name}: {check.files:,} live files at version {check.version}, {len(check.damaged)} damaged")
+        for _, damage in check.damaged:
+            print(f"  damaged: {damage}")
+        if check.damaged and args.repair:
+            done = repair_table(store, check, cfg.table_uri(FSCK_REPAIRS))
+            print(f"  removed {len(done.damaged)} files ({done.lost_rows:,} rows by the log) from {name} in version "
+                  f"{done.repaired_version}; recorded in {FSCK_REPAIRS}")
+        elif check.damaged:
+            left += len(check.damaged)
+    if left:
+        print(f"{left} damaged files left in the log: lakeshard fsck --repair removes them and records what they held")
+    return 1 if left else 0
+
+
 def _spec(args: argparse.Namespace) -> Any:
     from lakeshard.synth import SynthSpec
 
@@ -249,7 +285,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = LakeshardParser(
         prog="lakeshard", description="Exactly-once multi-tenant event ingestion into a Delta lakehouse.")
     parser.add_argument("--config", help="TOML configuration file (default $LAKESHARD_CONFIG or ./lakeshard.toml)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -260,9 +296,10 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--landing", help="landing zone directory (default ./landing or $LAKESHARD_LANDING)")
 
     def traffic(p: argparse.ArgumentParser, events: int) -> None:
-        p.add_argument("--events", type=int, default=events, help=f"unique events to generate (default {events:,})")
-        p.add_argument("--tenants", type=int, default=200, help="tenants (default 200)")
-        p.add_argument("--hours", type=float, default=2.0, help="hours of arrival time (default 2)")
+        p.add_argument("--events", type=count(1), default=events,
+                       help=f"unique events to generate (default {events:,})")
+        p.add_argument("--tenants", type=count(1), default=200, help="tenants (default 200)")
+        p.add_argument("--hours", type=number(0, low_open=True), default=2.0, help="hours of arrival time (default 2)")
         p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -281,16 +318,23 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("route", help="route new landing files into the lakehouse (exactly once)",
                        description=cmd_route.__doc__)
     common(p, landing=True)
-    p.add_argument("--batch-files", type=int, default=200, help="landing files per batch (default 200)")
+    p.add_argument("--batch-files", type=count(1), default=200, help="landing files per batch (default 200)")
     p.set_defaults(func=cmd_route)
 
     p = sub.add_parser("ingest", help="route and write new landing data exactly once (batch or --follow)",
                        description=cmd_ingest.__doc__)
     common(p, landing=True)
-    p.add_argument("--shards", type=int, nargs="*", help="shards this writer owns (default: all)")
+    p.add_argument("--shards", type=count(0), nargs="*", help="shards this writer owns (default: all)")
     p.add_argument("--follow", action="store_true", help="keep polling for new landing files")
-    p.add_argument("--poll-seconds", type=float, default=10.0, help="pause between polls with --follow")
+    p.add_argument("--poll-seconds", type=number(0), default=10.0, help="pause between polls with --follow")
     p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("fsck", help="check every live data file of every table; --repair removes damaged ones",
+                       description=cmd_fsck.__doc__)
+    common(p, landing=False)
+    p.add_argument("--repair", action="store_true",
+                   help="remove damaged files from their table's log (one commit per table), recorded in fsck_repairs")
+    p.set_defaults(func=cmd_fsck)
 
     p = sub.add_parser("demo", help="run the pipeline end to end on a fresh lakehouse and report",
                        description=cmd_demo.__doc__)

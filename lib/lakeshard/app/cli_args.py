@@ -1,19 +1,67 @@
-"""Argument handling shared by every ``lakeshard`` sub-command: config from flags, ISO timestamps."""
+"""Argument handling shared by every ``lakeshard`` sub-command: config from flags, ISO timestamps, numbers checked
+against their range, and a parser whose errors are one line."""
 
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
-from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.config import Bounds, LakeshardConfig, load_config
 from lakeshard.utc import aware
 
-__all__ = ["config_from_args", "iso_timestamp"]
+__all__ = ["LakeshardParser", "config_from_args", "count", "iso_timestamp", "number"]
+
+
+class LakeshardParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (``error: lakeshard ingest: ...``) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def count(low: int) -> Callable[[str], int]:
+    """Return an argparse type for a whole number >= ``low``; the message names the range and what was found."""
+    bounds = Bounds(low)
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number {bounds}, found {text!r}") from None
+        if not bounds.admits(value):
+            raise argparse.ArgumentTypeError(f"expected a whole number {bounds}, found {text!r}")
+        return value
+
+    parse.__name__ = "count"  # argparse names the type in its fallback message
+    return parse
+
+
+def number(low: float = 0, *, low_open: bool = False) -> Callable[[str], float]:
+    """Return an argparse type for a finite number >= ``low`` (> ``low`` when ``low_open``)."""
+    bounds = Bounds(low, low_open=low_open)
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not bounds.admits(value) or math.isinf(value):
+            raise argparse.ArgumentTypeError(f"expected a number {bounds}, found {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
 
 
 def config_from_args(args: argparse.Namespace, **extra: Any) -> LakeshardConfig:
-    """Return the configuration ``--config``, ``--lakehouse`` and ``--landing`` (where given) ask for."""
+    """Return the configuration ``--config``, ``--lakehouse`` and ``--landing`` (where given) ask for.
+
+    Raises:
+        ConfigError: a setting is out of range or unknown, or ``--landing`` names a file.
+    """
     overrides: dict[str, Any] = dict(extra)
     if getattr(args, "lakehouse", None):
         overrides["lakehouse"] = args.lakehouse

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from lakeshard.buckets.errors import BucketsError
 from lakeshard.buckets.planner import Bucket
+from lakeshard.errors import DamagedDataFile
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.sparkhash import SPARK_HASH_SEED, U64, xxhash64_longs, xxhash64_strings
 from lakeshard.versions.chunks import rows_in
@@ -60,10 +61,13 @@ class BucketCheck:
     distinct_keys: int
     stats_rows: int  # what the log's file statistics say the bucket holds
     checksum: str  # prefixed by its kind (none for ``rowjson``)
+    damage: str = ""  # a data file of the bucket that cannot be read as the log describes it (then nothing was)
 
     @property
     def problem(self) -> str:
         """Return what is wrong with the bucket, or "" when nothing is."""
+        if self.damage:
+            return self.damage
         issues = []
         if self.rows != self.distinct_keys:
             issues.append(f"{self.rows - self.distinct_keys} duplicate event keys")
@@ -96,7 +100,17 @@ def check_buckets(store: TableStore, events: str, files: Mapping[Bucket, Sequenc
         return out
     if kind == ROWJSON:
         return out | _check_rowjson(store, events, live)
-    for bucket, (rows, keys, checksum) in rowhash2_groups(store.read_arrow_groups(events, live)).items():
+    try:
+        groups = store.read_arrow_groups(events, live)
+    except DamagedDataFile:
+        # Found out bucket by bucket which ones hold a damaged file: they fail their check, the others are checked.
+        groups = {}
+        for bucket, fs in live.items():
+            try:
+                groups[bucket] = store.read_arrow(events, fs)
+            except DamagedDataFile as exc:
+                out[bucket] = BucketCheck(bucket[0], bucket[1], 0, 0, rows_in(fs), "", damage=str(exc))
+    for bucket, (rows, keys, checksum) in rowhash2_groups(groups).items():
         out[bucket] = BucketCheck(bucket[0], bucket[1], rows, keys, rows_in(live[bucket]), checksum)
     return out
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -82,7 +82,7 @@ from lakeshard.compaction.planner import (
 from lakeshard.compaction.scope import compaction_scope, record_compacted
 from lakeshard.compaction.sort_schema import SortSchema, sort_schema_for
 from lakeshard.errors import CommitConflict, LakeshardError
-from lakeshard.lake import AppTransaction, FileInfo, TableStore, partition_directory
+from lakeshard.lake import AppTransaction, FileInfo, TableStore, check_data_file, partition_directory
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS
 from lakeshard.versions.locks import ChunkLocked
 
@@ -161,6 +161,7 @@ class RoundResult:
     gave_up: bool = False
     reason: str = ""
     failed: bool = False  # gave up on an error of the bucket's files (BUCKET_FAULTS), not on a lost race
+    locked: bool = False  # gave up because another replacement holds the bucket's lock (reason: until when)
 
 
 @dataclass(frozen=True)
@@ -268,14 +269,17 @@ class Compactor:
         all their small files at once)."""
         self._scope = None
         _, _, nodes = self.snapshot()
-        return self._plan(nodes, buckets, now, sealed)
+        return self._plan(nodes, buckets, now, sealed, check=True)
 
     def _plan(self, nodes: list[FileNode], buckets: Sequence[Bucket] | None, now: datetime | None,
-              sealed: Collection[Bucket]) -> CompactionPlan:
+              sealed: Collection[Bucket], *, check: bool = False) -> CompactionPlan:
+        """Return the plan over ``nodes`` (of ``buckets`` only, when given); with ``check``, a bucket asked for
+        that has no live file is an error. A round plans without it: the buckets it left out (given up, or
+        done one at a time) are not among its nodes."""
         if buckets is not None:
             wanted = set(buckets)
             unknown = wanted - {n.bucket for n in nodes}
-            if unknown:
+            if check and unknown:
                 raise CompactionError(f"{self.table}: no live files in buckets {sorted(unknown)}")
             nodes = [n for n in nodes if n.bucket in wanted]
         return plan_compaction(nodes, now=now or datetime.now(UTC), size_tiered=self.settings.size_tiered,
@@ -294,7 +298,7 @@ class Compactor:
         self._scope = None
         # The scope is read at the snapshot's version: the watermark recorded below is that version.
         snapshot = self.snapshot(now=now, rescope=self.incremental and buckets is None)
-        first = self._plan(snapshot[2], buckets, now, sealed)
+        first = self._plan(snapshot[2], buckets, now, sealed, check=True)
         if not apply or not first.tasks:
             if apply:
                 self._record(snapshot[0], finished=True)
@@ -341,7 +345,8 @@ class Compactor:
                     return [self._execute(tasks, version, files, attempts, fences)]
             except ChunkLocked as exc:  # a replacement holds that bucket: leave it to it, compact the others
                 locked = [t for t in tasks if t.bucket == (exc.chunk.tenant_id, exc.chunk.hour)]
-                return [RoundResult(tuple(locked), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc))]
+                return [RoundResult(tuple(locked), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc),
+                                    locked=True)]
             except CommitConflict as exc:
                 if attempts > self.settings.max_retries:
                     return [RoundResult(tuple(tasks), None, 0, 0, 0, attempts, gave_up=True, reason=str(exc))]
@@ -402,14 +407,17 @@ class Compactor:
         result = self.store.replace_files(
             self.table, [f.path for f in inputs], merged, data_change=False, app_transactions=fences,
             metadata={"lakeshard.compaction": summary}, read_version=version, before_commit=describe,
-            write=None if spark_engine else self._merge_writer(tasks, written),
+            write=None if spark_engine else self._merge_writer(tasks, written, by_path),
         )
         return RoundResult(tuple(tasks), result.version, result.files_removed, result.files_added,
                            result.rows_added, attempts)
 
-    def _merge_writer(self, tasks: Sequence[CompactionTask], written: dict[str, MergedFile]) -> Callable[[str], None]:
-        """Return the store's write function: merge each task's inputs into its partition directory, recording
-        each output's description in ``written`` (by path relative to the table)."""
+    def _merge_writer(self, tasks: Sequence[CompactionTask], written: dict[str, MergedFile],
+                      inputs: Mapping[str, FileInfo]) -> Callable[[str], None]:
+        """Return the store's write function: merge each task's inputs (``inputs``: the live files by path) into
+        its partition directory, recording each output's description in ``written`` (by path relative to the
+        table). A merge that cannot read its inputs raises :class:`~lakeshard.errors.DamagedDataFile` for the
+        input at fault when its footer shows one."""
         budget = self.settings.memory_budget_bytes
         threads = self.settings.merge_threads
 
@@ -432,6 +440,10 @@ class Compactor:
                                                outliers=split, all_outliers=t.outliers, strategy=strategy,
                                                file_metadata=footer)
                 except (OSError, pa.ArrowException) as exc:
+                    damage = next((d for p in t.inputs if (d := check_data_file(self.table, inputs[p])) is not None),
+                                  None)
+                    if damage is not None:
+                        raise damage from exc
                     raise CompactionError(f"{self.table}: cannot merge bucket {t.bucket[0]!r}/{t.bucket[1]} "
                                           f"({len(paths)} files, e.g. {t.inputs[0]}): {type(exc).__name__}: {exc}"
                                           ) from exc

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
-from lakeshard.lake.protocol.datafiles import NO_STATS
+from lakeshard.lake.protocol.datafiles import NO_STATS, check_data_file, naming_damaged_files
 from lakeshard.lake.protocol.filesystem import filesystem
 from lakeshard.lake.protocol.partitions import partition_directory, write_partitioned
 from lakeshard.lake.store import TableStore
@@ -57,8 +57,10 @@ __all__ = [
     "WriteFiles",
     "adapter_choice",
     "adapter_name",
+    "check_data_file",
     "choose_adapter",
     "filesystem",
+    "naming_damaged_files",
     "open_lazy_store",
     "open_store",
     "partition_directory",

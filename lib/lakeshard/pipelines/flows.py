@@ -20,6 +20,7 @@ from lakeshard.compaction.bookkeeping import clean_logs, compact_bookkeeping, va
 from lakeshard.compaction.events import compact_events
 from lakeshard.compaction.planner import Bucket
 from lakeshard.dedupe.writer import ShardWriter
+from lakeshard.errors import ConfigError
 from lakeshard.pipelines.context import FlowContext, FlowResult
 from lakeshard.pipelines.declaration import Flow, Pipeline, expect, expect_or_fail
 from lakeshard.pipelines.errors import PipelineError
@@ -39,8 +40,8 @@ from lakeshard.tables import (
 )
 from lakeshard.utc import aware
 
-__all__ = ["LANDING", "compact_buckets", "compact_events", "lakeshard_pipeline", "run_autoshard", "run_balance",
-           "run_close_buckets", "run_compact", "run_compact_books", "run_ingest", "run_route"]
+__all__ = ["LANDING", "compact_buckets", "compact_events", "ingest_shards", "lakeshard_pipeline", "run_autoshard",
+           "run_balance", "run_close_buckets", "run_compact", "run_compact_books", "run_ingest", "run_route"]
 
 LANDING = "landing"  # the pipeline's source: the landing zone of JSON files (cfg.landing)
 
@@ -76,11 +77,30 @@ def run_route(ctx: FlowContext) -> FlowResult:
                       quarantined=sum(r.quarantined for r in reports), details=details, outcome=left)
 
 
+def ingest_shards(tables: RoutingTables, text: str) -> list[int]:
+    """Return the shards an ingest run writes: those ``text`` lists (comma-separated), or every shard of the ring.
+
+    Raises:
+        ConfigError: ``text`` names something that is not a shard of the lakehouse's ring (such a writer would
+            route events it never writes).
+    """
+    total = tables.topology().total_shards
+    if not text.strip():
+        return list(range(total))
+    try:
+        shards = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"ingest shards: expected comma-separated shard numbers, found {text!r}") from None
+    outside = sorted({s for s in shards if not 0 <= s < total})
+    if outside:
+        raise ConfigError(f"ingest shards: expected shards of the ring 0-{total - 1} of {tables.cfg.lakehouse}, "
+                          f"found {', '.join(map(str, outside))}")
+    return shards
+
+
 def run_ingest(ctx: FlowContext) -> FlowResult:
     """Return what the shard writers did (:class:`~lakeshard.dedupe.writer.ShardWriter`), expectations gated."""
-    text = str(ctx.params["shards"]).strip()
-    shards = ([int(s) for s in text.split(",")] if text
-              else list(range(RoutingTables(ctx.store, ctx.cfg).topology().total_shards)))
+    shards = ingest_shards(RoutingTables(ctx.store, ctx.cfg), str(ctx.params["shards"]))
     writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, shards, gate=ctx.gate, clock=ctx.clock)
     reports = writer.run()
     return FlowResult(rows_in=sum(r.rows_in for r in reports), rows_out=sum(r.written for r in reports),

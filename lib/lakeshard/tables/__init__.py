@@ -69,6 +69,7 @@ __all__ = [
     "FRAGMENTS_PARTITIONING",
     "FRAGMENTS_PROPERTIES",
     "FRAGMENTS_SCHEMA",
+    "FSCK_REPAIRS",
     "HOUR_FORMAT",
     "HOUR_PATTERN",
     "HOUR_SPELLING",
@@ -123,9 +124,10 @@ PIPELINE_EVENTS = "pipeline_events"  # lakeshard.pipelines.eventlog: one row per
 EXPECTATION_QUARANTINE = "expectation_quarantine"  # lakeshard.pipelines.context: rows an expectation held back
 # lakeshard.compaction.fragment_table: level, key range and pruning regexes of each file compaction wrote
 FRAGMENTS = "fragments"
+FSCK_REPAIRS = "fsck_repairs"  # lakeshard.compaction.fsck: data files removed from a table's log as unreadable, and why
 
 TABLES = (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS, PLACEMENTS, TENANT_SETTINGS, SHARD_TOPOLOGY,
-          EVENTS, ID_INDEX, BUCKETS, CHUNK_LOCKS, PIPELINE_EVENTS, EXPECTATION_QUARANTINE, FRAGMENTS)
+          EVENTS, ID_INDEX, BUCKETS, CHUNK_LOCKS, PIPELINE_EVENTS, EXPECTATION_QUARANTINE, FRAGMENTS, FSCK_REPAIRS)
 
 # --- Partitioning (tables not listed here are unpartitioned) --------------------------------------------------
 

@@ -33,6 +33,7 @@ __all__ = [
     "EXPECTATION_SCHEMA",
     "FRAGMENTS_PROPERTIES",
     "FRAGMENTS_SCHEMA",
+    "FSCK_REPAIRS_SCHEMA",
     "ID_INDEX_PROPERTIES",
     "ID_INDEX_SCHEMA",
     "LANDING_BATCHES_SCHEMA",
@@ -217,4 +218,16 @@ FRAGMENTS_SCHEMA = StructType([
     StructField("outlier", BooleanType(), False),
     StructField("meta", StringType(), False),  # FragmentMeta.to_json() as JSON: key range and per-column regexes
     StructField("written_at", TimestampType(), False),
+])
+
+# One row per data file ``lakeshard fsck --repair`` removed from a table's log: what it held per the log, and why.
+FSCK_REPAIRS_SCHEMA = StructType([
+    StructField("table_name", StringType(), False),  # the table's name in the lakehouse (``events``, ...)
+    StructField("path", StringType(), False),  # as the log held it, relative to the table
+    StructField("partition_values", StringType(), False),  # JSON object of the file's partition values
+    StructField("tenant_id", StringType(), True),  # when the table is partitioned by it
+    StructField("hour", StringType(), True),
+    StructField("rows", LongType(), True),  # the log's numRecords for the file: the rows lost until refilled
+    StructField("problem", StringType(), False),
+    StructField("removed_at", TimestampType(), False),
 ])

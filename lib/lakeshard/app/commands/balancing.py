@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lakeshard.app.cli_args import config_from_args, iso_timestamp
+from lakeshard.app.cli_args import config_from_args, count, iso_timestamp
 from lakeshard.config import LakeshardConfig
 
 __all__ = ["add_commands", "cmd_autoshard", "cmd_balance", "cmd_exclude"]
@@ -144,14 +144,14 @@ def add_commands(
                               description=cmd_balance.__doc__)
     common(p, False)
     p.add_argument("--apply", action="store_true", help="commit the new salts to tenant_settings")
-    p.add_argument("--max-moves", type=int, default=None, help="cap on tenants moved this run (default: config)")
+    p.add_argument("--max-moves", type=count(0), default=None, help="cap on tenants moved this run (default: config)")
     p.add_argument("--as-of", type=iso_timestamp, default=None, help="use metrics up to this time (ISO; default now)")
     p.set_defaults(func=cmd_balance, run_flow=run_flow)
 
     p = subparsers.add_parser("exclude", help="exclude shards from new placements, or --include them again",
                               description=cmd_exclude.__doc__)
     common(p, False)
-    p.add_argument("shards", type=int, nargs="*", metavar="SHARD", help="shards to exclude")
-    p.add_argument("--include", type=int, nargs="+", metavar="SHARD", help="excluded shards to put back")
+    p.add_argument("shards", type=count(0), nargs="*", metavar="SHARD", help="shards to exclude")
+    p.add_argument("--include", type=count(0), nargs="+", metavar="SHARD", help="excluded shards to put back")
     p.add_argument("--reason", help="why (recorded in shard_topology)")
     p.set_defaults(func=cmd_exclude)

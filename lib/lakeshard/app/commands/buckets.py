@@ -72,8 +72,10 @@ def _close(args: argparse.Namespace, cfg: LakeshardConfig) -> int:
               "grace_minutes": args.grace_minutes.total_seconds() / 60}
     report: CompletionReport = args.run_flow(cfg, "close_buckets", params)
     code = _show(report)
-    still_open = [d for d in report.decisions if not d.close]
-    why = "; ".join(f"{d.tenant_id}/{d.hour}: {d.reason}" for d in still_open[:_WHY])
+    closed = {(s.tenant_id, s.hour) for s in report.closed}
+    failed = {(c.tenant_id, c.hour): f"integrity check failed: {c.problem}" for c in report.failed_checks}
+    still_open = [d for d in report.decisions if (d.tenant_id, d.hour) not in closed]
+    why = "; ".join(f"{d.tenant_id}/{d.hour}: {failed.get((d.tenant_id, d.hour), d.reason)}" for d in still_open[:_WHY])
     more = f"; ... and {len(still_open) - _WHY} more" if len(still_open) > _WHY else ""
     print(f"closed {len(report.closed)} buckets" + (f" (buckets version {report.committed_version})"
                                                     if report.committed_version is not None else "")

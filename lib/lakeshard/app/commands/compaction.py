@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.app.cli_args import config_from_args, iso_timestamp
+from lakeshard.app.cli_args import config_from_args, count, iso_timestamp
 from lakeshard.config import LakeshardConfig
 from lakeshard.tables import EVENTS
 
@@ -55,8 +55,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from lakeshard.runtime import get_spark
 
     cfg = config_from_args(args)
-    min_files = args.min_files or SizeTieredPlanner().min_files
-    target_rows = args.target_rows or LocalityPlanner().target_rows
+    min_files = SizeTieredPlanner().min_files if args.min_files is None else args.min_files
+    target_rows = LocalityPlanner().target_rows if args.target_rows is None else args.target_rows
     if args.apply:
         report: CompactionReport = args.run_flow(cfg, "compact", {
             "min_files": min_files, "target_rows": target_rows, "include_open": args.include_open,
@@ -86,8 +86,14 @@ def cmd_compact(args: argparse.Namespace) -> int:
             print("plan only: pass --apply to run it")
         return 0
     for r in report.rounds:
-        state = f"gave up after {r.attempts} attempts: {r.reason}" if r.gave_up else f"version {r.version}"
-        print(f"round: {len(r.tasks)} buckets, {r.files_removed} files -> {r.files_added} ({r.rows:,} rows), {state}")
+        if r.version is not None:
+            print(f"round: {len(r.tasks)} buckets, {r.files_removed} files -> {r.files_added} ({r.rows:,} rows), "
+                  f"version {r.version}")
+    for r in report.rounds:
+        if r.gave_up and not r.failed:  # failed buckets are listed below, one line each
+            what = "locked" if r.locked else f"gave up after {r.attempts} attempts"
+            for tenant, hour in sorted(t.bucket for t in r.tasks):
+                print(f"{what}: bucket {tenant!r}/{hour} is left as it is: {r.reason}")
     for (tenant, hour), why in report.failed:
         print(f"failed: bucket {tenant!r}/{hour} is left as it is: {why}")
     return 1 if report.gave_up else 0
@@ -96,7 +102,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     """Read one tenant's events in [--start, --end) matching --where/--null, and print the pruning report."""
     from lakeshard.compaction import read_events
-    from lakeshard.lake import open_store
+    from lakeshard.lake import naming_damaged_files, open_store
     from lakeshard.runtime import get_spark
 
     cfg = config_from_args(args)
@@ -106,12 +112,15 @@ def cmd_query(args: argparse.Namespace) -> int:
         predicates.setdefault(column, []).append(value)
     for column in args.null or []:
         predicates.setdefault(column, []).append(None)
-    df, report = read_events(spark, open_store(spark, cfg), cfg.table_uri(EVENTS), tenant=args.tenant,
-                             start=args.start, end=args.end, predicates=predicates)
-    print(report.render())
-    print(f"{df.count():,} matching events")
-    if args.show:
-        df.select("ts", "service", "status", "env", "event_id").orderBy("ts").show(args.show, truncate=False)
+    store, uri = open_store(spark, cfg), cfg.table_uri(EVENTS)
+    # Spark meets a missing file while planning the read, an unreadable one while counting.
+    with naming_damaged_files(uri, [f for f in store.files(uri) if f.partition_values.get("tenant_id") == args.tenant]):
+        df, report = read_events(spark, store, uri, tenant=args.tenant, start=args.start, end=args.end,
+                                 predicates=predicates)
+        print(report.render())
+        print(f"{df.count():,} matching events")
+        if args.show:
+            df.select("ts", "service", "status", "env", "event_id").orderBy("ts").show(args.show, truncate=False)
     return 0
 
 
@@ -137,8 +146,8 @@ def add_commands(
                    help="only this bucket (repeatable), e.g. acme/2026-01-01T10")
     p.add_argument("--include-open", action="store_true",
                    help="also merge the newest files of buckets still receiving data")
-    p.add_argument("--min-files", type=int, default=None, help="files a size tier needs before it merges")
-    p.add_argument("--target-rows", type=int, default=None, help="rows per output file")
+    p.add_argument("--min-files", type=count(2), default=None, help="files a size tier needs before it merges")
+    p.add_argument("--target-rows", type=count(1), default=None, help="rows per output file")
     p.set_defaults(func=cmd_compact, run_flow=run_flow)
 
     p = subparsers.add_parser("query", help="read a tenant's events with file pruning and report it",
@@ -150,5 +159,5 @@ def add_commands(
     p.add_argument("--where", type=_predicate, action="append", metavar="COLUMN=VALUE",
                    help="equality; repeat a column for IN, e.g. --where service=auth --where service=web")
     p.add_argument("--null", action="append", metavar="COLUMN", help="also match rows where COLUMN is null")
-    p.add_argument("--show", type=int, default=0, help="print this many matching events")
+    p.add_argument("--show", type=count(0), default=0, help="print this many matching events")
     p.set_defaults(func=cmd_query)

@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lakeshard.app.cli_args import config_from_args
+from lakeshard.app.cli_args import config_from_args, count
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import FileInfo
 from lakeshard.versions.chunks import ChunkVersion, rows_in
@@ -127,13 +127,13 @@ def add_commands(subparsers: Any, common: Callable[[argparse.ArgumentParser, boo
 
     q = actions.add_parser("log", help="versions that added or dropped the chunk's files, newest first")
     chunk_args(q)
-    q.add_argument("--since", type=int, help="oldest version to show")
-    q.add_argument("--limit", type=int, help="show at most this many versions")
+    q.add_argument("--since", type=count(0), help="oldest version to show")
+    q.add_argument("--limit", type=count(1), help="show at most this many versions")
     q = actions.add_parser("diff", help="files added and dropped between two versions (--stat)")
     chunk_args(q)
-    q.add_argument("--from", dest="from_version", type=int,
+    q.add_argument("--from", dest="from_version", type=count(0),
                    help="base version (default: just before the chunk's newest change)")
-    q.add_argument("--to", type=int, help="target version (default latest)")
+    q.add_argument("--to", type=count(0), help="target version (default latest)")
     q = actions.add_parser("show", help="one version's header and the files it added and dropped")
     chunk_args(q)
-    q.add_argument("--version", type=int, help="table version (default: the chunk's newest change)")
+    q.add_argument("--version", type=count(0), help="table version (default: the chunk's newest change)")

@@ -68,7 +68,7 @@ from lakeshard.lake.embedded.write import (
     version_of_commit,
     write_new_files,
 )
-from lakeshard.lake.protocol.datafiles import read_data_files
+from lakeshard.lake.protocol.datafiles import damaged, read_data_files, with_log_rows
 from lakeshard.lake.protocol.filesystem import filesystem, read_commit_text
 from lakeshard.lake.protocol.log import (
     COMMIT_ID,
@@ -317,7 +317,12 @@ class EmbeddedTableStore(AdapterBase):
             filesystem=fs).get_fragments()) if everything else []
 
         def read(at: int) -> pa.Table:
-            return read_data_file(fragments[at], everything[at], read_schema, schema, names, parts, where)
+            file = everything[at]
+            try:
+                rows = read_data_file(fragments[at], file, read_schema, schema, names, parts, where)
+            except (OSError, pa.ArrowException) as exc:
+                raise damaged(uri, file, exc) from None
+            return rows if where is not None else with_log_rows(uri, file, rows)
 
         with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
             tables = list(pool.map(read, range(len(fragments))))

@@ -91,9 +91,12 @@ class DeltaRsLog:
         except TableNotFoundError:
             raise TableNotFound(f"no Delta table at {uri}") from None
         except DeltaError as exc:
+            _raise_what_is_damaged(uri)
+            # delta-rs appends a native backtrace to some messages: its first line says what broke.
+            first = str(exc).strip().split("\n", 1)[0]
             if version is not None:
-                raise TableStoreError(f"cannot load {uri} at version {version}: {exc}") from None
-            raise TableStoreError(f"cannot load the Delta table at {uri}: {exc}") from None
+                raise TableStoreError(f"{uri}: cannot load the Delta table at version {version}: {first}") from None
+            raise TableStoreError(f"{uri}: cannot load the Delta table: {first}") from None
 
     def latest(self, table: str) -> DeltaTable:
         """Return the table at its latest version, for a read-only look (nothing mutates or commits on it).
@@ -270,12 +273,12 @@ class DeltaRsLog:
         fs, base = filesystem(uri)
         if start is not None:  # read by name: no listing of a log that keeps growing
             try:
-                return [_log_entry(fs, f"{base}/_delta_log/{v:020d}.json", v)
+                return [_log_entry(fs, uri, base, v)
                         for v in range(start, (latest if end is None else min(end, latest)) + 1)]
             except FileNotFoundError:
                 pass  # cleaned up, or never there: the listing says which
         start, end = log_range(uri, commit_file_versions(uri), latest, start, end)
-        return [_log_entry(fs, f"{base}/_delta_log/{v:020d}.json", v) for v in range(start, end + 1)]
+        return [_log_entry(fs, uri, base, v) for v in range(start, end + 1)]
 
     def checkpoint_versions(self, uri: str) -> list[int]:
         """Return the versions with a complete classic checkpoint (single- or multi-part), oldest first."""
@@ -401,9 +404,20 @@ def _checkpoint_parts(uri: str) -> dict[int, list[str]]:
     return checkpoint_parts((i.base_name, i.path) for i in listing)
 
 
-def _log_entry(fs: pafs.FileSystem, path: str, version: int) -> LogEntry:
-    with fs.open_input_stream(path) as stream:
-        return parse_commit(stream.read().decode("utf-8"), version)[0]
+def _raise_what_is_damaged(uri: str) -> None:
+    """Raise the error lakeshard's own replay of ``uri``'s log meets (a torn commit: naming the table and the
+    commit); return when it meets none, or cannot look (then delta-rs' error stands)."""
+    try:
+        probed_state(uri, None)
+    except TableStoreError:
+        raise
+    except Exception:  # a look that cannot be made leaves delta-rs' own error to be reported
+        return
+
+
+def _log_entry(fs: pafs.FileSystem, uri: str, base: str, version: int) -> LogEntry:
+    with fs.open_input_stream(f"{base}/_delta_log/{version:020d}.json") as stream:
+        return parse_commit(stream.read().decode("utf-8"), version, table=uri)[0]
 
 
 def arrow_schema_of(dt: DeltaTable) -> pa.Schema:

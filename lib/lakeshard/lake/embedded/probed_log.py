@@ -59,7 +59,7 @@ def probed_state(uri: str, known: LogState | None = None) -> LogState | None:
                 text = stream.read().decode("utf-8")
         except FileNotFoundError:
             break
-        commits.append((version, parse_commit(text, version)[1]))
+        commits.append((version, parse_commit(text, version, table=uri)[1]))
         version += 1
     if not commits and (state.version < 0 or (known is None and missing(fs, f"{log}/{state.version:020d}.json"))):
         # No table; or a checkpoint followed by no commit whose own commit is gone too: log cleanup removed the

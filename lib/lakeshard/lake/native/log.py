@@ -139,7 +139,7 @@ class NativeLog:
                 )
         wanted = [names[f"{v:020d}.json"] for v in range(start, target + 1)]
         texts = self._files.read_texts(wanted)  # one read for all the commits since the base
-        commits = [(v, parse_commit(texts[loc], v)[1]) for v, loc in zip(range(start, target + 1), wanted,
+        commits = [(v, parse_commit(texts[loc], v, table=uri)[1]) for v, loc in zip(range(start, target + 1), wanted,
                                                                             strict=True)]
         state = replay(commits, base=base)
         self._states[(uri, target)] = (state, mtimes.get(f"{target:020d}.json"))
@@ -159,7 +159,7 @@ class NativeLog:
         listing = {n: loc for n, loc, _ in self.listing(uri)}
         version = after + 1
         while (name := f"{version:020d}.json") in listing:
-            entry, actions = parse_commit(self._files.read_text(listing[name]), version)
+            entry, actions = parse_commit(self._files.read_text(listing[name]), version, table=uri)
             info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
             if commit_id_of(info) == commit_id:
                 return entry
@@ -177,7 +177,7 @@ class NativeLog:
         texts = self._files.read_texts(wanted)
         parsed = []
         for v, location in zip(range(start, end + 1), wanted, strict=True):
-            entry, actions = parse_commit(texts[location], v)
+            entry, actions = parse_commit(texts[location], v, table=uri)
             parsed.append((entry, next((dict(a["commitInfo"]) for a in actions if "commitInfo" in a), {})))
         times = commit_timestamps([
             (e.version, locations[f"{e.version:020d}.json"][1],

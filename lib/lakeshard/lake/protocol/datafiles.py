@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -19,8 +20,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from lakeshard.errors import TableStoreError
-from lakeshard.lake.protocol.filesystem import normalise_uri
+from lakeshard.errors import DamagedDataFile, TableStoreError
+from lakeshard.lake.protocol.filesystem import filesystem, normalise_uri
 from lakeshard.lake.protocol.partitions import PARTITION_VALUES_KEY
 from lakeshard.lake.types import FileInfo
 from lakeshard.utc import aware
@@ -32,15 +33,20 @@ if TYPE_CHECKING:
 __all__ = [
     "HIVE_NULL",
     "NO_STATS",
+    "check_data_file",
     "conform",
+    "damaged",
+    "damaged_in_spark",
     "footer_stats",
     "footer_stats_and_values",
     "is_hidden",
+    "naming_damaged_files",
     "partition_scalar",
     "partition_values_from_path",
     "read_data_files",
     "spark_file_uri",
     "stats_columns",
+    "with_log_rows",
     "written_parquet",
     "written_partition_values",
 ]
@@ -336,3 +342,77 @@ def _location(root: str, path: str) -> str:
         return normalise_uri(path)
     decoded = unquote(path)
     return decoded if "://" in path else f"{root}/{decoded}"
+
+
+def damaged(table: str, file: FileInfo, exc: BaseException) -> DamagedDataFile:
+    """Return the error naming ``file`` of ``table`` for what reading it raised (missing, not Parquet, another
+    schema), for a caller to raise in place of ``exc``."""
+    if isinstance(exc, FileNotFoundError):
+        return DamagedDataFile(table, file.path, file.partition_values, "it is missing (the log lists it as live)")
+    return DamagedDataFile(table, file.path, file.partition_values,
+                           f"it cannot be read as Parquet holding the table's columns ({type(exc).__name__}: {exc})")
+
+
+def check_data_file(table: str, file: FileInfo) -> DamagedDataFile | None:
+    """Return what is wrong with live data file ``file`` of ``table`` as its Parquet footer shows (missing, not
+    Parquet, a row count other than the log's ``numRecords``), or None when the footer agrees with the log.
+
+    Reads the footer only: cheap enough to look for the file at fault among a failed read's inputs."""
+    fs, base = filesystem(table)
+    try:
+        with fs.open_input_file(_location(base, file.path)) as handle:
+            rows = pq.ParquetFile(handle).metadata.num_rows
+    except (OSError, pa.ArrowException) as exc:
+        return damaged(table, file, exc)
+    if file.num_records is not None and rows != file.num_records:
+        return DamagedDataFile(table, file.path, file.partition_values,
+                               f"its footer holds {rows:,} rows where the log's numRecords says {file.num_records:,}")
+    return None
+
+
+def with_log_rows(table: str, file: FileInfo, rows: pa.Table) -> pa.Table:
+    """Return ``rows`` (every row of ``file``) when their number is the log's ``numRecords`` for it.
+
+    Raises:
+        DamagedDataFile: the file holds another number of rows than its add action says (overwritten, or
+            another file's bytes).
+    """
+    if file.num_records is not None and rows.num_rows != file.num_records:
+        raise DamagedDataFile(table, file.path, file.partition_values,
+                              f"it holds {rows.num_rows:,} rows where the log's numRecords says {file.num_records:,}")
+    return rows
+
+
+@contextmanager
+def naming_damaged_files(table: str, files: Sequence[FileInfo]) -> Iterator[None]:
+    """Run the block (Spark actions over ``files`` of ``table``); a failure naming one of the files is raised as
+    :class:`~lakeshard.errors.DamagedDataFile` (one line), any other failure as it was."""
+    try:
+        yield
+    except Exception as exc:
+        found = damaged_in_spark(table, files, exc)
+        if found is None:
+            raise
+        raise found from None
+
+
+def damaged_in_spark(table: str, files: Sequence[FileInfo], exc: BaseException) -> DamagedDataFile | None:
+    """Return the error naming the file of ``files`` that a failed Spark read of ``table`` names, or None when
+    the failure names none of them (it is then not the files' fault).
+
+    Spark reports an unreadable file inside a chain of JVM exceptions (``FAILED_READ_FILE``, "is not a Parquet
+    file", ``FileNotFoundException``); only its first line of each cause is kept.
+    """
+    text = str(exc)
+    for f in files:
+        for spelled in {f.path, unquote(f.path), spark_file_uri(_location(table, f.path))}:
+            if spelled and spelled in text:
+                missing = "FileNotFound" in text or "does not exist" in text
+                # The innermost cause says what broke (e.g. "... is not a Parquet file"); frames are dropped.
+                causes = [line.strip().removeprefix("Caused by:").strip() for line in text.splitlines()
+                          if line.strip().startswith("Caused by:")]
+                cause = causes[-1] if causes else text.strip().splitlines()[0].lstrip(": ")
+                problem = ("it is missing (the log lists it as live)" if missing
+                           else f"Spark cannot read it ({cause[:300]})")
+                return DamagedDataFile(table, f.path, f.partition_values, problem)
+    return None

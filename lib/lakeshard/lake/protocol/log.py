@@ -210,13 +210,18 @@ def table_id(first_commit: str) -> str | None:
     return None
 
 
-def parse_commit(text: str, version: int) -> tuple[LogEntry, list[dict[str, Any]]]:
-    """Return one commit file's entry and its raw actions (one JSON object a line, as the protocol writes it)."""
+def parse_commit(text: str, version: int, *, table: str) -> tuple[LogEntry, list[dict[str, Any]]]:
+    """Return one commit file's entry and its raw actions (one JSON object a line, as the protocol writes it).
+
+    Raises:
+        TableStoreError: the commit is not JSON lines (torn or overwritten); the message names ``table``.
+    """
     try:
         # Lines end at "\n" only (not splitlines()): JSON leaves U+0085 and U+2028 unescaped, and ids hold them.
         actions = [json.loads(line) for line in text.split("\n") if line.strip()]
     except ValueError as exc:
-        raise TableStoreError(f"commit {version} of the Delta log is not valid JSON lines: {exc}") from None
+        raise TableStoreError(f"{table}: commit {version} of the Delta log ({version:020d}.json) is not valid JSON "
+                              f"lines (torn or overwritten): {exc}") from None
     info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
     changes = []
     for a in actions:
