@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "DATABRICKS_DOMAINS", "RuntimeKind", "arrow_dataframe", "describe_mode", "detect_runtime", "find_java", "get_spark",
-    "is_spark_connect", "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
+    "DATABRICKS_DOMAINS", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "RuntimeKind", "arrow_dataframe", "delta_jars",
+    "delta_jars_folder", "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect",
+    "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
 ]
 
 MIN_JAVA = 17
@@ -127,6 +128,33 @@ def find_java() -> tuple[str, int]:
     return java, major
 
 
+# A folder of Delta's jars to use in place of the project's ``.delta-jars/`` (scripts/install-delta-jars.sh).
+DELTA_JARS_ENV = "LAKESHARD_DELTA_JARS"
+
+# Delta's SQL extension and catalog: what a session started with delta-spark's jars needs to run Delta's commands.
+DELTA_SQL_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+def delta_jars_folder() -> Path:
+    """Return where Delta's jars are installed: ``$LAKESHARD_DELTA_JARS``, else ``.delta-jars/`` at the root of the
+    source tree lakeshard runs from (where ``make env`` resolves them with ``mvn``)."""
+    configured = os.environ.get(DELTA_JARS_ENV, "")
+    return Path(configured) if configured else Path(__file__).resolve().parents[3] / ".delta-jars"
+
+
+def delta_jars() -> str:
+    """Return Delta's installed jars as a ``spark.jars`` value (comma-separated paths), or ``""`` when none are
+    installed or the folder holds no delta-spark jar (an interrupted or failed install)."""
+    folder = delta_jars_folder()
+    jars = sorted(folder.glob("*.jar")) if folder.is_dir() else []
+    if not any(j.name.startswith("delta-spark") for j in jars):
+        return ""
+    return ",".join(str(j) for j in jars)
+
+
 def session_sql_conf(cfg: LakeshardConfig) -> dict[str, str]:
     """Return the runtime SQL settings lakeshard's results depend on (UTC, Parquet timestamps, Arrow, partitions).
 
@@ -177,11 +205,13 @@ def local_spark_conf(cfg: LakeshardConfig) -> dict[str, str]:
         "spark.hadoop.fs.file.impl.disable.cache": "true",
         **session_sql_conf(cfg),
     }
-    if sc.jars:
-        conf["spark.jars"] = sc.jars
-        if any(Path(j.strip()).name.startswith("delta-spark") for j in sc.jars.split(",")):
-            conf["spark.sql.extensions"] = "io.delta.sql.DeltaSparkSessionExtension"
-            conf["spark.sql.catalog.spark_catalog"] = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    # The native adapter forced without jars configured gets the installed ones; "auto" keeps the embedded default
+    # on a local session unless jars are configured.
+    jars = sc.jars or (delta_jars() if sc.adapter == "native" else "")
+    if jars:
+        conf["spark.jars"] = jars
+        if any(Path(j.strip()).name.startswith("delta-spark") for j in jars.split(",")):
+            conf.update(DELTA_SQL_CONF)
     return conf
 
 
