@@ -87,8 +87,13 @@ def native_store(spark: SparkSession) -> TableStore:
     (failed under ``$LAKESHARD_REQUIRE_DELTA_JVM``)."""
     from lakeshard.lake.jvm import has_delta_jvm
     from lakeshard.lake.native import NativeTableStore
+    from lakeshard.runtime import DELTA_SQL_CONF, is_spark_connect
 
-    if not has_delta_jvm(spark):
+    if is_spark_connect(spark):  # no py4j to ask: the server says whether it runs Delta's SQL extension
+        extension = DELTA_SQL_CONF["spark.sql.extensions"]
+        if extension not in (spark.conf.get("spark.sql.extensions", "") or ""):
+            no_delta_jvm()
+    elif not has_delta_jvm(spark):
         no_delta_jvm()
     return NativeTableStore(spark)
 

@@ -45,6 +45,7 @@ __all__ = [
     "table_id",
     "txn_action",
     "typed_stats",
+    "unhonoured_features",
     "unsupported_features",
     "v2_checkpoint_versions",
 ]
@@ -296,6 +297,52 @@ def unsupported_features(state: LogState) -> list[str]:
         found.append("columnMapping")
     if config.get("delta.enableDeletionVectors") == "true" and "deletionVectors" not in found:
         found.append("deletionVectors")
+    return found
+
+
+# Table features lakeshard's writes cannot honour, with how to switch each off (docs/lake.md, "Table features").
+_UNHONOURED = {
+    "rowTracking": "row tracking (a swap would give rows new ids): ALTER TABLE ... SET TBLPROPERTIES "
+                   "('delta.enableRowTracking' = 'false')",
+    "typeWidening": "type widening (statistics and pruning assume one type per column): ALTER TABLE ... SET "
+                    "TBLPROPERTIES ('delta.enableTypeWidening' = 'false')",
+    "catalogManaged": "catalog-managed commits (the file log is no longer the truth): recreate the table as a "
+                      "path-based table without them",
+    "catalogOwned-preview": "catalog-owned commits (the file log is no longer the truth): recreate the table as "
+                            "a path-based table without them",
+    "coordinatedCommits-preview": "coordinated commits (the file log is no longer the truth): ALTER TABLE ... "
+                                  "UNSET TBLPROPERTIES ('delta.coordinatedCommits.commitCoordinator-preview')",
+}
+_UNHONOURED_SETTINGS = {
+    "delta.enableRowTracking": "rowTracking",
+    "delta.enableTypeWidening": "typeWidening",
+    "delta.autoOptimize.optimizeWrite": "optimized writes (they rewrite files outside lakeshard's locks and pruning "
+                                        "metadata): ALTER TABLE ... SET TBLPROPERTIES "
+                                        "('delta.autoOptimize.optimizeWrite' = 'false')",
+    "delta.autoOptimize.autoCompact": "auto compaction (it rewrites files outside lakeshard's locks and pruning "
+                                      "metadata): ALTER TABLE ... SET TBLPROPERTIES "
+                                      "('delta.autoOptimize.autoCompact' = 'false')",
+}
+
+
+def unhonoured_features(state: LogState) -> list[str]:
+    """Return, for each table feature in use that lakeshard's commits cannot honour, the feature and how to switch
+    it off (row tracking, type widening, catalog-managed or coordinated commits, optimized writes, auto compaction).
+
+    A feature only listed in the protocol but switched off in the table's settings is not in use.
+    """
+    features = set(state.protocol.get("readerFeatures") or []) | set(state.protocol.get("writerFeatures") or [])
+    config = {k: str(v).lower() for k, v in (state.metadata.get("configuration") or {}).items()}
+    found: list[str] = []
+    for feature, how in _UNHONOURED.items():
+        setting = next((k for k, v in _UNHONOURED_SETTINGS.items() if v == feature), None)
+        if feature in features and (setting is None or config.get(setting) != "false"):
+            found.append(how)
+    for setting, what in _UNHONOURED_SETTINGS.items():
+        if config.get(setting) == "true":
+            how = _UNHONOURED.get(what, what)
+            if how not in found:
+                found.append(how)
     return found
 
 

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "DATABRICKS_DOMAINS", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "RuntimeKind", "arrow_dataframe", "delta_jars",
+    "DATABRICKS_DOMAINS", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "RuntimeKind", "apply_session_settings",
+    "arrow_dataframe", "delta_jars",
     "delta_jars_folder", "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect",
     "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
 ]
@@ -171,6 +172,34 @@ def session_sql_conf(cfg: LakeshardConfig) -> dict[str, str]:
     }
 
 
+# Without these lakeshard's results are wrong, not just slower: hour buckets come from ``date_format`` in the
+# session time zone.
+_REQUIRED_SESSION_SETTINGS = ("spark.sql.session.timeZone",)
+
+
+def apply_session_settings(spark: SparkSession, cfg: LakeshardConfig) -> SparkSession:
+    """Set :func:`session_sql_conf` on a session lakeshard did not start (a Databricks cluster's, a
+    databricks-connect one) and return it.
+
+    A setting the compute refuses (serverless allows only some) is left as it is, except the ones the results
+    depend on (the UTC time zone).
+
+    Raises:
+        EnvironmentProblem: the session refuses a setting lakeshard's results depend on.
+    """
+    for key, value in session_sql_conf(cfg).items():
+        try:
+            if spark.conf.get(key, None) != value:
+                spark.conf.set(key, value)
+        except Exception as exc:
+            if key in _REQUIRED_SESSION_SETTINGS:
+                raise EnvironmentProblem(
+                    f"the Spark session refused {key} = {value!r}, which lakeshard needs (event hours are computed "
+                    f"in the session time zone): {str(exc).splitlines()[0][:200]}"
+                ) from None
+    return spark
+
+
 def local_spark_conf(cfg: LakeshardConfig) -> dict[str, str]:
     """Return the Spark settings of a local session (classic or the local Spark Connect server) under ``cfg``.
 
@@ -298,7 +327,7 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
         from pyspark.sql import SparkSession
 
         active = SparkSession.getActiveSession()
-        return active if active is not None else SparkSession.builder.getOrCreate()
+        return apply_session_settings(active if active is not None else SparkSession.builder.getOrCreate(), cfg)
     if kind is RuntimeKind.SPARK_CONNECT:
         return _connect_session(cfg)
     if kind is RuntimeKind.DATABRICKS_CONNECT:
@@ -309,5 +338,5 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
                 "spark.databricks_connect is set but databricks-connect is not installed; install it in "
                 "its own environment: 'pip install -e .[databricks]' (see README, 'Running on Databricks')"
             ) from None
-        return DatabricksSession.builder.getOrCreate()  # type: ignore[no-any-return]
+        return apply_session_settings(DatabricksSession.builder.getOrCreate(), cfg)
     return _local_session(cfg)
