@@ -31,6 +31,7 @@ __all__ = [
     "COMMIT_ID",
     "LogState",
     "add_action",
+    "canonical_path",
     "checkpoint_parts",
     "commit_id_of",
     "commit_versions",
@@ -241,6 +242,22 @@ def parse_commit(text: str, version: int) -> tuple[LogEntry, list[dict[str, Any]
     return entry, actions
 
 
+def _is_absolute(path: str) -> bool:
+    return path.startswith("/") or path.startswith("file:")
+
+
+def canonical_path(path: str) -> str:
+    """Return an absolute local path of a log action the way Delta compares it: ``/x``, ``file:/x``,
+    ``file:///x`` and ``file://localhost/x`` are all ``file:/x`` (still URI-encoded, as in the log). Relative
+    paths and other schemes are returned as they are."""
+    if path.startswith("file://"):
+        host, slash, rest = path[len("file://"):].partition("/")
+        return f"file:/{rest}" if slash and host in ("", "localhost") else path
+    if path.startswith("file:/") or not path.startswith("/") or path.startswith("//"):
+        return path
+    return "file:" + path
+
+
 def replay(
     commits: Sequence[tuple[int, Sequence[Mapping[str, Any]]]],
     *,
@@ -278,7 +295,13 @@ def _apply(state: LogState, action: Mapping[str, Any]) -> None:
         add = action["add"]
         state.files[str(add["path"])] = file_from_action(add, add.get("modificationTime"))
     elif action.get("remove"):
-        state.files.pop(str(action["remove"]["path"]), None)
+        path = str(action["remove"]["path"])
+        if state.files.pop(path, None) is None and _is_absolute(path):
+            # Delta compares paths canonicalised: an add of `/x` is removed as `file:/x` or `file:///x`.
+            key = canonical_path(path)
+            same = [p for p in state.files if _is_absolute(p) and canonical_path(p) == key]
+            for p in same:
+                del state.files[p]
     elif action.get("txn"):
         txn = action["txn"]
         state.app_versions[str(txn["appId"])] = int(txn["version"])
