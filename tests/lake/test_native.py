@@ -68,6 +68,8 @@ def test_doctor_names_the_adapter_and_why(spark: SparkSession, test_config: Lake
     expected = ("native - auto: Delta's JVM classes (io.delta.tables.DeltaTable) load" if has_delta_jvm(spark) else
                 "embedded - auto: Delta's JVM classes (io.delta.tables.DeltaTable) are not")
     assert found["adapter"].startswith(expected)
+    engine = "Delta-Lake/4.4" if has_delta_jvm(spark) else "delta-rs (deltalake) commits"
+    assert engine in found["delta engine"] and found["delta engine"].endswith("classic session")
     assert found["delta round trip"] == "ok"
 
 
