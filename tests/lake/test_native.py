@@ -43,8 +43,11 @@ def test_forcing_native_on_a_connect_session_uses_deltas_public_api_on_the_serve
     assert choice.name == "native" and "must have Delta's jars and SQL extension" in choice.reason
 
 
-def test_auto_picks_native_exactly_when_the_session_has_deltas_engine(spark: SparkSession) -> None:
-    auto = load_config(overrides={"spark": {"adapter": "auto"}})
+def test_auto_picks_native_exactly_when_the_session_has_deltas_engine(spark: SparkSession,
+                                                                      test_config: LakeshardConfig) -> None:
+    auto = load_config(overrides={"spark": {"adapter": "auto", "jars": test_config.spark.jars}})
+    unasked = load_config(overrides={"spark": {"adapter": "auto", "jars": ""}})
+    assert adapter_choice(spark, unasked).name == "embedded"  # a local session given no jars stays embedded
     if has_delta_jvm(spark):  # the Delta jars make env installed are on the shared session
         assert adapter_choice(spark, auto).name == "native"
         assert isinstance(open_store(spark, auto), NativeTableStore)

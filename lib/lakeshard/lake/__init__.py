@@ -102,10 +102,14 @@ def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True, datab
 def adapter_choice(spark: SparkSession, cfg: LakeshardConfig | None = None) -> AdapterChoice:
     """Return which adapter :func:`open_store` picks for this session under ``cfg``, and why."""
     from lakeshard.lake.jvm import gateway, has_delta_jvm
-    from lakeshard.runtime import on_databricks
+    from lakeshard.runtime import RuntimeKind, detect_runtime, on_databricks
 
     cfg = cfg or load_config()
     has_gateway = gateway(spark) is not None
+    if cfg.spark.adapter == "auto" and not cfg.spark.jars.strip() and detect_runtime(cfg) is RuntimeKind.LOCAL:
+        # A local session reused from elsewhere may carry Delta's jars; lakeshard was not asked for them.
+        return AdapterChoice("embedded", "auto: a local session without spark.jars configured; Spark writes "
+                                         "Parquet, delta-rs commits (spark.adapter = 'native' uses Delta's engine)")
     return choose_adapter(cfg.spark.adapter, delta_jvm=has_gateway and has_delta_jvm(spark), gateway=has_gateway,
                           databricks=on_databricks(cfg))
 
