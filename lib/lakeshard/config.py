@@ -48,6 +48,10 @@ OTHER_VARIABLES: dict[str, str] = {
     "LAKESHARD_DEBUG": "print an unexpected error's traceback instead of saving it to a file",
     "LAKESHARD_TRACE_PHASES": "a file the table store appends a line to around each commit and Parquet write "
                               "(lakeshard.lake.trace)",
+    "LAKESHARD_DELTA_JARS": "the folder holding Delta's jars (default .delta-jars/ beside the project, filled by "
+                            "scripts/install-delta-jars.sh)",
+    "LAKESHARD_REQUIRE_DELTA_JVM": "test suite: fail, not skip, the tests that need Delta's JVM when it is "
+                                   "missing (CI)",
     "LAKESHARD_KILL_SEED": "test suite: replays the seed of a kill or race test",
     "LAKESHARD_SIGKILLS": "test suite: how many SIGKILLs the kill harness aims",
     "LAKESHARD_TEST_SPARK_REMOTE": "test suite: run the tests' Spark session over Spark Connect at this address",

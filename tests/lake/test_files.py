@@ -49,3 +49,28 @@ def test_files_written_side_by_side_are_the_files_written_one_by_one(data: list[
     assert sum(len(v) for v in alone.values()) == len(data)
     for content in alone.values():
         assert [r["ts"] for r in content] == sorted(r["ts"] for r in content)
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ("dbfs:/Volumes/main/lake/vol/events/", "dbfs:/Volumes/main/lake/vol/events"),
+    ("dbfs:/mnt/lake/events", "dbfs:/mnt/lake/events"),
+    ("s3://bucket/lake/events/", "s3://bucket/lake/events"),
+    ("file:///tmp/lake/odd%20name", "/tmp/lake/odd name"),
+    ("/Volumes/main/lake/vol/events", "/Volumes/main/lake/vol/events"),
+])
+def test_normalise_uri_keeps_single_slash_uris_as_uris(given: str, expected: str) -> None:
+    assert files.normalise_uri(given) == expected
+
+
+@pytest.mark.parametrize("reported", [
+    "dbfs:/Volumes/main/lake/vol/events/tenant_id=a/part-0.parquet",  # a Databricks runtime's qualification
+    "file:/Volumes/main/lake/vol/events/tenant_id=a/part-0.parquet",
+    "file:///Volumes/main/lake/vol/events/tenant_id=a/part-0.parquet",
+    "/Volumes/main/lake/vol/events/tenant_id=a/part-0.parquet",
+])
+def test_a_volume_file_has_one_identity_however_the_runtime_qualifies_it(reported: str) -> None:
+    from lakeshard.lake.protocol.datafiles import file_key, spark_file_uri
+
+    ours = spark_file_uri("/Volumes/main/lake/vol/events/tenant_id=a/part-0.parquet")
+    assert file_key(reported) == file_key(ours) == "/Volumes/main/lake/vol/events/tenant_id=a/part-0.parquet"
+    assert file_key("s3://bucket/x/part-0.parquet") == "s3://bucket/x/part-0.parquet"

@@ -112,12 +112,19 @@ def test_a_table_created_again_at_the_same_place_is_read_afresh(store: TableStor
     assert {f.partition_values["tenant_id"] for f in reader.files(uri, version=1)} == {"e"}
 
 
-def test_a_log_reader_refuses_what_needs_delta_itself(reader: NativeTableStore, spark: SparkSession,
-                                                      tmp_path: Path) -> None:
+def test_a_log_reader_needs_delta_itself_to_write_a_checkpoint(store: TableStore, reader: NativeTableStore,
+                                                                spark: SparkSession, tmp_path: Path) -> None:
     assert jvm_has_class(spark.sparkContext._jvm, "org.apache.spark.sql.SparkSession")
-    assert not jvm_has_class(spark.sparkContext._jvm, "io.delta.tables.DeltaTable")
-    with pytest.raises(EnvironmentProblem, match="DeltaLog class is in none of"):
-        reader.create_checkpoint(str(tmp_path))
+    uri = str(tmp_path / "t")
+    _table(store, spark, uri)
+    if not jvm_has_class(spark.sparkContext._jvm, "io.delta.tables.DeltaTable"):
+        with pytest.raises(EnvironmentProblem, match="DeltaLog class is in none of"):
+            reader.create_checkpoint(uri)
+        return
+    # With Delta's jars on the session (make env installs them) Delta writes it, readable by both adapters.
+    version = reader.create_checkpoint(uri)
+    assert version == store.version(uri) and version in reader.checkpoint_versions(uri)
+    assert version in store.checkpoint_versions(uri)
 
 
 # ---------------------------------------------------------------------------------------------------------

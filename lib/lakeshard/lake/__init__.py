@@ -94,19 +94,15 @@ def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True, datab
         return AdapterChoice("embedded", "spark.adapter = 'embedded' (configured): Spark writes Parquet, "
                                          "delta-rs commits")
     if setting == "native":
-        if not gateway and not databricks:
-            raise EnvironmentProblem(
-                "spark.adapter = 'native' was asked for, but this Spark session has no py4j gateway (Spark Connect "
-                "/ databricks-connect): the native adapter drives Delta's JVM classes through it. Use 'auto' or "
-                "'embedded' here, or run the step on the cluster (a job or notebook)"
-            )
         if gateway and not delta_jvm:
             raise EnvironmentProblem(
                 f"spark.adapter = 'native' was asked for, but Delta's JVM classes ({_DELTA_CLASS}) are not on this "
                 "session's classpath: start Spark with the delta-spark jars (spark.jars / spark.jars.packages) or "
                 "run on a Databricks runtime, or use 'auto' / 'embedded'"
             )
-        where = f"{_DELTA_CLASS} loads" if gateway else "a Spark Connect session to Databricks, which has Delta"
+        where = (f"{_DELTA_CLASS} loads" if gateway else "a Spark Connect session to Databricks, which has Delta"
+                 if databricks else "a Spark Connect session: Delta's public writer and SQL on the server, which "
+                 "must have Delta's jars and SQL extension")
         return AdapterChoice("native", f"spark.adapter = 'native' (configured); {where}")
     if not gateway:
         if databricks:
@@ -124,10 +120,14 @@ def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True, datab
 def adapter_choice(spark: SparkSession, cfg: LakeshardConfig | None = None) -> AdapterChoice:
     """Return which adapter :func:`open_store` picks for this session under ``cfg``, and why."""
     from lakeshard.lake.native.jvm import gateway, has_delta_jvm
-    from lakeshard.runtime import on_databricks
+    from lakeshard.runtime import RuntimeKind, detect_runtime, on_databricks
 
     cfg = cfg or load_config()
     has_gateway = gateway(spark) is not None
+    if cfg.spark.adapter == "auto" and not cfg.spark.jars.strip() and detect_runtime(cfg) is RuntimeKind.LOCAL:
+        # A local session reused from elsewhere may carry Delta's jars; lakeshard was not asked for them.
+        return AdapterChoice("embedded", "auto: a local session without spark.jars configured; Spark writes "
+                                         "Parquet, delta-rs commits (spark.adapter = 'native' uses Delta's engine)")
     return choose_adapter(cfg.spark.adapter, delta_jvm=has_gateway and has_delta_jvm(spark), gateway=has_gateway,
                           databricks=on_databricks(cfg))
 

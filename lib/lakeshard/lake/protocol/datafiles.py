@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import unicodedata
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ __all__ = [
     "conform",
     "damaged",
     "damaged_in_spark",
+    "file_key",
     "footer_stats",
     "footer_stats_and_values",
     "is_hidden",
@@ -78,6 +80,17 @@ def spark_file_uri(uri: str) -> str:
         prefix, path = "file:", uri
     quoted = "".join("".join(f"%{b:02X}" for b in c.encode("utf-8")) if _uri_quotes(c) else c for c in path)
     return prefix + quoted
+
+
+# The schemes a runtime may qualify a local-looking path with (file:/x, file:///x, dbfs:/Volumes/x): a file's
+# identity in a read is its path without them.
+_LOCAL_SCHEME = r"^(file|dbfs):(//)?(?=/)"
+
+
+def file_key(uri: str) -> str:
+    """Return a file's URI (as Spark's ``_metadata.file_path`` shows it) without a local scheme: ``file:/x``,
+    ``file:///x``, ``dbfs:/x`` and ``/x`` are all ``/x``; other URIs (``s3://bucket/x``) are kept whole."""
+    return re.sub(_LOCAL_SCHEME, "", uri)
 
 
 def is_hidden(relative: str) -> bool:
@@ -316,11 +329,14 @@ def read_data_files(spark: SparkSession, root: str, schema: StructType, partitio
         [StructField("__file", StringType(), False), StructField("__known", StringType(), False)]
         + [StructField(f"__p_{i}", StringType(), True) for i in range(len(parts))]
     )
-    rows = [(spark_file_uri(_location(root, f.path)), "y", *[f.partition_values.get(p) for p in parts])
+    rows = [(file_key(spark_file_uri(_location(root, f.path))), "y", *[f.partition_values.get(p) for p in parts])
             for f in files]
     mapping = spark.createDataFrame(rows, mapping_schema)
     types = {f.name: f.dataType for f in schema.fields}
-    joined = df.withColumn("__file", F.col("_metadata.file_path")).join(F.broadcast(mapping), "__file", "left")
+    # Keyed without a local scheme: a Databricks runtime qualifies /Volumes/... as dbfs:/Volumes/..., a local
+    # session /x as file:/x.
+    key = F.regexp_replace(F.col("_metadata.file_path"), _LOCAL_SCHEME, "")
+    joined = df.withColumn("__file", key).join(F.broadcast(mapping), "__file", "left")
     # A row whose file found no add action would get wrong partition values: fail the query instead.
     guard = F.assert_true(F.col("__known").isNotNull(), F.concat(
         F.lit(f"{root}: cannot match data file "), F.col("__file"), F.lit(" to its add action")))

@@ -4,6 +4,7 @@ spelling, and a commit file's text."""
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
@@ -12,13 +13,21 @@ __all__ = ["filesystem", "normalise_uri", "read_commit_text"]
 
 
 def normalise_uri(table: str) -> str:
-    """Return a local table location as a plain absolute path, and a remote one as its URI."""
+    """Return a local table location as a plain absolute path, and a remote one as its URI.
+
+    A URI with a scheme and a single slash (``dbfs:/Volumes/...``, as a Databricks runtime reports paths) stays a
+    URI: it is not a relative local path.
+    """
     if table.startswith("file:"):
         # file:/x, file:///x and delta-rs' percent-encoded file:///odd%20names all mean a local path.
         return os.path.abspath(unquote(urlparse(table).path))
-    if "://" in table:
+    if "://" in table or _SCHEME_PATH.match(table):
         return table.rstrip("/")
     return os.path.abspath(table)
+
+
+# A scheme of two or more characters then a path (``dbfs:/x``); one letter would be a Windows drive (``C:/x``).
+_SCHEME_PATH = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
 
 
 def read_commit_text(uri: str, version: int) -> str | None:
