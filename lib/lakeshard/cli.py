@@ -215,13 +215,14 @@ def _spec(args: argparse.Namespace) -> Any:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Write a synthetic landing zone with its ground truth."""
-    from lakeshard.synth import generate_landing
+    from lakeshard.synth import generate_landing, new_run_folder
 
     cfg = config_from_args(args)
-    manifest = generate_landing(cfg.landing, _spec(args), progress=not args.quiet, overwrite=args.overwrite)
-    print(f"wrote {manifest.records:,} records in {manifest.files} files to {cfg.landing}: "
+    target = str(new_run_folder(cfg.landing)) if args.new_folder else cfg.landing
+    manifest = generate_landing(target, _spec(args), progress=not args.quiet, overwrite=args.overwrite)
+    print(f"wrote {manifest.records:,} records in {manifest.files} files to {target}: "
           f"{manifest.unique_events:,} unique events, {manifest.duplicate_records:,} duplicates, "
-          f"{manifest.bad_records:,} bad records; ground truth in {cfg.landing}/_truth/")
+          f"{manifest.bad_records:,} bad records; ground truth in {target}/_truth/")
     return 0
 
 
@@ -273,7 +274,10 @@ def _parser() -> argparse.ArgumentParser:
                        description=cmd_generate.__doc__)
     common(p, landing=True)
     traffic(p, 100_000)
-    p.add_argument("--overwrite", action="store_true", help="replace an existing landing zone")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a landing zone this command wrote before (never one it did not write)")
+    p.add_argument("--new-folder", action="store_true",
+                   help="write into a new sub-folder synthetic/<UTC time> of --landing, leaving the rest untouched")
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("route", help="route new landing files into the lakehouse (exactly once)",
