@@ -43,7 +43,7 @@ def _version(dist: str) -> str:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Say which mode lakeshard runs in; check Java (locally), Spark start, the adapter, a Delta round trip."""
-    from lakeshard.runtime import RuntimeKind, describe_mode, detect_runtime, find_java
+    from lakeshard.runtime import RuntimeKind, databricks_connect_scope, describe_mode, detect_runtime, find_java
 
     cfg = config_from_args(args)
     rows: list[tuple[str, str]] = [("python", platform.python_version())]
@@ -52,6 +52,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     kind = detect_runtime(cfg)
     rows.append(("mode", describe_mode(cfg)))
     ok = True
+    if kind is RuntimeKind.DATABRICKS_CONNECT:
+        scope = databricks_connect_scope()
+        rows += scope
+        ok = not any(answer.startswith("PROBLEM") for _, answer in scope)
     # Only a local session (classic, or the local Spark Connect server) needs a local JVM.
     if kind is RuntimeKind.LOCAL or (kind is RuntimeKind.SPARK_CONNECT and cfg.spark.remote.startswith("local")):
         try:
@@ -60,8 +64,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         except LakeshardError as exc:
             rows.append(("java", f"PROBLEM: {exc}"))
             ok = False
-    if ok:
-        ok = _doctor_session(cfg, kind, rows)
+    # With databricks-connect the session is still tried, so a missing package shows beside a wrong Python.
+    if ok or kind is RuntimeKind.DATABRICKS_CONNECT:
+        ok = _doctor_session(cfg, kind, rows) and ok
     rows.append(("lakehouse", cfg.lakehouse))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

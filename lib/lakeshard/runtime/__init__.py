@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from lakeshard.runtime.session import (
+    CONNECT_PYTHON,
     RuntimeKind,
     arrow_dataframe,
+    databricks_connect_scope,
     describe_mode,
     detect_runtime,
     find_java,
@@ -17,6 +19,7 @@ from lakeshard.runtime.session import (
 )
 
 __all__ = [
-    "RuntimeKind", "arrow_dataframe", "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect",
-    "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
+    "CONNECT_PYTHON", "RuntimeKind", "arrow_dataframe", "databricks_connect_scope", "describe_mode", "detect_runtime",
+    "find_java", "get_spark", "is_spark_connect", "local_spark_conf", "on_databricks", "runtime_name",
+    "session_sql_conf",
 ]
