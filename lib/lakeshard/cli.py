@@ -1,5 +1,5 @@
 """The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``demo``, ``autoshard``,
-``balance``, ``exclude``, ``pipeline run|events|graph``.
+``balance``, ``exclude``, ``register-tables``, ``pipeline run|events|graph``.
 
 Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
 where it reads input, ``--landing PATH`` (default ``./landing`` or ``$LAKESHARD_LANDING``).
@@ -231,6 +231,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_register_tables(args: argparse.Namespace) -> int:
+    """Register the user-facing tables (events, quarantine, buckets, pipeline_events) in a catalog by location."""
+    from lakeshard.catalog import register_tables
+    from lakeshard.lake import open_store
+    from lakeshard.runtime import get_spark
+
+    cfg = config_from_args(args)
+    spark = get_spark(cfg)
+    done = register_tables(spark, args.catalog, args.schema, cfg.lakehouse, store=open_store(spark, cfg),
+                           create_schema=args.create_schema)
+    for table in done:
+        print(f"{table.status:<8} {table.name} <- {table.location}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the longest end-to-end path on a fresh (or given) lakehouse and print the report."""
     from lakeshard.demo import run_demo
@@ -284,6 +299,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--new-folder", action="store_true",
                    help="write into a new sub-folder synthetic/<UTC time> of --landing, leaving the rest untouched")
     p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("register-tables", help="register events, quarantine, buckets, pipeline_events in a catalog",
+                       description=cmd_register_tables.__doc__)
+    common(p, landing=False)
+    p.add_argument("--catalog", default="spark_catalog",
+                   help="catalog (default spark_catalog, the local session's; on Databricks a Unity Catalog catalog)")
+    p.add_argument("--schema", required=True, help="schema the tables are registered in")
+    p.add_argument("--create-schema", action="store_true", help="create the schema first if it is missing")
+    p.set_defaults(func=cmd_register_tables)
 
     p = sub.add_parser("route", help="route new landing files into the lakehouse (exactly once)",
                        description=cmd_route.__doc__)

@@ -397,6 +397,36 @@ def _check_tasks(rel: str, doc: Any) -> list[str]:
     return problems
 
 
+REGISTERING_JOBS = ("ingest", "maintenance")  # the jobs that write user-facing tables, and so register them
+
+
+def _check_unity_catalog(rel: str, doc: Any) -> list[str]:
+    """Return the problems that keep the jobs' tables out of Unity Catalog: a lakehouse in a volume (no table can
+    be defined on volume files), a writing job that does not register its tables after its last flow."""
+    problems = []
+    for where, section in _resource_sections(doc if isinstance(doc, dict) else {}):
+        for name, job in (section.get("jobs") or {}).items():
+            for i, param in enumerate((job or {}).get("parameters") or []):
+                default = str((param or {}).get("default", ""))
+                if (param or {}).get("name") == "lakehouse" and default.startswith("/Volumes/"):
+                    problems.append(f"{rel}: {where}.jobs.{name}.parameters[{i}]: the lakehouse {default!r} is a "
+                                    "volume, and Unity Catalog defines no table on files in a volume; use an external "
+                                    "location URI (a variable per target)")
+            if name not in REGISTERING_JOBS:
+                continue
+            tasks = (job or {}).get("tasks") or []
+            flows = [t.get("task_key") for t in tasks if "notebook_task" in t]
+            registers = [t for t in tasks
+                         if ((t.get("python_wheel_task") or {}).get("parameters") or [None])[0] == "register-tables"]
+            if not registers:
+                problems.append(f"{rel}: {where}.jobs.{name}: no task registers the tables it writes "
+                                "(a python_wheel_task running 'lakeshard register-tables')")
+            elif flows and flows[-1] not in {d.get("task_key") for d in registers[0].get("depends_on") or []}:
+                problems.append(f"{rel}: {where}.jobs.{name}: the register-tables task must depend on the last flow "
+                                f"task {flows[-1]!r}")
+    return problems
+
+
 def _granted(section: dict[str, Any], principal: str) -> set[str]:
     return {str(p) for g in section.get("grants") or [] if (g or {}).get("principal") == principal
             for p in (g or {}).get("privileges") or []}
@@ -458,6 +488,7 @@ def check_bundle(root: Path) -> list[str]:
         problems += _check_paths(yml, root, resource_doc, wheel_dirs, rel)
         problems += _check_jobs(rel, resource_doc)
         problems += _check_tasks(rel, resource_doc)
+        problems += _check_unity_catalog(rel, resource_doc)
     for target in doc.get("targets") or {}:
         problems += _check_minimums(target, target_resources(trees, target))
     problems += _check_prod(doc, trees)
@@ -479,7 +510,8 @@ def check_bundle(root: Path) -> list[str]:
 def job_mismatches(root: Path, jobs: dict[str, list[tuple[str, list[str], str]]]) -> list[str]:
     """Return how the bundle's jobs differ from ``jobs``: job → [(task key, depends on, notebook path from root)].
 
-    ``bundles/<job>.job.yml`` must hold resource ``jobs.<job>`` whose tasks are exactly those, in that order.
+    ``bundles/<job>.job.yml`` must hold resource ``jobs.<job>`` whose notebook tasks (the flows) are exactly those,
+    in that order; tasks of other types (registering tables, starting a pipeline) run no flow and are not compared.
     """
     problems = []
     for job, expected in jobs.items():
@@ -488,9 +520,11 @@ def job_mismatches(root: Path, jobs: dict[str, list[tuple[str, list[str], str]]]
             problems.append(f"bundles/{job}.job.yml: missing; the pipeline declares job {job!r}")
             continue
         spec = ((_load(yml) or {}).get("resources", {}).get("jobs", {}) or {}).get(job) or {}
-        found = [(t.get("task_key"), sorted(d["task_key"] for d in t.get("depends_on") or []),
-                  str((yml.parent / t.get("notebook_task", {}).get("notebook_path", "")).resolve().relative_to(root)))
-                 for t in spec.get("tasks") or []]
+        flow_tasks = [t for t in spec.get("tasks") or [] if "notebook_task" in t]  # the others run no flow
+        keys = {t.get("task_key") for t in flow_tasks}
+        found = [(t.get("task_key"), sorted(d["task_key"] for d in t.get("depends_on") or [] if d["task_key"] in keys),
+                  str((yml.parent / t["notebook_task"].get("notebook_path", "")).resolve().relative_to(root)))
+                 for t in flow_tasks]
         if found != expected:
             problems.append(f"bundles/{job}.job.yml: tasks (key, depends on, notebook) are {found}; "
                             f"the pipeline declaration gives {expected}")

@@ -174,9 +174,20 @@ CASES: list[tuple[str, str, Callable[[Any], None], str]] = [
     ("a volume path spelled out", "bundles/maintenance.job.yml",
      lambda d: d["resources"]["jobs"]["maintenance"]["parameters"][0].update(default="/Volumes/main/lakeshard/lh"),
      "'/Volumes/main/lakeshard/lh' spells out a volume path"),
-    ("a volume with an unknown field", "bundles/lakehouse.volume.yml",
-     lambda d: d["resources"]["volumes"]["lakehouse"].update(volume_typ="MANAGED"),
-     "resources.volumes.lakehouse: Unexpected field 'volume_typ'"),
+    ("a volume with an unknown field", "bundles/landing.volume.yml",
+     lambda d: d["resources"]["volumes"]["landing"].update(volume_typ="MANAGED"),
+     "resources.volumes.landing: Unexpected field 'volume_typ'"),
+    ("a lakehouse in a volume", "bundles/maintenance.job.yml",
+     lambda d: d["resources"]["jobs"]["maintenance"]["parameters"][0].update(
+         default="/Volumes/${resources.volumes.landing.catalog_name}/${resources.volumes.landing.schema_name}/lh"),
+     "resources.jobs.maintenance.parameters[0]: the lakehouse '/Volumes/"),
+    ("a writing job that registers no table", "bundles/ingest.job.yml",
+     lambda d: _ingest(d).update(tasks=[t for t in _ingest(d)["tasks"] if "python_wheel_task" not in t]),
+     "resources.jobs.ingest: no task registers the tables it writes"),
+    ("tables registered before the last flow", "bundles/maintenance.job.yml",
+     lambda d: [t.update(depends_on=[{"task_key": "close_buckets"}]) for t in d["resources"]["jobs"]["maintenance"]
+                ["tasks"] if t["task_key"] == "register_tables"],
+     "resources.jobs.maintenance: the register-tables task must depend on the last flow task 'compact_books'"),
     ("a serverless dependency no artifact builds", "bundles/generate_traffic.job.yml",
      lambda d: d["targets"]["dev"]["resources"]["jobs"]["generate_traffic"]["environments"][0]["spec"].update(
          dependencies=["../build/*.whl"]),

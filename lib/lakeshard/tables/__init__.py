@@ -96,6 +96,7 @@ __all__ = [
     "TABLES",
     "TENANT_SETTINGS",
     "TENANT_SETTINGS_SCHEMA",
+    "USER_TABLES",
     "dead_letter_app_id",
     "fragments_migrated_app_id",
     "hour_of",
@@ -125,6 +126,8 @@ FRAGMENTS = "fragments"
 
 TABLES = (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS, PLACEMENTS, TENANT_SETTINGS, SHARD_TOPOLOGY,
           EVENTS, ID_INDEX, BUCKETS, CHUNK_LOCKS, PIPELINE_EVENTS, EXPECTATION_QUARANTINE, FRAGMENTS)
+# The tables a user queries by name (lakeshard.catalog registers them); the rest is bookkeeping.
+USER_TABLES = (EVENTS, QUARANTINE, BUCKETS, PIPELINE_EVENTS)
 
 # --- Partitioning (tables not listed here are unpartitioned) --------------------------------------------------
 
