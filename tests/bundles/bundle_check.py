@@ -53,7 +53,7 @@ VAR_REF = re.compile(r"\$\{var\.([A-Za-z_][\w-]*)\}")
 RESOURCE_REF = re.compile(r"\$\{resources\.([A-Za-z_]+)\.([A-Za-z_][\w-]*)")
 PERSONAL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|/Users/(?!\$\{var\.service_principal\})|\$\{workspace\.current_user")
 RESOURCE_MODELS: dict[str, Any] = {"jobs": Job, "pipelines": Pipeline, "schemas": Schema, "volumes": Volume}
-FILE_KEYS = {"notebook_path", "python_file", "whl", "path"}
+FILE_KEYS = {"notebook_path", "python_file", "whl", "path", "include"}  # include: a pipeline's source glob
 # Task types the Jobs API gives a serverless environment (``environment_key``): Python wheel, Python script, dbt.
 ENVIRONMENT_TASKS = {"python_wheel_task", "spark_python_task", "dbt_task"}
 CLUSTER_KEYS = {"job_cluster_key", "existing_cluster_id", "new_cluster"}
@@ -150,7 +150,7 @@ def _check_paths(yml: Path, root: Path, doc: Any, wheel_dirs: set[Path], rel: st
     for where, key, value in _strings(doc):
         if key not in FILE_KEYS or "${" in value:
             continue
-        target = (yml.parent / value).resolve()
+        target = (yml.parent / value.removesuffix("/**")).resolve()
         if key == "whl":
             if target.parent not in wheel_dirs or target.suffix != ".whl":
                 problems.append(f"{rel}: {where}: wheel {value!r} is not built by any whl artifact "
@@ -427,6 +427,50 @@ def _check_unity_catalog(rel: str, doc: Any) -> list[str]:
     return problems
 
 
+PIPELINE_REF = re.compile(r"^\$\{resources\.pipelines\.([A-Za-z_][\w-]*)\.id\}$")
+
+
+def _upstream(tasks: list[dict[str, Any]], key: str) -> set[str]:
+    """Return every task ``key`` depends on, directly or through other tasks."""
+    deps = {t.get("task_key"): {d.get("task_key") for d in t.get("depends_on") or []} for t in tasks}
+    seen: set[str] = set()
+    todo = list(deps.get(key, ()))
+    while todo:
+        k = todo.pop()
+        if k not in seen:
+            seen.add(k)
+            todo.extend(deps.get(k, ()))
+    return seen
+
+
+def _check_downstream(trees: list[tuple[str, Any]]) -> list[str]:
+    """Return the problems of the downstream pipeline: the maintenance job must start a pipeline of the bundle
+    after ``close_buckets``, so that each update sees the buckets closed by that run."""
+    pipelines = {name for _rel, tree in trees if isinstance(tree, dict)
+                 for _where, section in _resource_sections(tree) for name in section.get("pipelines") or {}}
+    for rel, tree in trees:
+        for _where, section in _resource_sections(tree if isinstance(tree, dict) else {}):
+            job = (section.get("jobs") or {}).get("maintenance")
+            if job is None:
+                continue
+            tasks = job.get("tasks") or []
+            starts = [(t, PIPELINE_REF.match(str((t.get("pipeline_task") or {}).get("pipeline_id", ""))))
+                      for t in tasks if "pipeline_task" in t]
+            if not starts:
+                return [f"{rel}: resources.jobs.maintenance: no pipeline_task starts the downstream pipeline "
+                        f"(declared pipelines: {sorted(pipelines)})"]
+            problems = []
+            for task, ref in starts:
+                if not ref or ref.group(1) not in pipelines:
+                    problems.append(f"{rel}: resources.jobs.maintenance.{task.get('task_key')}: pipeline_id must be "
+                                    f"${{resources.pipelines.<name>.id}} of a declared pipeline {sorted(pipelines)}")
+                if "close_buckets" not in _upstream(tasks, str(task.get("task_key"))):
+                    problems.append(f"{rel}: resources.jobs.maintenance.{task.get('task_key')}: the pipeline must "
+                                    "start after close_buckets (depends_on, directly or through other tasks)")
+            return problems
+    return []
+
+
 def _granted(section: dict[str, Any], principal: str) -> set[str]:
     return {str(p) for g in section.get("grants") or [] if (g or {}).get("principal") == principal
             for p in (g or {}).get("privileges") or []}
@@ -492,6 +536,7 @@ def check_bundle(root: Path) -> list[str]:
     for target in doc.get("targets") or {}:
         problems += _check_minimums(target, target_resources(trees, target))
     problems += _check_prod(doc, trees)
+    problems += _check_downstream(trees)
     resources = _declared_resources(trees)
     for rel, tree in trees:
         for where, _key, value in _strings(tree):

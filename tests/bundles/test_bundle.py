@@ -50,8 +50,8 @@ def broken(tmp_path: Path) -> Callable[[str, Callable[[Any], None]], Path]:
         root = tmp_path / "bundle"
         root.mkdir()
         shutil.copy(ROOT / "databricks.yml", root)
-        for folder in ("bundles", "notebooks"):
-            shutil.copytree(ROOT / folder, root / folder)
+        for folder in ("bundles", "notebooks", "lib"):
+            shutil.copytree(ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
         doc = yaml.safe_load((root / relative).read_text())
         change(doc)
         (root / relative).write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -184,6 +184,19 @@ CASES: list[tuple[str, str, Callable[[Any], None], str]] = [
     ("a writing job that registers no table", "bundles/ingest.job.yml",
      lambda d: _ingest(d).update(tasks=[t for t in _ingest(d)["tasks"] if "python_wheel_task" not in t]),
      "resources.jobs.ingest: no task registers the tables it writes"),
+    ("maintenance starts no downstream pipeline", "bundles/maintenance.job.yml",
+     lambda d: d["resources"]["jobs"]["maintenance"].update(
+         tasks=[t for t in d["resources"]["jobs"]["maintenance"]["tasks"] if "pipeline_task" not in t]),
+     "resources.jobs.maintenance: no pipeline_task starts the downstream pipeline"),
+    ("the downstream pipeline started before close_buckets", "bundles/maintenance.job.yml",
+     lambda d: [t.pop("depends_on") for t in d["resources"]["jobs"]["maintenance"]["tasks"] if "pipeline_task" in t],
+     "resources.jobs.maintenance.downstream: the pipeline must start after close_buckets"),
+    ("a pipeline source folder that does not exist", "bundles/downstream.pipeline.yml",
+     lambda d: d["resources"]["pipelines"]["downstream"]["libraries"][0]["glob"].update(include="../lib/nothing/**"),
+     "libraries[0].glob.include: '../lib/nothing/**' does not exist"),
+    ("a pipeline with an unknown field", "bundles/downstream.pipeline.yml",
+     lambda d: d["resources"]["pipelines"]["downstream"].update(serverles=True),
+     "resources.pipelines.downstream: Unexpected field 'serverles'"),
     ("tables registered before the last flow", "bundles/maintenance.job.yml",
      lambda d: [t.update(depends_on=[{"task_key": "close_buckets"}]) for t in d["resources"]["jobs"]["maintenance"]
                 ["tasks"] if t["task_key"] == "register_tables"],
