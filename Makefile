@@ -7,6 +7,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lakeshard-installed
+# Delta's JVM engine for the native adapter (scripts/install-delta-jars.sh; absent where Maven is unreachable).
+DELTA_JARS := .delta-jars
+DELTA_STAMP := $(DELTA_JARS)/.installed-from.pom.xml
 DEMO_ARGS ?=
 
 .PHONY: demo test lint typecheck unit notebooks bench env java clean help
@@ -44,7 +47,7 @@ bench: env
 	$(BIN)/python bench/bench_scale.py
 	$(BIN)/python bench/bench_ingest.py
 
-env: java $(STAMP)
+env: java $(STAMP) $(DELTA_STAMP)
 
 # Reinstall only when the project's dependency list changes: a second run starts within seconds.
 $(STAMP): pyproject.toml
@@ -57,5 +60,10 @@ $(STAMP): pyproject.toml
 java:
 	@bash scripts/ensure-java.sh
 
+# Resolved again only when the pom, the script or the installed packages change. Without mvn or Maven Central
+# the script says why and leaves no stamp (the next run tries again); the embedded default still installs.
+$(DELTA_STAMP): scripts/delta-jars/pom.xml scripts/install-delta-jars.sh $(STAMP)
+	@bash scripts/install-delta-jars.sh $(BIN)/python
+
 clean:
-	rm -rf $(VENV) lakehouse landing .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DELTA_JARS) lakehouse landing .pytest_cache .mypy_cache .ruff_cache

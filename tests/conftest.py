@@ -30,14 +30,33 @@ if TYPE_CHECKING:
 # Set to a Spark Connect URL, the ``spark`` fixture is a Connect session to that server.
 TEST_REMOTE_ENV = "LAKESHARD_TEST_SPARK_REMOTE"
 CONNECT_SERVER = Path(__file__).with_name("connect_server.py")
+# Set (CI does, in .ci/run), a test that needs Delta's JVM fails where it would otherwise skip.
+REQUIRE_DELTA_JVM_ENV = "LAKESHARD_REQUIRE_DELTA_JVM"
+
+
+def no_delta_jvm() -> None:
+    """Skip the calling test because the session has no Delta JVM engine, saying where the jars were looked for
+    and how to get them, or fail it when ``$LAKESHARD_REQUIRE_DELTA_JVM`` asks for Delta's engine (CI)."""
+    from lakeshard.runtime import delta_jars_folder
+
+    reason = (f"Delta Lake's JVM engine (io.delta.tables.DeltaTable) is not in this Spark session: no delta-spark "
+              f"jar in {delta_jars_folder()}. 'make env' resolves it with mvn from Maven Central "
+              "(scripts/install-delta-jars.sh); without mvn or network it cannot")
+    if os.environ.get(REQUIRE_DELTA_JVM_ENV, "") not in ("", "0"):
+        pytest.fail(f"{reason} ({REQUIRE_DELTA_JVM_ENV} is set: Delta's JVM is required here)", pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def test_config() -> LakeshardConfig:
-    """Return a config for tests: two local cores, few partitions, a small driver."""
+    """Return a config for tests: two local cores, few partitions, a small driver, the embedded adapter, and the
+    Delta jars ``make env`` installed (so the native adapter's tests share the one session)."""
+    from lakeshard.runtime import delta_jars
+
     return load_config(
         overrides={"spark": {"master": "local[2]", "shuffle_partitions": 2, "driver_memory": "2g",
-                             "app_name": "lakeshard-tests", "adapter": "embedded"}},
+                             "app_name": "lakeshard-tests", "adapter": "embedded",
+                             "jars": os.environ.get("LAKESHARD_SPARK_JARS") or delta_jars()}},
     )
 
 
@@ -60,6 +79,23 @@ def store(spark: SparkSession, test_config: LakeshardConfig) -> TableStore:
     from lakeshard.lake import open_store
 
     return open_store(spark, test_config)
+
+
+@pytest.fixture
+def native_store(spark: SparkSession) -> TableStore:
+    """Return the native TableStore (Delta's own engine) over the shared session; skipped without Delta's jars
+    (failed under ``$LAKESHARD_REQUIRE_DELTA_JVM``)."""
+    from lakeshard.lake.jvm import has_delta_jvm
+    from lakeshard.lake.native import NativeTableStore
+    from lakeshard.runtime import DELTA_SQL_CONF, is_spark_connect
+
+    if is_spark_connect(spark):  # no py4j to ask: the server says whether it runs Delta's SQL extension
+        extension = DELTA_SQL_CONF["spark.sql.extensions"]
+        if extension not in (spark.conf.get("spark.sql.extensions", "") or ""):
+            no_delta_jvm()
+    elif not has_delta_jvm(spark):
+        no_delta_jvm()
+    return NativeTableStore(spark)
 
 
 @pytest.fixture(scope="session")

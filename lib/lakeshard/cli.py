@@ -111,8 +111,20 @@ def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]
         store.create(uri, spark.range(1).schema)
         store.append(uri, spark.range(5))
         n = store.read(uri).count()
+        engine = _delta_engine(spark, uri) if choice.name == "native" else "delta-rs (deltalake) commits"
     rows.append(("delta round trip", "ok" if n == 5 else f"PROBLEM: wrote 5 rows, read {n}"))
+    rows.append(("delta engine", f"{engine}, {runtime_name(spark)} session"))
     return n == 5
+
+
+def _delta_engine(spark: Any, uri: str) -> str:
+    """Return the engine that made the table's latest commit as Delta records it (``engineInfo``, e.g.
+    ``Apache-Spark/4.2.0 Delta-Lake/4.4.0``), read with ``DESCRIBE HISTORY`` (classic and Spark Connect)."""
+    try:
+        row = spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT 1").select("engineInfo").first()
+    except Exception as exc:
+        return f"unknown (DESCRIBE HISTORY failed: {str(exc).splitlines()[0][:120]})"
+    return str(row[0]) if row is not None and row[0] else "unknown (no engineInfo in the commit)"
 
 
 def cmd_route(args: argparse.Namespace) -> int:

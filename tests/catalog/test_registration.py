@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from conftest import no_delta_jvm
 from lakeshard.catalog import LOCAL_CATALOG, register_tables, registration_sql
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import ConfigError
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
 
     from lakeshard.lake import TableStore
 
-NO_DELTA_CATALOG = ("Delta's JVM classes are not on this session (set LAKESHARD_SPARK_JARS to delta-spark's jars): "
-                    "the session catalog cannot register a Delta table by location without them")
 
 
 def test_the_statement_quotes_names_and_the_location() -> None:
@@ -41,7 +40,7 @@ def test_a_query_by_table_name_returns_the_demos_events(
     from lakeshard.lake.jvm import has_delta_jvm
 
     if not has_delta_jvm(spark):
-        pytest.skip(NO_DELTA_CATALOG)
+        no_delta_jvm()
     cfg = demo_lakehouse
     done = register_tables(spark, LOCAL_CATALOG, "lakeshard_demo", cfg.lakehouse, store=store, create_schema=True)
     assert [(r.name, r.status) for r in done] == [(f"`{LOCAL_CATALOG}`.`lakeshard_demo`.`{t}`", "created")

@@ -14,6 +14,7 @@ import pytest
 from deltalake import DeltaTable  # an independent reader of what the pipeline and lakeshard wrote
 
 import lakeshard
+from conftest import no_delta_jvm
 from lakeshard.config import LakeshardConfig
 from lakeshard.downstream import (
     EVENTS_TABLE_KEY,
@@ -30,8 +31,6 @@ from lakeshard.tables import BUCKETS, EVENTS
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-NO_DELTA = ("the pipeline reads and writes Delta tables: set LAKESHARD_SPARK_JARS to delta-spark's jars "
-            "(Delta's JVM classes are not on this session)")
 
 
 def test_only_closed_buckets_are_summarised(spark: SparkSession) -> None:
@@ -66,8 +65,8 @@ def test_spark_pipelines_summarises_each_closed_bucket_of_the_demo(
 ) -> None:
     from lakeshard.lake.jvm import has_delta_jvm
 
-    if not has_delta_jvm(spark) or not test_config.spark.jars:
-        pytest.skip(NO_DELTA)
+    if not has_delta_jvm(spark):
+        no_delta_jvm()
     spec = write_local_spec(tmp_path / "downstream", demo_lakehouse.lakehouse)
     command, env = local_command(spec, test_config.spark.jars)
     library = str(Path(lakeshard.__file__).resolve().parents[1])

@@ -193,3 +193,39 @@ def test_the_table_id_comes_from_the_first_commits_metadata() -> None:
     ))
     assert table_id(first) == "4f0c-table"
     assert table_id(json.dumps({"add": {"path": "a.parquet"}})) is None  # a later commit sets no metadata
+
+
+# Delta's golden tables canonicalized-paths-{normal,special}-{a,b} (delta-io/delta, connectors/golden-tables): a file
+# added by a scheme-less absolute path and removed by its qualified form is no longer live.
+_CANONICAL_PATH_TABLES = [
+    ("/some/unqualified/absolute/path", "file:/some/unqualified/absolute/path"),
+    ("/some/unqualified/absolute/path", "file:///some/unqualified/absolute/path"),
+    ("/some/unqualified/with%20space/p@%23h", "file:/some/unqualified/with%20space/p@%23h"),
+    ("/some/unqualified/with%20space/p@%23h", "file:///some/unqualified/with%20space/p@%23h"),
+]
+
+
+@pytest.mark.parametrize(("added", "removed"), _CANONICAL_PATH_TABLES)
+def test_a_file_removed_by_its_canonical_path_is_no_longer_live(added: str, removed: str) -> None:
+    from lakeshard.lake.deltalog import replay
+
+    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
+    metadata = {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [],
+                             "configuration": {}, "schemaString": '{"type":"struct","fields":[]}'}}
+    add = {"add": {"path": added, "partitionValues": {}, "size": 100, "modificationTime": 10, "dataChange": True}}
+    kept = {"add": {"path": "part-0.parquet", "partitionValues": {}, "size": 1, "modificationTime": 10,
+                    "dataChange": True}}
+    remove = {"remove": {"path": removed, "deletionTimestamp": 200, "dataChange": False}}
+    assert list(replay([(0, [protocol, metadata, add, kept])]).files) == [added, "part-0.parquet"]
+    assert list(replay([(0, [protocol, metadata, add, kept]), (1, [remove])]).files) == ["part-0.parquet"]
+
+
+@pytest.mark.parametrize(("path", "canonical"), [
+    ("/x/y", "file:/x/y"), ("file:/x/y", "file:/x/y"), ("file:///x/y", "file:/x/y"),
+    ("file://localhost/x/y", "file:/x/y"), ("file://host/x/y", "file://host/x/y"), ("a/b", "a/b"),
+    ("s3://bucket/x", "s3://bucket/x"), ("dbfs:/x", "dbfs:/x"),
+])
+def test_canonical_paths(path: str, canonical: str) -> None:
+    from lakeshard.lake.deltalog import canonical_path
+
+    assert canonical_path(path) == canonical

@@ -1,6 +1,6 @@
 """The native adapter's parts that run without Delta's JVM: adapter choice, Scala calls, conflicts, timestamps.
 
-Its contract tests against real Delta commits are in ``test_store_contract.py`` (``delta_jvm``, skipped here).
+Its contract tests against real Delta commits are in ``test_store_contract.py`` (``delta_jvm``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from lakeshard.errors import EnvironmentProblem
 from lakeshard.lake import adapter_choice, choose_adapter, open_store
 from lakeshard.lake.conflicts import is_concurrent_modification
 from lakeshard.lake.embedded import EmbeddedTableStore
-from lakeshard.lake.jvm import scala_call
+from lakeshard.lake.jvm import has_delta_jvm, scala_call
 from lakeshard.lake.native import NativeTableStore
 from lakeshard.lake.native_log import commit_timestamps
 
@@ -33,14 +33,22 @@ def test_adapter_choice_and_its_reason(setting: str, delta_jvm: bool, gateway: b
     assert choice.name == expected and why in choice.reason
 
 
-@pytest.mark.parametrize(("gateway", "missing"), [(True, r"io\.delta\.tables\.DeltaTable"), (False, "no py4j gateway")])
-def test_forcing_native_where_it_cannot_run_says_what_is_missing(gateway: bool, missing: str) -> None:
-    with pytest.raises(EnvironmentProblem, match=missing):
-        choose_adapter("native", delta_jvm=False, gateway=gateway)
+def test_forcing_native_on_a_classic_session_without_delta_says_what_is_missing() -> None:
+    with pytest.raises(EnvironmentProblem, match=r"io\.delta\.tables\.DeltaTable"):
+        choose_adapter("native", delta_jvm=False, gateway=True)
 
 
-def test_this_session_gets_the_embedded_store_and_native_refuses(spark: SparkSession) -> None:
+def test_forcing_native_on_a_connect_session_uses_deltas_public_api_on_the_server() -> None:
+    choice = choose_adapter("native", delta_jvm=False, gateway=False)
+    assert choice.name == "native" and "must have Delta's jars and SQL extension" in choice.reason
+
+
+def test_auto_picks_native_exactly_when_the_session_has_deltas_engine(spark: SparkSession) -> None:
     auto = load_config(overrides={"spark": {"adapter": "auto"}})
+    if has_delta_jvm(spark):  # the Delta jars make env installed are on the shared session
+        assert adapter_choice(spark, auto).name == "native"
+        assert isinstance(open_store(spark, auto), NativeTableStore)
+        return
     assert adapter_choice(spark, auto).name == "embedded"
     assert isinstance(open_store(spark, auto), EmbeddedTableStore)
     with pytest.raises(EnvironmentProblem, match=r"Delta's JVM classes \(io\.delta\.tables\.DeltaTable\)"):
@@ -57,7 +65,11 @@ def test_doctor_names_the_adapter_and_why(spark: SparkSession, test_config: Lake
     assert _doctor_session(load_config(overrides={"spark": {**vars(test_config.spark), "adapter": "auto"}}),
                            RuntimeKind.LOCAL, rows)
     found = dict(rows)
-    assert found["adapter"].startswith("embedded - auto: Delta's JVM classes (io.delta.tables.DeltaTable) are not")
+    expected = ("native - auto: Delta's JVM classes (io.delta.tables.DeltaTable) load" if has_delta_jvm(spark) else
+                "embedded - auto: Delta's JVM classes (io.delta.tables.DeltaTable) are not")
+    assert found["adapter"].startswith(expected)
+    engine = "Delta-Lake/4.4" if has_delta_jvm(spark) else "delta-rs (deltalake) commits"
+    assert engine in found["delta engine"] and found["delta engine"].endswith("classic session")
     assert found["delta round trip"] == "ok"
 
 

@@ -19,10 +19,11 @@ from lakeshard.errors import ConfigError
 from lakeshard.runtime import RuntimeKind, describe_mode, detect_runtime, is_spark_connect, runtime_name
 
 TESTS = Path(__file__).resolve().parents[1]
-# Under Spark Connect: the TableStore contract (embedded adapter), the demo with every batch through Spark, doctor,
-# and the pruning data source (format("lakeshard") registered over Connect, planned and read on the server).
-CONNECT_SUITE = [TESTS / "lake" / "test_store_contract.py", TESTS / "runtime" / "connect_suite.py",
-                 TESTS / "compaction" / "test_datasource.py"]
+# Under Spark Connect: the TableStore contract (the embedded adapter, and the native one on the server's Delta
+# engine), the native adapter's table-feature guards, the demo with every batch through Spark, doctor, and the
+# pruning data source (format("lakeshard") registered over Connect, planned and read on the server).
+CONNECT_SUITE = [TESTS / "lake" / "test_store_contract.py", TESTS / "lake" / "test_native_engine.py",
+                 TESTS / "runtime" / "connect_suite.py", TESTS / "compaction" / "test_datasource.py"]
 
 
 @pytest.mark.slow
@@ -30,7 +31,7 @@ def test_the_store_contract_and_the_demo_pass_under_spark_connect(connect_server
     env = {**os.environ, "LAKESHARD_TEST_SPARK_REMOTE": connect_server}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", *map(str, CONNECT_SUITE), "-q", "-p", "no:cacheprovider",
-         "--basetemp", str(tmp_path / "connect"), "-m", "not delta_jvm"],
+         "--basetemp", str(tmp_path / "connect")],
         cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=1200)
     tail = run.stdout[-6000:] + run.stderr[-2000:]
     assert run.returncode == 0, tail

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from lakeshard.errors import EnvironmentProblem
+from lakeshard.runtime import DELTA_SQL_CONF, delta_jars
 from lakeshard.tables import BUCKETS, EVENTS
 
 __all__ = ["BUCKETS_TABLE_KEY", "EVENTS_TABLE_KEY", "TRANSFORMATIONS", "local_command", "write_local_spec"]
@@ -17,11 +18,8 @@ EVENTS_TABLE_KEY = "lakeshard.events_table"
 BUCKETS_TABLE_KEY = "lakeshard.buckets_table"
 TRANSFORMATIONS = Path(__file__).with_name("transformations")
 
-_DELTA_SESSION = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    "spark.sql.sources.default": "delta",  # the pipeline's tables are Delta tables, as on Databricks
-}
+# The pipeline's tables are Delta tables, as on Databricks.
+_DELTA_SESSION = {**DELTA_SQL_CONF, "spark.sql.sources.default": "delta"}
 
 
 def write_local_spec(folder: Path, lakehouse: str, *, name: str = "lakeshard-downstream") -> Path:
@@ -47,11 +45,12 @@ def write_local_spec(folder: Path, lakehouse: str, *, name: str = "lakeshard-dow
     return path
 
 
-def local_command(spec: Path, jars: str) -> tuple[list[str], dict[str, str]]:
+def local_command(spec: Path, jars: str | None = None) -> tuple[list[str], dict[str, str]]:
     """Return the ``spark-pipelines run`` command for ``spec`` and the environment variables it needs.
 
     The runner starts its Spark in its Python process, from ``PYSPARK_SUBMIT_ARGS``: that is where Delta's
-    ``jars``, extension and catalog and the warehouse go (the spec's configuration is applied to every flow,
+    ``jars`` (default: the ones ``make env`` installed, :func:`lakeshard.runtime.delta_jars`), extension and
+    catalog and the warehouse go (the spec's configuration is applied to every flow,
     and these settings cannot change once Spark runs). Run it with ``spec``'s folder as working directory.
 
     Raises:
@@ -63,9 +62,10 @@ def local_command(spec: Path, jars: str) -> tuple[list[str], dict[str, str]]:
     if not found:
         raise EnvironmentProblem(f"spark-pipelines not found next to {sys.executable} nor on PATH; "
                                  "it comes with pyspark 4.1 or newer (the local extra)")
+    jars = delta_jars() if jars is None else jars
     if not jars.strip():
         raise EnvironmentProblem("the downstream pipeline reads and writes Delta tables: set spark.jars "
-                                 "(LAKESHARD_SPARK_JARS) to delta-spark's jars")
+                                 "(LAKESHARD_SPARK_JARS) to delta-spark's jars, or install them with 'make env'")
     conf = {**_DELTA_SESSION, "spark.sql.warehouse.dir": (spec.parent / "warehouse").resolve().as_uri()}
     submit = ["--jars", jars, *(part for key, value in conf.items() for part in ("--conf", f"{key}={value}"))]
     env = {"PYSPARK_SUBMIT_ARGS": " ".join([*submit, "pyspark-shell"]), "PYSPARK_PYTHON": sys.executable}

@@ -76,19 +76,15 @@ def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True, datab
         return AdapterChoice("embedded", "spark.adapter = 'embedded' (configured): Spark writes Parquet, "
                                          "delta-rs commits")
     if setting == "native":
-        if not gateway and not databricks:
-            raise EnvironmentProblem(
-                "spark.adapter = 'native' was asked for, but this Spark session has no py4j gateway (Spark Connect "
-                "/ databricks-connect): the native adapter drives Delta's JVM classes through it. Use 'auto' or "
-                "'embedded' here, or run the step on the cluster (a job or notebook)"
-            )
         if gateway and not delta_jvm:
             raise EnvironmentProblem(
                 f"spark.adapter = 'native' was asked for, but Delta's JVM classes ({_DELTA_CLASS}) are not on this "
                 "session's classpath: start Spark with the delta-spark jars (spark.jars / spark.jars.packages) or "
                 "run on a Databricks runtime, or use 'auto' / 'embedded'"
             )
-        where = f"{_DELTA_CLASS} loads" if gateway else "a Spark Connect session to Databricks, which has Delta"
+        where = (f"{_DELTA_CLASS} loads" if gateway else "a Spark Connect session to Databricks, which has Delta"
+                 if databricks else "a Spark Connect session: Delta's public writer and SQL on the server, which "
+                 "must have Delta's jars and SQL extension")
         return AdapterChoice("native", f"spark.adapter = 'native' (configured); {where}")
     if not gateway:
         if databricks:

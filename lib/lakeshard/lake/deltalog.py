@@ -31,6 +31,7 @@ __all__ = [
     "COMMIT_ID",
     "LogState",
     "add_action",
+    "canonical_path",
     "checkpoint_parts",
     "commit_id_of",
     "commit_versions",
@@ -45,6 +46,7 @@ __all__ = [
     "table_id",
     "txn_action",
     "typed_stats",
+    "unhonoured_features",
     "unsupported_features",
     "v2_checkpoint_versions",
 ]
@@ -240,6 +242,22 @@ def parse_commit(text: str, version: int) -> tuple[LogEntry, list[dict[str, Any]
     return entry, actions
 
 
+def _is_absolute(path: str) -> bool:
+    return path.startswith("/") or path.startswith("file:")
+
+
+def canonical_path(path: str) -> str:
+    """Return an absolute local path of a log action the way Delta compares it: ``/x``, ``file:/x``,
+    ``file:///x`` and ``file://localhost/x`` are all ``file:/x`` (still URI-encoded, as in the log). Relative
+    paths and other schemes are returned as they are."""
+    if path.startswith("file://"):
+        host, slash, rest = path[len("file://"):].partition("/")
+        return f"file:/{rest}" if slash and host in ("", "localhost") else path
+    if path.startswith("file:/") or not path.startswith("/") or path.startswith("//"):
+        return path
+    return "file:" + path
+
+
 def replay(
     commits: Sequence[tuple[int, Sequence[Mapping[str, Any]]]],
     *,
@@ -277,7 +295,13 @@ def _apply(state: LogState, action: Mapping[str, Any]) -> None:
         add = action["add"]
         state.files[str(add["path"])] = file_from_action(add, add.get("modificationTime"))
     elif action.get("remove"):
-        state.files.pop(str(action["remove"]["path"]), None)
+        path = str(action["remove"]["path"])
+        if state.files.pop(path, None) is None and _is_absolute(path):
+            # Delta compares paths canonicalised: an add of `/x` is removed as `file:/x` or `file:///x`.
+            key = canonical_path(path)
+            same = [p for p in state.files if _is_absolute(p) and canonical_path(p) == key]
+            for p in same:
+                del state.files[p]
     elif action.get("txn"):
         txn = action["txn"]
         state.app_versions[str(txn["appId"])] = int(txn["version"])
@@ -296,6 +320,52 @@ def unsupported_features(state: LogState) -> list[str]:
         found.append("columnMapping")
     if config.get("delta.enableDeletionVectors") == "true" and "deletionVectors" not in found:
         found.append("deletionVectors")
+    return found
+
+
+# Table features lakeshard's writes cannot honour, with how to switch each off (docs/lake.md, "Table features").
+_UNHONOURED = {
+    "rowTracking": "row tracking (a swap would give rows new ids): ALTER TABLE ... SET TBLPROPERTIES "
+                   "('delta.enableRowTracking' = 'false')",
+    "typeWidening": "type widening (statistics and pruning assume one type per column): ALTER TABLE ... SET "
+                    "TBLPROPERTIES ('delta.enableTypeWidening' = 'false')",
+    "catalogManaged": "catalog-managed commits (the file log is no longer the truth): recreate the table as a "
+                      "path-based table without them",
+    "catalogOwned-preview": "catalog-owned commits (the file log is no longer the truth): recreate the table as "
+                            "a path-based table without them",
+    "coordinatedCommits-preview": "coordinated commits (the file log is no longer the truth): ALTER TABLE ... "
+                                  "UNSET TBLPROPERTIES ('delta.coordinatedCommits.commitCoordinator-preview')",
+}
+_UNHONOURED_SETTINGS = {
+    "delta.enableRowTracking": "rowTracking",
+    "delta.enableTypeWidening": "typeWidening",
+    "delta.autoOptimize.optimizeWrite": "optimized writes (they rewrite files outside lakeshard's locks and pruning "
+                                        "metadata): ALTER TABLE ... SET TBLPROPERTIES "
+                                        "('delta.autoOptimize.optimizeWrite' = 'false')",
+    "delta.autoOptimize.autoCompact": "auto compaction (it rewrites files outside lakeshard's locks and pruning "
+                                      "metadata): ALTER TABLE ... SET TBLPROPERTIES "
+                                      "('delta.autoOptimize.autoCompact' = 'false')",
+}
+
+
+def unhonoured_features(state: LogState) -> list[str]:
+    """Return, for each table feature in use that lakeshard's commits cannot honour, the feature and how to switch
+    it off (row tracking, type widening, catalog-managed or coordinated commits, optimized writes, auto compaction).
+
+    A feature only listed in the protocol but switched off in the table's settings is not in use.
+    """
+    features = set(state.protocol.get("readerFeatures") or []) | set(state.protocol.get("writerFeatures") or [])
+    config = {k: str(v).lower() for k, v in (state.metadata.get("configuration") or {}).items()}
+    found: list[str] = []
+    for feature, how in _UNHONOURED.items():
+        setting = next((k for k, v in _UNHONOURED_SETTINGS.items() if v == feature), None)
+        if feature in features and (setting is None or config.get(setting) != "false"):
+            found.append(how)
+    for setting, what in _UNHONOURED_SETTINGS.items():
+        if config.get(setting) == "true":
+            how = _UNHONOURED.get(what, what)
+            if how not in found:
+                found.append(how)
     return found
 
 

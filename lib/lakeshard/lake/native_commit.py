@@ -55,11 +55,11 @@ if TYPE_CHECKING:
     from lakeshard.lake.jvm import DeltaJvm
     from lakeshard.lake.native_log import NativeLog
 
-__all__ = ["NativeCommits", "session_conf"]
+__all__ = ["COMMIT_LOCK", "USER_METADATA_CONF", "NativeCommits", "session_conf"]
 
-_USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # The userMetadata session conf is read by Delta at commit time: commits of this process take turns.
-_COMMIT_LOCK = threading.Lock()
+COMMIT_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -119,7 +119,7 @@ class NativeCommits:
         if start < 0:
             raise TableNotFound(f"no Delta table at {uri}")
         now = self._log.state(uri, start)
-        supported(uri, now, operation)
+        supported(uri, now, operation, write=True)
         based_on = start if read_version is None else read_version
         for t in app_transactions:
             txn.txnVersion(t.app_id)  # the commit now depends on this app id: a concurrent commit of it fails ours
@@ -241,7 +241,7 @@ class NativeCommits:
     @contextlib.contextmanager
     def _user_metadata(self, value: str) -> Iterator[None]:
         """Set Delta's session-wide ``userMetadata`` for one commit (the OptimisticTransaction API has no option)."""
-        with _COMMIT_LOCK, session_conf(self.spark, _USER_METADATA_CONF, value):
+        with COMMIT_LOCK, session_conf(self.spark, USER_METADATA_CONF, value):
             self._delta.activate()
             yield
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from lakeshard.lake.datafiles import is_hidden
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, Row, SparkSession
 
 __all__ = ["SparkFiles"]
 
@@ -30,37 +30,35 @@ class SparkFiles:
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
-    def _load(self, paths: Sequence[str], *, recursive: bool = False) -> DataFrame | None:
+    def _collect(self, paths: Sequence[str], *columns: Column | str, recursive: bool = False) -> list[Row]:
+        """Return ``columns`` of each file under ``paths``; [] when a path does not exist (no table there yet).
+
+        The whole read is guarded: a classic session reports a missing path when the read is defined, a Spark
+        Connect session only when it runs.
+        """
         reader = self.spark.read.format("binaryFile")
         if recursive:
             reader = reader.option("recursiveFileLookup", "true")
         try:
-            return reader.load(list(paths))
+            return reader.load(list(paths)).select(*columns).collect()
         except Exception as exc:
-            # A directory that does not exist (yet): no table there, not an error of the read.
             if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
-                return None
+                return []
             raise
 
     def list_dir(self, location: str) -> list[tuple[str, str, int]]:
         """Return (name, location, modification millis) of each file of a directory; [] when it is absent."""
         from pyspark.sql import functions as F
 
-        df = self._load([location])
-        if df is None:
-            return []
-        rows = df.select("path", F.unix_millis("modificationTime").alias("mtime")).collect()
+        rows = self._collect([location], "path", F.unix_millis("modificationTime").alias("mtime"))
         return [(str(r.path).rstrip("/").rsplit("/", 1)[-1], str(r.path), int(r.mtime)) for r in rows]
 
     def read_texts(self, locations: Sequence[str]) -> dict[str, str]:
         """Return each file's UTF-8 text by the location it was asked for, read in one Spark job."""
         if not locations:
             return {}
-        df = self._load(locations)
-        if df is None:
-            return {}
         by_name = {str(r.path).rsplit("/", 1)[-1]: bytes(r.content).decode("utf-8")
-                   for r in df.select("path", "content").collect()}
+                   for r in self._collect(locations, "path", "content")}
         return {loc: by_name[loc.rsplit("/", 1)[-1]] for loc in locations if loc.rsplit("/", 1)[-1] in by_name}
 
     def read_text(self, location: str) -> str:
@@ -76,12 +74,9 @@ class SparkFiles:
 
     def list_files(self, root: str) -> list[str]:
         """Return every data file under ``root`` (recursively; ``_delta_log`` and hidden files left out), relative."""
-        df = self._load([root], recursive=True)
-        if df is None:
-            return []
         prefix = _bare(root).rstrip("/") + "/"
         out = []
-        for r in df.select("path").collect():
+        for r in self._collect([root], "path", recursive=True):
             full = _bare(str(r.path))
             relative = full[len(prefix):] if full.startswith(prefix) else full
             if not is_hidden(relative):

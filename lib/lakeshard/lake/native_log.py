@@ -25,6 +25,7 @@ from lakeshard.lake.deltalog import (
     parse_commit,
     replay,
     state_from_checkpoint_rows,
+    unhonoured_features,
     unsupported_features,
     v2_checkpoint_versions,
 )
@@ -59,15 +60,22 @@ def commit_timestamps(commits: Sequence[tuple[int, int, int | None]]) -> dict[in
     return out
 
 
-def supported(uri: str, state: LogState, operation: str) -> None:
+def supported(uri: str, state: LogState, operation: str, *, write: bool = False) -> None:
     """Raise UnsupportedByAdapter when the table uses a feature that makes reading its files and log as plain
-    Parquet and protocol JSON wrong, naming the feature."""
+    Parquet and protocol JSON wrong, or (``write``) one lakeshard's commits cannot honour, naming the feature and
+    how to switch it off."""
     found = unsupported_features(state)
     if found:
         raise UnsupportedByAdapter(
             f"{operation} on {uri}: the table uses {found}; the native adapter reads live files and the log "
             "as plain Parquet and protocol JSON, which these features make wrong. Rewrite the table without "
             "them (e.g. REORG TABLE ... APPLY (PURGE) and disable the feature) or read it with Delta directly"
+        )
+    unhonoured = unhonoured_features(state) if write else []
+    if unhonoured:
+        raise UnsupportedByAdapter(
+            f"{operation} on {uri}: the table uses " + "; ".join(unhonoured) + ". lakeshard creates its tables "
+            "with these off; switch them off on this table (as said) before lakeshard writes to it"
         )
 
 

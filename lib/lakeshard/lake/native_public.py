@@ -24,7 +24,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.lake.base import txn_text
+from lakeshard.errors import TableStoreError
+from lakeshard.lake.base import DEFAULT_PROPERTIES, txn_text
 from lakeshard.lake.conflicts import conflict_or_raise
 from lakeshard.lake.datafiles import conform
 from lakeshard.lake.deltalog import COMMIT_ID, LogState, encode_user_metadata
@@ -32,14 +33,50 @@ from lakeshard.lake.store import ROWS_ADDED, AppTransaction, CommitResult, FileI
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameWriter
+    from pyspark.sql.types import StructType
 
     from lakeshard.lake.native_log import NativeLog
 
-__all__ = ["PublicCommits", "whole_partitions_predicate"]
+__all__ = ["NATIVE_PROPERTIES", "PublicCommits", "create_table_sql", "delta_table_name",
+           "whole_partitions_predicate"]
 
 
 def _literal(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# A table the native adapter creates has every feature lakeshard cannot honour switched off (docs/lake.md, "Table
+# features"): deletion vectors and column mapping (files read as plain Parquet), row tracking (a swap would
+# reassign row ids), type widening (statistics and pruning assume one type per column), and Databricks' optimized
+# writes and auto compaction (they rewrite files outside lakeshard's locks and pruning metadata).
+NATIVE_PROPERTIES = {
+    **DEFAULT_PROPERTIES,
+    "delta.enableRowTracking": "false",
+    "delta.enableTypeWidening": "false",
+    "delta.autoOptimize.optimizeWrite": "false",
+    "delta.autoOptimize.autoCompact": "false",
+}
+
+
+def delta_table_name(uri: str) -> str:
+    """Return the SQL name of the Delta table at ``uri`` (``delta.`<uri>```, backticks escaped)."""
+    return "delta.`" + uri.replace("`", "``") + "`"
+
+
+def create_table_sql(uri: str, schema: StructType, partition_by: Sequence[str], properties: Mapping[str, str],
+                     description: str | None) -> str:
+    """Return the ``CREATE TABLE IF NOT EXISTS`` statement of a Delta table at ``uri``: SQL, so that it runs on
+    a classic session and under Spark Connect alike (Delta's Python builder needs Delta's Connect plugin there)."""
+    columns = ", ".join(f"`{f.name.replace('`', '``')}` {f.dataType.simpleString()}"
+                        + ("" if f.nullable else " NOT NULL") for f in schema.fields)
+    sql = f"CREATE TABLE IF NOT EXISTS {delta_table_name(uri)} ({columns}) USING delta"
+    if partition_by:
+        sql += " PARTITIONED BY (" + ", ".join(f"`{c}`" for c in partition_by) + ")"
+    if description:
+        sql += f" COMMENT {_literal(description)}"
+    if properties:
+        sql += " TBLPROPERTIES (" + ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in properties.items()) + ")"
+    return sql
 
 
 def whole_partitions_predicate(state: LogState, remove: Sequence[str]) -> str | None:
@@ -103,6 +140,28 @@ class PublicCommits:
         writer = (conform(df, StructType.fromJson(state.schema_json), uri).write.format("delta").mode("overwrite")
                   .option("replaceWhere", predicate).option("dataChange", str(data_change).lower()))
         return self._save(uri, writer, state, app_transactions, metadata, "replace", removed=removed)
+
+    def delete_partitions(self, uri: str, state: LogState, predicate: str, removed: int,
+                          metadata: Mapping[str, Any] | None) -> CommitResult:
+        """Return the result of removing every file of the partitions ``predicate`` selects, in one commit.
+
+        ``DELETE`` takes no write options, so lakeshard's metadata travels in the session's ``userMetadata``
+        setting, set around this statement only (commits of this process take turns meanwhile).
+        """
+        from lakeshard.lake.native_commit import COMMIT_LOCK, USER_METADATA_CONF, session_conf
+
+        commit_id = uuid.uuid4().hex
+        text = encode_user_metadata({**(metadata or {}), COMMIT_ID: commit_id})
+        spark = self._log.spark
+        try:
+            with COMMIT_LOCK, session_conf(spark, USER_METADATA_CONF, text):
+                spark.sql(f"DELETE FROM {delta_table_name(uri)} WHERE {predicate}").collect()
+        except Exception as exc:
+            conflict_or_raise(exc, uri, state.version, [])
+        entry = self._log.find_commit(uri, state.version, commit_id)
+        if entry is None:
+            raise TableStoreError(f"{uri}: DELETE of the partitions {predicate} left no commit of its own in the log")
+        return CommitResult(uri, entry.version, files_removed=removed, reason="replace")
 
     def _save(self, uri: str, writer: DataFrameWriter, state: LogState, app_transactions: Sequence[AppTransaction],
               metadata: Mapping[str, Any] | None, reason: str, *, removed: int) -> CommitResult:

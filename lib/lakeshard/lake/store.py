@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakeshard.errors import TableStoreError, UnsupportedByAdapter
@@ -63,10 +63,14 @@ class FileInfo:
     def time_range(self, column: str) -> tuple[datetime, datetime] | None:
         """Return the min and max of a timestamp column from the file's statistics (None without them).
 
-        Delta keeps timestamp statistics in milliseconds, the max rounded up: a range is a bound, not exact.
+        Delta keeps timestamp statistics in milliseconds: delta-rs rounds the max up, delta-spark truncates it
+        (Delta's own data skipping adds the missing millisecond back), so a whole-millisecond max is widened to
+        the last microsecond of its millisecond. A range is a bound, not exact.
         """
         lo, hi = _as_datetime(self.min_values.get(column)), _as_datetime(self.max_values.get(column))
-        return None if lo is None or hi is None else (lo, hi)
+        if lo is None or hi is None:
+            return None
+        return lo, hi + _TRUNCATED_MS if hi.microsecond % 1000 == 0 else hi
 
 
 BeforeCommit = Callable[[str, Sequence[FileInfo]], Mapping[str, Any] | None]
@@ -159,6 +163,9 @@ def check_new_columns(uri: str, schema: StructType, fields: Sequence[StructField
     if required:
         raise TableStoreError(f"{uri}: cannot add the columns {required} as NOT NULL: the rows already in the "
                               "table have no value for them; add them nullable")
+
+
+_TRUNCATED_MS = timedelta(microseconds=999)
 
 
 def _as_datetime(value: Any) -> datetime | None:

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "CONNECT_PYTHON", "DATABRICKS_DOMAINS", "RuntimeKind", "arrow_dataframe", "databricks_connect_scope",
+    "CONNECT_PYTHON", "DATABRICKS_DOMAINS", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "RuntimeKind",
+    "apply_session_settings", "arrow_dataframe", "databricks_connect_scope", "delta_jars", "delta_jars_folder",
     "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect", "local_spark_conf",
     "on_databricks", "runtime_name", "session_sql_conf",
 ]
@@ -158,6 +159,33 @@ def find_java() -> tuple[str, int]:
     return java, major
 
 
+# A folder of Delta's jars to use in place of the project's ``.delta-jars/`` (scripts/install-delta-jars.sh).
+DELTA_JARS_ENV = "LAKESHARD_DELTA_JARS"
+
+# Delta's SQL extension and catalog: what a session started with delta-spark's jars needs to run Delta's commands.
+DELTA_SQL_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+def delta_jars_folder() -> Path:
+    """Return where Delta's jars are installed: ``$LAKESHARD_DELTA_JARS``, else ``.delta-jars/`` at the root of the
+    source tree lakeshard runs from (where ``make env`` resolves them with ``mvn``)."""
+    configured = os.environ.get(DELTA_JARS_ENV, "")
+    return Path(configured) if configured else Path(__file__).resolve().parents[3] / ".delta-jars"
+
+
+def delta_jars() -> str:
+    """Return Delta's installed jars as a ``spark.jars`` value (comma-separated paths), or ``""`` when none are
+    installed or the folder holds no delta-spark jar (an interrupted or failed install)."""
+    folder = delta_jars_folder()
+    jars = sorted(folder.glob("*.jar")) if folder.is_dir() else []
+    if not any(j.name.startswith("delta-spark") for j in jars):
+        return ""
+    return ",".join(str(j) for j in jars)
+
+
 def session_sql_conf(cfg: LakeshardConfig) -> dict[str, str]:
     """Return the runtime SQL settings lakeshard's results depend on (UTC, Parquet timestamps, Arrow, partitions).
 
@@ -172,6 +200,34 @@ def session_sql_conf(cfg: LakeshardConfig) -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.adaptive.enabled": "true",
     }
+
+
+# Without these lakeshard's results are wrong, not just slower: hour buckets come from ``date_format`` in the
+# session time zone.
+_REQUIRED_SESSION_SETTINGS = ("spark.sql.session.timeZone",)
+
+
+def apply_session_settings(spark: SparkSession, cfg: LakeshardConfig) -> SparkSession:
+    """Set :func:`session_sql_conf` on a session lakeshard did not start (a Databricks cluster's, a
+    databricks-connect one) and return it.
+
+    A setting the compute refuses (serverless allows only some) is left as it is, except the ones the results
+    depend on (the UTC time zone).
+
+    Raises:
+        EnvironmentProblem: the session refuses a setting lakeshard's results depend on.
+    """
+    for key, value in session_sql_conf(cfg).items():
+        try:
+            if spark.conf.get(key, None) != value:
+                spark.conf.set(key, value)
+        except Exception as exc:
+            if key in _REQUIRED_SESSION_SETTINGS:
+                raise EnvironmentProblem(
+                    f"the Spark session refused {key} = {value!r}, which lakeshard needs (event hours are computed "
+                    f"in the session time zone): {str(exc).splitlines()[0][:200]}"
+                ) from None
+    return spark
 
 
 def local_spark_conf(cfg: LakeshardConfig) -> dict[str, str]:
@@ -208,11 +264,13 @@ def local_spark_conf(cfg: LakeshardConfig) -> dict[str, str]:
         "spark.hadoop.fs.file.impl.disable.cache": "true",
         **session_sql_conf(cfg),
     }
-    if sc.jars:
-        conf["spark.jars"] = sc.jars
-        if any(Path(j.strip()).name.startswith("delta-spark") for j in sc.jars.split(",")):
-            conf["spark.sql.extensions"] = "io.delta.sql.DeltaSparkSessionExtension"
-            conf["spark.sql.catalog.spark_catalog"] = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    # The native adapter forced without jars configured gets the installed ones; "auto" keeps the embedded default
+    # on a local session unless jars are configured.
+    jars = sc.jars or (delta_jars() if sc.adapter == "native" else "")
+    if jars:
+        conf["spark.jars"] = jars
+        if any(Path(j.strip()).name.startswith("delta-spark") for j in jars.split(",")):
+            conf.update(DELTA_SQL_CONF)
     return conf
 
 
@@ -299,7 +357,7 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
         from pyspark.sql import SparkSession
 
         active = SparkSession.getActiveSession()
-        return active if active is not None else SparkSession.builder.getOrCreate()
+        return apply_session_settings(active if active is not None else SparkSession.builder.getOrCreate(), cfg)
     if kind is RuntimeKind.SPARK_CONNECT:
         return _connect_session(cfg)
     if kind is RuntimeKind.DATABRICKS_CONNECT:
@@ -310,5 +368,5 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
                 f"spark.databricks_connect is set but databricks-connect is not installed; install it in "
                 f"{_CONNECT_INSTALL} (docs/databricks.md, 'The laptop path')"
             ) from None
-        return DatabricksSession.builder.getOrCreate()  # type: ignore[no-any-return]
+        return apply_session_settings(DatabricksSession.builder.getOrCreate(), cfg)
     return _local_session(cfg)

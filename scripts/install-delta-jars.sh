@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Resolve Delta Lake's JVM engine (delta-spark and the jars it needs that pyspark lacks) from Maven Central into
+# .delta-jars/ with `mvn dependency:copy-dependencies`, once, at install time: lakeshard then hands those files
+# to Spark as spark.jars, so no session resolves anything when it starts.
+#
+# Without mvn or without Maven Central the embedded default still installs: this prints why and exits 0, and the
+# native adapter's tests skip with that reason (CI sets LAKESHARD_REQUIRE_DELTA_JVM=1, which makes them fail).
+#
+# Usage: scripts/install-delta-jars.sh [PYTHON]    (PYTHON: the interpreter whose pyspark the jars must fit)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python="${1:-.venv/bin/python}"
+dest=.delta-jars
+pom=scripts/delta-jars/pom.xml
+
+skip() {
+  echo "Delta's jars were not installed: $1."
+  echo "  The embedded adapter (delta-rs) works without them; the native adapter and its tests need them."
+  echo "  Fix it and run 'bash scripts/install-delta-jars.sh' (or 'make env') again."
+  exit 0
+}
+
+command -v mvn >/dev/null 2>&1 || skip "'mvn' (Apache Maven) is not installed (e.g. 'apt-get install maven')"
+pyspark_jars="$("$python" -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")' \
+  2>/dev/null)" || skip "pyspark is not importable with $python"
+jackson="$(ls "$pyspark_jars" | sed -n 's/^jackson-databind-\(.*\)\.jar$/\1/p' | head -n 1)"
+[ -n "$jackson" ] || skip "no jackson-databind jar in $pyspark_jars to match"
+
+staging="$(mktemp -d "${TMPDIR:-/tmp}/delta-jars.XXXXXX")"
+trap 'rm -rf "$staging"' EXIT
+echo "Resolving Delta's jars with mvn (Maven Central) into $dest/ ..."
+if ! mvn -B -q -f "$pom" -Djackson.version="$jackson" dependency:copy-dependencies \
+     -DincludeScope=runtime -DoutputDirectory="$staging" >"$staging.log" 2>&1; then
+  tail -n 5 "$staging.log" | sed 's/^/  mvn: /'
+  rm -f "$staging.log"
+  skip "mvn could not resolve $pom (no network to Maven Central?)"
+fi
+rm -f "$staging.log"
+# A jar pyspark already ships (same artifact, any version) would put two versions of one class on the classpath.
+for jar in "$staging"/*.jar; do
+  artifact="$(basename "$jar" .jar | sed -E 's/-[0-9][0-9.]*([-.][A-Za-z0-9]+)*$//')"
+  if compgen -G "$pyspark_jars/$artifact-[0-9]*.jar" >/dev/null; then
+    rm -f "$jar"
+  fi
+done
+compgen -G "$staging/delta-spark_*.jar" >/dev/null || skip "mvn resolved no delta-spark jar"
+rm -rf "$dest"
+mkdir -p "$dest"
+mv "$staging"/*.jar "$dest"/
+cp "$pom" "$dest/.installed-from.pom.xml"
+echo "Delta's jars installed in $dest/: $(cd "$dest" && ls *.jar | tr '\n' ' ')"

@@ -1,0 +1,83 @@
+"""What lakeshard gives a session: Delta's jars installed by ``make env`` (``scripts/install-delta-jars.sh`` into
+``.delta-jars/``) as ``spark.jars`` with Delta's SQL extension and catalog, without any resolver at session start;
+and its session settings (UTC first) on sessions it did not start (Databricks, databricks-connect)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lakeshard.config import load_config
+from lakeshard.runtime import DELTA_JARS_ENV, DELTA_SQL_CONF, delta_jars, local_spark_conf
+
+
+def _folder(tmp_path: Path, *names: str) -> Path:
+    for name in names:
+        (tmp_path / name).write_bytes(b"PK")
+    return tmp_path
+
+
+def test_the_installed_jars_are_found_in_their_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _folder(tmp_path, "delta-storage-4.4.0.jar", "delta-spark_4.2_2.13-4.4.0.jar", "notes.txt")
+    monkeypatch.setenv(DELTA_JARS_ENV, str(folder))
+    assert delta_jars() == f"{folder / 'delta-spark_4.2_2.13-4.4.0.jar'},{folder / 'delta-storage-4.4.0.jar'}"
+
+
+@pytest.mark.parametrize("names", [(), ("delta-storage-4.4.0.jar",)])
+def test_a_folder_without_delta_spark_gives_no_jars(names: tuple[str, ...], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DELTA_JARS_ENV, str(_folder(tmp_path, *names)))
+    assert delta_jars() == ""
+
+
+def test_the_native_adapter_gets_the_installed_jars_and_deltas_sql_extension(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _folder(tmp_path, "delta-spark_4.2_2.13-4.4.0.jar")
+    monkeypatch.setenv(DELTA_JARS_ENV, str(folder))
+    native = local_spark_conf(load_config(overrides={"spark": {"adapter": "native"}}, env={}))
+    auto = local_spark_conf(load_config(env={}))
+    assert native["spark.jars"] == str(folder / "delta-spark_4.2_2.13-4.4.0.jar")
+    assert {k: native[k] for k in DELTA_SQL_CONF} == DELTA_SQL_CONF
+    assert "spark.jars" not in auto and "spark.sql.extensions" not in auto  # the embedded default stays lean
+
+
+class _Conf:
+    """A session's runtime settings that refuse some keys, as serverless compute does."""
+
+    def __init__(self, refused: set[str]) -> None:
+        self.values = {"spark.sql.session.timeZone": "America/New_York"}
+        self.refused = refused
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: str) -> None:
+        if key in self.refused:
+            raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] Configuration {key} is not available.")
+        self.values[key] = value
+
+
+class _Session:
+    def __init__(self, refused: set[str]) -> None:
+        self.conf = _Conf(refused)
+
+
+def test_a_session_lakeshard_did_not_start_gets_its_settings_utc_first() -> None:
+    from lakeshard.runtime import apply_session_settings, session_sql_conf
+
+    cfg = load_config(env={})
+    session = _Session(refused={"spark.sql.execution.arrow.pyspark.enabled"})
+    assert apply_session_settings(session, cfg) is session  # type: ignore[arg-type]
+    wanted = session_sql_conf(cfg)
+    assert session.conf.values["spark.sql.session.timeZone"] == "UTC"
+    assert {k: v for k, v in session.conf.values.items() if k in wanted} == {
+        k: v for k, v in wanted.items() if k != "spark.sql.execution.arrow.pyspark.enabled"}
+
+
+def test_a_session_refusing_the_utc_time_zone_is_an_environment_problem() -> None:
+    from lakeshard.errors import EnvironmentProblem
+    from lakeshard.runtime import apply_session_settings
+
+    with pytest.raises(EnvironmentProblem, match=r"spark\.sql\.session\.timeZone = 'UTC'"):
+        apply_session_settings(_Session(refused={"spark.sql.session.timeZone"}), load_config(env={}))  # type: ignore[arg-type]
