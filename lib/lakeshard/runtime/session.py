@@ -117,8 +117,8 @@ def databricks_connect_scope(python: tuple[int, int] | None = None) -> list[tupl
                             "(reads, appends with app transactions, whole-bucket swaps)"),
         ("connect cannot run", "embedded (delta-rs) commits without direct access to the lakehouse storage "
                                "from this machine (a /Volumes path is not mounted here), Delta operations that "
-                               "need py4j (the native adapter's multi-shard writer commits, partial swaps and "
-                               "checkpoints: a job on a classic cluster runs them), local Spark settings "
+                               "need py4j (the native adapter's shard-writer commits, the closing fence and "
+                               "partial swaps: a job on a classic cluster runs them), local Spark settings "
                                "(spark.jars, master), and the downstream Lakeflow pipeline (a pipeline update "
                                "on Databricks runs it)"),
     ]
