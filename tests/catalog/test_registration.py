@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from conftest import no_delta_jvm
 from lakeshard.catalog import LOCAL_CATALOG, register_tables, registration_sql
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import ConfigError
@@ -34,13 +33,10 @@ def test_an_empty_name_is_refused_with_what_it_names() -> None:
 
 
 @pytest.mark.delta_jvm
+@pytest.mark.usefixtures("native_store")  # skips (fails in CI) without Delta's engine on the session
 def test_a_query_by_table_name_returns_the_demos_events(
     spark: SparkSession, store: TableStore, demo_lakehouse: LakeshardConfig,
 ) -> None:
-    from lakeshard.lake.jvm import has_delta_jvm
-
-    if not has_delta_jvm(spark):
-        no_delta_jvm()
     cfg = demo_lakehouse
     done = register_tables(spark, LOCAL_CATALOG, "lakeshard_demo", cfg.lakehouse, store=store, create_schema=True)
     assert [(r.name, r.status) for r in done] == [(f"`{LOCAL_CATALOG}`.`lakeshard_demo`.`{t}`", "created")
