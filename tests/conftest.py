@@ -139,3 +139,19 @@ def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(rowgroups, "matching_row_groups", counted)
     return counts
+
+
+@pytest.fixture(scope="session")
+def demo_lakehouse(spark: SparkSession, store: TableStore, test_config: LakeshardConfig,
+                   tmp_path_factory: pytest.TempPathFactory) -> LakeshardConfig:
+    """Return the config of a small demo lakehouse (300 events of 4 tenants, routed, written, buckets closed),
+    built once by the real pipeline on the shared session."""
+    from lakeshard.app.demo import run_demo
+    from lakeshard.synth import SynthSpec
+
+    root = tmp_path_factory.mktemp("demo-lakehouse")
+    cfg = dataclasses.replace(test_config, lakehouse=str(root / "lakehouse"), landing=str(root / "landing"))
+    report = run_demo(spark, store, cfg, SynthSpec(events=300, tenants=4, hours=0.5, seed=3), out=root / "out",
+                      say=lambda _: None, progress=False)
+    assert report.ok, report.render()
+    return cfg

@@ -47,6 +47,19 @@ def test_generate_refuses_a_non_empty_landing_without_overwrite(tmp_path: Path) 
     assert (landing / "keep.jsonl").read_text() == "{}\n"
 
 
+def test_generate_into_a_new_folder_keeps_the_landing_zones_files(tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "keep.jsonl").write_text("{}\n")
+    for _ in range(2):
+        run = subprocess.run([*LAKESHARD, "generate", "--landing", str(landing), "--events", "100", "--quiet",
+                              "--new-folder"], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+    assert (landing / "keep.jsonl").read_text() == "{}\n"
+    runs = sorted((landing / "synthetic").iterdir())
+    assert len(runs) == 2 and all((r / "_truth" / "manifest.json").is_file() for r in runs)
+
+
 def test_ingest_routes_and_writes_a_small_landing_exactly_once_even_when_run_twice(tmp_path: Path) -> None:
     """``lakeshard ingest`` as a user runs it (a small landing zone: no JVM needed); a second run adds nothing."""
     from deltalake import DeltaTable  # an independent reader of what the command committed

@@ -19,8 +19,14 @@ LIB = Path(lakeshard.__file__).parent
 
 
 def _modules(root: Path) -> Iterator[tuple[str, Path]]:
-    """Yield ``(dotted module name, path)`` of every module under the package directory ``root``."""
+    """Yield ``(dotted module name, path)`` of every module under the package directory ``root``.
+
+    A folder without ``__init__.py`` is no package: it holds source files a runner loads by path (the Lakeflow
+    pipeline's ``lakeshard/downstream/transformations``), which run only inside that runner.
+    """
     for path in sorted(root.rglob("*.py")):
+        if any(not (d / "__init__.py").exists() for d in path.parents if d.is_relative_to(root)):
+            continue
         parts = [root.name, *path.relative_to(root).with_suffix("").parts]
         if parts[-1] == "__init__":
             parts = parts[:-1]

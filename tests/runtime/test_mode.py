@@ -8,7 +8,7 @@ import pytest
 
 from lakeshard.app.cli import main
 from lakeshard.config import load_config
-from lakeshard.runtime import describe_mode
+from lakeshard.runtime import databricks_connect_scope, describe_mode
 
 
 def _connect_installed() -> bool:
@@ -60,3 +60,26 @@ def test_doctor_in_connect_mode_without_the_package_reports_it_without_a_traceba
     assert "databricks-connect to" in rows["mode"] and "java" not in rows
     assert "PROBLEM: spark.databricks_connect is set but databricks-connect is not installed" in rows["spark"]
     assert out[-1] == "problems found (see above)"
+
+
+def test_the_connect_scope_names_what_runs_remotely_and_the_python_it_needs() -> None:
+    scope = dict(databricks_connect_scope((3, 12)))
+    assert "queries by table name" in scope["connect can run"]
+    assert "py4j" in scope["connect cannot run"] and "/Volumes path is not mounted" in scope["connect cannot run"]
+    assert "connect python" not in scope
+    problem = dict(databricks_connect_scope((3, 11)))["connect python"]
+    assert problem.startswith("PROBLEM: databricks-connect 17 needs Python 3.12, this is 3.11")
+    assert '".[databricks]"' in problem
+
+
+@pytest.mark.skipif(_connect_installed(), reason="databricks-connect is installed here: doctor would reach a workspace")
+def test_doctor_in_connect_mode_says_what_the_session_can_and_cannot_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("DATABRICKS_RUNTIME_VERSION", raising=False)
+    monkeypatch.setenv("LAKESHARD_SPARK_DATABRICKS_CONNECT", "true")
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    for topic, answer in databricks_connect_scope():
+        assert topic in out and answer in out
+    assert "databricks-connect is not installed; install it in a Python 3.12 virtual environment" in out

@@ -27,6 +27,7 @@ from lakeshard.synth import (
     SynthSpec,
     format_rfc3339,
     generate_landing,
+    new_run_folder,
     read_manifest,
 )
 from lakeshard.synth.timestamps import OFFSETS, format_rfc3339_many
@@ -366,13 +367,41 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path: Path) -> None:
 
 
 def test_refuses_a_non_empty_landing_unless_overwrite(tmp_path: Path) -> None:
-    (tmp_path / "stale.jsonl").write_text("{}\n")
     spec = SynthSpec(events=100, tenants=3, hours=0.1)
+    generate_landing(tmp_path, spec)
+    (tmp_path / "stale.jsonl").write_text("{}\n")
     with pytest.raises(ConfigError, match=r"not empty.*overwrite=True"):
         generate_landing(tmp_path, spec)
     m = generate_landing(f"file://{tmp_path}", spec, overwrite=True)
     assert not (tmp_path / "stale.jsonl").exists()
     assert read_manifest(tmp_path) == m
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
+
+
+def test_overwrite_never_deletes_a_landing_zone_the_generator_did_not_write(tmp_path: Path) -> None:
+    (tmp_path / "2026" / "11").mkdir(parents=True)
+    (tmp_path / "2026" / "11" / "producer-1.jsonl").write_text('{"tenant_id": "t", "event_id": "e", "ts": 1}\n')
+    (tmp_path / "unrouted.json.gz").write_bytes(gzip.compress(b"{}\n"))
+    before = _files(tmp_path)
+    with pytest.raises(ConfigError, match=r"no _truth/: this generator did not write it"):
+        generate_landing(tmp_path, SynthSpec(events=100, tenants=3, hours=0.1), overwrite=True)
+    assert _files(tmp_path) == before
+
+
+def test_a_new_run_folder_leaves_an_existing_landing_zone_untouched(tmp_path: Path) -> None:
+    (tmp_path / "producer-1.jsonl").write_text('{"tenant_id": "t", "event_id": "e", "ts": 1}\n')
+    generate_landing(tmp_path / "synthetic" / "20261126T100000Z", SynthSpec(events=100, tenants=3, hours=0.1))
+    before = _files(tmp_path)
+    now = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
+    folder = new_run_folder(tmp_path, now=now)
+    assert folder == tmp_path / "synthetic" / "20261126T100000Z-2" and not any(folder.iterdir())
+    truth = generate_landing(folder, SynthSpec(events=200, tenants=3, hours=0.1))
+    after = _files(tmp_path)
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert read_manifest(folder) == truth and new_run_folder(tmp_path, now=now).name == "20261126T100000Z-3"
 
 
 def test_read_manifest_without_truth_fails_clearly(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``fsck``, ``demo``, ``autoshard``,
-``balance``, ``exclude``, ``pipeline run|events|graph``.
+``balance``, ``exclude``, ``register-tables``, ``pipeline run|events|graph``.
 
 Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
 where it reads input, ``--landing PATH`` (default ``./landing`` or ``$LAKESHARD_LANDING``).
@@ -43,7 +43,7 @@ def _version(dist: str) -> str:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Say which mode lakeshard runs in; check Java (locally), Spark start, the adapter, a Delta round trip."""
-    from lakeshard.runtime import RuntimeKind, describe_mode, detect_runtime, find_java
+    from lakeshard.runtime import RuntimeKind, databricks_connect_scope, describe_mode, detect_runtime, find_java
 
     cfg = config_from_args(args)
     rows: list[tuple[str, str]] = [("python", platform.python_version())]
@@ -52,6 +52,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     kind = detect_runtime(cfg)
     rows.append(("mode", describe_mode(cfg)))
     ok = True
+    if kind is RuntimeKind.DATABRICKS_CONNECT:
+        scope = databricks_connect_scope()
+        rows += scope
+        ok = not any(answer.startswith("PROBLEM") for _, answer in scope)
     # Only a local session (classic, or the local Spark Connect server) needs a local JVM.
     if kind is RuntimeKind.LOCAL or (kind is RuntimeKind.SPARK_CONNECT and cfg.spark.remote.startswith("local")):
         try:
@@ -60,8 +64,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         except LakeshardError as exc:
             rows.append(("java", f"PROBLEM: {exc}"))
             ok = False
-    if ok:
-        ok = _doctor_session(cfg, kind, rows)
+    # With databricks-connect the session is still tried, so a missing package shows beside a wrong Python.
+    if ok or kind is RuntimeKind.DATABRICKS_CONNECT:
+        ok = _doctor_session(cfg, kind, rows) and ok
     rows.append(("lakehouse", cfg.lakehouse))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
@@ -264,14 +269,29 @@ def _spec(args: argparse.Namespace) -> Any:
 def cmd_generate(args: argparse.Namespace) -> int:
     """Write a synthetic landing zone with its ground truth."""
     from lakeshard.app.progress import landing_bar
-    from lakeshard.synth import generate_landing
+    from lakeshard.synth import generate_landing, new_run_folder
 
     cfg = config_from_args(args)
-    manifest = generate_landing(cfg.landing, _spec(args), progress=landing_bar(not args.quiet),
-                                overwrite=args.overwrite)
-    print(f"wrote {manifest.records:,} records in {manifest.files} files to {cfg.landing}: "
+    target = str(new_run_folder(cfg.landing)) if args.new_folder else cfg.landing
+    manifest = generate_landing(target, _spec(args), progress=landing_bar(not args.quiet), overwrite=args.overwrite)
+    print(f"wrote {manifest.records:,} records in {manifest.files} files to {target}: "
           f"{manifest.unique_events:,} unique events, {manifest.duplicate_records:,} duplicates, "
-          f"{manifest.bad_records:,} bad records; ground truth in {cfg.landing}/_truth/")
+          f"{manifest.bad_records:,} bad records; ground truth in {target}/_truth/")
+    return 0
+
+
+def cmd_register_tables(args: argparse.Namespace) -> int:
+    """Register the user-facing tables (events, quarantine, buckets, pipeline_events) in a catalog by location."""
+    from lakeshard.catalog import register_tables
+    from lakeshard.lake import open_store
+    from lakeshard.runtime import get_spark
+
+    cfg = config_from_args(args)
+    spark = get_spark(cfg)
+    done = register_tables(spark, args.catalog, args.schema, cfg.lakehouse, store=open_store(spark, cfg),
+                           create_schema=args.create_schema)
+    for table in done:
+        print(f"{table.status:<8} {table.name} <- {table.location}")
     return 0
 
 
@@ -324,8 +344,20 @@ def _parser() -> argparse.ArgumentParser:
                        description=cmd_generate.__doc__)
     common(p, landing=True)
     traffic(p, 100_000)
-    p.add_argument("--overwrite", action="store_true", help="replace an existing landing zone")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a landing zone this command wrote before (never one it did not write)")
+    p.add_argument("--new-folder", action="store_true",
+                   help="write into a new sub-folder synthetic/<UTC time> of --landing, leaving the rest untouched")
     p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("register-tables", help="register events, quarantine, buckets, pipeline_events in a catalog",
+                       description=cmd_register_tables.__doc__)
+    common(p, landing=False)
+    p.add_argument("--catalog", default="spark_catalog",
+                   help="catalog (default spark_catalog, the local session's; on Databricks a Unity Catalog catalog)")
+    p.add_argument("--schema", required=True, help="schema the tables are registered in")
+    p.add_argument("--create-schema", action="store_true", help="create the schema first if it is missing")
+    p.set_defaults(func=cmd_register_tables)
 
     p = sub.add_parser("route", help="route new landing files into the lakehouse (exactly once)",
                        description=cmd_route.__doc__)

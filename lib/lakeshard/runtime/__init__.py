@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from lakeshard.runtime.session import (
+    CONNECT_PYTHON,
     DELTA_JARS_ENV,
     DELTA_SQL_CONF,
     RuntimeKind,
     apply_session_settings,
     arrow_dataframe,
+    databricks_connect_scope,
     delta_jars,
     delta_jars_folder,
     describe_mode,
@@ -22,7 +24,7 @@ from lakeshard.runtime.session import (
 )
 
 __all__ = [
-    "DELTA_JARS_ENV", "DELTA_SQL_CONF", "RuntimeKind", "apply_session_settings", "arrow_dataframe", "delta_jars",
-    "delta_jars_folder", "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect",
-    "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
+    "CONNECT_PYTHON", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "RuntimeKind", "apply_session_settings", "arrow_dataframe",
+    "databricks_connect_scope", "delta_jars", "delta_jars_folder", "describe_mode", "detect_runtime", "find_java",
+    "get_spark", "is_spark_connect", "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
 ]

@@ -22,13 +22,17 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "DATABRICKS_DOMAINS", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "RuntimeKind", "apply_session_settings",
-    "arrow_dataframe", "delta_jars",
-    "delta_jars_folder", "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect",
-    "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
+    "CONNECT_PYTHON", "DATABRICKS_DOMAINS", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "RuntimeKind",
+    "apply_session_settings", "arrow_dataframe", "databricks_connect_scope", "delta_jars", "delta_jars_folder",
+    "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect", "local_spark_conf",
+    "on_databricks", "runtime_name", "session_sql_conf",
 ]
 
 MIN_JAVA = 17
+# databricks-connect 17.x (serverless environment 4, Databricks Runtime 17.3) installs on Python 3.12 only.
+CONNECT_PYTHON = (3, 12)
+_CONNECT_INSTALL = ("a Python 3.12 virtual environment of its own with 'pip install \".[databricks]\"' "
+                    "(without the local extra: databricks-connect replaces pyspark)")
 
 
 class RuntimeKind(StrEnum):
@@ -96,6 +100,32 @@ def describe_mode(cfg: LakeshardConfig | None = None) -> str:
                     "Connect on port 15002)")
         return f"Spark Connect to {remote} (Spark runs on that server)"
     return f"local embedded lakehouse (Spark {cfg.spark.master} in a local JVM, Delta commits by delta-rs)"
+
+
+def databricks_connect_scope(python: tuple[int, int] | None = None) -> list[tuple[str, str]]:
+    """Return (topic, answer) rows saying what a databricks-connect session can and cannot run from this process.
+
+    A databricks-connect session is Spark Connect to remote compute: everything expressed as DataFrames and SQL
+    runs there, but this process has no py4j and does not see the remote storage's files. ``python`` is the
+    interpreter's (major, minor) (default: this one); databricks-connect 17 needs :data:`CONNECT_PYTHON`.
+    """
+    major, minor = python or sys.version_info[:2]
+    wanted = ".".join(map(str, CONNECT_PYTHON))
+    rows = [
+        ("connect can run", "reads of lakeshard tables and queries by table name, the pipeline graph, "
+                            "register_tables, and every flow on the native adapter's public Delta APIs "
+                            "(reads, appends with app transactions, whole-bucket swaps)"),
+        ("connect cannot run", "embedded (delta-rs) commits without direct access to the lakehouse storage "
+                               "from this machine (a /Volumes path is not mounted here), Delta operations that "
+                               "need py4j (the native adapter's shard-writer commits, the closing fence and "
+                               "partial swaps: a job on a classic cluster runs them), local Spark settings "
+                               "(spark.jars, master), and the downstream Lakeflow pipeline (a pipeline update "
+                               "on Databricks runs it)"),
+    ]
+    if (major, minor) < CONNECT_PYTHON:
+        rows.append(("connect python", f"PROBLEM: databricks-connect 17 needs Python {wanted}, this is "
+                                       f"{major}.{minor}; use {_CONNECT_INSTALL}"))
+    return rows
 
 
 def find_java() -> tuple[str, int]:
@@ -335,8 +365,8 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
             from databricks.connect import DatabricksSession
         except ImportError:
             raise EnvironmentProblem(
-                "spark.databricks_connect is set but databricks-connect is not installed; install it in "
-                "its own environment: 'pip install -e .[databricks]' (see README, 'Running on Databricks')"
+                f"spark.databricks_connect is set but databricks-connect is not installed; install it in "
+                f"{_CONNECT_INSTALL} (docs/databricks.md, 'The laptop path')"
             ) from None
         return apply_session_settings(DatabricksSession.builder.getOrCreate(), cfg)
     return _local_session(cfg)

@@ -11,7 +11,7 @@ Example::
 from __future__ import annotations
 
 from lakeshard.synth.errors import ManifestError
-from lakeshard.synth.generator import generate_landing
+from lakeshard.synth.generator import generate_landing, new_run_folder
 from lakeshard.synth.manifest import (
     EVENTS_FILE,
     MANIFEST_FILE,
@@ -34,6 +34,7 @@ __all__ = [
     "SynthSpec",
     "format_rfc3339",
     "generate_landing",
+    "new_run_folder",
     "read_manifest",
     "read_truth_events",
 ]

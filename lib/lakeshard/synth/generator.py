@@ -21,7 +21,7 @@ import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -63,7 +63,7 @@ from lakeshard.synth.vocabulary import (
 )
 from lakeshard.utc import EPOCH, millis
 
-__all__ = ["Progress", "ProgressBar", "generate_landing"]
+__all__ = ["Progress", "ProgressBar", "generate_landing", "new_run_folder"]
 
 
 class Progress(Protocol):
@@ -115,6 +115,11 @@ def _log_uniform(rng: np.random.Generator, low: float, high: npt.ArrayLike, size
 
 
 def _prepare(landing: str | Path, overwrite: bool) -> Path:
+    """Return the landing root, emptied only when ``overwrite`` is set and this generator wrote what is there.
+
+    The ground-truth folder is created before any data file, so a landing zone this generator started (even one
+    a crash cut short) carries it, and a producer's landing zone, which never does, is never deleted.
+    """
     root = landing_path(landing)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"landing zone {root} exists and is not a directory")
@@ -123,15 +128,49 @@ def _prepare(landing: str | Path, overwrite: bool) -> Path:
         if entries and not overwrite:
             raise ConfigError(
                 f"landing zone {root} is not empty ({len(entries)} entries, e.g. {entries[0].name}); "
-                "pass overwrite=True to replace its contents"
+                "pass overwrite=True to replace a landing zone this generator wrote, or write into a new "
+                "sub-folder (new_run_folder)"
+            )
+        if entries and not (root / TRUTH_DIR).is_dir():
+            raise ConfigError(
+                f"landing zone {root} holds {len(entries)} entries (e.g. {entries[0].name}) but no {TRUTH_DIR}/: "
+                "this generator did not write it, so overwrite=True will not delete it; write into a new "
+                "sub-folder (new_run_folder) or an empty directory"
             )
         for entry in entries:
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
-    root.mkdir(parents=True, exist_ok=True)
+    (root / TRUTH_DIR).mkdir(parents=True, exist_ok=True)
     return root
+
+
+def new_run_folder(landing: str | Path, *, now: datetime | None = None) -> Path:
+    """Return a new, empty folder ``<landing>/synthetic/<UTC time>`` that one generator run owns.
+
+    Writing there leaves everything else under ``landing`` (producers' files, earlier runs) untouched, while
+    readers of ``landing`` still see the new files (they list sub-folders too).
+
+    Args:
+        landing: the landing zone, a directory path or ``file:`` URI; created if missing.
+        now: the time that names the folder (default: the current UTC time).
+
+    Example::
+
+        truth = generate_landing(new_run_folder("/Volumes/main/lakeshard/landing"), SynthSpec(events=1_000))
+    """
+    stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    parent = landing_path(landing) / "synthetic"
+    parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, 1000):
+        folder = parent / (stamp if attempt == 1 else f"{stamp}-{attempt}")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+    raise ConfigError(f"cannot create a new run folder under {parent}: {stamp} and 998 variants exist")
 
 
 def _arrivals(
@@ -320,10 +359,12 @@ def generate_landing(
         landing: a directory path or ``file:`` URI; created if missing.
         spec: what to generate (default :class:`SynthSpec()`).
         progress: makes the bar shown over the records written, given their total (None: no bar).
-        overwrite: delete the contents of a non-empty ``landing`` first instead of refusing.
+        overwrite: delete the contents of a non-empty ``landing`` first instead of refusing; only a landing
+            zone this generator wrote (it has ``_truth/``) is deleted, never a producer's.
 
     Raises:
-        ConfigError: ``landing`` is not empty (and ``overwrite`` is false) or is not a directory.
+        ConfigError: ``landing`` is not empty (and ``overwrite`` is false, or it was not written by this
+            generator) or is not a directory.
 
     Example::
 

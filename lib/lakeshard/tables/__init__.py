@@ -98,6 +98,7 @@ __all__ = [
     "TABLES",
     "TENANT_SETTINGS",
     "TENANT_SETTINGS_SCHEMA",
+    "USER_TABLES",
     "dead_letter_app_id",
     "fragments_migrated_app_id",
     "hour_of",
@@ -128,6 +129,8 @@ FSCK_REPAIRS = "fsck_repairs"  # lakeshard.compaction.fsck: data files removed f
 
 TABLES = (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS, PLACEMENTS, TENANT_SETTINGS, SHARD_TOPOLOGY,
           EVENTS, ID_INDEX, BUCKETS, CHUNK_LOCKS, PIPELINE_EVENTS, EXPECTATION_QUARANTINE, FRAGMENTS, FSCK_REPAIRS)
+# The tables a user queries by name (lakeshard.catalog registers them); the rest is bookkeeping.
+USER_TABLES = (EVENTS, QUARANTINE, BUCKETS, PIPELINE_EVENTS)
 
 # --- Partitioning (tables not listed here are unpartitioned) --------------------------------------------------
 

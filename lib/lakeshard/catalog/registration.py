@@ -1,0 +1,116 @@
+"""Register lakeshard's user-facing tables in a catalog by location, so they are queried by name.
+
+On Databricks the catalog is Unity Catalog: the lakehouse sits at an external location and each user-facing
+table (``events``, ``quarantine``, ``buckets``, ``pipeline_events``) becomes an external table of the bundle's
+schema, with grants, lineage and ``SELECT * FROM <catalog>.<schema>.events``. Locally the same statements
+register them in the Spark session catalog (``spark_catalog``), which needs Delta's catalog on the session.
+The tables stay Delta tables at ``<lakehouse>/<table>``: registering names them, it does not copy or move data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from lakeshard.errors import ConfigError
+from lakeshard.tables import USER_TABLES
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakeshard.lake import TableStore
+
+__all__ = ["LOCAL_CATALOG", "RegisteredTable", "quote_identifier", "register_tables", "registration_sql"]
+
+LOCAL_CATALOG = "spark_catalog"  # Spark's session catalog: what a local session registers tables in
+
+Status = Literal["created", "present", "missing"]
+
+
+@dataclass(frozen=True)
+class RegisteredTable:
+    """One user-facing table and what :func:`register_tables` did about it."""
+
+    name: str  # fully qualified, quoted: `catalog`.`schema`.`table`
+    location: str  # the Delta table's URI, <lakehouse>/<table>
+    status: Status  # created now, already in the catalog, or no Delta table at the location yet
+
+
+def quote_identifier(name: str, what: str) -> str:
+    """Return ``name`` as a back-quoted SQL identifier.
+
+    Raises:
+        ConfigError: ``name`` is empty, with ``what`` it names.
+    """
+    if not name or not name.strip():
+        raise ConfigError(f"{what}: expected a catalog object name, found {name!r}")
+    return "`" + name.replace("`", "``") + "`"
+
+
+def registration_sql(catalog: str, schema: str, table: str, location: str) -> str:
+    """Return the statement that registers the Delta table at ``location`` as ``catalog.schema.table``.
+
+    Example::
+
+        registration_sql("main", "lakeshard", "events", "s3://bucket/lakehouse/events")
+        # CREATE TABLE IF NOT EXISTS `main`.`lakeshard`.`events` USING DELTA LOCATION 's3://bucket/lakehouse/events'
+    """
+    name = ".".join((quote_identifier(catalog, "catalog"), quote_identifier(schema, "schema"),
+                     quote_identifier(table, "table")))
+    quoted = location.replace("\\", "\\\\").replace("'", "\\'")
+    return f"CREATE TABLE IF NOT EXISTS {name} USING DELTA LOCATION '{quoted}'"
+
+
+def register_tables(
+    spark: SparkSession,
+    catalog: str,
+    schema: str,
+    lakehouse: str,
+    *,
+    store: TableStore,
+    tables: Sequence[str] = USER_TABLES,
+    create_schema: bool = False,
+) -> list[RegisteredTable]:
+    """Return what registering each of ``tables`` of ``lakehouse`` in ``catalog.schema`` did.
+
+    Each table that exists as a Delta table at ``<lakehouse>/<table>`` is registered with
+    ``CREATE TABLE IF NOT EXISTS ... USING DELTA LOCATION`` (:func:`registration_sql`), so running it after every
+    job is cheap and changes nothing once done; a table the pipeline has not created yet is reported
+    ``missing`` and registered by a later run.
+
+    Args:
+        spark: the session; on Databricks its catalog is Unity Catalog, locally the session catalog
+            (:data:`LOCAL_CATALOG`, with Delta's ``DeltaCatalog`` configured).
+        catalog: the catalog that holds ``schema``.
+        schema: the schema the tables are registered in (the bundle creates it on Databricks).
+        lakehouse: the lakehouse URI; on Databricks an external location (``s3://``, ``abfss://``, ``gs://``),
+            because Unity Catalog defines no table on files in a volume.
+        store: the TableStore that says whether a table exists yet.
+        tables: the tables to register (default: the user-facing ones, :data:`lakeshard.tables.USER_TABLES`).
+        create_schema: create ``schema`` first if it is missing (locally; on Databricks the bundle owns it).
+
+    Example::
+
+        done = register_tables(spark, "spark_catalog", "lakeshard", "/tmp/lakehouse", store=store,
+                               create_schema=True)
+        spark.sql("SELECT count(*) FROM spark_catalog.lakeshard.events").show()
+
+    Raises:
+        ConfigError: an empty catalog, schema or table name.
+    """
+    qualified_schema = f"{quote_identifier(catalog, 'catalog')}.{quote_identifier(schema, 'schema')}"
+    if create_schema:
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {qualified_schema}")
+    out = []
+    for table in tables:
+        location = f"{lakehouse.rstrip('/')}/{table}"
+        name = f"{qualified_schema}.{quote_identifier(table, 'table')}"
+        if not store.exists(location):
+            out.append(RegisteredTable(name, location, "missing"))
+            continue
+        present = spark.catalog.tableExists(f"{catalog}.{schema}.{table}")
+        if not present:
+            spark.sql(registration_sql(catalog, schema, table, location))
+        out.append(RegisteredTable(name, location, "present" if present else "created"))
+    return out

@@ -1,0 +1,56 @@
+"""Registering the user-facing tables in a catalog: the SQL it issues, and locally, a query by table name over
+the demo's lakehouse (Delta's catalog on the session, so ``delta_jvm``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from lakeshard.catalog import LOCAL_CATALOG, register_tables, registration_sql
+from lakeshard.config import LakeshardConfig
+from lakeshard.errors import ConfigError
+from lakeshard.synth import read_manifest
+from lakeshard.tables import EVENTS, USER_TABLES
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakeshard.lake import TableStore
+
+
+
+def test_the_statement_quotes_names_and_the_location() -> None:
+    assert registration_sql("main", "lake shard", "events", "s3://b/it's/events") == (
+        "CREATE TABLE IF NOT EXISTS `main`.`lake shard`.`events` USING DELTA LOCATION 's3://b/it\\'s/events'")
+    assert registration_sql("c", "s`x", "t", "/l").startswith("CREATE TABLE IF NOT EXISTS `c`.`s``x`.`t`")
+
+
+def test_an_empty_name_is_refused_with_what_it_names() -> None:
+    with pytest.raises(ConfigError, match=r"^schema: expected a catalog object name, found ''$"):
+        registration_sql("main", "", "events", "/l")
+
+
+@pytest.mark.delta_jvm
+@pytest.mark.usefixtures("native_store")  # skips (fails in CI) without Delta's engine on the session
+def test_a_query_by_table_name_returns_the_demos_events(
+    spark: SparkSession, store: TableStore, demo_lakehouse: LakeshardConfig,
+) -> None:
+    cfg = demo_lakehouse
+    done = register_tables(spark, LOCAL_CATALOG, "lakeshard_demo", cfg.lakehouse, store=store, create_schema=True)
+    assert [(r.name, r.status) for r in done] == [(f"`{LOCAL_CATALOG}`.`lakeshard_demo`.`{t}`", "created")
+                                                   for t in USER_TABLES]
+    by_name = spark.sql(f"SELECT tenant_id, event_id FROM {LOCAL_CATALOG}.lakeshard_demo.events")
+    by_path = store.read(cfg.table_uri(EVENTS)).select("tenant_id", "event_id")
+    assert by_name.count() == read_manifest(cfg.landing).unique_events == by_path.count()
+    assert by_name.exceptAll(by_path).count() == 0 == by_path.exceptAll(by_name).count()
+    again = register_tables(spark, LOCAL_CATALOG, "lakeshard_demo", cfg.lakehouse, store=store)
+    assert {r.status for r in again} == {"present"}
+
+
+def test_a_table_the_pipeline_has_not_written_yet_is_reported_missing(
+    spark: SparkSession, store: TableStore, tmp_path: Path,
+) -> None:
+    done = register_tables(spark, LOCAL_CATALOG, "never_created", str(tmp_path), store=store, tables=[EVENTS])
+    assert [(r.location, r.status) for r in done] == [(f"{tmp_path}/events", "missing")]
