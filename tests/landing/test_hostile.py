@@ -16,8 +16,9 @@ import pytest
 
 from lakeshard.config import LandingConfig, load_config
 from lakeshard.errors import ConfigError
-from lakeshard.landing import reasons
-from lakeshard.landing.reader import _gunzip, _Sink, list_landing_files, parse_landing_arrow, read_landing
+from lakeshard.landing import list_landing_files, parse_landing_arrow, read_landing, reasons
+from lakeshard.landing.batches import _Sink
+from lakeshard.landing.gzip import gunzip as _gunzip
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,4 +1,4 @@
-"""Tests of lakeshard.landing.reader on a generated landing zone: every record ends in exactly one place,
+"""Tests of lakeshard.landing's readers on a generated landing zone: every record ends in exactly one place,
 and what lands as events is exactly the generator's ground truth."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lakeshard.config import LandingConfig
-from lakeshard.landing import reasons
+from lakeshard.landing import list_landing_files, parse_landing_arrow, read_landing, reasons
+from lakeshard.landing.batches import _raw_text
 from lakeshard.landing.errors import LandingReadError
-from lakeshard.landing.reader import _raw_text, list_landing_files, parse_landing_arrow, read_landing
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 from lakeshard.synth import Manifest, SynthSpec, generate_landing, read_truth_events
 
@@ -256,17 +256,17 @@ def test_the_driver_parse_on_threads_gives_the_rows_of_one_thread_in_the_same_or
         landed: Landed, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch's files are parsed on a thread per core; a file that cannot be read mid-batch is quarantined in
     its place. Whatever the split, the events and rejections are the one-thread parse's, row for row."""
-    from lakeshard.landing import reader
+    from lakeshard.landing import driver
     from lakeshard.landing.listing import LandingFile
 
     files = list_landing_files(landed.root)
     files.insert(len(files) // 2, LandingFile(f"file://{landed.root}/vanished.jsonl", 10, EPOCH))
-    monkeypatch.setattr(reader, "parse_threads", lambda _files: 1)
+    monkeypatch.setattr(driver, "parse_threads", lambda _files: 1)
     alone = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms)
     split: list[list[str]] = []
-    real_split = reader.split_by_bytes
-    monkeypatch.setattr(reader, "parse_threads", lambda _files: threads)
-    monkeypatch.setattr(reader, "split_by_bytes",
+    real_split = driver.split_by_bytes
+    monkeypatch.setattr(driver, "parse_threads", lambda _files: threads)
+    monkeypatch.setattr(driver, "split_by_bytes",
                         lambda fs, n: split.append([f.path for f in fs]) or real_split(fs, n))
     together = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms)
     assert split, "the parse did not split the batch"

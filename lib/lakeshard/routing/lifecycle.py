@@ -32,12 +32,11 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from lakeshard.landing.gzip import GZIP_HEADER_BYTES, is_gzip
 from lakeshard.landing.listing import (
-    GZIP_HEADER_BYTES,
     LandingFile,
     LandingScan,
     content_checksum,
-    is_gzip,
     open_landing_file,
 )
 

@@ -1,12 +1,11 @@
-"""Read a landing zone with Spark: list its files, split them into lines, parse each line once.
+"""A landing file's bytes into Arrow batches of events and rejections: the parse both read paths run.
 
-:func:`list_landing_files` (:mod:`lakeshard.landing.listing`) finds the input. :func:`read_landing` reads
-exactly those files — or the byte range of each that a batch plan names, checked against the plan's checksum —
-with Spark's ``binaryFile`` source (the bytes as written, so sizes and line numbers are exact), and one vectorised
-``mapInArrow`` pass per partition gunzips, splits lines and parses them by blocks with
-:class:`lakeshard.landing.vector.BlockParser` (Arrow's JSON reader), handing the lines it does not accept to
-:meth:`lakeshard.landing.parse.RecordParser.check`. The in-driver path runs the same function. The result
-is cached once and split into ``events`` and ``quarantine``: every non-blank line lands in exactly one of them.
+:func:`lakeshard.landing.read_landing` (Spark, inside ``mapInArrow``) and :func:`lakeshard.landing.parse_landing_arrow`
+(in the driver) hand :class:`ParseFiles` the same bytes, so they give the same rows and reasons. A file's range is
+checked against its batch plan's checksum, gunzipped (:mod:`lakeshard.landing.gzip`), split into lines and parsed
+by blocks with :class:`lakeshard.landing.vector.BlockParser` (Arrow's JSON reader), which hands the lines it does not
+accept to :meth:`lakeshard.landing.parse.RecordParser.check`. Each batch is all events or all rejections, in one
+combined layout (:data:`PARSED`, ``is_event`` tells them apart).
 
 Lines, decided here because docs/design.md is silent:
 
@@ -28,25 +27,15 @@ being written (a truncated gzip) land in pieces, once now and again when it chan
 Every non-blank line of a readable file becomes exactly one row: an event, or a rejection with its
 reason. Should Arrow refuse a value the parser accepted (a parser gap), the rows that do not convert
 are quarantined as ``unconvertible`` instead of failing the batch.
-
-Memory: ``binaryFile`` holds each file whole; a gzip file is decompressed with a bounded output, so it
-costs at most ``max_file_bytes`` however far it would expand (a gzip bomb stops at the bound). Landing
-files of tens of megabytes are what this reader is for (Spark's ``binaryFile`` refuses files over 2 GB).
 """
 
 from __future__ import annotations
 
 import gc
-import os
-import time
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,39 +44,13 @@ import pyarrow.compute as pc
 
 from lakeshard.config import LandingConfig
 from lakeshard.landing import reasons
-from lakeshard.landing.errors import LandingReadError
-from lakeshard.landing.listing import (
-    GZIP_HEADER_BYTES,
-    LANDING_SUFFIXES,
-    LandingFile,
-    LandingScan,
-    content_checksum,
-    is_gzip,
-    list_landing_files,
-    open_landing_file,
-    scan_landing,
-)
+from lakeshard.landing.gzip import GZIP_HEADER_BYTES, gunzip, is_gzip
+from lakeshard.landing.listing import LandingFile, content_checksum
 from lakeshard.landing.parse import EventFields, RecordParser
-from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
-from lakeshard.landing.threads import parse_threads, split_by_bytes
+from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES
 from lakeshard.landing.vector import BlockParser, split_lines
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-__all__ = [
-    "LANDING_SUFFIXES",
-    "LandingBatch",
-    "LandingFile",
-    "LandingReadError",
-    "LandingScan",
-    "content_checksum",
-    "list_landing_files",
-    "open_landing_file",
-    "parse_landing_arrow",
-    "read_landing",
-    "scan_landing",
-]
+__all__ = ["EPOCH", "PARSED", "ParseFiles", "path_key", "unreadable"]
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 _BLANK = b" \t\r"
@@ -95,20 +58,19 @@ _BLANK = b" \t\r"
 # batch of 256 KiB records must stay far below 2 GiB.
 _BATCH_ROWS = 8192
 _BATCH_BYTES = 32 * 1024 * 1024
-_GLOB_CHARS = frozenset("\\{}[]*?")
 _MAX_INT32 = (1 << 31) - 1
-_GUNZIP_PIECE = 16 * 1024 * 1024  # decompressed bytes per zlib call
 _DETAIL_CHARS = 160  # how much of a conversion error a quarantine reason quotes
 # What building an Arrow array raises on a value it cannot hold (a lone surrogate, an int attribute, an
 # out-of-range timestamp).
 _CONVERSION_ERRORS = (pa.ArrowException, UnicodeError, ValueError, TypeError, OverflowError)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+"""The modification time of a file Spark read that no plan named (it is read whole)."""
 
 _STRING = pa.string()
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 _ATTRIBUTES = pa.map_(pa.string(), pa.string())
 # One Arrow schema for both outcomes, so the file is parsed once; ``is_event`` tells them apart.
-_PARSED = pa.schema(
+PARSED = pa.schema(
     [
         ("is_event", pa.bool_()),
         ("tenant_id", _STRING),
@@ -135,78 +97,11 @@ _EVENT_ONLY = ("tenant_id", "event_id", "ts", "service", "status", "env", "host"
 _REJECTION_ONLY = ("raw", "raw_truncated", "reason", "category", "quarantined_at")
 
 
-@dataclass(frozen=True, eq=False)  # DataFrames have no meaningful equality
-class LandingBatch:
-    """What one :func:`read_landing` call read: valid events, quarantined records and the files.
-
-    ``events`` and ``quarantine`` are two selections of one parse that Spark caches on first use
-    (``parsed``, persisted memory-and-disk): counting both parses each file once. The caller owns that
-    cache and releases it with :meth:`release`, or by using the batch as a context manager::
-
-        with read_landing(spark, "/data/landing", limits=cfg.landing_format) as batch:
-            batch.events.write...
-            batch.quarantine.write...
-    """
-
-    events: DataFrame
-    quarantine: DataFrame
-    files: list[LandingFile]
-    now_ms: int  # the clock the absurd-timestamp check used, and quarantined_at
-    parsed: DataFrame | None = field(default=None, repr=False)  # the cached combined parse (None: no files)
-
-    def release(self, blocking: bool = False) -> None:
-        """Return nothing; drop the cached parse (the frames stay usable, but would parse again)."""
-        if self.parsed is not None:
-            self.parsed.unpersist(blocking)
-
-    def __enter__(self) -> LandingBatch:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.release()
-
-
-# --------------------------------------------------------------------------------------------- parsing
-
-
-def _gunzip(data: bytes, limit: int) -> tuple[bytes, str | None]:
-    """Return the decompressed bytes of a gzip file, or ``b""`` and why the file cannot be read.
-
-    Decompression streams by pieces of bounded output: past ``limit`` bytes it stops at once, so a gzip
-    bomb costs about ``limit`` bytes of memory, not what it would expand to.
-    """
-    parts: list[bytes] = []
-    done = 0
-    rest = data
-    while rest:
-        stream = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        while not stream.eof:
-            try:
-                # Pieces, not one call of limit + 1: one big call holds its output twice at the end.
-                part = stream.decompress(rest, min(_GUNZIP_PIECE, limit + 1 - done))
-            except zlib.error as exc:
-                return b"", f"gzip stream is corrupt after {done} decompressed bytes ({exc})"
-            done += len(part)
-            if done > limit:
-                return b"", f"decompresses to more than landing_format.max_file_bytes = {limit} bytes"
-            parts.append(part)
-            # A full piece may leave output pending inside zlib with no input left: ask again; only a call
-            # that neither consumes input nor gives output means the stream ends before its end.
-            if not part and len(stream.unconsumed_tail) == len(rest):
-                return b"", f"gzip stream is truncated after {done} decompressed bytes"
-            rest = stream.unconsumed_tail
-        rest = stream.unused_data
-        if not rest.strip(b"\x00"):  # gzip(1) tolerates zero padding after the last member
-            break
-    return b"".join(parts), None
-
 
 def _decode(content: bytes, limit: int) -> tuple[bytes, str | None]:
     """Return a landing file's text bytes (gunzipped, BOM dropped), or ``b""`` and why it cannot be read."""
     if is_gzip(content[:GZIP_HEADER_BYTES]):
-        content, problem = _gunzip(content, limit)
+        content, problem = gunzip(content, limit)
         if problem is not None:
             return b"", problem
     elif len(content) > limit:
@@ -275,8 +170,8 @@ class _Sink:
                 "quarantined_at": pa.repeat(pa.scalar(self.quarantined_at_us, _TIMESTAMP), n),
             }
             for name in _EVENT_ONLY:
-                arrays[name] = pa.nulls(n, _PARSED.field(name).type)
-            yield pa.RecordBatch.from_arrays([arrays[f.name] for f in _PARSED], schema=_PARSED)
+                arrays[name] = pa.nulls(n, PARSED.field(name).type)
+            yield pa.RecordBatch.from_arrays([arrays[f.name] for f in PARSED], schema=PARSED)
 
     def _event_batch(self, rows: Sequence[int]) -> pa.RecordBatch:
         """Return the record batch of the buffered events at ``rows``; raises what Arrow raises on a bad value."""
@@ -300,8 +195,8 @@ class _Sink:
             "line_number": pa.array([self.event_numbers[i] for i in rows], pa.int64()),
         }
         for name in _REJECTION_ONLY:
-            arrays[name] = pa.nulls(n, _PARSED.field(name).type)
-        return pa.RecordBatch.from_arrays([arrays[f.name] for f in _PARSED], schema=_PARSED)
+            arrays[name] = pa.nulls(n, PARSED.field(name).type)
+        return pa.RecordBatch.from_arrays([arrays[f.name] for f in PARSED], schema=PARSED)
 
     def _convertible_events(self) -> Iterator[pa.RecordBatch]:
         """Return the batch of the events that convert one by one; quarantine the others as unconvertible.
@@ -335,7 +230,7 @@ def _parse_file(parsers: _Parsers, source_file: str, content: bytes) -> Iterator
     quarantined_at_us = parser.now_ms * 1000
     text, problem = _decode(content, parser.limits.max_file_bytes)
     if problem is not None:
-        yield _unreadable(source_file, len(content), problem, quarantined_at_us)
+        yield unreadable(source_file, len(content), problem, quarantined_at_us)
         return
     starts, ends = split_lines(text)
     numbers = np.arange(1, len(starts) + 1, dtype=np.int64)
@@ -376,12 +271,12 @@ def _accepted_batches(columns: dict[str, pa.ChunkedArray], source_file: str) -> 
     arrays["is_event"] = pa.repeat(pa.scalar(True), n)
     arrays["source_file"] = pa.repeat(pa.scalar(source_file, _STRING), n)
     for name in _REJECTION_ONLY:
-        arrays[name] = pa.nulls(n, _PARSED.field(name).type)
-    batches: list[pa.RecordBatch] = pa.Table.from_arrays([arrays[f.name] for f in _PARSED], schema=_PARSED).to_batches()
+        arrays[name] = pa.nulls(n, PARSED.field(name).type)
+    batches: list[pa.RecordBatch] = pa.Table.from_arrays([arrays[f.name] for f in PARSED], schema=PARSED).to_batches()
     return batches
 
 
-def _unreadable(source_file: str, size: int, problem: str, quarantined_at_us: int) -> pa.RecordBatch:
+def unreadable(source_file: str, size: int, problem: str, quarantined_at_us: int) -> pa.RecordBatch:
     """Return the one quarantine row of a landing file that cannot be read: line 0, no raw text."""
     sink = _Sink(source_file, quarantined_at_us)
     sink.reject(b"", f"{reasons.UNREADABLE_FILE}: {problem}", 0, size=min(size, _MAX_INT32))
@@ -389,7 +284,7 @@ def _unreadable(source_file: str, size: int, problem: str, quarantined_at_us: in
 
 
 @dataclass(frozen=True)
-class _ParseFiles:
+class ParseFiles:
     """The ``mapInArrow`` function: ``(path, content)`` batches in, combined parse batches out.
 
     A picklable object rather than a closure, so what ships to executors is exactly these fields. ``content``
@@ -399,7 +294,7 @@ class _ParseFiles:
 
     limits: LandingConfig
     now_ms: int
-    sources: dict[str, LandingFile]  # Spark's spelling of a path (see _path_key) -> the file and its range
+    sources: dict[str, LandingFile]  # Spark's spelling of a path (see path_key) -> the file and its range
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         def contents() -> Iterator[tuple[LandingFile, bytes, int]]:
@@ -408,7 +303,7 @@ class _ParseFiles:
                 column = batch.column("content")
                 offsets = batch.column("offset").to_pylist() if "offset" in batch.schema.names else None
                 for i, path in enumerate(paths):
-                    f = self.sources.get(_path_key(path)) or LandingFile(path, 0, _EPOCH)
+                    f = self.sources.get(path_key(path)) or LandingFile(path, 0, EPOCH)
                     yield f, column[i].as_py(), offsets[i] if offsets else 0
 
         return self.parse(contents())
@@ -448,147 +343,8 @@ def _parse_range(parsers: _Parsers, f: LandingFile, content: bytes, offset: int)
         yield batch
 
 
-def _path_key(uri: str) -> str:
+def path_key(uri: str) -> str:
     """Return a file's URI in one spelling: Spark writes ``file:/x`` where lakeshard writes ``file:///x``."""
     if uri.startswith("file:"):
         return "file:///" + uri[len("file:") :].lstrip("/")
     return uri
-
-
-def _spark_path(uri: str) -> str:
-    """Return ``uri`` with Hadoop glob characters escaped, so Spark reads the file and not a pattern."""
-    if not any(c in _GLOB_CHARS for c in uri):
-        return uri
-    return "".join("\\" + c if c in _GLOB_CHARS else c for c in uri)
-
-
-# --------------------------------------------------------------------------------------------- reading
-
-
-def read_landing(
-    spark: SparkSession,
-    landing_or_files: str | os.PathLike[str] | Sequence[LandingFile],
-    *,
-    limits: LandingConfig,
-    now_ms: int | None = None,
-) -> LandingBatch:
-    """Return the valid events and the quarantined records of a landing zone (or of given files).
-
-    Every non-blank line of every file ends in exactly one of ``events`` (:data:`EVENT_SCHEMA`) and
-    ``quarantine`` (:data:`QUARANTINE_SCHEMA`); duplicates are kept (dropping them is the writers'
-    job). Rows come in no particular order. Nothing runs until the frames are used; the parse is then
-    cached — release it with :meth:`LandingBatch.release` (or a ``with`` block).
-
-    Args:
-        spark: the session to read with.
-        landing_or_files: a landing root (path or URI, listed with :func:`list_landing_files`) or the
-            exact files to read (e.g. the new ones since the last run).
-        limits: the record format's limits (``LakeshardConfig.landing_format``).
-        now_ms: the clock for the absurd-timestamp check and ``quarantined_at``, in epoch
-            milliseconds; default: now. Pass it to make a read reproducible.
-
-    Raises:
-        LandingReadError: the landing root does not exist.
-        ConfigError: ``limits.earliest_ts`` is not an RFC 3339 timestamp.
-
-    Example::
-
-        batch = read_landing(spark, "/data/landing", limits=load_config().landing_format)
-        batch.events.groupBy("tenant_id").count().show()
-        batch.release()
-    """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    if isinstance(landing_or_files, (str, os.PathLike)):
-        files = list_landing_files(landing_or_files)
-    else:
-        files = list(landing_or_files)
-    clock = int(time.time() * 1000) if now_ms is None else now_ms
-    RecordParser(limits, clock)  # fail on a bad config here, not inside a Spark task
-    if not files:
-        return LandingBatch(
-            events=spark.createDataFrame([], EVENT_SCHEMA),
-            quarantine=spark.createDataFrame([], QUARANTINE_SCHEMA),
-            files=files,
-            now_ms=clock,
-        )
-
-    sources = {_path_key(f.path): f for f in files}
-    contents = spark.read.format("binaryFile").load([_spark_path(f.path) for f in files]).select("path", "content")
-    parsed = contents.mapInArrow(_ParseFiles(limits, clock, sources), _spark_schema()).persist(
-        StorageLevel.MEMORY_AND_DISK_DESER
-    )
-
-    def column(name: str, nullable: bool, default: Any) -> Any:
-        # A filter does not make Spark's schema non-nullable; coalescing with a literal does, and
-        # the default is never used: the parser sets these fields on every row of this side.
-        return F.coalesce(F.col(name), F.lit(default)).alias(name) if not nullable else F.col(name)
-
-    events = parsed.where(F.col("is_event")).select(
-        *[column(f.name, f.nullable, _EPOCH if f.name == "ts" else "") for f in EVENT_SCHEMA.fields]
-    )
-    quarantine = parsed.where(~F.col("is_event")).select(
-        *[column(f.name, f.nullable, "") for f in QUARANTINE_SCHEMA.fields]
-    )
-    return LandingBatch(events=events, quarantine=quarantine, files=files, now_ms=clock, parsed=parsed)
-
-
-def parse_landing_arrow(
-    files: Sequence[LandingFile], *, limits: LandingConfig, now_ms: int | None = None
-) -> tuple[pa.Table, pa.Table]:
-    """Return ``(events, quarantine)`` of these landing files, parsed in this process as Arrow tables.
-
-    The same parse as :func:`read_landing` (the same function over the same bytes, so the same rows and
-    reasons), without Spark: for batches small enough that a Spark job's fixed cost would dominate.
-    ``events`` holds the :data:`EVENT_SCHEMA` columns, ``quarantine`` the :data:`QUARANTINE_SCHEMA` ones
-    (Arrow types as the parse makes them; a store's write casts them to the table's).
-
-    A file that cannot be read here (vanished, permission denied) is one ``unreadable_file`` quarantine
-    row, like a file that cannot be decoded; the other files go on.
-
-    Raises:
-        LandingReadError: a file's location is not understood.
-    """
-    clock = int(time.time() * 1000) if now_ms is None else now_ms
-    parse = _ParseFiles(limits, clock, {_path_key(f.path): f for f in files})
-
-    def parse_files(part: Sequence[LandingFile]) -> list[pa.RecordBatch]:
-        out: list[pa.RecordBatch] = []
-        for f in part:
-            try:
-                with open_landing_file(f.path) as stream:  # exactly the planned bytes
-                    stream.seek(f.start)
-                    content = stream.read() if f.end is None else stream.read(f.end - f.start)
-            except (OSError, pa.ArrowException) as exc:
-                # Vanished, permission denied, a directory: the file is quarantined and the batch goes on.
-                problem = f"cannot read the file ({exc})"
-                out.append(_unreadable(f.path, f.size_bytes, problem, clock * 1000))
-                continue
-            out.extend(parse.parse([(f, content, f.start)]))
-        return out
-
-    parts = split_by_bytes(files, parse_threads(files))
-    if len(parts) == 1:
-        batches = parse_files(parts[0])
-    else:
-        # Arrow's JSON reader and compute kernels release the GIL: files parsed on a thread per core, the
-        # batches kept in file order (the result does not depend on the split).
-        with ThreadPoolExecutor(len(parts), thread_name_prefix="landing-parse") as pool:
-            batches = [b for out in pool.map(parse_files, parts) for b in out]
-    # The parse yields each batch all events or all rejections: split by batch, without copying a column.
-    kinds = [(b, b.num_rows and b.column(0)[0].as_py()) for b in batches]
-    events = pa.Table.from_batches([b for b, is_event in kinds if is_event], schema=_PARSED)
-    quarantine = pa.Table.from_batches([b for b, is_event in kinds if not is_event], schema=_PARSED)
-    return (events.select([f.name for f in EVENT_SCHEMA.fields]),
-            quarantine.select([f.name for f in QUARANTINE_SCHEMA.fields]))
-
-
-def _spark_schema() -> Any:
-    """Return the Spark schema of the combined parse (every column nullable but ``is_event``)."""
-    from pyspark.sql.types import BooleanType, StructField, StructType
-
-    by_name = {f.name: f.dataType for f in [*EVENT_SCHEMA.fields, *QUARANTINE_SCHEMA.fields]}
-    fields = [StructField("is_event", BooleanType(), nullable=False)]
-    fields += [StructField(f.name, by_name[f.name], nullable=True) for f in _PARSED if f.name != "is_event"]
-    return StructType(fields)
