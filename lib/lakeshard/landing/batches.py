@@ -17,12 +17,16 @@ Lines, decided here because docs/design.md is silent:
 * compression is recognised by the gzip magic bytes, not by the name (a mislabelled file still reads);
   concatenated gzip members are read as one stream.
 
-Files, decided here because docs/design.md is silent: a file is read whole or quarantined whole. A file
-that cannot be read — a corrupt or truncated gzip stream, more than ``max_file_bytes`` once
-decompressed, or (on the in-driver path) vanished or not readable — gives one ``unreadable_file``
-quarantine row (``line_number`` 0, empty ``raw``, ``size_bytes`` the file's stored size) and none of its
-lines; the other files of the batch go on. Keeping the lines before the damage would make a file still
-being written (a truncated gzip) land in pieces, once now and again when it changes.
+Files, decided here because docs/design.md is silent: a file that cannot be read at all — more than
+``max_file_bytes`` once decompressed, or (on the in-driver path) vanished or not readable — gives one
+``unreadable_file`` quarantine row (``line_number`` 0, empty ``raw``, ``size_bytes`` the file's stored size) and
+none of its lines; the other files of the batch go on. A damaged gzip file (cut short, a member zlib refuses,
+garbage after its last member) gives up every record before the damage: its whole members and the complete lines
+decoded before the damage are parsed as usual, and the rest is one ``unreadable_file`` row on the line it begins
+on, naming its compressed byte range and holding its decompressed bytes (``raw``, ``size_bytes``). A producer that
+stopped mid-write costs only what it did not finish. A gzip file still being written is not read before it is
+settled (:mod:`lakeshard.routing.lifecycle` holds it back), and a replay reads the same bytes (the plan's
+checksum), so it reaches the same verdict.
 
 Every non-blank line of a readable file becomes exactly one row: an event, or a rejection with its
 reason. Should Arrow refuse a value the parser accepted (a parser gap), the rows that do not convert
@@ -44,7 +48,7 @@ import pyarrow.compute as pc
 
 from lakeshard.config import LandingConfig
 from lakeshard.landing import reasons
-from lakeshard.landing.gzip import GZIP_HEADER_BYTES, gunzip, is_gzip
+from lakeshard.landing.gzip import GZIP_HEADER_BYTES, GzipDamage, gunzip, is_gzip
 from lakeshard.landing.listing import LandingFile, content_checksum
 from lakeshard.landing.parse import EventFields, RecordParser
 from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES
@@ -98,17 +102,20 @@ _REJECTION_ONLY = ("raw", "raw_truncated", "reason", "category", "quarantined_at
 
 
 
-def _decode(content: bytes, limit: int) -> tuple[bytes, str | None]:
-    """Return a landing file's text bytes (gunzipped, BOM dropped), or ``b""`` and why it cannot be read."""
+def _decode(content: bytes, limit: int) -> tuple[bytes, GzipDamage | None, str | None]:
+    """Return a landing file's text bytes (gunzipped, BOM dropped), where a gzip stream's damage begins (None: it
+    has none), and why the file cannot be read at all (then the text is ``b""``)."""
+    damage = None
     if is_gzip(content[:GZIP_HEADER_BYTES]):
-        content, problem = gunzip(content, limit)
-        if problem is not None:
-            return b"", problem
+        got = gunzip(content, limit)
+        if got.problem is not None:
+            return b"", None, got.problem
+        content, damage = got.text, got.damage
     elif len(content) > limit:
-        return b"", f"file holds more than landing_format.max_file_bytes = {limit} bytes ({len(content)})"
+        return b"", None, f"file holds more than landing_format.max_file_bytes = {limit} bytes ({len(content)})"
     if content.startswith(_UTF8_BOM):
         content = content[len(_UTF8_BOM) :]
-    return content, None
+    return content, damage, None
 
 
 def _raw_text(line: bytes) -> tuple[str, bool]:
@@ -222,16 +229,23 @@ def _parse_file(parsers: _Parsers, source_file: str, content: bytes) -> Iterator
     """Return Arrow batches (the combined event/rejection layout) of one landing file's bytes.
 
     Lines go by blocks through the vectorised parser (:mod:`lakeshard.landing.vector`); the lines it does not
-    accept go one by one through the exact rules, which word every rejection. A file that cannot be decoded
-    (corrupt or truncated gzip, more than ``max_file_bytes``) gives one ``unreadable_file`` row (line 0) and
-    none of its lines: a file is read whole or quarantined whole.
+    accept go one by one through the exact rules, which word every rejection. A file past ``max_file_bytes``
+    gives one ``unreadable_file`` row (line 0) and none of its lines; a damaged gzip file gives its complete lines
+    before the damage, then one ``unreadable_file`` row for the rest (see the module's docstring).
     """
     parser, blocks = parsers
     quarantined_at_us = parser.now_ms * 1000
-    text, problem = _decode(content, parser.limits.max_file_bytes)
+    text, damage, problem = _decode(content, parser.limits.max_file_bytes)
     if problem is not None:
         yield unreadable(source_file, len(content), problem, quarantined_at_us)
         return
+    rest_head, rest_bytes = b"", 0
+    if damage is not None:  # the complete lines before the damage are parsed; the rest is one row
+        complete = text.rfind(b"\n") + 1
+        keep = QUARANTINE_RAW_LIMIT_BYTES + 4  # what raw can hold, and the bytes its cut looks back over
+        rest_head = (text[complete : complete + keep] + damage.untrusted[:keep])[:keep]
+        rest_bytes = len(text) - complete + len(damage.untrusted)
+        text = text[:complete]
     starts, ends = split_lines(text)
     numbers = np.arange(1, len(starts) + 1, dtype=np.int64)
     check = parser.check
@@ -250,6 +264,8 @@ def _parse_file(parsers: _Parsers, source_file: str, content: bytes) -> Iterator
             else:
                 sink.event(fields, line, i + 1)
         yield from sink.batches()
+    if damage is not None:
+        yield _damaged_rest(source_file, damage, rest_head, rest_bytes, text.count(b"\n") + 1, quarantined_at_us)
 
 
 def _blocks(lengths: npt.NDArray[np.int64]) -> Iterator[tuple[int, int]]:
@@ -280,6 +296,23 @@ def unreadable(source_file: str, size: int, problem: str, quarantined_at_us: int
     """Return the one quarantine row of a landing file that cannot be read: line 0, no raw text."""
     sink = _Sink(source_file, quarantined_at_us)
     sink.reject(b"", f"{reasons.UNREADABLE_FILE}: {problem}", 0, size=min(size, _MAX_INT32))
+    return next(sink.batches())
+
+
+def _damaged_rest(source_file: str, damage: GzipDamage, head: bytes, size: int, line_number: int,
+                  quarantined_at_us: int) -> pa.RecordBatch:
+    """Return the one quarantine row of a gzip file's damaged rest: its compressed byte range and why in the reason,
+    its ``size`` decompressed bytes (the unfinished line, and what a refused member decoded to) in ``size_bytes`` and,
+    from their ``head``, in ``raw``; ``line_number`` the line it begins on."""
+    where = f"compressed bytes [{damage.start}, {damage.end})"
+    if damage.truncated:
+        what = f"gzip stream is truncated: {where} end inside a gzip member"
+    else:
+        what = f"gzip stream is corrupt: {where} begin with a gzip member zlib refuses ({damage.detail})"
+    reason = (f"{reasons.UNREADABLE_FILE}: {what}; the {size} decompressed bytes from line {line_number} on "
+              "are not routed")
+    sink = _Sink(source_file, quarantined_at_us)
+    sink.reject(head, reason, line_number, size=min(size, _MAX_INT32))
     return next(sink.batches())
 
 
