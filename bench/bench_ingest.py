@@ -156,7 +156,7 @@ def run_delta_rs(landing: Path, work: Path, mb: float, unique: int) -> dict[str,
     from deltalake import write_deltalake
 
     from lakeshard.config import LandingConfig
-    from lakeshard.landing.reader import list_landing_files, parse_landing_arrow
+    from lakeshard.landing import list_landing_files, parse_landing_arrow
 
     out = work / "delta_rs"
     start = time.perf_counter()
@@ -177,7 +177,7 @@ def run_floor(landing: Path, work: Path, mb: float, unique: int) -> dict[str, An
     from lakeshard.config import LandingConfig
     from lakeshard.dedupe.keyhash import key_hashes
     from lakeshard.lake.protocol.partitions import write_partitioned
-    from lakeshard.landing.reader import list_landing_files, parse_landing_arrow
+    from lakeshard.landing import list_landing_files, parse_landing_arrow
     from lakeshard.tables import EVENTS_SORT_COLUMNS
 
     out = work / "floor"

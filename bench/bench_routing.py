@@ -39,7 +39,7 @@ from typing import Any
 
 from lakeshard.config import load_config
 from lakeshard.lake import open_store
-from lakeshard.landing.reader import read_landing
+from lakeshard.landing import read_landing
 from lakeshard.landing.schema import EVENT_SCHEMA
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.placement import first_shard

@@ -1,6 +1,6 @@
 """Where the landing parse's CPU goes, by phase, on a generated zone (no Spark, no Delta).
 
-Parses every file of a landing zone with :func:`lakeshard.landing.reader.parse_landing_arrow` (the driver path of
+Parses every file of a landing zone with :func:`lakeshard.landing.parse_landing_arrow` (the driver path of
 ``lakeshard ingest``) with each phase wrapped in a timer that counts exclusive CPU time (a phase's own time minus
 the phases nested in it), hashes the event ids as routing does, and prints the CPU seconds per phase, the bytes
 Arrow's JSON reader was handed (failed blocks re-read included) and the parse's MB/s. The timers patch functions of
@@ -23,11 +23,12 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-import lakeshard.landing.reader as reader
+import lakeshard.landing.batches as batches
+import lakeshard.landing.driver as driver
 import lakeshard.landing.vector as vector
 from lakeshard.config import LandingConfig
+from lakeshard.landing.listing import list_landing_files
 from lakeshard.landing.parse import RecordParser
-from lakeshard.landing.reader import list_landing_files
 from lakeshard.routing.hashing import event_hashes
 
 _stack: list[list[float]] = []  # per open phase: [started, CPU spent in nested phases]
@@ -65,8 +66,8 @@ def _instrument() -> None:
     for name, label in (("match_substring_regex", "regex passes"), ("extract_regex", "regex passes")):
         setattr(pc, name, _timed(label, getattr(pc, name)))
     phases: tuple[tuple[Any, str, str], ...] = (
-        (reader, "_decode", "file decode"),
-        (reader, "split_lines", "line split"),
+        (batches, "_decode", "file decode"),
+        (batches, "split_lines", "line split"),
         (vector, "_utf8_lines", "utf-8 check"),
         (vector.BlockParser, "_arrow_parts", "block take / re-read bookkeeping"),
         (vector.BlockParser, "_accept", "column checks"),
@@ -75,10 +76,10 @@ def _instrument() -> None:
         (vector, "_runs", "block assembly (concat, take)"),
         (vector.BlockParser, "parse", "block assembly (concat, take)"),
         (RecordParser, "check", "exact per-record rules"),
-        (reader._Sink, "batches", "batch building (exact lines)"),
-        (reader, "_accepted_batches", "batch building (accepted)"),
-        (reader, "_parse_file", "file loop"),
-        (reader, "parse_landing_arrow", "file read + table split"),
+        (batches._Sink, "batches", "batch building (exact lines)"),
+        (batches, "_accepted_batches", "batch building (accepted)"),
+        (batches, "_parse_file", "file loop"),
+        (driver, "parse_landing_arrow", "file read + table split"),
     )
     for owner, name, label in phases:
         setattr(owner, name, _timed(label, getattr(owner, name)))
@@ -95,7 +96,7 @@ def main() -> None:
     files = list_landing_files(args.landing)
     size = sum(f.size_bytes for f in files)
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    events, quarantine = reader.parse_landing_arrow(files, limits=LandingConfig(), now_ms=int(time.time() * 1000))
+    events, quarantine = driver.parse_landing_arrow(files, limits=LandingConfig(), now_ms=int(time.time() * 1000))
     cpu_parse = time.process_time() - cpu0
     hashed = _timed("event id hashing", event_hashes)(events.column("event_id"), 1)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0

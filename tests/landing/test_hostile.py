@@ -16,8 +16,9 @@ import pytest
 
 from lakeshard.config import LandingConfig, load_config
 from lakeshard.errors import ConfigError
-from lakeshard.landing import reasons
-from lakeshard.landing.reader import _gunzip, _Sink, list_landing_files, parse_landing_arrow, read_landing
+from lakeshard.landing import list_landing_files, parse_landing_arrow, read_landing, reasons
+from lakeshard.landing.batches import _Sink
+from lakeshard.landing.gzip import Gunzipped, gunzip
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,17 +98,23 @@ def test_the_column_builder_quarantines_rows_it_cannot_convert() -> None:
 def test_gunzip_stops_at_the_bound_and_names_what_broke() -> None:
     body = ok_lines(0, 500)
     whole = gzip.compress(body)
-    assert _gunzip(whole, len(body)) == (body, None)
-    assert _gunzip(whole + whole + b"\0\0", 2 * len(body)) == (body + body, None)
-    data, why = _gunzip(whole + whole, 2 * len(body) - 1)
-    assert data == b"" and why is not None and "landing_format.max_file_bytes" in why
+    assert gunzip(whole, len(body)) == Gunzipped(body)
+    assert gunzip(whole + whole + b"\0\0", 2 * len(body)) == Gunzipped(body + body)
+    got = gunzip(whole + whole, 2 * len(body) - 1)
+    assert got.text == b"" and got.problem is not None and "landing_format.max_file_bytes" in got.problem
     bomb = zlib.compress(b"\n" * (64 << 20), 9)  # a zlib stream is no gzip: the header is checked
-    assert _gunzip(b"\x1f\x8b" + bomb, 1 << 30)[1] is not None
+    got = gunzip(b"\x1f\x8b" + bomb, 1 << 30)
+    assert got.text == b"" and got.damage is not None and not got.damage.truncated and got.damage.start == 0
     corrupt = whole[:20] + bytes(b ^ 0x5A for b in whole[20:40]) + whole[40:]
-    data, why = _gunzip(corrupt, 1 << 30)
-    assert data == b"" and why is not None and why.startswith("gzip stream is corrupt")
-    data, why = _gunzip(whole[: len(whole) // 2], 1 << 30)
-    assert data == b"" and why is not None and why.startswith("gzip stream is truncated")
+    got = gunzip(corrupt, 1 << 30)  # a member zlib refuses keeps nothing, and the stream stops there
+    assert got.text == b"" and got.damage is not None and (got.damage.start, got.damage.end) == (0, len(corrupt))
+    assert not got.damage.truncated and got.damage.detail
+    got = gunzip(whole + corrupt, 1 << 30)
+    assert got.text == body and got.damage is not None and got.damage.start == len(whole)
+    half = whole[: len(whole) // 2]
+    got = gunzip(half, 1 << 30)  # a member cut short keeps what it decodes to: a prefix of what was written
+    assert got.text and body.startswith(got.text) and got.problem is None
+    assert got.damage is not None and got.damage.truncated and (got.damage.start, got.damage.end) == (0, len(half))
 
 
 def hostile_zone(root: Path) -> dict[str, str]:
@@ -123,10 +130,13 @@ def hostile_zone(root: Path) -> dict[str, str]:
     (root / "g-too-big.jsonl").write_bytes(ok_lines(5000, BOUND // 40 + 10))
     (root / "h-exactly-the-bound.jsonl").write_bytes(b"\n" * BOUND)
     (root / "i-good-after.jsonl").write_bytes(ok_lines(300, 5))
-    return {"d-truncated.json.gz": "unreadable_file: gzip stream is truncated",
-            "e-corrupt.json.gz": "unreadable_file: gzip stream is corrupt",
-            "f-bomb.json.gz": "unreadable_file: decompresses to more than",
+    return {"f-bomb.json.gz": "unreadable_file: decompresses to more than",
             "g-too-big.jsonl": "unreadable_file: file holds more than"}
+
+
+def intact_lines(data: bytes) -> int:
+    """Return how many complete lines a gzip stream of one member cut short decodes to (one plain zlib call)."""
+    return zlib.decompressobj(wbits=31).decompress(data).count(b"\n")
 
 
 def test_unreadable_files_are_quarantined_whole_and_the_other_files_go_on(tmp_path: Path) -> None:
@@ -144,9 +154,19 @@ def test_unreadable_files_are_quarantined_whole_and_the_other_files_go_on(tmp_pa
     assert by_name["vanished.jsonl"]["reason"].startswith("unreadable_file: cannot read the file")
     for row in whole_file:
         assert row["category"] == reasons.UNREADABLE_FILE and row["raw"] == ""
-    # None of an unreadable file's lines are kept; every other file is read whole.
+    # None of an unreadable file's lines are kept; every other file is read whole, a damaged gzip up to the damage.
     event_files = {Path(p).name for p in events.column("source_file").to_pylist()}
-    assert event_files == {"a-good.jsonl", "b-hostile.jsonl", "c-good.json.gz", "i-good-after.jsonl"}
+    assert event_files == {"a-good.jsonl", "b-hostile.jsonl", "c-good.json.gz", "d-truncated.json.gz",
+                           "i-good-after.jsonl"}
+    kept = intact_lines((tmp_path / "landing" / "d-truncated.json.gz").read_bytes())
+    assert [Path(p).name for p in events.column("source_file").to_pylist()].count("d-truncated.json.gz") == kept
+    damaged = {Path(r["source_file"]).name: r for r in quarantine.to_pylist() if r["line_number"] > 0
+               and r["category"] == reasons.UNREADABLE_FILE}
+    assert set(damaged) == {"d-truncated.json.gz", "e-corrupt.json.gz"}
+    assert damaged["d-truncated.json.gz"]["line_number"] == kept + 1
+    assert damaged["d-truncated.json.gz"]["reason"].startswith("unreadable_file: gzip stream is truncated")
+    assert damaged["e-corrupt.json.gz"]["line_number"] == 1  # its one member is refused: nothing before it
+    assert damaged["e-corrupt.json.gz"]["reason"].startswith("unreadable_file: gzip stream is corrupt")
     assert len([p for p in events.column("source_file").to_pylist() if p.endswith("good-after.jsonl")]) == 5
 
 
@@ -182,7 +202,8 @@ def test_the_driver_and_spark_paths_agree_on_a_hostile_zone(spark: SparkSession,
         spark_quarantine = [r.asDict() for r in batch.quarantine.collect()]
     assert canonical(spark_events) == canonical(events.to_pylist())
     assert canonical(spark_quarantine) == canonical(quarantine.to_pylist())
-    assert (events.num_rows, quarantine.num_rows) == (50 + 50 + 5 + 5, 9 + 4)
+    kept = intact_lines((tmp_path / "landing" / "d-truncated.json.gz").read_bytes())
+    assert (events.num_rows, quarantine.num_rows) == (50 + 50 + kept + 5 + 5, 9 + 4)
 
 
 def test_nesting_around_the_recursion_limit_is_an_event_or_invalid_json(tmp_path: Path) -> None:

@@ -21,9 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakeshard.config import LandingConfig, load_config
-from lakeshard.landing import reasons
-from lakeshard.landing.listing import GZIP_HEADER_BYTES, is_gzip
-from lakeshard.landing.reader import list_landing_files, parse_landing_arrow
+from lakeshard.landing import list_landing_files, parse_landing_arrow, reasons
+from lakeshard.landing.gzip import GZIP_HEADER_BYTES, is_gzip
 from lakeshard.routing.router import QUARANTINE, ROUTED, Router
 
 if TYPE_CHECKING:

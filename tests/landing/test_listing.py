@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lakeshard.landing.reader import list_landing_files, scan_landing
+from lakeshard.landing.listing import list_landing_files, scan_landing
 
 
 def _uri(path: Path) -> str:

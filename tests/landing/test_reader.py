@@ -1,4 +1,4 @@
-"""Tests of lakeshard.landing.reader on a generated landing zone: every record ends in exactly one place,
+"""Tests of lakeshard.landing's readers on a generated landing zone: every record ends in exactly one place,
 and what lands as events is exactly the generator's ground truth."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lakeshard.config import LandingConfig
-from lakeshard.landing import reasons
+from lakeshard.landing import list_landing_files, parse_landing_arrow, read_landing, reasons
+from lakeshard.landing.batches import _raw_text
 from lakeshard.landing.errors import LandingReadError
-from lakeshard.landing.reader import _raw_text, list_landing_files, parse_landing_arrow, read_landing
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 from lakeshard.synth import Manifest, SynthSpec, generate_landing, read_truth_events
 
@@ -189,7 +189,7 @@ def test_a_plain_file_whose_first_line_starts_with_the_gzip_magic_bytes_is_read_
                                                              quarantine.column("line_number").to_pylist(),
                                                              quarantine.column("reason").to_pylist(), strict=True)}
     assert rows == {("binary-first.jsonl", 1, reasons.INVALID_JSON),
-                    ("magic-and-method.jsonl", 0, reasons.UNREADABLE_FILE)}
+                    ("magic-and-method.jsonl", 1, reasons.UNREADABLE_FILE)}
 
 
 def test_line_endings_blank_lines_bom_gzip_and_odd_names(spark: SparkSession, tmp_path: Path) -> None:
@@ -200,7 +200,7 @@ def test_line_endings_blank_lines_bom_gzip_and_odd_names(spark: SparkSession, tm
     # Two gzip members (concatenated files) with zero padding after them, and a gzip file named .json.
     (tmp_path / "multi.json.gz").write_bytes(gzip.compress(ok % 4 + b"\n") + gzip.compress(ok % 5 + b"\n") + b"\0" * 8)
     (tmp_path / "mislabelled.json").write_bytes(gzip.compress(ok % 6 + b"\n"))
-    # A gzip file cut short (often one still being written): quarantined whole as one file-level row.
+    # A gzip file cut short (a producer stopped mid-write): its complete lines are read, the rest is one row.
     whole = gzip.compress(b"".join(ok % i + b"\n" for i in range(100, 400)))
     (tmp_path / "truncated.json.gz").write_bytes(whole[: len(whole) * 2 // 3])
     (tmp_path / "empty.jsonl").write_bytes(b"")
@@ -219,10 +219,11 @@ def test_line_endings_blank_lines_bom_gzip_and_odd_names(spark: SparkSession, tm
     assert {r["event_id"] for k, r in events.items() if k[0] == "multi.json.gz"} == {"4", "5"}
     assert {r["event_id"] for k, r in events.items() if k[0] == "mislabelled.json"} == {"6"}
 
-    assert not [k for k in events if k[0] == "truncated.json.gz"]
+    cut_events = sorted(k[1] for k in events if k[0] == "truncated.json.gz")
     cut_rows = [(k[1], r["reason"]) for k, r in quarantine.items() if k[0] == "truncated.json.gz"]
-    assert len(cut_rows) == 1 and cut_rows[0][0] == 0
-    assert cut_rows[0][1].startswith("unreadable_file: gzip stream is truncated")
+    assert len(cut_rows) == 1 and cut_events == list(range(1, cut_rows[0][0])) and len(cut_events) >= 100
+    size = (tmp_path / "truncated.json.gz").stat().st_size
+    assert cut_rows[0][1].startswith(f"unreadable_file: gzip stream is truncated: compressed bytes [0, {size})")
 
 
 def test_quarantined_raw_is_cut_on_a_character_boundary() -> None:
@@ -256,17 +257,17 @@ def test_the_driver_parse_on_threads_gives_the_rows_of_one_thread_in_the_same_or
         landed: Landed, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch's files are parsed on a thread per core; a file that cannot be read mid-batch is quarantined in
     its place. Whatever the split, the events and rejections are the one-thread parse's, row for row."""
-    from lakeshard.landing import reader
+    from lakeshard.landing import driver
     from lakeshard.landing.listing import LandingFile
 
     files = list_landing_files(landed.root)
     files.insert(len(files) // 2, LandingFile(f"file://{landed.root}/vanished.jsonl", 10, EPOCH))
-    monkeypatch.setattr(reader, "parse_threads", lambda _files: 1)
+    monkeypatch.setattr(driver, "parse_threads", lambda _files: 1)
     alone = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms)
     split: list[list[str]] = []
-    real_split = reader.split_by_bytes
-    monkeypatch.setattr(reader, "parse_threads", lambda _files: threads)
-    monkeypatch.setattr(reader, "split_by_bytes",
+    real_split = driver.split_by_bytes
+    monkeypatch.setattr(driver, "parse_threads", lambda _files: threads)
+    monkeypatch.setattr(driver, "split_by_bytes",
                         lambda fs, n: split.append([f.path for f in fs]) or real_split(fs, n))
     together = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms)
     assert split, "the parse did not split the batch"

@@ -21,9 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakeshard.config import LandingConfig
-from lakeshard.landing import reasons
+from lakeshard.landing import list_landing_files, parse_landing_arrow, reasons
 from lakeshard.landing.parse import RecordParser
-from lakeshard.landing.reader import list_landing_files, parse_landing_arrow
 from lakeshard.landing.vector import BlockParser, split_lines
 from lakeshard.synth.malformed import BAD_WEIGHTS, base_record, malformed_line
 

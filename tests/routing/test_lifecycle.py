@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.lake import TableStore
-from lakeshard.landing import reader
+from lakeshard.landing import driver, listing, spark_reader
 from lakeshard.routing.router import (
     LANDING_BATCHES,
     LANDING_BATCHES_SCHEMA,
@@ -155,7 +155,8 @@ def test_a_replay_on_a_later_clock_reaches_the_first_attempts_verdicts(
     assert sorted(_routed_ids(store, cfg)) == ["e0", "e2"]
 
     later = time.time() + 7200  # the wall clock two hours on: the record would now be within the bound
-    monkeypatch.setattr(reader, "time", SimpleNamespace(time=lambda: later))
+    for reader in (driver, spark_reader):  # the clock of both parse paths
+        monkeypatch.setattr(reader, "time", SimpleNamespace(time=lambda: later))
     reports = Router(spark, store, cfg, clock=lambda: datetime.fromtimestamp(later, UTC)).run()
     assert [r.replayed for r in reports] == [True]
     assert sorted(_routed_ids(store, cfg)) == ["e0", "e2"]
@@ -176,7 +177,7 @@ def test_a_batch_plan_table_made_before_byte_ranges_keeps_working(
     old_names = ["batch", "path", "size_bytes", "mtime", "planned_at"]
     uri = cfg.table_uri(LANDING_BATCHES)
     store.create(uri, StructType([f for f in LANDING_BATCHES_SCHEMA.fields if f.name in old_names]))
-    listed = {f.path: f for f in reader.list_landing_files(landing)}
+    listed = {f.path: f for f in listing.list_landing_files(landing)}
     import pyarrow as pa
 
     ts = pa.timestamp("us", tz="UTC")

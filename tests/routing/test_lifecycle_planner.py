@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakeshard.landing.reader import LandingFile, content_checksum
+from lakeshard.landing.listing import LandingFile, content_checksum
 from lakeshard.routing.lifecycle import Consumed, HeldBack, PlannedRange, next_range
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,7 +13,7 @@ from pyspark.sql.types import StructType
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.lake import TableStore
-from lakeshard.landing.reader import list_landing_files, parse_landing_arrow
+from lakeshard.landing import list_landing_files, parse_landing_arrow
 from lakeshard.routing.allocator import ShardAllocator, plan_placements
 from lakeshard.routing.hashing import HASH_MMH3, HASH_XXHASH64
 from lakeshard.routing.placement import window_of
@@ -108,7 +108,7 @@ def test_route_conserves_records_and_keeps_locality(
 def test_routing_twice_gives_the_same_shards(
     spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest]
 ) -> None:
-    from lakeshard.landing.reader import read_landing
+    from lakeshard.landing import read_landing
 
     path, _ = landing
     cfg = _cfg(tmp_path, path)

@@ -48,7 +48,7 @@ from lakeshard.versions.chunks import rows_in
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakeshard.landing.reader import LandingFile
+    from lakeshard.landing.listing import LandingFile
 
 __all__ = [
     "BUCKETS",
@@ -257,7 +257,8 @@ class Completionist:
     def _landing_buckets(self, files: Sequence[LandingFile]) -> set[Bucket]:
         """Return the buckets the unconsumed landing files hold events of (they are parsed: we can look)."""
         from lakeshard.buckets.late import event_hour
-        from lakeshard.landing.reader import parse_landing_arrow, read_landing
+        from lakeshard.landing.driver import parse_landing_arrow
+        from lakeshard.landing.spark_reader import read_landing
 
         if not files:
             return set()

@@ -21,8 +21,15 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from lakeshard.landing.driver import (
+        parse_landing_arrow,
+    )
     from lakeshard.landing.errors import (
         LandingReadError,
+    )
+    from lakeshard.landing.listing import (
+        LandingFile,
+        list_landing_files,
     )
     from lakeshard.landing.parse import (
         ParsedEvent,
@@ -31,16 +38,13 @@ if TYPE_CHECKING:
         is_blank,
         parse_record,
     )
-    from lakeshard.landing.reader import (
-        LandingBatch,
-        LandingFile,
-        list_landing_files,
-        parse_landing_arrow,
-        read_landing,
-    )
     from lakeshard.landing.schema import (
         EVENT_SCHEMA,
         QUARANTINE_SCHEMA,
+    )
+    from lakeshard.landing.spark_reader import (
+        LandingBatch,
+        read_landing,
     )
 
 

@@ -20,12 +20,10 @@ from lakeshard.landing.errors import LandingReadError
 from lakeshard.utc import aware
 
 __all__ = [
-    "GZIP_HEADER_BYTES",
     "LANDING_SUFFIXES",
     "LandingFile",
     "LandingScan",
     "content_checksum",
-    "is_gzip",
     "list_landing_files",
     "open_landing_file",
     "scan_landing",
@@ -75,18 +73,6 @@ class LandingScan:
 
     files: list[LandingFile]
     dangling: list[str] = field(default_factory=list)  # URIs of links with a landing name and no target
-
-
-GZIP_HEADER_BYTES = 4
-"""How many leading bytes :func:`is_gzip` looks at."""
-
-
-def is_gzip(head: bytes) -> bool:
-    """Return True when ``head`` (a file's first bytes) opens a gzip stream: the magic bytes, deflate as the method
-    and no reserved flag set (RFC 1952). Compression is recognised by content, not by name, and the method and
-    flag checks keep a plain file whose first line happens to start with the two magic bytes a plain file."""
-    return (len(head) >= GZIP_HEADER_BYTES and head[:3] == b"\x1f\x8b\x08"
-            and head[3] & 0xE0 == 0)
 
 
 def content_checksum(data: bytes) -> str:

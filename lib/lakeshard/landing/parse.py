@@ -1,6 +1,6 @@
 """Parse one landing line into a valid event or a quarantine rejection (docs/design.md §2), in pure Python.
 
-These are the exact rules of what a valid landing record is. The reader (:mod:`lakeshard.landing.reader`)
+These are the exact rules of what a valid landing record is. The parse of a file (:mod:`lakeshard.landing.batches`)
 parses blocks of lines with Arrow (:mod:`lakeshard.landing.vector`), which only accepts lines every rule below
 holds for, and calls these rules for every other line: every quarantine reason is worded here.
 

@@ -40,8 +40,9 @@ WRITE_FAILED = "write_failed"
 # Not a parse rule either: a landing file no longer holds the bytes its batch plan recorded (it was rewritten
 # between planning and reading); the change itself is routed as a rewritten file by a later batch.
 FILE_CHANGED = "file_changed"
-# a whole landing file that could not be read (corrupt or truncated gzip, expanding past
-# landing_format.max_file_bytes, vanished, permission denied): one row, line_number 0, none of its lines kept;
+# a whole landing file that could not be read (expanding past landing_format.max_file_bytes, vanished, permission
+# denied): one row, line_number 0, none of its lines kept; or the damaged rest of a gzip file (cut short, corrupt):
+# one row on the line it begins on, naming its compressed byte range, after the complete lines before it;
 UNREADABLE_FILE = "unreadable_file"
 # a record the parser accepted that still could not be turned into Arrow columns: a parser gap, kept
 # visible as its own category instead of failing the batch.

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -32,12 +31,11 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from lakeshard.landing.gzip import GZIP_HEADER_BYTES, gzip_stream_ends, is_gzip
 from lakeshard.landing.listing import (
-    GZIP_HEADER_BYTES,
     LandingFile,
     LandingScan,
     content_checksum,
-    is_gzip,
     open_landing_file,
 )
 
@@ -111,34 +109,6 @@ def _is_whole_record(tail: bytes) -> bool:
         return False
 
 
-def _gzip_ends(read: Read, size: int) -> bool:
-    """Return whether a gzip file's bytes end its last stream (a producer still writing it leaves one open)."""
-    stream = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    ended = False
-    offset = 0
-    while offset < size:
-        chunk = read(offset, min(_CHUNK, size - offset))
-        if not chunk:
-            break
-        offset += len(chunk)
-        while chunk:
-            if ended:  # bytes after a whole stream: the next member, or padding gzip(1) tolerates
-                if not chunk.strip(b"\x00"):
-                    break
-                stream, ended = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS), False
-            try:
-                while True:  # the output is dropped: bounded steps keep a highly compressed file cheap
-                    out = stream.decompress(chunk, _CHUNK)
-                    chunk = stream.unconsumed_tail
-                    if stream.eof or (not chunk and len(out) < _CHUNK):
-                        break
-            except zlib.error:
-                return True  # damaged, not unfinished: the parse quarantines it with the reason
-            if stream.eof:
-                ended, chunk = True, stream.unused_data
-    return ended
-
-
 def _start_of(f: LandingFile, last: Consumed | None, read: Read, gzip: bool) -> tuple[int, int, bool]:
     """Return ``(start, first_line, rewritten)``: where the next range of ``f`` begins, or ``start == -1`` when
     the file holds nothing new."""
@@ -172,7 +142,7 @@ def next_range(f: LandingFile, last: Consumed | None, read: Read, *, now: dateti
         return None
     settled = _settled(f, now, settle_seconds)
     if gzip:
-        if not settled and not _gzip_ends(read, f.size_bytes):
+        if not settled and not gzip_stream_ends(read, f.size_bytes):
             return HeldBack(f.path, f.size_bytes, "gzip stream still being written")
         end = f.size_bytes
     else:

@@ -34,8 +34,10 @@ import pyarrow.compute as pc
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
-from lakeshard.landing.reader import LandingFile, parse_landing_arrow, read_landing, scan_landing
+from lakeshard.landing.driver import parse_landing_arrow
+from lakeshard.landing.listing import LandingFile, scan_landing
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+from lakeshard.landing.spark_reader import read_landing
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.consumed import ConsumedRanges, consumed_landing
 from lakeshard.routing.hashing import event_hash_column, event_hashes

@@ -1,0 +1,73 @@
+"""Parse landing files in this process, without Spark: the driver path of a batch small enough that a Spark
+job's fixed cost would dominate.
+
+:func:`parse_landing_arrow` reads each file's planned bytes and runs the parse of :mod:`lakeshard.landing.batches` over
+them, the same as :func:`lakeshard.landing.read_landing` runs inside Spark, so both give the same rows and reasons. A
+batch of 4 MiB or more is spread over threads (:mod:`lakeshard.landing.threads`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+
+from lakeshard.config import LandingConfig
+from lakeshard.landing.batches import PARSED, ParseFiles, path_key, unreadable
+from lakeshard.landing.listing import LandingFile, open_landing_file
+from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+from lakeshard.landing.threads import parse_threads, split_by_bytes
+
+__all__ = ["parse_landing_arrow"]
+
+
+def parse_landing_arrow(
+    files: Sequence[LandingFile], *, limits: LandingConfig, now_ms: int | None = None
+) -> tuple[pa.Table, pa.Table]:
+    """Return ``(events, quarantine)`` of these landing files, parsed in this process as Arrow tables.
+
+    The same parse as :func:`read_landing` (the same function over the same bytes, so the same rows and
+    reasons), without Spark: for batches small enough that a Spark job's fixed cost would dominate.
+    ``events`` holds the :data:`EVENT_SCHEMA` columns, ``quarantine`` the :data:`QUARANTINE_SCHEMA` ones
+    (Arrow types as the parse makes them; a store's write casts them to the table's).
+
+    A file that cannot be read here (vanished, permission denied) is one ``unreadable_file`` quarantine
+    row, like a file that cannot be decoded; the other files go on.
+
+    Raises:
+        LandingReadError: a file's location is not understood.
+    """
+    clock = int(time.time() * 1000) if now_ms is None else now_ms
+    parse = ParseFiles(limits, clock, {path_key(f.path): f for f in files})
+
+    def parse_files(part: Sequence[LandingFile]) -> list[pa.RecordBatch]:
+        out: list[pa.RecordBatch] = []
+        for f in part:
+            try:
+                with open_landing_file(f.path) as stream:  # exactly the planned bytes
+                    stream.seek(f.start)
+                    content = stream.read() if f.end is None else stream.read(f.end - f.start)
+            except (OSError, pa.ArrowException) as exc:
+                # Vanished, permission denied, a directory: the file is quarantined and the batch goes on.
+                problem = f"cannot read the file ({exc})"
+                out.append(unreadable(f.path, f.size_bytes, problem, clock * 1000))
+                continue
+            out.extend(parse.parse([(f, content, f.start)]))
+        return out
+
+    parts = split_by_bytes(files, parse_threads(files))
+    if len(parts) == 1:
+        batches = parse_files(parts[0])
+    else:
+        # Arrow's JSON reader and compute kernels release the GIL: files parsed on a thread per core, the
+        # batches kept in file order (the result does not depend on the split).
+        with ThreadPoolExecutor(len(parts), thread_name_prefix="landing-parse") as pool:
+            batches = [b for out in pool.map(parse_files, parts) for b in out]
+    # The parse yields each batch all events or all rejections: split by batch, without copying a column.
+    kinds = [(b, b.num_rows and b.column(0)[0].as_py()) for b in batches]
+    events = pa.Table.from_batches([b for b, is_event in kinds if is_event], schema=PARSED)
+    quarantine = pa.Table.from_batches([b for b, is_event in kinds if not is_event], schema=PARSED)
+    return (events.select([f.name for f in EVENT_SCHEMA.fields]),
+            quarantine.select([f.name for f in QUARANTINE_SCHEMA.fields]))

@@ -1,0 +1,157 @@
+"""Read a landing zone with Spark: list its files, read their bytes, parse each line once.
+
+:func:`lakeshard.landing.listing.list_landing_files` finds the input. :func:`read_landing` reads exactly those files
+— or the byte range of each that a batch plan names, checked against the plan's checksum — with Spark's
+``binaryFile`` source (the bytes as written, so sizes and line numbers are exact), and one ``mapInArrow`` pass per
+partition runs the parse of :mod:`lakeshard.landing.batches` over them (the one the in-driver path runs). The result
+is cached once and split into ``events`` and ``quarantine``: every non-blank line lands in exactly one of them.
+
+Memory: ``binaryFile`` holds each file whole; a gzip file is decompressed with a bounded output, so it
+costs at most ``max_file_bytes`` however far it would expand (a gzip bomb stops at the bound). Landing
+files of tens of megabytes are what this reader is for (Spark's ``binaryFile`` refuses files over 2 GB).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from lakeshard.config import LandingConfig
+from lakeshard.landing.batches import EPOCH, PARSED, ParseFiles, path_key
+from lakeshard.landing.listing import LandingFile, list_landing_files
+from lakeshard.landing.parse import RecordParser
+from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["LandingBatch", "read_landing"]
+
+_GLOB_CHARS = frozenset("\\{}[]*?")
+
+
+@dataclass(frozen=True, eq=False)  # DataFrames have no meaningful equality
+class LandingBatch:
+    """What one :func:`read_landing` call read: valid events, quarantined records and the files.
+
+    ``events`` and ``quarantine`` are two selections of one parse that Spark caches on first use
+    (``parsed``, persisted memory-and-disk): counting both parses each file once. The caller owns that
+    cache and releases it with :meth:`release`, or by using the batch as a context manager::
+
+        with read_landing(spark, "/data/landing", limits=cfg.landing_format) as batch:
+            batch.events.write...
+            batch.quarantine.write...
+    """
+
+    events: DataFrame
+    quarantine: DataFrame
+    files: list[LandingFile]
+    now_ms: int  # the clock the absurd-timestamp check used, and quarantined_at
+    parsed: DataFrame | None = field(default=None, repr=False)  # the cached combined parse (None: no files)
+
+    def release(self, blocking: bool = False) -> None:
+        """Return nothing; drop the cached parse (the frames stay usable, but would parse again)."""
+        if self.parsed is not None:
+            self.parsed.unpersist(blocking)
+
+    def __enter__(self) -> LandingBatch:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+def _spark_path(uri: str) -> str:
+    """Return ``uri`` with Hadoop glob characters escaped, so Spark reads the file and not a pattern."""
+    if not any(c in _GLOB_CHARS for c in uri):
+        return uri
+    return "".join("\\" + c if c in _GLOB_CHARS else c for c in uri)
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+def read_landing(
+    spark: SparkSession,
+    landing_or_files: str | os.PathLike[str] | Sequence[LandingFile],
+    *,
+    limits: LandingConfig,
+    now_ms: int | None = None,
+) -> LandingBatch:
+    """Return the valid events and the quarantined records of a landing zone (or of given files).
+
+    Every non-blank line of every file ends in exactly one of ``events`` (:data:`EVENT_SCHEMA`) and
+    ``quarantine`` (:data:`QUARANTINE_SCHEMA`); duplicates are kept (dropping them is the writers'
+    job). Rows come in no particular order. Nothing runs until the frames are used; the parse is then
+    cached — release it with :meth:`LandingBatch.release` (or a ``with`` block).
+
+    Args:
+        spark: the session to read with.
+        landing_or_files: a landing root (path or URI, listed with :func:`list_landing_files`) or the
+            exact files to read (e.g. the new ones since the last run).
+        limits: the record format's limits (``LakeshardConfig.landing_format``).
+        now_ms: the clock for the absurd-timestamp check and ``quarantined_at``, in epoch
+            milliseconds; default: now. Pass it to make a read reproducible.
+
+    Raises:
+        LandingReadError: the landing root does not exist.
+        ConfigError: ``limits.earliest_ts`` is not an RFC 3339 timestamp.
+
+    Example::
+
+        batch = read_landing(spark, "/data/landing", limits=load_config().landing_format)
+        batch.events.groupBy("tenant_id").count().show()
+        batch.release()
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    if isinstance(landing_or_files, (str, os.PathLike)):
+        files = list_landing_files(landing_or_files)
+    else:
+        files = list(landing_or_files)
+    clock = int(time.time() * 1000) if now_ms is None else now_ms
+    RecordParser(limits, clock)  # fail on a bad config here, not inside a Spark task
+    if not files:
+        return LandingBatch(
+            events=spark.createDataFrame([], EVENT_SCHEMA),
+            quarantine=spark.createDataFrame([], QUARANTINE_SCHEMA),
+            files=files,
+            now_ms=clock,
+        )
+
+    sources = {path_key(f.path): f for f in files}
+    contents = spark.read.format("binaryFile").load([_spark_path(f.path) for f in files]).select("path", "content")
+    parsed = contents.mapInArrow(ParseFiles(limits, clock, sources), _spark_schema()).persist(
+        StorageLevel.MEMORY_AND_DISK_DESER
+    )
+
+    def column(name: str, nullable: bool, default: Any) -> Any:
+        # A filter does not make Spark's schema non-nullable; coalescing with a literal does, and
+        # the default is never used: the parser sets these fields on every row of this side.
+        return F.coalesce(F.col(name), F.lit(default)).alias(name) if not nullable else F.col(name)
+
+    events = parsed.where(F.col("is_event")).select(
+        *[column(f.name, f.nullable, EPOCH if f.name == "ts" else "") for f in EVENT_SCHEMA.fields]
+    )
+    quarantine = parsed.where(~F.col("is_event")).select(
+        *[column(f.name, f.nullable, "") for f in QUARANTINE_SCHEMA.fields]
+    )
+    return LandingBatch(events=events, quarantine=quarantine, files=files, now_ms=clock, parsed=parsed)
+
+
+
+def _spark_schema() -> Any:
+    """Return the Spark schema of the combined parse (every column nullable but ``is_event``)."""
+    from pyspark.sql.types import BooleanType, StructField, StructType
+
+    by_name = {f.name: f.dataType for f in [*EVENT_SCHEMA.fields, *QUARANTINE_SCHEMA.fields]}
+    fields = [StructField("is_event", BooleanType(), nullable=False)]
+    fields += [StructField(f.name, by_name[f.name], nullable=True) for f in PARSED if f.name != "is_event"]
+    return StructType(fields)
