@@ -192,8 +192,7 @@ def run_floor(landing: Path, work: Path, mb: float, unique: int) -> dict[str, An
     written = routed.append_column("hour", hour)
     write_partitioned(written, str(out / "events"), written.schema, ["tenant_id", "hour"], EVENTS_SORT_COLUMNS)
     hi, lo = key_hashes(events)
-    ids = pa.table({"shard": shard, "interval": hour, "tenant_id": events.column("tenant_id"),
-                    "event_id": events.column("event_id"), "ts": events.column("ts"), "key_hi": hi, "key_lo": lo})
+    ids = pa.table({"shard": shard, "interval": hour, "key_hi": hi, "key_lo": lo})  # what event_ids holds
     write_partitioned(ids, str(out / "event_ids"), ids.schema, ["shard", "interval"], ["key_hi", "key_lo"])
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     distinct = events.select(KEY).group_by(KEY).aggregate([]).num_rows

@@ -133,12 +133,10 @@ def test_page_ins_list_the_index_once_per_version(spark: SparkSession, store: Ta
 
     events_uri, ids_uri = str(tmp_path / "events"), str(tmp_path / "event_ids")
     store.create(ids_uri, ID_INDEX_SCHEMA, partition_by=ID_INDEX_PARTITIONING, properties=ID_INDEX_PROPERTIES)
-    ts = datetime(2026, 1, 1, 5, 30, tzinfo=UTC)
 
     def commit(shard: int, key: int) -> None:
         store.append_arrow(ids_uri, pa.table({
-            "shard": pa.array([shard], pa.int32()), "interval": ["2026-01-01T05"], "tenant_id": ["t"],
-            "event_id": [f"e{key}"], "ts": pa.array([ts], pa.timestamp("us", tz="UTC")),
+            "shard": pa.array([shard], pa.int32()), "interval": ["2026-01-01T05"],
             "routed_version": pa.array([1], pa.int64()), "key_hi": pa.array([key], pa.int64()),
             "key_lo": pa.array([key], pa.int64())}))
 

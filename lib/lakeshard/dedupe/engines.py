@@ -260,7 +260,7 @@ class SparkStep(StepEngine):
             def append_ids() -> None:
                 # Sorted by the hash within each (shard, interval), as the driver path writes them: a page-in
                 # then merges sorted runs.
-                ids = (survivors.select("shard", "interval", *KEY, "routed_version", *HASH)
+                ids = (survivors.select(*self.index.columns())
                        .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
                 self.store.append(self.ids_uri, ids, app_transactions=txns, metadata={"shards": list(step.todo)})
 

@@ -24,7 +24,6 @@ from lakeshard.dedupe.report import IndexCheck
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.tables import HOUR_FORMAT, SPARK_HOUR_FORMAT, writer_app_id
-from lakeshard.tables.schemas import ID_INDEX_SCHEMA
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -62,6 +61,11 @@ class IdIndex:
         if self._schema is None:
             self._schema = self.store.arrow_schema(self.ids_uri)
         return self._schema
+
+    def columns(self) -> list[str]:
+        """Return the columns an ``event_ids`` row holds, in the table's order: an index made with the exact keys
+        beside their hash keeps being written with them."""
+        return list(self.arrow_schema().names)
 
     # ------------------------------------------------------------------------------------- checking
     def check(self, keys: pa.Table) -> IndexCheck:
@@ -190,7 +194,7 @@ class IdIndex:
         from pyspark.sql import functions as F
 
         if not candidates:
-            rows = self._spark().createDataFrame([], ID_INDEX_SCHEMA)
+            rows = self._spark().createDataFrame([], self.store.schema(self.ids_uri))
         else:
             events = self.store.read_files(self.events_uri, candidates)
             # A join with one small row per shard keeps the plan one node whatever the number of shards behind
@@ -202,7 +206,7 @@ class IdIndex:
                       .where((version > F.col("_lag")) & (version <= F.col("_progress"))))
             # Laid out as a step writes IDs: one file per (shard, interval), sorted by hash (a page-in's order).
             rows = (wanted.withColumns(key_hash_columns())
-                    .select("shard", own_hour().alias("interval"), *KEY, "routed_version", *HASH)
+                    .withColumn("interval", own_hour()).select(*self.columns())
                     .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
         rows = rows.persist()
         try:

@@ -88,7 +88,7 @@ from lakeshard.tables import (
     ROUTED,
     writer_app_id,
 )
-from lakeshard.tables.schemas import EVENTS_SCHEMA, ID_INDEX_PROPERTIES
+from lakeshard.tables.schemas import EVENTS_SCHEMA, ID_INDEX_KEYED_SCHEMA, ID_INDEX_PROPERTIES
 from lakeshard.tables.schemas import ID_INDEX_SCHEMA as ID_SCHEMA
 
 if TYPE_CHECKING:
@@ -190,8 +190,13 @@ class ShardWriter:
             return
         self.store.create(self.events_uri, EVENTS_SCHEMA, partition_by=EVENTS_PARTITIONING,
                           description="each event exactly once; one tenant and one hour per file")
-        self.store.create(self.ids_uri, ID_SCHEMA, partition_by=ID_INDEX_PARTITIONING, properties=ID_INDEX_PROPERTIES,
-                          description="IDs of committed events, by shard and hour, for deduplication")
+        # An index made with the exact keys beside their hash stays as it is (IDs are written in the table's shape).
+        keyed = (self.store.exists(self.ids_uri)
+                 and self.store.schema(self.ids_uri).fieldNames() == ID_INDEX_KEYED_SCHEMA.fieldNames())
+        if not keyed:
+            self.store.create(self.ids_uri, ID_SCHEMA, partition_by=ID_INDEX_PARTITIONING,
+                              properties=ID_INDEX_PROPERTIES,
+                              description="key hashes of committed events, by shard and hour, for deduplication")
         self._ready = True
 
     def run(self, *, max_steps: int = 1000, flush: bool = True) -> list[WriteReport]:

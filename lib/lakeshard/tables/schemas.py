@@ -34,6 +34,7 @@ __all__ = [
     "FRAGMENTS_PROPERTIES",
     "FRAGMENTS_SCHEMA",
     "FSCK_REPAIRS_SCHEMA",
+    "ID_INDEX_KEYED_SCHEMA",
     "ID_INDEX_PROPERTIES",
     "ID_INDEX_SCHEMA",
     "LANDING_BATCHES_SCHEMA",
@@ -132,15 +133,25 @@ EVENTS_SCHEMA = StructType([
     StructField("late", BooleanType(), True),  # written to an open bucket because its own hour was closed
 ])
 
+# Only what dedupe reads: the 128-bit key hash, by shard and hour. The exact keys are in ``events`` (an ID is
+# written only with its event, and rebuilt from it), so a copy here would more than double the index's bytes for
+# no check.
 ID_INDEX_SCHEMA = StructType([
     StructField("shard", IntegerType(), False),
     StructField("interval", StringType(), False),
+    StructField("routed_version", LongType(), False),  # the routed version whose consumption committed the event
+    StructField("key_hi", LongType(), False),  # 128-bit hash of (tenant_id, event_id, ts): what the cache holds
+    StructField("key_lo", LongType(), False),
+])
+
+# The shape of an ID index made with the exact keys beside their hash: writers keep writing such an index in its
+# own shape (they follow the table's schema), so a lakehouse made so needs no migration.
+ID_INDEX_KEYED_SCHEMA = StructType([
+    *ID_INDEX_SCHEMA.fields[:2],
     StructField("tenant_id", StringType(), False),
     StructField("event_id", StringType(), False),
     StructField("ts", EVENT_SCHEMA["ts"].dataType, False),
-    StructField("routed_version", LongType(), False),
-    StructField("key_hi", LongType(), False),  # 128-bit hash of (tenant_id, event_id, ts): what the cache holds
-    StructField("key_lo", LongType(), False),
+    *ID_INDEX_SCHEMA.fields[2:],
 ])
 
 BUCKETS_SCHEMA = StructType([
