@@ -230,3 +230,15 @@ def test_canonical_paths(path: str, canonical: str) -> None:
     from lakeshard.lake.protocol.log import canonical_path
 
     assert canonical_path(path) == canonical
+
+
+def test_a_file_re_added_under_another_form_of_its_path_is_live_once() -> None:
+    from lakeshard.lake.protocol.log import replay
+
+    add = {"path": "/data/part-0.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1,
+           "dataChange": True}
+    qualified = {**add, "path": "file:/data/part-0.parquet", "modificationTime": 2}
+    state = replay([(0, [{"add": add}]), (1, [{"add": qualified}])])
+    assert list(state.files) == ["file:/data/part-0.parquet"]
+    state = replay([(2, [{"remove": {"path": "file:///data/part-0.parquet", "dataChange": True}}])], base=state)
+    assert state.files == {}

@@ -9,7 +9,8 @@ What is parsed is the documented Delta protocol (``PROTOCOL.md`` of delta-io/del
 line in ``_delta_log/<version:020d>.json``; classic checkpoints ``<v>.checkpoint.parquet`` or
 ``<v>.checkpoint.<part>.<parts>.parquet`` (rows with ``add``/``remove``/``txn``/``metaData``/``protocol``
 columns); ``_last_checkpoint``. Replay rules: a later ``add`` or ``remove`` of a path wins over an earlier
-one; the newest ``txn`` of an app id wins; the newest ``metaData`` and ``protocol`` win.
+one (an absolute local path in any of its spellings, ``/x``, ``file:/x``, ``file:///x``, as Delta
+canonicalises it); the newest ``txn`` of an app id wins; the newest ``metaData`` and ``protocol`` win.
 
 Tables using features a plain replay would get wrong are reported by :func:`unsupported_features`:
 deletion vectors (a file's rows are not all live), column mapping (Parquet column names differ from the
@@ -296,18 +297,30 @@ def state_from_checkpoint_rows(version: int, rows: Iterable[Mapping[str, Any]]) 
     return state
 
 
+def _same_file_forms(path: str) -> tuple[str, ...]:
+    """Return the spellings of an absolute local path that Delta takes for the same file (``/x``, ``file:/x``,
+    ``file:///x``, ``file://localhost/x``); a relative path or another scheme has only its own."""
+    if not _is_absolute(path):
+        return (path,)
+    key = canonical_path(path)
+    if not key.startswith("file:/") or key.startswith("file://"):  # file://host/x: another machine's file
+        return (path,)
+    rest = key[len("file:"):]
+    return (rest, key, f"file://{rest}", f"file://localhost{rest}")
+
+
 def _apply(state: LogState, action: Mapping[str, Any]) -> None:
+    # Delta keys files by their canonicalised path: an add of `/x` is removed, or added again, as `file:/x`
+    # or `file:///x` (Delta's golden tables `canonicalized-paths-*`), so every spelling of it goes first.
     if action.get("add"):
         add = action["add"]
-        state.files[str(add["path"])] = file_from_action(add, add.get("modificationTime"))
+        path = str(add["path"])
+        for form in _same_file_forms(path):
+            state.files.pop(form, None)
+        state.files[path] = file_from_action(add, add.get("modificationTime"))
     elif action.get("remove"):
-        path = str(action["remove"]["path"])
-        if state.files.pop(path, None) is None and _is_absolute(path):
-            # Delta compares paths canonicalised: an add of `/x` is removed as `file:/x` or `file:///x`.
-            key = canonical_path(path)
-            same = [p for p in state.files if _is_absolute(p) and canonical_path(p) == key]
-            for p in same:
-                del state.files[p]
+        for form in _same_file_forms(str(action["remove"]["path"])):
+            state.files.pop(form, None)
     elif action.get("txn"):
         txn = action["txn"]
         state.app_versions[str(txn["appId"])] = int(txn["version"])
