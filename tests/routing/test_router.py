@@ -143,6 +143,37 @@ def test_a_crash_at_any_commit_point_then_restart_routes_everything_once(
     _assert_routed_exactly(spark, store, cfg, path, m)
 
 
+@pytest.mark.parametrize("race_at", [ROUTED, QUARANTINE])
+def test_routers_racing_for_one_plan_each_report_only_what_they_committed(
+    spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest], where: str, race_at: str
+) -> None:
+    """A router that finds its batch's commits already made by another router (which took over its plan) counts
+    them as already committed, not as its own: the reports of both add up to what the tables hold."""
+    path, m = landing
+    cfg = _cfg(tmp_path, path, where)
+    other: list = []
+
+    def the_other_takes_over(table: str, batch: int) -> None:
+        if table == race_at and batch == 2 and not other:
+            # Between this router's plan and its commit, another one finishes the planned batch.
+            other.append(Router(spark, store, cfg, max_batch_files=6).route_once())
+
+    mine = Router(spark, store, cfg, max_batch_files=6, before_commit=the_other_takes_over).run()
+    theirs = other[0]
+    assert theirs is not None and theirs.replayed and theirs.batch == 2
+    again = next(r for r in mine if r.batch == 2)
+    # Each of batch 2's records was committed by exactly one of the two, and the other one says so.
+    assert again.already_committed > 0
+    assert again.records + theirs.records == again.already_committed + theirs.already_committed
+    reports = [*mine, theirs]
+    assert sum(r.records for r in reports) == m.records  # every landing record counted exactly once
+    assert all(r.records == r.routed + r.quarantined for r in reports)
+    routed = store.read_table_arrow(cfg.table_uri(ROUTED), ["event_id"]).num_rows
+    quarantined = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["category"]).num_rows
+    assert (sum(r.routed for r in reports), sum(r.quarantined for r in reports)) == (routed, quarantined)
+    _assert_routed_exactly(spark, store, cfg, path, m)
+
+
 def test_each_routed_commit_holds_few_files_per_shard_and_metrics_match_it(
     spark: SparkSession, store: TableStore, tmp_path: Path, landing: tuple[str, Manifest], where: str
 ) -> None:

@@ -138,6 +138,8 @@ def cmd_route(args: argparse.Namespace) -> int:
 
     def show(r: RouteReport) -> None:
         again = " (finished a batch an earlier run had planned)" if r.replayed else ""
+        if r.already_committed:
+            again += f"; {r.already_committed:,} records another run had already committed"
         print(f"batch {r.batch}: {r.files} files, {r.records:,} records = {r.routed:,} routed + "
               f"{r.quarantined:,} quarantined{again}", flush=True)
 

@@ -68,6 +68,8 @@ def run_route(ctx: FlowContext) -> FlowResult:
     reports = router.run()
     _observe(ctx, ROUTED, before)
     details: dict[str, int] = {"batches": len(reports), "files": sum(r.files for r in reports)}
+    if already := sum(r.already_committed for r in reports):  # another router committed part of these batches
+        details["already_committed"] = already
     left = router.last_intake
     if left is not None and left.held_back:  # left for a later run: records still being written
         details["held_back_bytes"] = left.held_back_bytes

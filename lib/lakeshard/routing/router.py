@@ -189,7 +189,10 @@ def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
 
 @dataclass(frozen=True)
 class RouteReport:
-    """What one routed batch did. ``records = routed + quarantined`` always holds for a batch."""
+    """What one routed batch did: the rows this run committed itself. ``records = routed + quarantined`` always
+    holds; rows of the batch that another run had already committed (a router racing this one for the same plan,
+    or a crashed run whose commit landed) are counted in ``already_committed`` only, so reports of racing
+    processes add up to what the tables hold."""
 
     batch: int
     files: int
@@ -205,6 +208,7 @@ class RouteReport:
     held_back_files: int = 0
     held_back_bytes: int = 0
     dangling_links: tuple[str, ...] = ()  # landing links whose target does not exist (read once it does)
+    already_committed: int = 0  # rows of the batch whose commit another run had made (skipped here)
 
 
 class Router:
@@ -418,13 +422,20 @@ class Router:
         limit = self.cfg.routing.arrow_max_bytes
         covered = sum(f.read_bytes for f in files)
         if limit > 0 and covered <= limit:
-            versions, n_events, by_cat = self._execute_in_driver(batch, files, now_ms, parsed)
+            results, n_events, by_cat = self._execute_in_driver(batch, files, now_ms, parsed)
         else:
-            versions, n_events, by_cat = self._execute_on_spark(batch, files, now_ms)
+            results, n_events, by_cat = self._execute_on_spark(batch, files, now_ms)
         n_quarantined = sum(by_cat.values())
+        # Count only what this run's own commits hold: a commit skipped as already made was another run's.
+        already = (n_events if results[ROUTED].skipped else 0) + (n_quarantined if results[QUARANTINE].skipped else 0)
+        if results[ROUTED].skipped:
+            n_events = 0
+        if results[QUARANTINE].skipped:
+            by_cat, n_quarantined = {}, 0
         return RouteReport(batch=batch, files=len(files), records=n_events + n_quarantined, routed=n_events,
                            quarantined=n_quarantined, quarantine_by_category=by_cat, replayed=replayed,
-                           versions=versions, bytes=covered)
+                           versions={t: r.version for t, r in results.items()}, bytes=covered,
+                           already_committed=already)
 
     def _commit(self, table: str, batch: int, files: Sequence[LandingFile], rows: DataFrame | pa.Table
                 ) -> CommitResult:
@@ -438,35 +449,34 @@ class Router:
 
     def _execute_in_driver(self, batch: int, files: Sequence[LandingFile], now_ms: int,
                            parsed: Future[tuple[pa.Table, pa.Table]] | None = None,
-                           ) -> tuple[dict[str, int], int, dict[str, int]]:
+                           ) -> tuple[dict[str, CommitResult], int, dict[str, int]]:
         """Route a small batch in this process: parse (or take the parse looked ahead), place, hash and write
         with pyarrow (no Spark job)."""
         events, quarantine = (parsed.result() if parsed is not None else
                               parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms))
         self._look_ahead(batch)
         routed = route_arrow(events, self.allocator)
-        versions = {ROUTED: self._commit(ROUTED, batch, files, routed).version,
-                    QUARANTINE: self._commit(QUARANTINE, batch, files, quarantine).version}
+        results = {ROUTED: self._commit(ROUTED, batch, files, routed),
+                   QUARANTINE: self._commit(QUARANTINE, batch, files, quarantine)}
         metrics = (routed.group_by(["window_start", "tenant_id", "shard"], use_threads=False)
                    .aggregate([([], "count_all"), ("size_bytes", "sum")])
                    .rename_columns(["window_start", "tenant_id", "shard", "events", "bytes"]))
         metrics = (metrics.append_column("batch", pa.array([batch] * metrics.num_rows, pa.int64()))
                    .append_column("routed_at", pa.array([datetime.now(UTC)] * metrics.num_rows,
                                                         pa.timestamp("us", tz="UTC"))))
-        versions[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics).version
+        results[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics)
         categories = quarantine.group_by("category", use_threads=False).aggregate([([], "count_all")]).to_pylist()
-        return versions, events.num_rows, {str(r["category"]): int(r["count_all"]) for r in categories}
+        return results, events.num_rows, {str(r["category"]): int(r["count_all"]) for r in categories}
 
     def _execute_on_spark(self, batch: int, files: Sequence[LandingFile], now_ms: int
-                          ) -> tuple[dict[str, int], int, dict[str, int]]:
+                          ) -> tuple[dict[str, CommitResult], int, dict[str, int]]:
         from pyspark.sql import functions as F
 
-        versions: dict[str, int] = {}
+        results: dict[str, CommitResult] = {}
         with read_landing(self.spark, list(files), limits=self.cfg.landing_format, now_ms=now_ms) as landed:
             routed = route(landed.events, self.allocator)
-            r = self._commit(ROUTED, batch, files, routed)
-            versions[ROUTED] = r.version
-            versions[QUARANTINE] = self._commit(QUARANTINE, batch, files, landed.quarantine).version
+            r = results[ROUTED] = self._commit(ROUTED, batch, files, routed)
+            results[QUARANTINE] = self._commit(QUARANTINE, batch, files, landed.quarantine)
             # Metrics from the files just committed (four narrow columns of a few files per shard) rather than a
             # cache of every routed row; a replay whose routed commit was already made routes again instead.
             source = routed if r.skipped else self.store.read_files(self.uris[ROUTED], self._added_files(r.version))
@@ -474,12 +484,12 @@ class Router:
                        .agg(F.count(F.lit(1)).alias("events"), F.sum("size_bytes").cast("long").alias("bytes"))
                        .withColumn("batch", F.lit(batch).cast("long"))
                        .withColumn("routed_at", F.lit(datetime.now(UTC))))
-            versions[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics.coalesce(1)).version
-            # Counts come from the parse itself (cached), so they hold even when a commit was a replayed no-op.
+            results[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics.coalesce(1))
+            # Counts come from the parse itself (cached): what the batch holds, whichever run committed it.
             n_events = landed.events.count()
             by_cat = {str(row["category"]): int(row["n"]) for row in
                       landed.quarantine.groupBy("category").agg(F.count(F.lit(1)).alias("n")).collect()}
-        return versions, n_events, by_cat
+        return results, n_events, by_cat
 
 
 def unrouted_landing(store: TableStore, cfg: LakeshardConfig, landing: str | None = None) -> list[LandingFile]:
