@@ -41,10 +41,10 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from lakeshard.compaction import CompactionSettings, Compactor, LocalityPlanner, SizeTieredPlanner, read_fragments
-from lakeshard.compaction.query import choose_files
 from lakeshard.config import load_config
 from lakeshard.dedupe.writer import EVENTS_SCHEMA
 from lakeshard.lake import open_store
+from lakeshard.query import choose_files
 from lakeshard.runtime import get_spark
 
 RESULTS = Path(__file__).resolve().parent / "results"

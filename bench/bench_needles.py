@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_compaction import NEEDLES, _say, build_table
 
 from lakeshard.compaction import CompactionSettings, Compactor, LocalityPlanner, SizeTieredPlanner
-from lakeshard.compaction.datasource import register_lakeshard_source
 from lakeshard.config import load_config
 from lakeshard.lake import FileInfo, open_store
+from lakeshard.query import register_lakeshard_source
 from lakeshard.runtime.session import local_spark_conf
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -1,6 +1,6 @@
 """Query planning cost: a needle query's plan with 100 vs 10,000 commits in the log, and 10k vs 100k live files.
 
-Planning is :func:`lakeshard.compaction.query.plan_read`: the table's live files (the store's snapshot, replayed
+Planning is :func:`lakeshard.query.plan_read`: the table's live files (the store's snapshot, replayed
 from the checkpoint and probed commit files without listing ``_delta_log``), the
 partition stage, one pruned read of the ``fragments`` table (the needle's bucket only), min/max and regex
 pruning. No Spark job and no data file is read. For contrast, the walk of the history that planning did
@@ -43,9 +43,9 @@ from deltalake import DeltaTable
 
 from lakeshard.compaction import FragmentMeta, FragmentTable
 from lakeshard.compaction.fragment_table import commit_info_fragments
-from lakeshard.compaction.query import in_partitions, plan_read
 from lakeshard.lake.embedded import EmbeddedTableStore
 from lakeshard.pruning import ColumnPruning
+from lakeshard.query import in_partitions, plan_read
 from lakeshard.tables import EVENTS_PARTITIONING
 from lakeshard.tables.schemas import EVENTS_SCHEMA
 

@@ -24,12 +24,13 @@ from pyspark.sql import SparkSession
 from lakeshard.app.cli import main
 from lakeshard.buckets import Completionist
 from lakeshard.buckets.planner import hour_of
-from lakeshard.compaction import compact_events, read_events
+from lakeshard.compaction import compact_events
 from lakeshard.config import load_config
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.lake import TableStore
 from lakeshard.lake.protocol.datafiles import written_partition_values
 from lakeshard.lake.protocol.partitions import PARTITION_VALUES_KEY, partition_directory
+from lakeshard.query import read_events
 from lakeshard.routing.router import Router
 from lakeshard.versions.chunks import Chunk, ChunkVersions
 

@@ -9,12 +9,13 @@ from urllib.parse import unquote
 import pyarrow.parquet as pq
 import pytest
 
-from lakeshard.compaction import EVENTS_SORT_SCHEMA, CompactionError, Compactor, read_events, read_fragments
+from lakeshard.compaction import EVENTS_SORT_SCHEMA, CompactionError, Compactor, read_fragments
 from lakeshard.compaction.fragments import FRAGMENTS_KEY
 from lakeshard.compaction.outliers import OutlierSplit
 from lakeshard.compaction.sort_schema import key_of
 from lakeshard.lake import FileInfo
 from lakeshard.pruning import may_contain
+from lakeshard.query import read_events
 
 from .conftest import HOURS, AppendEvents, checksum, small_settings
 

@@ -16,13 +16,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from lakeshard.compaction import Compactor, FragmentTable, fragment_table, read_events, read_fragments
-from lakeshard.compaction.bookkeeping import compact_bookkeeping
+from lakeshard.compaction import Compactor, FragmentTable, fragment_table, read_fragments
 from lakeshard.compaction.fragment_table import FragmentRead, fragments_uri
 from lakeshard.compaction.fragments import FRAGMENTS_KEY
 from lakeshard.compaction.sample import event_rows
 from lakeshard.config import load_config
 from lakeshard.lake import TableStore
+from lakeshard.maintenance import compact_bookkeeping
+from lakeshard.query import read_events
 from lakeshard.tables import FRAGMENTS
 
 from .conftest import HOURS, AppendEvents, checksum, small_settings

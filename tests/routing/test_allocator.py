@@ -107,7 +107,7 @@ def test_a_lookup_in_compacted_placements_decodes_only_the_row_groups_of_its_win
         store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoded: list[int]) -> None:
     """compact_books merges every allocation's file into one spanning every window ever allocated; a late event's
     window (or any window inside that span) must not cost a read of every placement the lakehouse holds."""
-    from lakeshard.compaction.bookkeeping import compact_bookkeeping
+    from lakeshard.maintenance import compact_bookkeeping
     from lakeshard.tables import PLACEMENTS
 
     cfg = _cfg(tmp_path)

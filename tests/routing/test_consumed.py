@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from lakeshard.compaction.bookkeeping import compact_bookkeeping
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.lake import TableStore
+from lakeshard.maintenance import compact_bookkeeping
 from lakeshard.routing.router import LANDING_BATCHES, ROUTED, Router
 
 

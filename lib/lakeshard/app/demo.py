@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lakeshard.balancing.executor import AutoshardRun, BalanceRun
-    from lakeshard.compaction.query import PruningReport
     from lakeshard.pipelines.runner import RunReport
+    from lakeshard.query import PruningReport
 
 __all__ = ["DEMO_FLOW_PARAMS", "DemoReport", "NeedleQuery", "run_demo"]
 
@@ -309,7 +309,7 @@ def needle_queries(spark: SparkSession, store: TableStore, cfg: LakeshardConfig)
     compared with a full scan."""
     from pyspark.sql import functions as F
 
-    from lakeshard.compaction import read_events
+    from lakeshard.query import read_events
     from lakeshard.utc import from_micros
 
     uri = cfg.table_uri(EVENTS)

@@ -2,16 +2,14 @@
 pruning regexes in the ``fragments`` Delta table.
 
 Planners are pure (:mod:`~lakeshard.compaction.planner`); :class:`Compactor` executes their plans through
-the ``TableStore``; :func:`read_events` reads with partition, min/max and regex pruning and reports it.
+the ``TableStore``. The read path that prunes with the regexes is :mod:`lakeshard.query`; the upkeep of the
+small bookkeeping tables (``fragments`` among them) is :mod:`lakeshard.maintenance`.
 
 Example::
 
-    from lakeshard.compaction import Compactor, read_events
+    from lakeshard.compaction import Compactor
 
     Compactor(store, cfg.table_uri("events")).run(apply=True)
-    df, report = read_events(spark, store, cfg.table_uri("events"), tenant="acme",
-                             start=t0, end=t1, predicates={"service": "billing"})
-    print(report.render())
 """
 
 from __future__ import annotations
@@ -50,11 +48,6 @@ if TYPE_CHECKING:
         SizeTieredPlanner,
         plan_compaction,
     )
-    from lakeshard.compaction.query import (
-        PruningReport,
-        QueryError,
-        read_events,
-    )
     from lakeshard.compaction.sort_schema import (
         EVENTS_SORT_SCHEMA,
         SortSchema,
@@ -77,15 +70,12 @@ __all__ = [
     "FragmentTable",
     "LocalityPlanner",
     "PlannerError",
-    "PruningReport",
-    "QueryError",
     "RoundResult",
     "SizeTieredPlanner",
     "SortSchema",
     "SortSchemaError",
     "compact_events",
     "plan_compaction",
-    "read_events",
     "read_fragments",
     "sort_schema_for",
 ]

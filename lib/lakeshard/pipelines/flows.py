@@ -16,11 +16,11 @@ from datetime import datetime, timedelta
 
 from lakeshard.balancing.executor import autoshard, balance
 from lakeshard.buckets.completionist import Completionist
-from lakeshard.compaction.bookkeeping import clean_logs, compact_bookkeeping, vacuum_tables
 from lakeshard.compaction.events import compact_events
 from lakeshard.compaction.planner import Bucket
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import ConfigError
+from lakeshard.maintenance import clean_logs, compact_bookkeeping, vacuum_tables
 from lakeshard.pipelines.context import FlowContext, FlowResult
 from lakeshard.pipelines.declaration import Flow, Pipeline, expect, expect_or_fail
 from lakeshard.pipelines.errors import PipelineError
@@ -173,9 +173,9 @@ def run_balance(ctx: FlowContext) -> FlowResult:
 
 def run_compact_books(ctx: FlowContext) -> FlowResult:
     """Return what compacting the bookkeeping tables did (files in, files out)
-    (:func:`~lakeshard.compaction.bookkeeping.compact_bookkeeping`); it also cleans every table's log past its
-    retention (:func:`~lakeshard.compaction.bookkeeping.clean_logs`) and, in the run of the configured hour,
-    vacuums every table (:func:`~lakeshard.compaction.bookkeeping.vacuum_tables`)."""
+    (:func:`~lakeshard.maintenance.compact_bookkeeping`); it also cleans every table's log past its
+    retention (:func:`~lakeshard.maintenance.clean_logs`) and, in the run of the configured hour,
+    vacuums every table (:func:`~lakeshard.maintenance.vacuum_tables`)."""
     limit = int(ctx.params["max_files"])  # 0: the configured maintenance.bookkeeping_max_files
     report = compact_bookkeeping(ctx.store, ctx.cfg, max_files=limit or None)
     cleaned = clean_logs(ctx.store, ctx.cfg)

@@ -101,8 +101,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """Read one tenant's events in [--start, --end) matching --where/--null, and print the pruning report."""
-    from lakeshard.compaction import read_events
     from lakeshard.lake import naming_damaged_files, open_store
+    from lakeshard.query import read_events
     from lakeshard.runtime import get_spark
 
     cfg = config_from_args(args)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lakeshard.compaction.planner import FileNode
-from lakeshard.compaction.query import PruningReport
+from lakeshard.query import PruningReport
 
 __all__ = ["compaction_figure"]
 

@@ -1,7 +1,7 @@
 """Reading a Parquet data file's rows that match a filter, decoding only the row groups that can hold them.
 
 A table whose rows a writer laid out sorted by a column, in small row groups (the bookkeeping tables compacted
-by :mod:`lakeshard.compaction.bookkeeping`), has per row group a min/max of that column in the file's footer; a
+by :mod:`lakeshard.maintenance`), has per row group a min/max of that column in the file's footer; a
 filter on the column then rules out every row group whose range cannot match (``pyarrow``'s statistics
 simplification of the expression, ``is_in`` included), and only the others are decoded.
 

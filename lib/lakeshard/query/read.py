@@ -29,26 +29,22 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.fragment_table import read_fragments
 from lakeshard.compaction.fragments import FragmentMeta
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.pruning import may_contain
+from lakeshard.query.errors import QueryError
 from lakeshard.tables import HOUR_FORMAT
 from lakeshard.utc import aware
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Predicates", "PruningReport", "QueryError", "TimeBounds", "choose_files", "choose_files_by_values",
+__all__ = ["Predicates", "PruningReport", "TimeBounds", "choose_files", "choose_files_by_values",
            "in_partitions", "plan_read", "read_events"]
 
 Predicates = Mapping[str, "str | Sequence[str | None] | None"]
 """``{column: value}`` (equality; ``None`` means IS NULL) or ``{column: [v1, v2]}`` (IN)."""
-
-
-class QueryError(CompactionError):
-    """A query is malformed: an unknown column, an empty IN list, a reversed time range."""
 
 
 @dataclass(frozen=True)

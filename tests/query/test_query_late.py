@@ -11,9 +11,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakeshard.buckets import Completionist, assign_buckets
 from lakeshard.buckets.planner import hour_of
-from lakeshard.compaction import read_events
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.lake import TableStore
+from lakeshard.query import read_events
 from lakeshard.tables import EVENTS_PARTITIONING, parse_hour
 
 QUIET, GRACE = timedelta(minutes=10), timedelta(minutes=15)
@@ -82,7 +82,7 @@ def test_the_data_source_prunes_by_a_ts_range_and_finds_a_late_event_in_a_later_
         spark: SparkSession, store: TableStore, lakehouse: LakeshardConfig, tmp_path: Path) -> None:
     import json
 
-    from lakeshard.compaction.datasource import register_lakeshard_source
+    from lakeshard.query import register_lakeshard_source
 
     cfg, uri = lakehouse, lakehouse.table_uri("events")
     now = datetime.now(UTC) + QUIET + timedelta(minutes=1)

@@ -12,16 +12,16 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from lakeshard.compaction.bookkeeping import (
+from lakeshard.config import LakeshardConfig, MaintenanceConfig
+from lakeshard.lake import FileInfo, TableStore
+from lakeshard.lake.embedded.log import commit_file_versions
+from lakeshard.maintenance import (
     BOOKKEEPING_TABLES,
     clean_logs,
     compact_bookkeeping,
     small_files,
     vacuum_tables,
 )
-from lakeshard.config import LakeshardConfig, MaintenanceConfig
-from lakeshard.lake import FileInfo, TableStore
-from lakeshard.lake.embedded.log import commit_file_versions
 from lakeshard.tables import EVENTS, ID_INDEX, ROUTED
 
 LEDGER = "ledger"

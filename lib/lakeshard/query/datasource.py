@@ -3,15 +3,15 @@
 Spark pushes a query's filters to :meth:`LakeshardReader.pushFilters`; the reader keeps the equality, IN and
 IS NULL filters on top-level string columns and the comparisons of the event time ``ts`` (``>``, ``>=``, ``<``,
 ``<=``, ``=``; ``BETWEEN`` arrives as two), and plans with the same stages as
-:func:`~lakeshard.compaction.read_events` (:func:`choose_files_by_values`): partition values and the ``hour``
+:func:`~lakeshard.query.read_events` (:func:`choose_files_by_values`): partition values and the ``hour``
 partition against the time range (late events included: a later hour's file is kept when its ``ts`` statistics
 meet the range), then the files' min/max statistics and null counts, then the fragment regexes
 (:mod:`~lakeshard.compaction.fragment_table`, read for the partitions left only). Every
 filter is still handed back to Spark, which applies it to the rows read: pruning only saves reads. One input
 partition per file left; each is read with pyarrow in the Python worker (``TableStore.read_arrow``).
 
-What was pruned: ``reportPath`` (option) receives the :class:`~lakeshard.compaction.query.PruningReport` as JSON
-when the scan is planned, and the reader logs it (logger ``lakeshard.compaction.datasource``).
+What was pruned: ``reportPath`` (option) receives the :class:`~lakeshard.query.PruningReport` as JSON
+when the scan is planned, and the reader logs it (logger ``lakeshard.query.datasource``).
 
 Spark evaluates Python data sources in Python worker processes, so ``lakeshard`` must be importable there (on
 a cluster: the library installed on the cluster). Filter pushdown to Python data sources is off unless
@@ -46,10 +46,10 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.fragment_table import read_fragments
-from lakeshard.compaction.query import PruningReport, TimeBounds, choose_files_by_values
 from lakeshard.lake import FileInfo
+from lakeshard.query.errors import QueryError
+from lakeshard.query.read import PruningReport, TimeBounds, choose_files_by_values
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,7 +87,7 @@ class LakeshardDataSource(DataSource):
     def _path(self) -> str:
         path = self.options.get("path")
         if not path:
-            raise CompactionError('format("lakeshard") needs the table\'s URI: .load("<lakehouse>/events")')
+            raise QueryError('format("lakeshard") needs the table\'s URI: .load("<lakehouse>/events")')
         return str(path)
 
     def schema(self) -> StructType:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lakeshard.compaction import Compactor, QueryError, read_events
+from lakeshard.compaction import Compactor
+from lakeshard.query import QueryError, read_events
 
 from .conftest import AppendEvents, small_settings
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakeshard.compaction import Compactor
-from lakeshard.compaction.datasource import register_lakeshard_source
+from lakeshard.query import register_lakeshard_source
 
 from .conftest import AppendEvents, checksum, small_settings
 

@@ -1,0 +1,47 @@
+"""Lakehouse housekeeping: the small bookkeeping tables compacted, expired commit files cleaned up, data files
+no recent version references vacuumed (the maintenance job's ``compact_books`` flow, docs/pipelines.md).
+
+Example::
+
+    from lakeshard.maintenance import clean_logs, compact_bookkeeping, vacuum_tables
+
+    report = compact_bookkeeping(store, cfg)
+    clean_logs(store, cfg)
+    vacuum_tables(store, cfg, now=datetime.now(UTC))
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakeshard._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lakeshard.maintenance.bookkeeping import (
+        BOOKKEEPING_TABLES,
+        CHECKPOINT_INTERVAL,
+        SORTED_LAYOUTS,
+        BookkeepingReport,
+        TableUpkeep,
+        clean_logs,
+        compact_bookkeeping,
+        small_files,
+        vacuum_tables,
+        write_sorted,
+    )
+
+# Arrow loads on first use of a name, not on `import lakeshard.maintenance`.
+__all__ = [
+    "BOOKKEEPING_TABLES",
+    "CHECKPOINT_INTERVAL",
+    "SORTED_LAYOUTS",
+    "BookkeepingReport",
+    "TableUpkeep",
+    "clean_logs",
+    "compact_bookkeeping",
+    "small_files",
+    "vacuum_tables",
+    "write_sorted",
+]
+
+__getattr__, __dir__ = lazy_exports(globals())
