@@ -235,8 +235,8 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     """Check every live data file of every lakehouse table against the log (exists, reads as Parquet, rows as the
     log says); with --repair, remove the damaged ones from their table's log (one commit per table) and record
     what they held in fsck_repairs. Exit 1 when damage was found and left."""
-    from lakeshard.compaction.fsck import check_table, repair_table
     from lakeshard.lake import open_lazy_store
+    from lakeshard.maintenance import check_table, repair_table
     from lakeshard.tables import FSCK_REPAIRS, TABLES
 
     cfg = config_from_args(args)

@@ -1,5 +1,6 @@
 """Lakehouse housekeeping: the small bookkeeping tables compacted, expired commit files cleaned up, data files
-no recent version references vacuumed (the maintenance job's ``compact_books`` flow, docs/pipelines.md).
+no recent version references vacuumed (the maintenance job's ``compact_books`` flow, docs/pipelines.md), and
+every live data file checked against the log (``lakeshard fsck``).
 
 Example::
 
@@ -29,16 +30,21 @@ if TYPE_CHECKING:
         vacuum_tables,
         write_sorted,
     )
+    from lakeshard.maintenance.fsck import FSCK_OPERATION, TableCheck, check_table, repair_table
 
 # Arrow loads on first use of a name, not on `import lakeshard.maintenance`.
 __all__ = [
     "BOOKKEEPING_TABLES",
     "CHECKPOINT_INTERVAL",
+    "FSCK_OPERATION",
     "SORTED_LAYOUTS",
     "BookkeepingReport",
+    "TableCheck",
     "TableUpkeep",
+    "check_table",
     "clean_logs",
     "compact_bookkeeping",
+    "repair_table",
     "small_files",
     "vacuum_tables",
     "write_sorted",

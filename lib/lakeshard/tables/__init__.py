@@ -127,7 +127,8 @@ PIPELINE_EVENTS = "pipeline_events"  # lakeshard.pipelines.eventlog: one row per
 EXPECTATION_QUARANTINE = "expectation_quarantine"  # lakeshard.pipelines.context: rows an expectation held back
 # lakeshard.compaction.fragment_table: level, key range and pruning regexes of each file compaction wrote
 FRAGMENTS = "fragments"
-FSCK_REPAIRS = "fsck_repairs"  # lakeshard.compaction.fsck: data files removed from a table's log as unreadable, and why
+# lakeshard.maintenance.fsck: data files removed from a table's log as unreadable, and why
+FSCK_REPAIRS = "fsck_repairs"
 
 TABLES = (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS, PLACEMENTS, TENANT_SETTINGS, SHARD_TOPOLOGY,
           EVENTS, ID_INDEX, BUCKETS, CHUNK_LOCKS, PIPELINE_EVENTS, EXPECTATION_QUARANTINE, FRAGMENTS, FSCK_REPAIRS)
