@@ -3,6 +3,9 @@ the demo's lakehouse (Delta's catalog on the session, so ``delta_jvm``)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,3 +57,38 @@ def test_a_table_the_pipeline_has_not_written_yet_is_reported_missing(
 ) -> None:
     done = register_tables(spark, LOCAL_CATALOG, "never_created", str(tmp_path), store=store, tables=[EVENTS])
     assert [(r.location, r.status) for r in done] == [(f"{tmp_path}/events", "missing")]
+
+
+def _cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LAKESHARD_")}
+    return subprocess.run([sys.executable, "-m", "lakeshard.app.cli", *args], capture_output=True, text=True,
+                          cwd=tmp_path, env={**clean, **(env or {})}, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def small_lakehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A lakehouse ``lakeshard ingest`` made of a hand-written landing zone (no JVM: small steps run in Arrow)."""
+    root = tmp_path_factory.mktemp("register")
+    (root / "landing").mkdir()
+    (root / "landing" / "a.jsonl").write_text("".join(
+        f'{{"tenant_id": "t {i % 2}", "event_id": "e/{i}", "ts": "2026-11-26T10:0{i}:00+01:00"}}\n' for i in range(5)))
+    done = _cli(root, "ingest", "--lakehouse", str(root / "lh"), "--landing", str(root / "landing"))
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+@pytest.mark.delta_jvm
+@pytest.mark.usefixtures("native_store")  # the installed jars: skips (fails in CI) without them
+def test_the_command_registers_on_a_local_session_it_starts_with_deltas_jars(small_lakehouse: Path) -> None:
+    done = _cli(small_lakehouse, "register-tables", "--lakehouse", str(small_lakehouse / "lh"),
+                "--schema", "by_command", "--create-schema")
+    assert done.returncode == 0, done.stderr
+    assert "created  `spark_catalog`.`by_command`.`events`" in done.stdout
+
+
+def test_the_command_without_deltas_jars_says_so_in_one_line(small_lakehouse: Path) -> None:
+    done = _cli(small_lakehouse, "register-tables", "--lakehouse", str(small_lakehouse / "lh"),
+                "--schema", "nowhere", "--create-schema", env={"LAKESHARD_DELTA_JARS": str(small_lakehouse / "none")})
+    assert done.returncode == 2
+    assert "has no Delta data source" in done.stderr and "make env" in done.stderr
+    assert "at org.apache" not in done.stderr and "Traceback" not in done.stderr

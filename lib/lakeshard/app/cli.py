@@ -286,9 +286,12 @@ def cmd_register_tables(args: argparse.Namespace) -> int:
     """Register the user-facing tables (events, quarantine, buckets, pipeline_events) in a catalog by location."""
     from lakeshard.catalog import register_tables
     from lakeshard.lake import open_store
-    from lakeshard.runtime import get_spark
+    from lakeshard.runtime import RuntimeKind, delta_jars, detect_runtime, get_spark
 
     cfg = config_from_args(args)
+    if not cfg.spark.jars and detect_runtime(cfg) is RuntimeKind.LOCAL and (jars := delta_jars()):
+        # A local session defines Delta tables only with Delta's catalog: start it with the installed jars.
+        cfg = config_from_args(args, spark={"jars": jars})
     spark = get_spark(cfg)
     done = register_tables(spark, args.catalog, args.schema, cfg.lakehouse, store=open_store(spark, cfg),
                            create_schema=args.create_schema)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from lakeshard.errors import ConfigError
+from lakeshard.errors import ConfigError, EnvironmentProblem
 from lakeshard.tables import USER_TABLES
 
 if TYPE_CHECKING:
@@ -98,6 +98,7 @@ def register_tables(
 
     Raises:
         ConfigError: an empty catalog, schema or table name.
+        EnvironmentProblem: the session has no Delta data source to define the tables with.
     """
     qualified_schema = f"{quote_identifier(catalog, 'catalog')}.{quote_identifier(schema, 'schema')}"
     if create_schema:
@@ -111,6 +112,14 @@ def register_tables(
             continue
         present = spark.catalog.tableExists(f"{catalog}.{schema}.{table}")
         if not present:
-            spark.sql(registration_sql(catalog, schema, table, location))
+            try:
+                spark.sql(registration_sql(catalog, schema, table, location))
+            except Exception as exc:
+                if "DATA_SOURCE_NOT_FOUND" in str(exc) or "DELTA.DefaultSource" in str(exc):
+                    raise EnvironmentProblem(
+                        f"cannot register {name}: this Spark session has no Delta data source (Delta's jars are not "
+                        "on its classpath); run `make env` where Maven Central is reachable (it installs them into "
+                        ".delta-jars/), set spark.jars, or register on Databricks") from None
+                raise
         out.append(RegisteredTable(name, location, "present" if present else "created"))
     return out
