@@ -23,7 +23,7 @@ TESTS = Path(__file__).resolve().parents[1]
 # engine), the native adapter's table-feature guards, the demo with every batch through Spark, doctor, and the
 # pruning data source (format("lakeshard") registered over Connect, planned and read on the server).
 CONNECT_SUITE = [TESTS / "lake" / "test_store_contract.py", TESTS / "lake" / "test_native_engine.py",
-                 TESTS / "runtime" / "connect_suite.py", TESTS / "compaction" / "test_datasource.py"]
+                 TESTS / "runtime" / "connect_suite.py", TESTS / "query" / "test_datasource.py"]
 
 
 @pytest.mark.slow
