@@ -70,12 +70,7 @@ from lakeshard.lake.embedded.write import (
 )
 from lakeshard.lake.protocol.datafiles import damaged, read_data_files, with_log_rows
 from lakeshard.lake.protocol.filesystem import filesystem, read_commit_text
-from lakeshard.lake.protocol.log import (
-    COMMIT_ID,
-    LogState,
-    custom_metadata,
-    table_id,
-)
+from lakeshard.lake.protocol.log import COMMIT_ID, LogState, custom_metadata, table_id
 from lakeshard.lake.protocol.rowgroups import read_data_file
 from lakeshard.lake.store import K, check_new_columns
 from lakeshard.lake.trace import COMMIT, phase
