@@ -97,6 +97,50 @@ def test_no_import_cycle_between_packages() -> None:
         "function to the package that owns it):\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def module_edges(root: Path) -> dict[str, set[str]]:
+    """Return, for every module under ``root`` that is not a package face, the other such modules it imports.
+
+    Faces (``__init__.py``) are left out: they name their package's modules for readers and load them lazily, so
+    an arrow through a face says nothing about which module needs which.
+    """
+    modules = dict(_modules(root))
+    edges: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        if path.name == "__init__.py":
+            continue
+        package = module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    stem = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    stem = node.module or ""
+                targets = [stem, *(f"{stem}.{a.name}" for a in node.names)]
+            for target in targets:
+                if target in modules and target != module and modules[target].name != "__init__.py":
+                    edges.setdefault(module, set()).add(target)
+    return edges
+
+
+def test_no_import_cycle_between_modules() -> None:
+    cycles = import_cycles(module_edges(LIB))
+    assert not cycles, "import cycles between modules (a TYPE_CHECKING import counts: the two modules can no " \
+        "longer be read one after the other):\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_module_cycle_check_sees_type_checking_imports(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.b import B\n")
+    (root / "b.py").write_text("from .a import A\n")
+    assert import_cycles(module_edges(root)) == [["pkg.a", "pkg.b", "pkg.a"]]
+
+
 def test_the_cycle_check_sees_function_local_and_relative_imports(tmp_path: Path) -> None:
     root = tmp_path / "pkg"
     for sub in ("a", "b", "c"):
@@ -239,3 +283,10 @@ def test_time_helpers_are_defined_only_in_the_time_module() -> None:
              for node in ast.parse(path.read_text(encoding="utf-8")).body
              if isinstance(node, ast.FunctionDef) and node.name in _TIME_HELPERS]
     assert not found, "time helpers outside lakeshard.utc (import them from there):\n" + "\n".join(found)
+
+
+def test_the_library_reports_the_version_the_project_declares() -> None:
+    import tomllib
+
+    declared = tomllib.loads((LIB.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert lakeshard.__version__ == declared

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from lakeshard.pipelines.arrow_rules import UnsupportedCondition, compile_condition
 from lakeshard.pipelines.context import _passes
-from lakeshard.pipelines.declaration import expect
+from lakeshard.pipelines.expectations import expect
 
 INTS = [None, 0, 1, -1, 2, 7, 1 << 40, -(1 << 63), (1 << 63) - 1]
 FLOATS = [None, 0.0, -0.0, 1.0, 2.5, -3.0, math.nan, math.nan, math.nan, math.inf, -math.inf, 1e300, 7.0]

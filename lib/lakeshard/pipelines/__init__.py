@@ -24,20 +24,22 @@ if TYPE_CHECKING:
         FlowResult,
     )
     from lakeshard.pipelines.declaration import (
-        Expectation,
-        ExpectationKind,
         Flow,
         Pipeline,
-        expect,
-        expect_or_drop,
-        expect_or_fail,
-        expect_or_quarantine,
     )
     from lakeshard.pipelines.errors import (
         PipelineError,
     )
     from lakeshard.pipelines.eventlog import (
         EventLog,
+    )
+    from lakeshard.pipelines.expectations import (
+        Expectation,
+        ExpectationKind,
+        expect,
+        expect_or_drop,
+        expect_or_fail,
+        expect_or_quarantine,
     )
     from lakeshard.pipelines.flows import (
         lakeshard_pipeline,

@@ -18,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.pipelines.arrow_rules import ArrowCondition, UnsupportedCondition, compile_condition
-from lakeshard.pipelines.declaration import Expectation, ExpectationKind, Flow
 from lakeshard.pipelines.errors import PipelineError
+from lakeshard.pipelines.expectations import Expectation, ExpectationKind
 from lakeshard.runtime import arrow_dataframe
 from lakeshard.tables import EXPECTATION_QUARANTINE, EXPECTATION_QUARANTINE_PARTITIONING
 from lakeshard.tables.schemas import EXPECTATION_QUARANTINE_SCHEMA
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXPECTATION_QUARANTINE",
+    "DeclaredFlow",
     "ExpectationFailed",
     "ExpectationGate",
     "FlowContext",
@@ -44,6 +45,18 @@ __all__ = [
     "new_files",
     "new_rows",
 ]
+
+
+class DeclaredFlow(Protocol):
+    """What a gate and a context read of the flow they serve (a :class:`~lakeshard.pipelines.declaration.Flow`):
+    its name and its rules. The declaration holds the functions that take a context, so a context names the
+    flow by this shape rather than by the class."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def expectations(self) -> tuple[Expectation, ...]: ...
 
 
 class ExpectationFailed(PipelineError):
@@ -79,7 +92,7 @@ def _passes(rule: Expectation) -> Column:
 class ExpectationGate:
     """Applies a flow's expectations to the rows it is about to commit, and keeps the counts per rule."""
 
-    def __init__(self, flow: Flow, store: TableStore, cfg: LakeshardConfig, run_id: str) -> None:
+    def __init__(self, flow: DeclaredFlow, store: TableStore, cfg: LakeshardConfig, run_id: str) -> None:
         self.flow = flow
         self.store = store
         self.run_id = run_id
@@ -334,7 +347,7 @@ class FlowContext:
     session: SparkSession | None
     store: TableStore
     cfg: LakeshardConfig
-    flow: Flow
+    flow: DeclaredFlow
     run_id: str
     params: Mapping[str, Any]
     gate: ExpectationGate

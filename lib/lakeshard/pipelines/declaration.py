@@ -20,69 +20,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from lakeshard.pipelines.context import FlowContext, FlowResult
 from lakeshard.pipelines.errors import PipelineError
+from lakeshard.pipelines.expectations import Expectation, ExpectationKind
 
-if TYPE_CHECKING:
-    from lakeshard.pipelines.context import FlowContext, FlowResult
-
-__all__ = [
-    "Expectation",
-    "ExpectationKind",
-    "Flow",
-    "Pipeline",
-    "describe",
-    "expect",
-    "expect_or_drop",
-    "expect_or_fail",
-    "expect_or_quarantine",
-]
+__all__ = ["Flow", "FlowFunction", "Pipeline", "describe"]
 
 
-class ExpectationKind(StrEnum):
-    """What happens to a row that fails an expectation (DLT's ``expect`` family, plus quarantine)."""
-
-    RECORD = "expect"  # keep the row, count it
-    DROP = "expect_or_drop"  # leave the row out, count it
-    QUARANTINE = "expect_or_quarantine"  # move the row to ``expectation_quarantine`` with the rule's name
-    FAIL = "expect_or_fail"  # stop the flow before it commits; downstream flows do not run
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """A named data-quality rule: a Spark SQL boolean ``condition`` every row should satisfy.
-
-    A row passes only when the condition is true; false *and* null fail (an unknown value is not a pass).
-    """
-
-    name: str
-    condition: str
-    kind: ExpectationKind = ExpectationKind.RECORD
-
-
-def expect(name: str, condition: str) -> Expectation:
-    """Return an expectation that records how many rows pass and fail, and keeps them all."""
-    return Expectation(name, condition, ExpectationKind.RECORD)
-
-
-def expect_or_drop(name: str, condition: str) -> Expectation:
-    """Return an expectation whose failing rows are left out of the flow's output (and counted)."""
-    return Expectation(name, condition, ExpectationKind.DROP)
-
-
-def expect_or_quarantine(name: str, condition: str) -> Expectation:
-    """Return an expectation whose failing rows go to ``expectation_quarantine`` with the rule's name."""
-    return Expectation(name, condition, ExpectationKind.QUARANTINE)
-
-
-def expect_or_fail(name: str, condition: str) -> Expectation:
-    """Return an expectation that fails the flow before its commit when any row fails it."""
-    return Expectation(name, condition, ExpectationKind.FAIL)
-
-
-FlowFunction = Callable[["FlowContext"], "FlowResult"]
+FlowFunction = Callable[[FlowContext], FlowResult]
 
 
 @dataclass(frozen=True)

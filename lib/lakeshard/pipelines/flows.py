@@ -22,8 +22,9 @@ from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import ConfigError
 from lakeshard.maintenance import clean_logs, compact_bookkeeping, vacuum_tables
 from lakeshard.pipelines.context import FlowContext, FlowResult
-from lakeshard.pipelines.declaration import Flow, Pipeline, expect, expect_or_fail
+from lakeshard.pipelines.declaration import Flow, Pipeline
 from lakeshard.pipelines.errors import PipelineError
+from lakeshard.pipelines.expectations import expect, expect_or_fail
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.router import Router
 from lakeshard.routing.tables import RoutingTables
