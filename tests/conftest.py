@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +33,26 @@ TEST_REMOTE_ENV = "LAKESHARD_TEST_SPARK_REMOTE"
 CONNECT_SERVER = Path(__file__).with_name("connect_server.py")
 # Set (CI does, in .ci/run), a test that needs Delta's JVM fails where it would otherwise skip.
 REQUIRE_DELTA_JVM_ENV = "LAKESHARD_REQUIRE_DELTA_JVM"
+
+
+# How the test JVMs map Databricks' ``dbfs:`` scheme onto this machine: ``dbfs:/x`` is the local ``/x``, as on a
+# Databricks runtime, where ``dbfs:/Volumes/c/s/v/x`` is the volume's FUSE path ``/Volumes/c/s/v/x``. Hadoop's
+# view file system serves the scheme with the local file system as the fallback of an empty mount table; Delta
+# commits to it with its local log store (a runtime ships its own for dbfs). Read by the launcher of every
+# local JVM a test starts, the Spark Connect test server's included.
+DBFS_AS_LOCAL_ROOT = {
+    "spark.hadoop.fs.dbfs.impl": "org.apache.hadoop.fs.viewfs.ViewFileSystemOverloadScheme",
+    "spark.hadoop.fs.viewfs.overload.scheme.target.dbfs.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.hadoop.fs.viewfs.mounttable.default.linkFallback": "file:///",
+    "spark.delta.logStore.dbfs.impl": "io.delta.storage.LocalLogStore",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point the Spark launcher at defaults that add the ``dbfs:`` scheme (:data:`DBFS_AS_LOCAL_ROOT`)."""
+    folder = Path(tempfile.mkdtemp(prefix="lakeshard-spark-conf-"))
+    (folder / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in DBFS_AS_LOCAL_ROOT.items()))
+    os.environ["SPARK_CONF_DIR"] = str(folder)
 
 
 def no_delta_jvm() -> None:

@@ -71,9 +71,25 @@ def test_normalise_uri_keeps_single_slash_uris_as_uris(given: str, expected: str
     "file:///Volumes/main/lake/vol/events/tenant_id=a/part-0.parquet",
     "/Volumes/main/lake/vol/events/tenant_id=a/part-0.parquet",
 ])
-def test_a_volume_file_has_one_identity_however_the_runtime_qualifies_it(reported: str) -> None:
+@pytest.mark.parametrize("configured", ["/Volumes/main/lake/vol/events", "dbfs:/Volumes/main/lake/vol/events",
+                                        "file:/Volumes/main/lake/vol/events"])
+def test_a_volume_file_has_one_identity_however_the_runtime_qualifies_it(reported: str, configured: str) -> None:
     from lakeshard.lake.protocol.datafiles import file_key, spark_file_uri
 
-    ours = spark_file_uri("/Volumes/main/lake/vol/events/tenant_id=a/part-0.parquet")
+    ours = spark_file_uri(f"{configured}/tenant_id=a/part-0.parquet")
     assert file_key(reported) == file_key(ours) == "/Volumes/main/lake/vol/events/tenant_id=a/part-0.parquet"
     assert file_key("s3://bucket/x/part-0.parquet") == "s3://bucket/x/part-0.parquet"
+
+
+@pytest.mark.parametrize(("location", "local"), [
+    ("dbfs:/Volumes/main/lake/vol/events", "/Volumes/main/lake/vol/events"),  # a volume's FUSE mount
+    ("dbfs:/mnt/lake/events", "/dbfs/mnt/lake/events"),  # the DBFS FUSE mount
+    ("/Volumes/main/lake/vol/events", "/Volumes/main/lake/vol/events"),
+])
+def test_python_reads_a_dbfs_location_where_a_databricks_runtime_mounts_it(location: str, local: str) -> None:
+    from pyarrow.fs import LocalFileSystem
+
+    from lakeshard.lake.protocol.filesystem import filesystem
+
+    fs, path = filesystem(location)
+    assert isinstance(fs, LocalFileSystem) and path == local

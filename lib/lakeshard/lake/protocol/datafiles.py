@@ -70,12 +70,18 @@ def _uri_quotes(c: str) -> bool:
             or (o > 0x7F and unicodedata.category(c) in ("Zs", "Zl", "Zp")))
 
 
+# A scheme of two or more characters and a path with no authority (``dbfs:/x``); one letter is a Windows drive.
+_SCHEME_AND_PATH = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):(?=/)")
+
+
 def spark_file_uri(uri: str) -> str:
     """Return the string Spark's ``_metadata.file_path`` shows for the file at ``uri`` (an on-disk path)."""
     if "://" in uri:
         scheme, rest = uri.split("://", 1)
         authority, _, path = rest.partition("/")
         prefix, path = ("file:" if scheme == "file" and not authority else f"{scheme}://{authority}"), "/" + path
+    elif single := _SCHEME_AND_PATH.match(uri):  # dbfs:/x, as a Databricks runtime spells a volume's files
+        prefix, path = f"{single.group(1)}:", uri[single.end():]
     else:
         prefix, path = "file:", uri
     quoted = "".join("".join(f"%{b:02X}" for b in c.encode("utf-8")) if _uri_quotes(c) else c for c in path)

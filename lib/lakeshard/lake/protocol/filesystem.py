@@ -41,8 +41,15 @@ def read_commit_text(uri: str, version: int) -> str | None:
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """Return the filesystem holding ``uri`` and the path on it (a plain path is local)."""
+    """Return the filesystem holding ``uri`` and the path on it (a plain path is local).
+
+    ``dbfs:`` paths, as a Databricks runtime qualifies them, are read where the runtime mounts them for Python:
+    a Unity Catalog volume's ``dbfs:/Volumes/x`` at ``/Volumes/x``, anything else ``dbfs:/x`` at ``/dbfs/x``.
+    """
     if "://" in uri:
         fs, path = pafs.FileSystem.from_uri(uri)
         return fs, path
+    if uri.startswith("dbfs:/"):
+        path = uri[len("dbfs:"):]
+        return pafs.LocalFileSystem(), path if path.startswith("/Volumes/") else f"/dbfs{path}"
     return pafs.LocalFileSystem(), uri
