@@ -222,29 +222,37 @@ def _stream(spark: Any, landing: Path, opts: dict[str, Any]) -> Any:
                   .json(_landing_glob(landing)))
 
 
-def _timed_spark(run: Callable[[Any], tuple[Path, str, str]]) -> dict[str, Any]:
-    """Return the figures of ``run(spark)`` (which gives its output, format and note), the session's start apart."""
+SparkRun = Callable[[Any], tuple[Path, str, str, Any]]
+
+
+def _timed_spark(run: SparkRun) -> dict[str, Any]:
+    """Return the figures of ``run(spark)``, the session's start apart; ``run`` gives its output directory, format,
+    note and its streaming query (``None`` for a batch job)."""
     spark = _spark()
     start = time.perf_counter()
-    out, fmt, note = run(spark)
+    out, fmt, note, query = run(spark)
     wall = time.perf_counter() - start
+    batches = None if query is None else len([p for p in query.recentProgress if p.get("numInputRows", 0)])
     spark.stop()
-    return {"wall_s": wall, "files_out": _files_under(out), "output": [fmt, str(out)], "note": note}
+    if batches is not None:
+        note = f"{note}, {batches} micro-batches"
+    return {"wall_s": wall, "files_out": _files_under(out), "output": [fmt, str(out)], "note": note,
+            "micro_batches": batches}
 
 
 def case_batch(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
-    def run(spark: Any) -> tuple[Path, str, str]:
+    def run(spark: Any) -> tuple[Path, str, str, Any]:
         out = work / "spark_batch"
         frame = _typed(spark.read.schema(_json_schema()).json(_landing_glob(landing)))
         frame.write.partitionBy("tenant_id", "hour").parquet(str(out))
-        return out, "parquet", "no dedupe, no Delta commit"
+        return out, "parquet", "no dedupe, no Delta commit", None
 
     return _timed_spark(run)
 
 
 def _case_stream_parquet(watermark: str) -> Callable[[Path, Path, dict[str, Any]], dict[str, Any]]:
     def case(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
-        def run(spark: Any) -> tuple[Path, str, str]:
+        def run(spark: Any) -> tuple[Path, str, str, Any]:
             name = watermark.replace(" ", "")
             out = work / f"stream_parquet_{name}"
             query = (_stream(spark, landing, opts).withWatermark("ts", watermark)
@@ -253,26 +261,22 @@ def _case_stream_parquet(watermark: str) -> Callable[[Path, Path, dict[str, Any]
                      .option("checkpointLocation", str(work / f"ckpt_parquet_{name}"))
                      .trigger(availableNow=True).start())
             query.awaitTermination()
-            return out, "parquet", f"availableNow, {_batches(query)} micro-batches"
+            return out, "parquet", "availableNow", query
 
         return _timed_spark(run)
 
     return case
 
 
-def _batches(query: Any) -> int:
-    return len([p for p in query.recentProgress if p.get("numInputRows", 0)])
-
-
 def case_stream_delta(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
-    def run(spark: Any) -> tuple[Path, str, str]:
+    def run(spark: Any) -> tuple[Path, str, str, Any]:
         out = work / "stream_delta"
         query = (_stream(spark, landing, opts).withWatermark("ts", "6 hours").dropDuplicatesWithinWatermark(KEY)
                  .writeStream.format("delta").partitionBy("tenant_id", "hour")
                  .option("checkpointLocation", str(work / "ckpt_delta")).trigger(availableNow=True)
                  .start(str(out)))
         query.awaitTermination()
-        return out, "delta", f"delta-spark sink, availableNow, {_batches(query)} micro-batches"
+        return out, "delta", "delta-spark sink, availableNow", query
 
     return _timed_spark(run)
 
@@ -280,7 +284,7 @@ def case_stream_delta(landing: Path, work: Path, opts: dict[str, Any]) -> dict[s
 def case_merge(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
     from delta.tables import DeltaTable
 
-    def run(spark: Any) -> tuple[Path, str, str]:
+    def run(spark: Any) -> tuple[Path, str, str, Any]:
         out = work / "merge"
         schema = _typed(spark.read.schema(_json_schema()).json(_landing_glob(landing))).schema
         DeltaTable.create(spark).location(str(out)).addColumns(schema).partitionedBy("tenant_id", "hour").execute()
@@ -293,7 +297,7 @@ def case_merge(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any
         query = (_stream(spark, landing, opts).writeStream.foreachBatch(merge)
                  .option("checkpointLocation", str(work / "ckpt_merge")).trigger(availableNow=True).start())
         query.awaitTermination()
-        return out, "delta", f"delta-spark MERGE per micro-batch, availableNow, {_batches(query)} micro-batches"
+        return out, "delta", "delta-spark MERGE per micro-batch, availableNow", query
 
     return _timed_spark(run)
 
@@ -524,8 +528,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace, work: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Return the benchmark's document: every chosen case on one zone (generated under ``work`` unless given)."""
+def run(args: argparse.Namespace, work: Path, say: Callable[[str], None] = print,
+        on_case: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Return the benchmark's document: every chosen case on one zone (generated under ``work`` unless given).
+
+    ``on_case`` gets the document of the cases done so far after each case, so a long run keeps what it measured.
+    """
     import pyarrow.parquet as pq
 
     from lakeshard.synth.manifest import EVENTS_FILE, TRUTH_DIR, read_manifest
@@ -553,11 +561,15 @@ def run(args: argparse.Namespace, work: Path, say: Callable[[str], None] = print
         figures.update(_against_truth(_keys_out(fmt, path), truth))
         cases.append(_rounded(figures, mb))
         say(json.dumps(cases[-1]))
+        if on_case is not None:
+            on_case(_document(args, manifest, mb, load_start, cases))
         if case != "cli":
             shutil.rmtree(path, ignore_errors=True)  # the disk is small; the figures are taken
-    ran = {c["case"] for c in cases}
-    cases = [c for c in _earlier_cases(args.events) if c["case"] not in ran] + cases
-    cases.sort(key=lambda c: list(CASES).index(c["case"]))
+    return _document(args, manifest, mb, load_start, cases)
+
+
+def _document(args: argparse.Namespace, manifest: Any, mb: float, load_start: float,
+              cases: list[dict[str, Any]]) -> dict[str, Any]:
     return {"when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores", "events": args.events,
             "landing_mb": round(mb, 1), "records": manifest.records, "duplicates": manifest.duplicate_records,
@@ -575,9 +587,18 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     try:
-        doc = run(args, work)
-        if not args.no_save:
-            write_results(doc)
+        earlier = _earlier_cases(args.events)
+
+        def save(doc: dict[str, Any]) -> None:
+            ran = {c["case"] for c in doc["cases"]}
+            cases = [c for c in earlier if c["case"] not in ran] + doc["cases"]
+            doc["cases"] = sorted(cases, key=lambda c: list(CASES).index(c["case"]))
+            doc["ratios"] = ratios(doc["cases"])
+            if not args.no_save:
+                write_results(doc)
+
+        doc = run(args, work, on_case=save)
+        save(doc)
         print(json.dumps(doc["ratios"]))
     finally:
         if not args.keep:
