@@ -26,7 +26,7 @@ def _bench() -> ModuleType:
 def _run(tmp_path: Path, cases: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     bench = _bench()
     args = bench.parser().parse_args(["--events", "1500", "--tenants", "4", "--cases", cases,
-                                      "--files-per-trigger", "5"])
+                                      "--files-per-trigger", "61"])
     doc = bench.run(args, tmp_path, say=lambda line: None)
     return doc, {c["case"]: c for c in doc["cases"]}
 
@@ -42,7 +42,7 @@ def test_lakeshard_is_exact_and_the_floors_write_every_duplicate(tmp_path: Path)
         assert by[case]["duplicates_let_through"] == doc["duplicates"] > 0, by[case]
         assert by[case]["events_dropped"] == by[case]["extra_events"] == 0, by[case]
     assert all(c["peak_rss_mib"] > 0 and c["files_out"] > 0 for c in by.values()), by
-    assert set(doc["ratios"]) == {"cli_over_one_table", "cli_over_machine", "cli_over_three_tables"}
+    assert {"cli_over_one_table", "cli_over_machine", "cli_cpu_over_three_tables"} <= set(doc["ratios"])
 
 
 @pytest.mark.slow
