@@ -1,100 +1,195 @@
-"""Landing JSON to exactly-once events: ``lakeshard ingest`` against the peers a Spark user would pick, in one run.
+"""Landing JSON to exactly-once events: ``lakeshard ingest`` against the peers a Spark or Delta user would pick.
 
 Generates a landing zone with ``lakeshard generate`` (default 1M events, ~570 MB, producer retries, redelivered
-files, late and malformed records of every quarantine category), then times on the same zone:
+files, late and malformed records of every quarantine category), then runs every case on the same zone, each in
+a process of its own so that its peak memory is its own:
 
-* ``lakeshard ingest`` — the CLI as a separate process (route + dedupe + Delta commits), exactly once;
-* ``spark batch`` — ``spark.read.json`` + a Parquet write partitioned by (tenant, hour), no dedupe (the floor);
-* ``spark streaming 6h`` / ``15min`` — Structured Streaming, ``withWatermark`` + ``dropDuplicatesWithinWatermark``,
-  Parquet file sink, ``availableNow``: the duplicates each watermark lets through are counted;
-* ``delta-rs`` — the landing zone parsed by lakeshard's parser in this process and appended with ``write_deltalake``,
-  no dedupe;
-* ``floor`` — what any design keeping lakeshard's three tables must do and nothing more: the parse, then the parsed
-  events written with pyarrow in the three layouts (``routed`` by shard, ``events`` by (tenant, hour) sorted,
-  ``event_ids`` by (shard, hour) with the 128-bit key hashes); no placement, no dedupe, no commit. Its note gives
-  the CPU seconds of the parse and of the writes: the budget a 2-core machine has for the rest.
+* ``cli`` — ``lakeshard ingest`` (route + dedupe + Delta commits), exactly once;
+* ``one-table`` — the one-table floor: lakeshard's parse and one ``write_deltalake`` of the parsed events, no
+  dedupe;
+* ``machine`` — the machine's floor for parse + write: Arrow's JSON reader over the zone's valid lines (prepared
+  beforehand, ``ts`` as epoch milliseconds, not timed) and one ``write_deltalake``;
+* ``three-tables`` — what any design keeping lakeshard's three tables must do and nothing more: the parse, then
+  the parsed events written with pyarrow in the three layouts (``routed`` by shard, ``events`` by (tenant, hour)
+  sorted, ``event_ids`` by (shard, hour) with the 128-bit key hashes); no placement, no dedupe, no commit;
+* ``batch`` — Spark: ``spark.read.json`` + a Parquet write partitioned by (tenant, hour), no dedupe;
+* ``stream-parquet-6h`` / ``stream-parquet-15min`` — Structured Streaming over the zone (file source, JSON),
+  ``withWatermark`` on ``ts`` + ``dropDuplicatesWithinWatermark`` on the event key, Parquet file sink partitioned
+  by (tenant, hour), ``availableNow``;
+* ``stream-delta`` — the same stream with a 6 h watermark into a Delta sink partitioned like ``events``
+  (delta-spark);
+* ``merge`` — Structured Streaming with ``foreachBatch``: each micro-batch deduplicated on the event key, then an
+  insert-only ``MERGE`` into a Delta table partitioned like ``events`` (delta-spark).
 
-Figures per case: wall seconds, MB/s of landing bytes, events/s, files out, peak RSS (the process's own for the
-CLI, this process's for the in-process cases), rows out and duplicates let through (rows out minus distinct event
-keys). Writes ``bench/results/ingest.json``, ``ingest.md`` and ``ingest.png``.
+The Spark cases start a local session the way lakeshard's own does (``lakeshard.runtime.session``), with Delta's
+installed jars (``scripts/install-delta-jars.sh``; ``LAKESHARD_DELTA_JARS`` names another folder).
 
-    .venv/bin/python bench/bench_ingest.py [--events 1000000] [--skip-streaming]
+Figures per case: wall seconds of the case's work (and of its whole process, start-up included), MB/s of landing
+bytes, files out, peak RSS and CPU seconds of the case's process tree (the Spark JVM included), sampled with
+psutil; rows out, duplicates let through (rows out minus distinct event keys out) and events dropped / extra
+(distinct keys out against the zone's ground truth ``_truth/events.parquet``). An event's key is the record
+format's ``(tenant_id, event_id, ts)``. Writes ``bench/results/ingest.json``, ``ingest.md`` and ``ingest.png``.
+
+    .venv/bin/python bench/bench_ingest.py [--events 1000000] [--cases cli,one-table,...] [--landing ZONE]
+
+``--events 20000 --tenants 20`` is the smoke size: seconds per in-process case; each Spark case starts its own JVM
+(tens of seconds on a quiet 2-core machine, minutes on a loaded one). A generated zone has ~120 files at any
+size, so ``--files-per-trigger`` (default 40) sets the streaming peers' micro-batches (about 3).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-KEY = ["tenant_id", "event_id", "ts"]
+KEY = ["tenant_id", "event_id", "ts"]  # the record format's event key (docs/design.md §2)
+SAMPLE_S = 0.1
 
+CASES: dict[str, str] = {
+    "cli": "lakeshard ingest",
+    "one-table": "one-table floor: lakeshard parse + one write_deltalake (no dedupe)",
+    "machine": "machine floor: Arrow JSON reader over the valid lines + one write_deltalake (no dedupe)",
+    "three-tables": "three-table floor: lakeshard parse + the three tables' files (no dedupe, no commit)",
+    "batch": "Spark batch, Parquet by (tenant, hour) (no dedupe)",
+    "stream-parquet-6h": "Structured Streaming, watermark 6 h, dropDuplicatesWithinWatermark, Parquet sink",
+    "stream-parquet-15min": "Structured Streaming, watermark 15 min, dropDuplicatesWithinWatermark, Parquet sink",
+    "stream-delta": "Structured Streaming, watermark 6 h, dropDuplicatesWithinWatermark, Delta sink",
+    "merge": "Structured Streaming foreachBatch: dedupe in the batch + insert-only MERGE into Delta",
+}
+STREAMING_LIKE_EVENTS = ("stream-parquet-6h", "stream-parquet-15min", "stream-delta", "merge")
+
+
+# --- The cases, each run in a process of its own (``--run-case``) ------------------------------------------------
 
 def _files_under(root: Path, suffix: str = ".parquet") -> int:
     return sum(1 for p in root.rglob(f"*{suffix}") if not any(part.startswith(("_", ".")) for part in p.parts))
 
 
-def _landing_bytes(landing: Path) -> int:
-    return sum(p.stat().st_size for p in landing.rglob("*") if p.is_file() and "_truth" not in p.parts)
+def _parse(landing: Path) -> Any:
+    from lakeshard.config import LandingConfig
+    from lakeshard.landing import list_landing_files, parse_landing_arrow
+
+    events, _ = parse_landing_arrow(list_landing_files(landing), limits=LandingConfig())
+    return events
 
 
-def _child_peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+def case_one_table(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    from deltalake import write_deltalake
 
-
-def _self_peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _case(name: str, wall: float, mb: float, rows: int, distinct: int, files: int, peak_mib: float,
-          events: int, note: str = "") -> dict[str, Any]:
-    return {"case": name, "wall_s": round(wall, 2), "mb_per_s": round(mb / wall, 1),
-            "events_per_s": round(events / wall), "rows_out": rows, "distinct_out": distinct,
-            "duplicates_let_through": rows - distinct, "files_out": files, "peak_rss_mib": round(peak_mib),
-            "note": note}
-
-
-def run_cli(landing: Path, work: Path, mb: float, unique: int) -> dict[str, Any]:
-    """Return the figures of ``lakeshard ingest`` run as its own process on a fresh lakehouse."""
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
-
-    lakehouse = work / "lakehouse"
-    env = dict(os.environ)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = work / "one_table"
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "lakeshard.app.cli", "ingest", "--lakehouse", str(lakehouse), "--landing",
-                    str(landing)], check=True, env=env, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)  # the CLI's Python process
-    peak = _child_peak_mib()
-    events = DeltaTable(str(lakehouse / "events")).to_pyarrow_table(columns=["tenant_id", "event_id", "ts"])
-    distinct = events.group_by(KEY).aggregate([]).num_rows
-    exact = events.num_rows == distinct == unique
-    files = len(DeltaTable(str(lakehouse / "events")).file_uris())
-    del pc
-    return _case("lakeshard ingest", wall, mb, events.num_rows, distinct, files, peak, unique,
-                 ("exact" if exact else f"NOT exact (truth {unique})") + f"; {cpu:.1f} s CPU (Python process)")
+    events = _parse(landing)
+    parsed = time.perf_counter()
+    write_deltalake(str(out), events, mode="append")
+    end = time.perf_counter()
+    return {"wall_s": end - start, "files_out": _files_under(out), "output": ["delta", str(out)],
+            "note": f"parse {parsed - start:.1f} s, write {end - parsed:.1f} s; unpartitioned"}
+
+
+def prepare_valid_lines(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    """Write the zone's valid records as JSON lines with ``ts`` in epoch milliseconds (the machine floor's input)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    events = _parse(landing)
+    ms = pc.cast(pc.cast(events.column("ts"), pa.timestamp("ms", tz="UTC"), safe=False), pa.int64())
+    fields = ("tenant_id", "event_id", "service", "status", "env", "host", "message")
+    rows = events.select(list(fields)).append_column("ts", ms).append_column("attributes",
+                                                                              events.column("attributes"))
+    out = work / "valid_lines"
+    out.mkdir(parents=True, exist_ok=True)
+    per_file = 100_000
+    for n, offset in enumerate(range(0, rows.num_rows, per_file)):
+        chunk = rows.slice(offset, per_file).to_pylist()
+        with (out / f"part-{n:05d}.jsonl").open("w", encoding="utf-8") as f:
+            for row in chunk:
+                row["attributes"] = dict(row["attributes"] or ())
+                f.write(json.dumps({k: v for k, v in row.items() if v is not None and v != {}},
+                                   ensure_ascii=False) + "\n")
+    return {"wall_s": 0.0, "files_out": 0, "output": ["none", ""], "note": f"{rows.num_rows} lines"}
+
+
+def case_machine(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    import pyarrow as pa
+    import pyarrow.json as pj
+    from deltalake import write_deltalake
+
+    source = sorted((work / "valid_lines").glob("*.jsonl"))
+    out = work / "machine"
+    schema = pa.schema([("tenant_id", pa.string()), ("event_id", pa.string()), ("ts", pa.int64()),
+                        *((n, pa.string()) for n in ("service", "status", "env", "host", "message"))])
+    start = time.perf_counter()
+    # Arrow's reader has no map type: ``attributes`` is inferred, a struct of the members each file holds.
+    parts = [pj.read_json(p, parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"))
+             for p in source]
+    events = pa.concat_tables(parts, promote_options="permissive")
+    events = events.set_column(2, "ts", events.column("ts").cast(pa.timestamp("ms", tz="UTC")))
+    parsed = time.perf_counter()
+    write_deltalake(str(out), events, mode="append")
+    end = time.perf_counter()
+    return {"wall_s": end - start, "files_out": _files_under(out), "output": ["delta", str(out)],
+            "note": f"read {parsed - start:.1f} s, write {end - parsed:.1f} s; unpartitioned"}
+
+
+def case_three_tables(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from lakeshard.dedupe.keyhash import key_hashes
+    from lakeshard.lake.protocol.partitions import write_partitioned
+    from lakeshard.tables import EVENTS_SORT_COLUMNS
+
+    out = work / "three_tables"
+    start, cpu = time.perf_counter(), time.process_time()
+    events = _parse(landing)
+    parse_cpu = time.process_time() - cpu
+    tenants = pc.dictionary_encode(events.column("tenant_id")).combine_chunks().indices.to_numpy()
+    shard = pa.array((tenants % 16).astype(np.int32))
+    hour = pc.strftime(pc.floor_temporal(events.column("ts"), unit="hour"), format="%Y-%m-%dT%H")
+    routed = events.append_column("shard", shard)
+    write_partitioned(routed, str(out / "routed"), routed.schema, ["shard"])
+    written = routed.append_column("hour", hour)
+    write_partitioned(written, str(out / "events"), written.schema, ["tenant_id", "hour"], EVENTS_SORT_COLUMNS)
+    hi, lo = key_hashes(events)
+    ids = pa.table({"shard": shard, "interval": hour, "key_hi": hi, "key_lo": lo})  # what event_ids holds
+    write_partitioned(ids, str(out / "event_ids"), ids.schema, ["shard", "interval"], ["key_hi", "key_lo"])
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"wall_s": wall, "files_out": _files_under(out / "events"), "output": ["parquet", str(out / "events")],
+            "note": f"CPU {cpu:.1f} s = parse {parse_cpu:.1f} s + writes {cpu - parse_cpu:.1f} s (routed, events, "
+                    f"event_ids: {_files_under(out)} files); files out counts events' only"}
 
 
 def _spark() -> Any:
+    """Return a local session set up as lakeshard's own (``local_spark_conf``), with Delta's installed jars."""
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master("local[2]").appName("bench_ingest")
-            .config("spark.sql.session.timeZone", "UTC").config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "8").getOrCreate())
+    from lakeshard.config import LakeshardConfig
+    from lakeshard.errors import EnvironmentProblem
+    from lakeshard.runtime.session import delta_jars_folder, find_java, local_spark_conf
+
+    cfg = LakeshardConfig()
+    cfg = dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, master="local[2]", app_name="bench_ingest",
+                                                             adapter="native"))
+    find_java()
+    conf = local_spark_conf(cfg)
+    if "spark.jars" not in conf:
+        raise EnvironmentProblem(f"Delta's jars: expected delta-spark's jar in {delta_jars_folder()}, found none; "
+                                 "run scripts/install-delta-jars.sh or set LAKESHARD_DELTA_JARS to their folder")
+    return SparkSession.builder.master(cfg.spark.master).config(map=dict(conf)).getOrCreate()
 
 
 def _json_schema() -> Any:
@@ -120,86 +215,302 @@ def _typed(frame: Any) -> Any:
     return frame.withColumn("ts", ts).where(valid).withColumn("hour", F.date_format("ts", "yyyy-MM-dd'T'HH"))
 
 
-def _count_out(spark: Any, out: Path) -> tuple[int, int]:
-    frame = spark.read.parquet(str(out))
-    return frame.count(), frame.select(*KEY).distinct().count()
+def _landing_glob(landing: Path) -> str:
+    return str(landing / "*" / "*" / "*")
 
 
-def run_spark_batch(spark: Any, landing: Path, work: Path, mb: float, unique: int) -> dict[str, Any]:
-    out = work / "spark_batch"
+def _stream(spark: Any, landing: Path, opts: dict[str, Any]) -> Any:
+    return _typed(spark.readStream.schema(_json_schema()).option("maxFilesPerTrigger", opts["files_per_trigger"])
+                  .json(_landing_glob(landing)))
+
+
+SparkRun = Callable[[Any], tuple[Path, str, str, Any]]
+
+
+def _timed_spark(run: SparkRun) -> dict[str, Any]:
+    """Return the figures of ``run(spark)``, the session's start apart; ``run`` gives its output directory, format,
+    note and its streaming query (``None`` for a batch job)."""
+    spark = _spark()
     start = time.perf_counter()
-    frame = _typed(spark.read.schema(_json_schema()).json(str(landing / "*" / "*" / "*")))
-    frame.write.partitionBy("tenant_id", "hour").parquet(str(out))
+    out, fmt, note, query = run(spark)
     wall = time.perf_counter() - start
-    rows, distinct = _count_out(spark, out)
-    return _case("spark batch (no dedupe)", wall, mb, rows, distinct, _files_under(out), _self_peak_mib(), unique,
-                 "no dedupe, no Delta commit")
+    batches = None if query is None else len([p for p in query.recentProgress if p.get("numInputRows", 0)])
+    spark.stop()
+    if batches is not None:
+        note = f"{note}, {batches} micro-batches"
+    return {"wall_s": wall, "files_out": _files_under(out), "output": [fmt, str(out)], "note": note,
+            "micro_batches": batches}
 
 
-def run_streaming(spark: Any, landing: Path, work: Path, mb: float, unique: int, watermark: str) -> dict[str, Any]:
-    out = work / f"stream_{watermark.replace(' ', '')}"
+def case_batch(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    def run(spark: Any) -> tuple[Path, str, str, Any]:
+        out = work / "spark_batch"
+        frame = _typed(spark.read.schema(_json_schema()).json(_landing_glob(landing)))
+        frame.write.partitionBy("tenant_id", "hour").parquet(str(out))
+        return out, "parquet", "no dedupe, no Delta commit", None
+
+    return _timed_spark(run)
+
+
+def _case_stream_parquet(watermark: str) -> Callable[[Path, Path, dict[str, Any]], dict[str, Any]]:
+    def case(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+        def run(spark: Any) -> tuple[Path, str, str, Any]:
+            name = watermark.replace(" ", "")
+            out = work / f"stream_parquet_{name}"
+            query = (_stream(spark, landing, opts).withWatermark("ts", watermark)
+                     .dropDuplicatesWithinWatermark(KEY).writeStream.format("parquet")
+                     .partitionBy("tenant_id", "hour").option("path", str(out))
+                     .option("checkpointLocation", str(work / f"ckpt_parquet_{name}"))
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+            return out, "parquet", "availableNow", query
+
+        return _timed_spark(run)
+
+    return case
+
+
+def case_stream_delta(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    def run(spark: Any) -> tuple[Path, str, str, Any]:
+        out = work / "stream_delta"
+        query = (_stream(spark, landing, opts).withWatermark("ts", "6 hours").dropDuplicatesWithinWatermark(KEY)
+                 .writeStream.format("delta").partitionBy("tenant_id", "hour")
+                 .option("checkpointLocation", str(work / "ckpt_delta")).trigger(availableNow=True)
+                 .start(str(out)))
+        query.awaitTermination()
+        return out, "delta", "delta-spark sink, availableNow", query
+
+    return _timed_spark(run)
+
+
+def case_merge(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    from delta.tables import DeltaTable
+
+    def run(spark: Any) -> tuple[Path, str, str, Any]:
+        out = work / "merge"
+        schema = _typed(spark.read.schema(_json_schema()).json(_landing_glob(landing))).schema
+        DeltaTable.create(spark).location(str(out)).addColumns(schema).partitionedBy("tenant_id", "hour").execute()
+        condition = ("t.tenant_id = s.tenant_id AND t.hour = s.hour AND t.event_id = s.event_id AND t.ts = s.ts")
+
+        def merge(batch: Any, batch_id: int) -> None:
+            (DeltaTable.forPath(spark, str(out)).alias("t").merge(batch.dropDuplicates(KEY).alias("s"), condition)
+             .whenNotMatchedInsertAll().execute())
+
+        query = (_stream(spark, landing, opts).writeStream.foreachBatch(merge)
+                 .option("checkpointLocation", str(work / "ckpt_merge")).trigger(availableNow=True).start())
+        query.awaitTermination()
+        return out, "delta", "delta-spark MERGE per micro-batch, availableNow", query
+
+    return _timed_spark(run)
+
+
+RUNNERS: dict[str, Callable[[Path, Path, dict[str, Any]], dict[str, Any]]] = {
+    "prepare": prepare_valid_lines,
+    "one-table": case_one_table,
+    "machine": case_machine,
+    "three-tables": case_three_tables,
+    "batch": case_batch,
+    "stream-parquet-6h": _case_stream_parquet("6 hours"),
+    "stream-parquet-15min": _case_stream_parquet("15 minutes"),
+    "stream-delta": case_stream_delta,
+    "merge": case_merge,
+}
+
+
+# --- The harness: each case as a child process, its tree sampled, its output checked against the truth -----------
+
+def _sample_tree(proc: subprocess.Popen[bytes]) -> tuple[float, float]:
+    """Wait for ``proc``; return the peak RSS (MiB) of it and all its descendants together, and their CPU seconds.
+
+    CPU is each process's last sampled user + system time, so a process's final ``SAMPLE_S`` may be missed.
+    """
+    import psutil
+
+    root = psutil.Process(proc.pid)
+    cpu: dict[int, float]
+    peak, cpu = 0, {}
+    while proc.poll() is None:
+        total = 0
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            break
+        for p in tree:
+            try:
+                total += p.memory_info().rss
+                times = p.cpu_times()
+                cpu[p.pid] = times.user + times.system
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        peak = max(peak, total)
+        time.sleep(SAMPLE_S)
+    proc.wait()
+    return peak / 2**20, sum(cpu.values())
+
+
+def _run_child(cmd: list[str], what: str) -> tuple[float, float, float]:
+    """Run ``cmd``; return its wall seconds, peak RSS of its tree (MiB) and the tree's CPU seconds."""
     start = time.perf_counter()
-    stream = (_typed(spark.readStream.schema(_json_schema()).option("maxFilesPerTrigger", 20)
-                     .json(str(landing / "*" / "*" / "*")))
-              .withWatermark("ts", watermark).dropDuplicatesWithinWatermark(["tenant_id", "event_id"]))
-    query = (stream.writeStream.format("parquet").option("path", str(out))
-             .option("checkpointLocation", str(work / f"ckpt_{watermark.replace(' ', '')}"))
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    peak, cpu = _sample_tree(proc)
     wall = time.perf_counter() - start
-    rows, distinct = _count_out(spark, out)
-    return _case(f"spark streaming dropDuplicatesWithinWatermark {watermark}", wall, mb, rows, distinct,
-                 _files_under(out), _self_peak_mib(), unique, "Parquet file sink, availableNow")
+    if proc.returncode:
+        raise SystemExit(f"{what}: expected exit code 0, found {proc.returncode} ({' '.join(cmd)})")
+    return wall, peak, cpu
 
 
-def run_delta_rs(landing: Path, work: Path, mb: float, unique: int) -> dict[str, Any]:
-    from deltalake import write_deltalake
-
-    from lakeshard.config import LandingConfig
-    from lakeshard.landing import list_landing_files, parse_landing_arrow
-
-    out = work / "delta_rs"
-    start = time.perf_counter()
-    events, _ = parse_landing_arrow(list_landing_files(landing), limits=LandingConfig())
-    write_deltalake(str(out), events.drop_columns(["attributes"]).append_column(
-        "attributes", events.column("attributes")), mode="append")
-    wall = time.perf_counter() - start
-    distinct = events.select(KEY).group_by(KEY).aggregate([]).num_rows
-    return _case("lakeshard parse + delta-rs append (no dedupe)", wall, mb, events.num_rows, distinct,
-                 _files_under(out), _self_peak_mib(), unique, "parsed in this process, one write_deltalake")
-
-
-def run_floor(landing: Path, work: Path, mb: float, unique: int) -> dict[str, Any]:
-    import numpy as np
+def _keys_out(fmt: str, path: str) -> Any:
+    """Return the event keys written (``ts`` as epoch milliseconds), one row per row out."""
     import pyarrow as pa
     import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
 
-    from lakeshard.config import LandingConfig
-    from lakeshard.dedupe.keyhash import key_hashes
-    from lakeshard.lake.protocol.partitions import write_partitioned
-    from lakeshard.landing import list_landing_files, parse_landing_arrow
-    from lakeshard.tables import EVENTS_SORT_COLUMNS
+    if fmt == "delta":
+        table = DeltaTable(path).to_pyarrow_table(columns=KEY)
+    else:
+        part = ds.partitioning(pa.schema([("tenant_id", pa.string()), ("hour", pa.string())]), flavor="hive")
+        table = ds.dataset(path, format="parquet", partitioning=part).to_table(columns=KEY)
+    ts = table.column("ts")
+    ms = pc.cast(pc.cast(ts, pa.timestamp("ms", tz=getattr(ts.type, "tz", None)), safe=False), pa.int64())
+    return pa.table({"tenant_id": table.column("tenant_id").cast(pa.string()),
+                     "event_id": table.column("event_id").cast(pa.string()), "ts_ms": ms})
 
-    out = work / "floor"
-    start, cpu = time.perf_counter(), time.process_time()
-    events, _ = parse_landing_arrow(list_landing_files(landing), limits=LandingConfig())
-    parse_cpu = time.process_time() - cpu
-    tenants = pc.dictionary_encode(events.column("tenant_id")).combine_chunks().indices.to_numpy()
-    shard = pa.array((tenants % 16).astype(np.int32))
-    hour = pc.strftime(pc.floor_temporal(events.column("ts"), unit="hour"), format="%Y-%m-%dT%H")
-    routed = events.append_column("shard", shard)
-    write_partitioned(routed, str(out / "routed"), routed.schema, ["shard"])
-    written = routed.append_column("hour", hour)
-    write_partitioned(written, str(out / "events"), written.schema, ["tenant_id", "hour"], EVENTS_SORT_COLUMNS)
-    hi, lo = key_hashes(events)
-    ids = pa.table({"shard": shard, "interval": hour, "key_hi": hi, "key_lo": lo})  # what event_ids holds
-    write_partitioned(ids, str(out / "event_ids"), ids.schema, ["shard", "interval"], ["key_hi", "key_lo"])
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-    distinct = events.select(KEY).group_by(KEY).aggregate([]).num_rows
-    return _case("floor: lakeshard parse + the three tables' files (no dedupe, no commit)", wall, mb, events.num_rows,
-                 distinct, _files_under(out / "events"), _self_peak_mib(), unique,
-                 f"CPU {cpu:.1f} s = parse {parse_cpu:.1f} s + writes {cpu - parse_cpu:.1f} s (routed, events, "
-                 f"event_ids: {_files_under(out)} files); files out counts events' only")
+
+def _against_truth(keys: Any, truth: Any) -> dict[str, int]:
+    cols = ["tenant_id", "event_id", "ts_ms"]
+    # On the calling thread: an Acero pool thread can abort the interpreter at exit (tests/test_arrow_threads.py).
+    distinct = keys.group_by(cols, use_threads=False).aggregate([])
+    found = distinct.join(truth, cols, join_type="inner", use_threads=False).num_rows
+    return {"rows_out": keys.num_rows, "distinct_out": distinct.num_rows,
+            "duplicates_let_through": keys.num_rows - distinct.num_rows,
+            "events_dropped": truth.num_rows - found, "extra_events": distinct.num_rows - found}
+
+
+def run_case(case: str, landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    """Return the figures of one case run as a child process on ``landing``."""
+    load_before = os.getloadavg()[0]
+    if case == "cli":
+        lakehouse = work / "lakehouse"
+        wall, peak, cpu = _run_child([sys.executable, "-m", "lakeshard.app.cli", "ingest", "--lakehouse",
+                                      str(lakehouse), "--landing", str(landing)], case)
+        from deltalake import DeltaTable
+
+        result = {"wall_s": wall, "files_out": len(DeltaTable(str(lakehouse / "events")).file_uris()),
+                  "output": ["delta", str(lakehouse / "events")], "note": "route + dedupe + Delta commits"}
+    else:
+        out = work / f"{case}.result.json"
+        wall, peak, cpu = _run_child([sys.executable, __file__, "--run-case", case, "--landing", str(landing),
+                                      "--work", str(work), "--result", str(out), "--files-per-trigger",
+                                      str(opts["files_per_trigger"])], case)
+        result = json.loads(out.read_text())
+    result.update(case=case, name=CASES.get(case, case), process_wall_s=wall, peak_rss_mib=peak, cpu_s=cpu,
+                  load_before=load_before, load_after=os.getloadavg()[0])
+    return result
+
+
+def _landing_bytes(landing: Path) -> int:
+    return sum(p.stat().st_size for p in landing.rglob("*") if p.is_file() and "_truth" not in p.parts)
+
+
+def _rounded(case: dict[str, Any], mb: float) -> dict[str, Any]:
+    out = dict(case)
+    for k in ("wall_s", "process_wall_s", "cpu_s"):
+        out[k] = round(case[k], 2)
+    out["peak_rss_mib"] = round(case["peak_rss_mib"])
+    out["mb_per_s"] = round(mb / case["wall_s"], 1)
+    out["load_before"], out["load_after"] = round(case["load_before"], 2), round(case["load_after"], 2)
+    return out
+
+
+def ratios(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return lakeshard's wall and CPU time over each floor's, and the best streaming peer's over lakeshard's."""
+    by = {c["case"]: c for c in cases}
+    out: dict[str, Any] = {}
+    if "cli" not in by:
+        return out
+    cli = by["cli"]
+    for name, case in (("cli_over_one_table", "one-table"), ("cli_over_machine", "machine"),
+                       ("cli_over_three_tables", "three-tables")):
+        if case in by:
+            out[name] = round(cli["wall_s"] / by[case]["wall_s"], 2)
+            # On a loaded machine wall time follows the load; CPU seconds of the process tree do much less.
+            out[name.replace("cli_", "cli_cpu_")] = round(cli["cpu_s"] / by[case]["cpu_s"], 2)
+    streams = [by[c] for c in STREAMING_LIKE_EVENTS if c in by and by[c].get("events_dropped", 1) == 0]
+    if streams:
+        best = min(streams, key=lambda c: c["wall_s"])
+        out["best_streaming_over_cli"] = round(best["wall_s"] / cli["wall_s"], 2)
+        out["best_streaming_case"] = best["case"]
+        best_cpu = min(streams, key=lambda c: c["cpu_s"])
+        out["best_streaming_cpu_over_cli"] = round(best_cpu["cpu_s"] / cli["cpu_s"], 2)
+        out["best_streaming_cpu_case"] = best_cpu["case"]
+    return out
+
+
+def write_results(doc: dict[str, Any]) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "ingest.json").write_text(json.dumps(doc, indent=1) + "\n")
+    unique = doc["unique_events"]
+    lines = [f"# Ingest: landing JSON to events ({doc['events']:,} events, {doc['landing_mb']:.0f} MB)", "",
+             f"{doc['when']}, {doc['machine']}, load average {doc['load_start']:.1f} at the start and "
+             f"{doc['load_end']:.1f} at the end. Zone from `lakeshard generate --events {doc['events']}`: "
+             f"{doc['records']:,} records, {unique:,} unique events, {doc['duplicates']:,} duplicates, "
+             f"{doc['bad']:,} malformed. Streaming peers read {doc['files_per_trigger']} files per micro-batch.", "",
+             "Each case ran in a process of its own. Wall s is the case's work (a Spark case's session start apart; "
+             "`lakeshard ingest`'s whole process); process s includes the interpreter's and the JVM's start. MB/s is "
+             "landing bytes over wall s. Peak RSS and CPU are those of the case's whole process tree (the Spark JVM "
+             "included), sampled every 0.1 s. Duplicates let through: rows out minus distinct event keys "
+             "(tenant_id, event_id, ts) out. Dropped: events of the ground truth missing from the output (a "
+             "watermark drops late events); extra: keys out that are not events of the truth (records lakeshard "
+             "quarantines that a lenient peer accepts).", "",
+             "| case | wall s | process s | MB/s | files out | peak RSS MiB | CPU s | rows out | duplicates "
+             "| dropped | extra | load avg | note |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for c in doc["cases"]:
+        lines.append(f"| {c['name']} | {c['wall_s']} | {c['process_wall_s']} | {c['mb_per_s']} | {c['files_out']:,} "
+                     f"| {c['peak_rss_mib']:,} | {c['cpu_s']} | {c['rows_out']:,} "
+                     f"| {c['duplicates_let_through']:,} | {c['events_dropped']:,} | {c['extra_events']:,} "
+                     f"| {c['load_before']} to {c['load_after']} | {c['note']} |")
+    r = doc.get("ratios", {})
+    if r:
+        lines += ["", "Ratios (lower is better for lakeshard's own; the streaming one is the peer's time over "
+                      "lakeshard's):"]
+        lines += ["", "| ratio | wall | CPU of the process tree |", "| --- | ---: | ---: |"]
+        for key, text in (("cli_over_one_table", "`lakeshard ingest` / one-table floor"),
+                          ("cli_over_machine", "`lakeshard ingest` / machine floor"),
+                          ("cli_over_three_tables", "`lakeshard ingest` / three-table floor")):
+            if key in r:
+                lines.append(f"| {text} | **{r[key]}x** | {r[key.replace('cli_', 'cli_cpu_')]}x |")
+        if "best_streaming_over_cli" in r:
+            lines.append(f"| best Structured Streaming peer partitioned like `events` that drops no event / "
+                         f"`lakeshard ingest` | **{r['best_streaming_over_cli']}x** ({r['best_streaming_case']}) "
+                         f"| {r['best_streaming_cpu_over_cli']}x ({r['best_streaming_cpu_case']}) |")
+    if doc.get("note"):
+        lines += ["", str(doc["note"])]
+    (RESULTS / "ingest.md").write_text("\n".join(lines) + "\n")
+    _plot(doc)
+
+
+def _plot(doc: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = doc["cases"]
+    names = [c["case"] for c in cases]
+    fig, (speed, memory) = plt.subplots(1, 2, figsize=(11, 0.45 * len(cases) + 1.6), sharey=True)
+    colours = ["#d62" if c["duplicates_let_through"] or c["events_dropped"] else "#4a7" for c in cases]
+    speed.barh(names, [c["mb_per_s"] for c in cases], color=colours)
+    speed.invert_yaxis()
+    speed.set_xlabel("MB/s of landing JSON (higher is better)")
+    memory.barh(names, [c["peak_rss_mib"] for c in cases], color="#57a")
+    memory.set_xlabel("peak RSS of the process tree, MiB")
+    fig.suptitle(f"Ingest, {doc['events']:,} events, {doc['landing_mb']:.0f} MB "
+                 "(red: duplicates let through or events dropped)")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "ingest.png", dpi=110)
+    plt.close(fig)
 
 
 def _earlier_cases(events: int) -> list[dict[str, Any]]:
@@ -208,101 +519,108 @@ def _earlier_cases(events: int) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     doc = json.loads(path.read_text())
-    return list(doc["cases"]) if doc.get("events") == events else []
+    return [c for c in doc["cases"] if "process_wall_s" in c] if doc.get("events") == events else []
 
 
-def write_results(doc: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ingest.json").write_text(json.dumps(doc, indent=1) + "\n")
-    lines = [f"# Ingest: landing JSON to events ({doc['events']:,} events, {doc['landing_mb']:.0f} MB)", "",
-             f"{doc['when']}, {doc['machine']}. Zone from `lakeshard generate --events {doc['events']}`: "
-             f"{doc['records']:,} records, {doc['duplicates']:,} duplicates, {doc['bad']:,} malformed.", "",
-             "Duplicates let through: rows out minus distinct (tenant, event, ts) keys out. Events short: true unique "
-             "events minus distinct keys out (a watermark drops late events; a lenient peer accepts records lakeshard "
-             "quarantines, which makes it negative).", "",
-             "| case | wall s | MB/s | events/s | files out | peak RSS MiB | rows out | duplicates let through "
-             "| events short | note |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-    for c in doc["cases"]:
-        lines.append(f"| {c['case']} | {c['wall_s']} | {c['mb_per_s']} | {c['events_per_s']:,} "
-                     f"| {c['files_out']:,} | {c['peak_rss_mib']:,} | {c['rows_out']:,} "
-                     f"| {c['duplicates_let_through']:,} | {doc['unique_events'] - c['distinct_out']:,} "
-                     f"| {c['note']} |")
-    if doc.get("note"):
-        lines += ["", str(doc["note"])]
-    lines += ["", "Peak RSS is the CLI process's own for `lakeshard ingest`, this Python process's for the others (the "
-                  "Spark JVM of the Spark cases is not counted)."]
-    (RESULTS / "ingest.md").write_text("\n".join(lines) + "\n")
-    try:
-        import matplotlib
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--events", type=int, default=1_000_000, help="zone size; 20000 is the smoke size")
+    p.add_argument("--tenants", type=int, default=200)
+    p.add_argument("--cases", default=",".join(CASES),
+                   help="which cases to run, of: " + ", ".join(CASES) + "; the others keep their figures from an "
+                        "earlier ingest.json of the same --events")
+    p.add_argument("--files-per-trigger", type=int, default=40,
+                   help="maxFilesPerTrigger of the streaming peers (a generated zone has ~120 files at any size)")
+    p.add_argument("--landing", default=None, help="an existing zone of `lakeshard generate --events N` to use")
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    p.add_argument("--no-save", action="store_true", help="print the figures, write nothing to bench/results")
+    p.add_argument("--render", action="store_true", help="write ingest.md and ingest.png again from ingest.json")
+    p.add_argument("--note", default=None, help="a paragraph for ingest.md (with --render)")
+    p.add_argument("--run-case", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--work", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--result", default=None, help=argparse.SUPPRESS)
+    return p
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, ax = plt.subplots(figsize=(9, 0.6 * len(doc["cases"]) + 1.2))
-    names = [c["case"] for c in doc["cases"]]
-    ax.barh(names, [c["mb_per_s"] for c in doc["cases"]], color="#4a7")
-    ax.invert_yaxis()
-    ax.set_xlabel("MB/s of landing JSON (higher is better)")
-    ax.set_title(f"Ingest, {doc['events']:,} events, {doc['landing_mb']:.0f} MB")
-    fig.tight_layout()
-    fig.savefig(RESULTS / "ingest.png", dpi=110)
+
+def run(args: argparse.Namespace, work: Path, say: Callable[[str], None] = print,
+        on_case: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Return the benchmark's document: every chosen case on one zone (generated under ``work`` unless given).
+
+    ``on_case`` gets the document of the cases done so far after each case, so a long run keeps what it measured.
+    """
+    import pyarrow.parquet as pq
+
+    from lakeshard.synth.manifest import EVENTS_FILE, TRUTH_DIR, read_manifest
+
+    chosen = [c for c in args.cases.split(",") if c]
+    unknown = sorted(set(chosen) - set(CASES))
+    if unknown:
+        raise SystemExit(f"--cases: expected names of {', '.join(CASES)}, found {', '.join(unknown)}")
+    landing = Path(args.landing) if args.landing else work / "landing"
+    if args.landing is None:
+        subprocess.run([sys.executable, "-m", "lakeshard.app.cli", "generate", "--landing", str(landing),
+                        "--lakehouse", str(work / "unused"), "--events", str(args.events), "--tenants",
+                        str(args.tenants), "--quiet"], check=True)
+    manifest = read_manifest(landing)
+    truth = pq.read_table(landing / TRUTH_DIR / EVENTS_FILE, columns=["tenant_id", "event_id", "ts_ms"])
+    mb = _landing_bytes(landing) / 1e6
+    opts = {"files_per_trigger": args.files_per_trigger}
+    load_start = os.getloadavg()[0]
+    if "machine" in chosen:
+        run_case("prepare", landing, work, opts)
+    cases: list[dict[str, Any]] = []
+    for case in chosen:
+        figures = run_case(case, landing, work, opts)
+        fmt, path = figures.pop("output")
+        figures.update(_against_truth(_keys_out(fmt, path), truth))
+        cases.append(_rounded(figures, mb))
+        say(json.dumps(cases[-1]))
+        if on_case is not None:
+            on_case(_document(args, manifest, mb, load_start, cases))
+        if case != "cli":
+            shutil.rmtree(path, ignore_errors=True)  # the disk is small; the figures are taken
+    return _document(args, manifest, mb, load_start, cases)
+
+
+def _document(args: argparse.Namespace, manifest: Any, mb: float, load_start: float,
+              cases: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores", "events": args.events,
+            "landing_mb": round(mb, 1), "records": manifest.records, "duplicates": manifest.duplicate_records,
+            "bad": manifest.bad_records, "unique_events": manifest.unique_events,
+            "files_per_trigger": args.files_per_trigger, "load_start": round(load_start, 2),
+            "load_end": round(os.getloadavg()[0], 2), "cases": cases, "ratios": ratios(cases)}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--tenants", type=int, default=200)
-    parser.add_argument("--skip-streaming", action="store_true", help="leave out the two streaming cases")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument("--cases", default="cli,batch,streaming,deltars,floor",
-                        help="which cases to run; the others keep their figures from an earlier ingest.json of the "
-                             "same --events")
-    parser.add_argument("--landing", default=None, help="an existing zone of `lakeshard generate --events N` to use")
-    args = parser.parse_args()
-    chosen = set(args.cases.split(","))
-    work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
-    landing = Path(args.landing) if args.landing else work / "landing"
-    try:
-        if args.landing is None:
-                subprocess.run([sys.executable, "-m", "lakeshard.app.cli", "generate", "--landing", str(landing),
-                            "--lakehouse", str(work / "unused"), "--events", str(args.events), "--tenants",
-                            str(args.tenants),
-                            "--quiet"], check=True)
-        from lakeshard.synth.manifest import read_manifest
-
-        manifest = read_manifest(landing)
-        mb = _landing_bytes(landing) / 1e6
-        unique = manifest.unique_events
-        earlier = _earlier_cases(args.events)
-        cases: list[dict[str, Any]] = []
-        if "cli" in chosen:
-            cases.append(run_cli(landing, work, mb, unique))
-            print(json.dumps(cases[-1]), flush=True)
-        if chosen & {"batch", "streaming"}:
-            spark = _spark()
-            if "batch" in chosen:
-                cases.append(run_spark_batch(spark, landing, work, mb, unique))
-                print(json.dumps(cases[-1]), flush=True)
-            if "streaming" in chosen and not args.skip_streaming:
-                for watermark in ("6 hours", "15 minutes"):
-                    cases.append(run_streaming(spark, landing, work, mb, unique, watermark))
-                    print(json.dumps(cases[-1]), flush=True)
-            spark.stop()
-        if "deltars" in chosen:
-            cases.append(run_delta_rs(landing, work, mb, unique))
-            print(json.dumps(cases[-1]), flush=True)
-        if "floor" in chosen:
-            cases.append(run_floor(landing, work, mb, unique))
-            print(json.dumps(cases[-1]), flush=True)
-        ran = {c["case"] for c in cases}
-        cases = [c for c in earlier if c["case"] not in ran] + cases
-        doc = {"when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-               "machine": f"{platform.machine()}, {os.cpu_count()} cores", "events": args.events,
-               "landing_mb": round(mb, 1), "records": manifest.records, "duplicates": manifest.duplicate_records,
-               "bad": manifest.bad_records, "unique_events": unique, "cases": cases}
+    args = parser().parse_args()
+    if args.run_case:  # a child: run one case, write its figures
+        result = RUNNERS[args.run_case](Path(args.landing), Path(args.work), {"files_per_trigger":
+                                                                              args.files_per_trigger})
+        Path(args.result).write_text(json.dumps(result))
+        return
+    if args.render:
+        doc = json.loads((RESULTS / "ingest.json").read_text())
+        doc["ratios"] = ratios(doc["cases"])
+        if args.note is not None:
+            doc["note"] = args.note
         write_results(doc)
+        return
+    work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    try:
+        earlier = _earlier_cases(args.events)
+
+        def save(doc: dict[str, Any]) -> None:
+            ran = {c["case"] for c in doc["cases"]}
+            cases = [c for c in earlier if c["case"] not in ran] + doc["cases"]
+            doc["cases"] = sorted(cases, key=lambda c: list(CASES).index(c["case"]))
+            doc["ratios"] = ratios(doc["cases"])
+            if not args.no_save:
+                write_results(doc)
+
+        doc = run(args, work, on_case=save)
+        save(doc)
+        print(json.dumps(doc["ratios"]))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
