@@ -239,3 +239,17 @@ def test_time_helpers_are_defined_only_in_the_time_module() -> None:
              for node in ast.parse(path.read_text(encoding="utf-8")).body
              if isinstance(node, ast.FunctionDef) and node.name in _TIME_HELPERS]
     assert not found, "time helpers outside lakeshard.utc (import them from there):\n" + "\n".join(found)
+
+
+def test_the_router_module_only_orchestrates_a_batch() -> None:
+    """The route (Spark and Arrow), the plan's rows, the metrics and the backlog estimate each have a module of
+    their own; ``routing/router.py`` keeps the :class:`Router` that runs a batch through them."""
+    path = LIB / "routing" / "router.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    functions = [f"router.py:{node.lineno} defines {node.name}" for node in tree.body
+                 if isinstance(node, ast.FunctionDef)]
+    assert not functions, "module-level functions in the router (give each job its module):\n" + "\n".join(functions)
+    exported = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets))
+    assert sorted(exported) == ["RouteReport", "Router"], f"router.py exports {exported}: table names live in " \
+        "lakeshard.tables, the routes in spark_route/arrow_route"

@@ -36,9 +36,9 @@ from lakeshard.config import load_config
 from lakeshard.dedupe.writer import EVENTS, ShardWriter
 from lakeshard.lake import TableStore
 from lakeshard.lake.trace import COMMIT, WRITE
-from lakeshard.routing.router import QUARANTINE, ROUTED
 from lakeshard.synth import SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
+from lakeshard.tables import QUARANTINE, ROUTED
 from phase_kills import DELTA_COMMIT, KillAt, Run, kill_seed, run_traced
 
 # The issue asks for at least 20. Each restart is a process without a JVM (small steps run driver-side), about a

@@ -22,9 +22,10 @@ from pyspark.sql import SparkSession
 from lakeshard.config import load_config
 from lakeshard.dedupe.writer import EVENTS, ShardWriter
 from lakeshard.lake import TableStore, open_lazy_store
-from lakeshard.routing.router import ROUTED, Router
+from lakeshard.routing.router import Router
 from lakeshard.synth import SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
+from lakeshard.tables import ROUTED
 from phase_kills import child_env, kill_seed
 
 WORKER = Path(__file__).with_name("_write_racing.py")

@@ -32,7 +32,8 @@ from lakeshard.landing import list_landing_files, parse_landing_arrow, read_land
 from lakeshard.landing.gzip import GZIP_HEADER_BYTES
 from lakeshard.landing.listing import scan_landing
 from lakeshard.routing.lifecycle import plan_intake
-from lakeshard.routing.router import QUARANTINE, ROUTED, Router
+from lakeshard.routing.router import Router
+from lakeshard.tables import QUARANTINE, ROUTED
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -30,9 +30,9 @@ from lakeshard.pipelines import (
     run_pipeline,
 )
 from lakeshard.pipelines.context import EXPECTATION_QUARANTINE
-from lakeshard.routing.router import QUARANTINE
 from lakeshard.synth import Manifest
 from lakeshard.synth.verify import check_against_truth
+from lakeshard.tables import QUARANTINE
 
 
 def _ends(store: TableStore, cfg: Any, run_id: str) -> dict[str, dict[str, Any]]:

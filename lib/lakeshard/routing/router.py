@@ -1,12 +1,11 @@
 """The shard router (Husky): landing records → ``routed`` (by shard) + ``quarantine`` + metrics, exactly once.
 
-Each event gets its tenant's placement for the event's time window and
-``shard = placement.shards[event_hash(event_id, placement.hash_version) % len(placement.shards)]``, so an
-event — and every re-sent copy of it — always lands on the same shard.
+The route itself (placement window and shard of each event) is :mod:`~lakeshard.routing.spark_route`'s and
+:mod:`~lakeshard.routing.arrow_route`'s; :class:`Router` orchestrates a batch: plan, parse, route, commit.
 
 How a run is made exactly once without a transaction spanning tables: the router first commits a
-**batch plan** (which landing files batch *n* consists of) to ``landing_batches`` with the app
-transaction ``router`` → *n*; that plan is the write-ahead log. Then it appends the batch's routed
+**batch plan** (which landing files batch *n* consists of, :mod:`~lakeshard.routing.plan`) to ``landing_batches``
+with the app transaction ``router`` → *n*; that plan is the write-ahead log. Then it appends the batch's routed
 events, its quarantined records and its metrics, each commit carrying ``router`` → *n* as well. A
 router that starts (or restarts after a crash) finds the newest plan; every table whose ``router``
 version is behind it gets that batch replayed from the plan's files, and tables already at it skip
@@ -19,15 +18,12 @@ growing and rewritten files, held-back tails, symbolic links — is :mod:`lakesh
 from __future__ import annotations
 
 import dataclasses
-import os
-import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,40 +32,32 @@ from lakeshard.errors import TableStoreError
 from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
 from lakeshard.landing.driver import parse_landing_arrow
 from lakeshard.landing.listing import LandingFile, scan_landing
-from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+from lakeshard.landing.schema import QUARANTINE_SCHEMA
 from lakeshard.landing.spark_reader import read_landing
 from lakeshard.routing.allocator import ShardAllocator
-from lakeshard.routing.consumed import ConsumedRanges, consumed_landing
-from lakeshard.routing.hashing import event_hash_column, event_hashes
+from lakeshard.routing.arrow_route import route_arrow
+from lakeshard.routing.consumed import ConsumedRanges
 from lakeshard.routing.lifecycle import Intake, plan_intake
-from lakeshard.tables import LANDING_BATCHES, QUARANTINE, ROUTED, ROUTED_PARTITIONING, ROUTER_APP_ID, ROUTING_METRICS
+from lakeshard.routing.metrics import arrow_metrics, spark_metrics
+from lakeshard.routing.plan import RANGE_COLUMNS, plan_rows, planned_batch
+from lakeshard.routing.spark_route import route
+from lakeshard.tables import (
+    LANDING_BATCHES,
+    QUARANTINE,
+    ROUTED,
+    ROUTED_PARTITIONING,
+    ROUTER_APP_ID,
+    ROUTING_METRICS,
+)
 from lakeshard.tables.schemas import LANDING_BATCHES_SCHEMA, ROUTED_PROPERTIES, ROUTED_SCHEMA
 from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA as METRICS_SCHEMA
-from lakeshard.utc import aware, millis
+from lakeshard.utc import millis
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
-__all__ = [
-    "AUTO_WRITE_TASKS_MAX",
-    "LANDING_BATCHES",
-    "LANDING_BATCHES_SCHEMA",
-    "QUARANTINE",
-    "ROUTED",
-    "ROUTED_SCHEMA",
-    "ROUTER_APP_ID",
-    "ROUTING_METRICS",
-    "RouteReport",
-    "Router",
-    "consumed_landing",
-    "route",
-    "route_arrow",
-    "unrouted_landing",
-    "write_tasks",
-]
+__all__ = ["RouteReport", "Router"]
 
-
-_RANGE_COLUMNS = ("start_byte", "end_byte", "first_line", "next_line", "checksum", "anchor", "file_id")
 
 
 @dataclass(frozen=True)
@@ -81,110 +69,6 @@ class _Ahead:
     now: datetime
     intake: Intake
     parsed: Future[tuple[pa.Table, pa.Table]]
-
-
-def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
-    """Return ``events`` (landing event rows) with ``window_start`` and ``shard``, ready for a write by shard.
-
-    Resolves every ``(tenant, window)`` of the frame with one allocator call (one read of the
-    placements table, at most one commit), then joins the placements in by broadcast; each placement's
-    hash version picks the event hash (Spark's built-in ``xxhash64`` for new placements). There is no
-    shuffle on a small machine: the rows are coalesced into :func:`write_tasks` tasks (one per core), each
-    writing one file per shard it holds rows of — so a write partitioned by shard makes at most that many files
-    per shard, and moving every row across a shuffle (which cost more than the routing) is saved. A big
-    cluster shuffles by shard instead: one file per shard.
-    """
-    from pyspark.sql import functions as F
-
-    spark = events.sparkSession
-    size = allocator.window_seconds * 1_000_000
-    us = F.unix_micros("ts")
-    windowed = events.withColumn("_window_us", us - F.pmod(us, F.lit(size)))
-    distinct = windowed.select("tenant_id", "_window_us").distinct()
-    # Arrow both ways: Python rows cost a conversion per field (tenths of a second for 30k pairs).
-    pairs = distinct.toArrow() if hasattr(distinct, "toArrow") else pa.Table.from_pylist(  # Spark >= 4.0
-        [r.asDict() for r in distinct.collect()], pa.schema([("tenant_id", pa.string()), ("_window_us", pa.int64())]))
-    tenants, windows = pairs.column("tenant_id").to_pylist(), pairs.column("_window_us").to_pylist()
-    placements = allocator.resolve_windows(tenants, windows)
-    lookup = spark.createDataFrame(pa.table({
-        "tenant_id": pa.array(tenants, pa.string()),
-        "_window_us": pa.array(windows, pa.int64()),
-        "_shards": pa.array([list(p.shards) for p in placements], pa.list_(pa.int32())),
-        "_hash_version": pa.array([p.hash_version for p in placements], pa.int32()),
-    }), "tenant_id string, _window_us long, _shards array<int>, _hash_version int")
-    joined = windowed.join(F.broadcast(lookup), ["tenant_id", "_window_us"], "inner")
-
-    def shard_by(version: int) -> Column:
-        hashed = event_hash_column(F.col("event_id"), version)
-        return F.element_at("_shards", (F.pmod(hashed, F.size("_shards")) + 1).cast("int"))
-
-    versions = sorted({p.hash_version for p in placements}) or [allocator.cfg.routing.event_hash_version]
-    shard = shard_by(versions[0])
-    for version in versions[1:]:  # only a batch spanning placements of both versions (an upgraded lakehouse)
-        shard = F.when(F.col("_hash_version") == version, shard_by(version)).otherwise(shard)
-    routed = joined.select(
-        *[F.col(f.name) for f in EVENT_SCHEMA.fields],
-        F.timestamp_micros("_window_us").alias("window_start"),
-        shard.cast("int").alias("shard"),
-    )
-    tasks = write_tasks(spark, allocator.cfg.routing.write_tasks)
-    return routed.coalesce(tasks) if tasks else routed.repartition("shard")
-
-
-# Up to this many cores, routing skips the shuffle (coalesce, one file per shard per core); a bigger cluster
-# shuffles by shard instead, for one file per shard per commit rather than cores x shards small files.
-AUTO_WRITE_TASKS_MAX = 8
-
-
-def write_tasks(spark: SparkSession, configured: int = 0) -> int:
-    """Return how many tasks write a routed batch (each one file per shard it holds), 0 for a shuffle by shard.
-
-    ``configured`` if set; else the cores Spark runs tasks on (a local master's, else the cluster's
-    ``spark.default.parallelism``), up to :data:`AUTO_WRITE_TASKS_MAX`; else 0 (more cores, or a session that
-    does not say). Reads settings only, so it works the same over Spark Connect.
-    """
-    if configured:
-        return configured
-    try:
-        master = spark.conf.get("spark.master") or ""
-        local = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
-        if local:
-            cores = 1 if local[1] is None else (os.cpu_count() or 1) if local[1] == "*" else int(local[1])
-        else:
-            # A setting, not SparkContext.defaultParallelism: a Spark Connect session has no SparkContext.
-            cores = int(spark.conf.get("spark.default.parallelism", None) or 0)
-    except Exception:  # a session that does not say (e.g. serverless)
-        return 0
-    return cores if 0 < cores <= AUTO_WRITE_TASKS_MAX else 0
-
-
-def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
-    """Return ``events`` (landing event rows as Arrow) with ``window_start`` and ``shard``: :func:`route` in
-    this process, for small batches. Same allocator call, same hashes, so the same rows land on the same shards."""
-    size = allocator.window_seconds * 1_000_000
-    us = events.column("ts").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy()
-    window_us = us - np.mod(us, size)  # floor, like Spark's pmod: pre-1970 times stay on the grid
-    tenants = events.column("tenant_id")
-    pairs = (pa.table({"tenant_id": tenants, "_window_us": window_us})
-             .group_by(["tenant_id", "_window_us"], use_threads=False).aggregate([]))
-    ordered = allocator.resolve_windows(pairs.column("tenant_id").to_pylist(), pairs.column("_window_us").to_pylist())
-    counts = np.array([len(p.shards) for p in ordered], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    flat = np.fromiter((s for p in ordered for s in p.shards), dtype=np.int32, count=int(counts.sum()))
-    # Each row's placement: its (tenant, window)'s position in ``pairs``, found by a join on the two keys.
-    lookup = pairs.append_column("_k", pa.array(np.arange(len(ordered), dtype=np.int64)))
-    rows = (pa.table({"tenant_id": tenants, "_window_us": window_us, "_row": np.arange(len(us), dtype=np.int64)})
-            .join(lookup, ["tenant_id", "_window_us"], join_type="inner", use_threads=False).sort_by("_row"))
-    k = rows.column("_k").to_numpy()
-    row_versions = np.array([p.hash_version for p in ordered], dtype=np.int32)[k]
-    hashes = np.zeros(len(us), dtype=np.int64)
-    for version in np.unique(row_versions):
-        mask = row_versions == version
-        chosen = events.column("event_id").filter(pa.array(mask))
-        hashes[mask] = event_hashes(chosen, int(version)).to_numpy(zero_copy_only=False)
-    shard = flat[offsets[k] + np.mod(hashes, counts[k])]  # np.mod of a negative hash is >= 0, like Spark's pmod
-    return (events.append_column("window_start", pa.array(window_us).cast(pa.timestamp("us", tz="UTC")))
-            .append_column("shard", pa.array(shard, pa.int32())))
 
 
 @dataclass(frozen=True)
@@ -302,7 +186,7 @@ class Router:
         if not self.store.exists(uri):
             return
         missing = [f for f in LANDING_BATCHES_SCHEMA.fields
-                   if f.name in _RANGE_COLUMNS and f.name not in self.store.schema(uri).fieldNames()]
+                   if f.name in RANGE_COLUMNS and f.name not in self.store.schema(uri).fieldNames()]
         if not missing:
             return
         try:
@@ -331,20 +215,8 @@ class Router:
         if not intake.ranges:
             return None
         ranges = intake.ranges
-        ts = pa.timestamp("us", tz="UTC")
         n = len(ranges)
-        plan = pa.table({"batch": pa.array([batch] * n, pa.int64()),
-                         "path": pa.array([r.file.path for r in ranges], pa.string()),
-                         "size_bytes": pa.array([r.file.size_bytes for r in ranges], pa.int64()),
-                         "mtime": pa.array([r.file.mtime for r in ranges], ts),
-                         "planned_at": pa.array([now] * n, ts),
-                         "start_byte": pa.array([r.file.start for r in ranges], pa.int64()),
-                         "end_byte": pa.array([r.file.end for r in ranges], pa.int64()),
-                         "first_line": pa.array([r.file.first_line for r in ranges], pa.int64()),
-                         "next_line": pa.array([r.next_line for r in ranges], pa.int64()),
-                         "checksum": pa.array([r.file.checksum for r in ranges], pa.string()),
-                         "anchor": pa.array([r.anchor for r in ranges], pa.string()),
-                         "file_id": pa.array([r.file.identity for r in ranges], pa.string())})
+        plan = plan_rows(batch, ranges, now)
         self._before_commit(LANDING_BATCHES, batch)
         result = self.store.append_arrow(self.uris[LANDING_BATCHES], plan,
                                          app_transactions=[AppTransaction(ROUTER_APP_ID, batch)],
@@ -360,9 +232,8 @@ class Router:
 
     def _planned_files(self, batch: int) -> tuple[list[LandingFile], int]:
         """Return the file ranges of a planned batch and the clock (epoch ms) its parse validates by."""
-        rows = self.store.read_table_arrow(self.uris[LANDING_BATCHES], where=pc.field("batch") == batch).to_pylist()
-        files = sorted((_planned_file(r) for r in rows), key=lambda f: f.path)
-        return files, max(millis(aware(r["planned_at"])) for r in rows)
+        return planned_batch(self.store.read_table_arrow(self.uris[LANDING_BATCHES],
+                                                         where=pc.field("batch") == batch).to_pylist())
 
     def _look(self, landing: str) -> tuple[datetime, Intake]:
         """Return the clock of the next plan and what it takes of ``landing``."""
@@ -458,12 +329,7 @@ class Router:
         routed = route_arrow(events, self.allocator)
         results = {ROUTED: self._commit(ROUTED, batch, files, routed),
                    QUARANTINE: self._commit(QUARANTINE, batch, files, quarantine)}
-        metrics = (routed.group_by(["window_start", "tenant_id", "shard"], use_threads=False)
-                   .aggregate([([], "count_all"), ("size_bytes", "sum")])
-                   .rename_columns(["window_start", "tenant_id", "shard", "events", "bytes"]))
-        metrics = (metrics.append_column("batch", pa.array([batch] * metrics.num_rows, pa.int64()))
-                   .append_column("routed_at", pa.array([datetime.now(UTC)] * metrics.num_rows,
-                                                        pa.timestamp("us", tz="UTC"))))
+        metrics = arrow_metrics(routed, batch)
         results[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics)
         categories = quarantine.group_by("category", use_threads=False).aggregate([([], "count_all")]).to_pylist()
         return results, events.num_rows, {str(r["category"]): int(r["count_all"]) for r in categories}
@@ -480,48 +346,9 @@ class Router:
             # Metrics from the files just committed (four narrow columns of a few files per shard) rather than a
             # cache of every routed row; a replay whose routed commit was already made routes again instead.
             source = routed if r.skipped else self.store.read_files(self.uris[ROUTED], self._added_files(r.version))
-            metrics = (source.groupBy("window_start", "tenant_id", "shard")
-                       .agg(F.count(F.lit(1)).alias("events"), F.sum("size_bytes").cast("long").alias("bytes"))
-                       .withColumn("batch", F.lit(batch).cast("long"))
-                       .withColumn("routed_at", F.lit(datetime.now(UTC))))
-            results[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics.coalesce(1))
+            results[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, spark_metrics(source, batch))
             # Counts come from the parse itself (cached): what the batch holds, whichever run committed it.
             n_events = landed.events.count()
             by_cat = {str(row["category"]): int(row["n"]) for row in
                       landed.quarantine.groupBy("category").agg(F.count(F.lit(1)).alias("n")).collect()}
         return results, n_events, by_cat
-
-
-def unrouted_landing(store: TableStore, cfg: LakeshardConfig, landing: str | None = None) -> list[LandingFile]:
-    """Return the landing bytes not in ``routed`` yet: each file's range after what the routed batches consumed
-    (the whole file when it is new or changed other than by an append; a held-back tail included).
-
-    Decided from sizes alone, without reading the files: an estimate for watermarks, not a batch plan.
-    """
-    files = scan_landing(landing or cfg.landing).files
-    batches_uri = cfg.table_uri(LANDING_BATCHES)
-    if not store.exists(batches_uri):
-        return files
-    routed_uri = cfg.table_uri(ROUTED)
-    routed = (store.transaction_version(routed_uri, ROUTER_APP_ID) or 0) if store.exists(routed_uri) else 0
-    consumed = consumed_landing(store, batches_uri, routed, identities={f.identity for f in files})
-    out = []
-    for f in files:
-        last = consumed.get(f.identity)
-        if last is None or f.size_bytes < last.end or (f.size_bytes == last.size_bytes and f.mtime != last.mtime):
-            out.append(f)
-        elif f.size_bytes > last.end:
-            out.append(dataclasses.replace(f, start=last.end, first_line=last.next_line))
-    return out
-
-
-
-
-def _planned_file(row: dict[str, Any]) -> LandingFile:
-    """Return the file range a plan row holds (a row made before byte ranges: the whole file, unchecked)."""
-    size = int(row["size_bytes"])
-    file_id = row.get("file_id")
-    return LandingFile(row["path"], size, aware(row["mtime"]), start=int(row.get("start_byte") or 0),
-                       end=size if row.get("end_byte") is None else int(row["end_byte"]),
-                       first_line=int(row.get("first_line") or 1), checksum=row.get("checksum"),
-                       target="" if file_id in (None, row["path"]) else str(file_id))
