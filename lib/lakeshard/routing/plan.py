@@ -7,6 +7,7 @@ read back to replay the batch after a crash, with the clock its parse validates 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -16,14 +17,25 @@ from lakeshard.landing.listing import LandingFile
 from lakeshard.routing.lifecycle import PlannedRange
 from lakeshard.utc import aware, millis
 
-__all__ = ["RANGE_COLUMNS", "plan_rows", "planned_batch", "planned_file"]
+__all__ = ["LATER_COLUMNS", "PlannedBatch", "plan_rows", "planned_batch", "planned_file"]
 
-# The plan's columns added after its first shape (null in older rows: whole files, unchecked).
-RANGE_COLUMNS = ("start_byte", "end_byte", "first_line", "next_line", "checksum", "anchor", "file_id")
+# The plan's columns added after its first shape (null in older rows: whole files, unchecked, through ``routed``).
+LATER_COLUMNS = ("start_byte", "end_byte", "first_line", "next_line", "checksum", "anchor", "file_id", "handoff")
 
 
-def plan_rows(batch: int, ranges: Sequence[PlannedRange], now: datetime) -> pa.Table:
-    """Return the ``landing_batches`` rows of batch ``batch``: one per file range, each with the plan's clock."""
+@dataclass(frozen=True)
+class PlannedBatch:
+    """A committed batch plan read back: its file ranges by path, the clock (epoch ms) its parse validates by and
+    its hand-off (``fused``, or None through ``routed``)."""
+
+    files: list[LandingFile]
+    now_ms: int
+    handoff: str | None
+
+
+def plan_rows(batch: int, ranges: Sequence[PlannedRange], now: datetime, handoff: str | None = None) -> pa.Table:
+    """Return the ``landing_batches`` rows of batch ``batch``: one per file range, each with the plan's clock and
+    hand-off."""
     ts = pa.timestamp("us", tz="UTC")
     n = len(ranges)
     return pa.table({"batch": pa.array([batch] * n, pa.int64()),
@@ -37,13 +49,15 @@ def plan_rows(batch: int, ranges: Sequence[PlannedRange], now: datetime) -> pa.T
                      "next_line": pa.array([r.next_line for r in ranges], pa.int64()),
                      "checksum": pa.array([r.file.checksum for r in ranges], pa.string()),
                      "anchor": pa.array([r.anchor for r in ranges], pa.string()),
-                     "file_id": pa.array([r.file.identity for r in ranges], pa.string())})
+                     "file_id": pa.array([r.file.identity for r in ranges], pa.string()),
+                     "handoff": pa.array([handoff] * n, pa.string())})
 
 
-def planned_batch(rows: Sequence[dict[str, Any]]) -> tuple[list[LandingFile], int]:
-    """Return the file ranges a batch's plan rows hold, by path, and the clock (epoch ms) its parse validates by."""
+def planned_batch(rows: Sequence[dict[str, Any]]) -> PlannedBatch:
+    """Return the batch a plan's rows hold (rows made before hand-offs: through ``routed``)."""
     files = sorted((planned_file(r) for r in rows), key=lambda f: f.path)
-    return files, max(millis(aware(r["planned_at"])) for r in rows)
+    return PlannedBatch(files, max(millis(aware(r["planned_at"])) for r in rows),
+                        next((str(r["handoff"]) for r in rows if r.get("handoff")), None))
 
 
 def planned_file(row: dict[str, Any]) -> LandingFile:

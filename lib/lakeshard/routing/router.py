@@ -37,11 +37,17 @@ from lakeshard.landing.spark_reader import read_landing
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.arrow_route import route_arrow
 from lakeshard.routing.consumed import ConsumedRanges
+from lakeshard.routing.errors import RoutingError
+from lakeshard.routing.handoff import FusedHandoff
 from lakeshard.routing.lifecycle import Intake, plan_intake
 from lakeshard.routing.metrics import arrow_metrics, spark_metrics
-from lakeshard.routing.plan import RANGE_COLUMNS, plan_rows, planned_batch
+from lakeshard.routing.plan import LATER_COLUMNS, PlannedBatch, plan_rows, planned_batch
 from lakeshard.routing.spark_route import route
 from lakeshard.tables import (
+    EVENTS,
+    FUSED_APP_ID,
+    FUSED_HANDOFF,
+    ID_INDEX,
     LANDING_BATCHES,
     QUARANTINE,
     ROUTED,
@@ -116,6 +122,8 @@ class Router:
         max_batch_bytes: int | None = None,
         before_commit: Callable[[str, int], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        handoff: FusedHandoff | None = None,
+        fused: bool = False,
     ) -> None:
         self._spark = spark
         self.store = store
@@ -136,6 +144,13 @@ class Router:
         self._parser: ThreadPoolExecutor | None = None
         self.uris = {name: cfg.table_uri(name) for name in (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS)}
         self._consumed = ConsumedRanges(store, self.uris[LANDING_BATCHES])  # what the batch plans consumed
+        # The fused hand-off (docs/decisions.md, record 19): ``handoff`` finishes batches planned as fused; with
+        # ``fused`` this router also plans every batch the driver takes that way (its process writes events).
+        if fused and handoff is None:
+            raise RoutingError("a router planning fused batches needs the writers' hand-off (handoff=...)")
+        self._handoff = handoff
+        self._fused = fused
+        self.uris.update({EVENTS: cfg.table_uri(EVENTS), ID_INDEX: cfg.table_uri(ID_INDEX)})
         self._ready = False
 
     @property
@@ -186,7 +201,7 @@ class Router:
         if not self.store.exists(uri):
             return
         missing = [f for f in LANDING_BATCHES_SCHEMA.fields
-                   if f.name in RANGE_COLUMNS and f.name not in self.store.schema(uri).fieldNames()]
+                   if f.name in LATER_COLUMNS and f.name not in self.store.schema(uri).fieldNames()]
         if not missing:
             return
         try:
@@ -202,10 +217,8 @@ class Router:
         ahead, self._ahead = self._ahead, None
         self._more = None
         planned = self.store.transaction_version(self.uris[LANDING_BATCHES], ROUTER_APP_ID) or 0
-        behind = [t for t in (ROUTED, QUARANTINE, ROUTING_METRICS)
-                  if (self.store.transaction_version(self.uris[t], ROUTER_APP_ID) or 0) < planned]
-        if planned and behind:
-            return self._execute(planned, *self._planned_files(planned), replayed=True)
+        if planned and self._unfinished(planned):
+            return self._execute(planned, self._planned(planned), replayed=True)
         batch = planned + 1
         if ahead is not None and (ahead.batch != batch or ahead.landing != self._landing):
             ahead = None  # another router planned the batch looked ahead at (or another zone is asked for)
@@ -216,22 +229,41 @@ class Router:
             return None
         ranges = intake.ranges
         n = len(ranges)
-        plan = plan_rows(batch, ranges, now)
+        limit = self.cfg.routing.arrow_max_bytes
+        fits = limit > 0 and sum(r.file.read_bytes for r in ranges) <= limit
+        handoff = FUSED_HANDOFF if self._fused and fits else None
+        plan = plan_rows(batch, ranges, now, handoff)
         self._before_commit(LANDING_BATCHES, batch)
         result = self.store.append_arrow(self.uris[LANDING_BATCHES], plan,
                                          app_transactions=[AppTransaction(ROUTER_APP_ID, batch)],
                                          metadata={"batch": batch, "files": n})
         if result.skipped:  # another router planned this batch first: finish its plan instead
             self._more = None
-            return self._execute(batch, *self._planned_files(batch), replayed=True)
-        report = self._execute(batch, [r.file for r in ranges], millis(now), replayed=False,
+            return self._execute(batch, self._planned(batch), replayed=True)
+        report = self._execute(batch, PlannedBatch([r.file for r in ranges], millis(now), handoff), replayed=False,
                                parsed=ahead.parsed if ahead is not None else None)
         return dataclasses.replace(report, rewritten_files=sum(r.rewritten for r in ranges),
                                    held_back_files=len(intake.held_back), held_back_bytes=intake.held_back_bytes,
                                    dangling_links=tuple(intake.dangling))
 
-    def _planned_files(self, batch: int) -> tuple[list[LandingFile], int]:
-        """Return the file ranges of a planned batch and the clock (epoch ms) its parse validates by."""
+    def _unfinished(self, batch: int) -> bool:
+        """Return whether planned batch ``batch`` is missing from a table it reaches.
+
+        ``quarantine`` and ``routing_metrics`` carry ``router`` → the batch whatever its hand-off. A batch through
+        ``routed`` is there once ``routed`` carries it; a fused one once ``events`` and ``event_ids`` both carry
+        ``fused`` → the batch (only a fused plan ever sets it), so the next batch is never planned while this
+        one's IDs are missing.
+        """
+        version = self.store.transaction_version
+        if any((version(self.uris[t], ROUTER_APP_ID) or 0) < batch for t in (QUARANTINE, ROUTING_METRICS)):
+            return True
+        if (version(self.uris[ROUTED], ROUTER_APP_ID) or 0) >= batch:
+            return False
+        return not all(self.store.exists(self.uris[t]) and (version(self.uris[t], FUSED_APP_ID) or 0) >= batch
+                       for t in (EVENTS, ID_INDEX))
+
+    def _planned(self, batch: int) -> PlannedBatch:
+        """Return committed batch plan ``batch``."""
         return planned_batch(self.store.read_table_arrow(self.uris[LANDING_BATCHES],
                                                          where=pc.field("batch") == batch).to_pylist())
 
@@ -288,12 +320,19 @@ class Router:
         entries = self.store.log_entries(self.uris[ROUTED], start=version, end=version)
         return [c.file for e in entries for c in e.changes if c.action == "add"]
 
-    def _execute(self, batch: int, files: Sequence[LandingFile], now_ms: int, *, replayed: bool,
+    def _execute(self, batch: int, plan: PlannedBatch, *, replayed: bool,
                  parsed: Future[tuple[pa.Table, pa.Table]] | None = None) -> RouteReport:
+        files, now_ms = plan.files, plan.now_ms
         limit = self.cfg.routing.arrow_max_bytes
         covered = sum(f.read_bytes for f in files)
-        if limit > 0 and covered <= limit:
-            results, n_events, by_cat = self._execute_in_driver(batch, files, now_ms, parsed)
+        if plan.handoff == FUSED_HANDOFF and self._handoff is None:
+            raise RoutingError(f"batch {batch} of {self.uris[LANDING_BATCHES]} is planned for the fused hand-off "
+                               "(handed to the writers in memory); expected a router with the writers' hand-off "
+                               "to finish it, found a route-only router: run `lakeshard ingest` on this lakehouse")
+        if plan.handoff == FUSED_HANDOFF or (limit > 0 and covered <= limit):
+            # A fused plan fitted the driver when planned: its replay reads the same ranges.
+            results, n_events, by_cat = self._execute_in_driver(batch, files, now_ms, parsed,
+                                                                fused=plan.handoff == FUSED_HANDOFF)
         else:
             results, n_events, by_cat = self._execute_on_spark(batch, files, now_ms)
         n_quarantined = sum(by_cat.values())
@@ -319,15 +358,21 @@ class Router:
         return self.store.append(self.uris[table], rows, app_transactions=txn, metadata=meta)
 
     def _execute_in_driver(self, batch: int, files: Sequence[LandingFile], now_ms: int,
-                           parsed: Future[tuple[pa.Table, pa.Table]] | None = None,
+                           parsed: Future[tuple[pa.Table, pa.Table]] | None = None, *, fused: bool = False,
                            ) -> tuple[dict[str, CommitResult], int, dict[str, int]]:
         """Route a small batch in this process: parse (or take the parse looked ahead), place, hash and write
-        with pyarrow (no Spark job)."""
+        with pyarrow (no Spark job); a fused batch's routed rows go to the writers' hand-off, not to ``routed``
+        (its result stands in the report for ``routed``'s)."""
         events, quarantine = (parsed.result() if parsed is not None else
                               parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms))
         self._look_ahead(batch)
         routed = route_arrow(events, self.allocator)
-        results = {ROUTED: self._commit(ROUTED, batch, files, routed),
+        if fused:
+            assert self._handoff is not None  # checked by _execute
+            delivered = self._handoff.deliver(batch, routed)
+        else:
+            delivered = self._commit(ROUTED, batch, files, routed)
+        results = {ROUTED: delivered,
                    QUARANTINE: self._commit(QUARANTINE, batch, files, quarantine)}
         metrics = arrow_metrics(routed, batch)
         results[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics)
