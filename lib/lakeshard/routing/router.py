@@ -130,9 +130,11 @@ class Router:
         self.cfg = cfg
         self.allocator = allocator or ShardAllocator(store, cfg)
         self.max_batch_files = max_batch_files
-        # A backlog is cut into batches the driver path takes (routing.arrow_max_bytes): a Spark job's fixed cost
-        # is worth paying only for a single file bigger than that, or when the driver path is off (0).
-        driver = cfg.routing.arrow_max_bytes
+        # A backlog is cut into batches the driver path takes (routing.arrow_max_bytes; routing.fused_max_bytes for
+        # batches this router writes itself): a Spark job's fixed cost is worth paying only for a single file bigger
+        # than that, or when the driver path is off (0).
+        driver = self._driver_bytes = ((cfg.routing.fused_max_bytes or cfg.routing.arrow_max_bytes) if fused
+                                       else cfg.routing.arrow_max_bytes)
         self.max_batch_bytes = max_batch_bytes if max_batch_bytes is not None else (driver if driver > 0 else 2 << 30)
         # A hook called before each commit with (table, batch): the crash tests kill the process there.
         self._before_commit = before_commit or (lambda table, batch: None)
@@ -229,7 +231,7 @@ class Router:
             return None
         ranges = intake.ranges
         n = len(ranges)
-        limit = self.cfg.routing.arrow_max_bytes
+        limit = self._driver_bytes
         fits = limit > 0 and sum(r.file.read_bytes for r in ranges) <= limit
         handoff = FUSED_HANDOFF if self._fused and fits else None
         plan = plan_rows(batch, ranges, now, handoff)
@@ -293,7 +295,7 @@ class Router:
             # planned but not routed, its replay reading files that may be gone by then.
             return
         files = [r.file for r in intake.ranges]
-        limit = self.cfg.routing.arrow_max_bytes
+        limit = self._driver_bytes
         if not files or sum(f.read_bytes for f in files) > limit:
             return
         if self._parser is None:
