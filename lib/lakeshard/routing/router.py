@@ -109,6 +109,10 @@ class Router:
         router = Router(spark, store, cfg)
         for report in router.run():          # every new landing file, in batches
             print(report.batch, report.routed, report.quarantined)
+
+    Given the writers' hand-off (``handoff=FusedWriter(...)``, :mod:`lakeshard.dedupe.fused`) it finishes batches
+    planned as fused; with ``fused=True`` it also plans every batch the driver takes that way, handing the routed rows
+    to the writers in memory instead of ``routed`` (docs/decisions.md, record 19).
     """
 
     def __init__(
