@@ -65,8 +65,10 @@ from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.dedupe.writer import EVENTS, EVENTS_SCHEMA, KEY, ShardWriter
 from lakeshard.lake import TableStore, open_store
 from lakeshard.landing.schema import EVENT_SCHEMA
-from lakeshard.routing.router import ROUTED, ROUTED_SCHEMA, Router
+from lakeshard.routing.router import Router
 from lakeshard.runtime import get_spark
+from lakeshard.tables import ROUTED
+from lakeshard.tables.schemas import ROUTED_SCHEMA
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHARDS = 16

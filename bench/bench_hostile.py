@@ -119,7 +119,7 @@ def route(lakehouse: Path, landing: Path, arrow_max_bytes: int) -> dict[str, Any
 def quarantine_rows(lakehouse: Path) -> list[dict[str, Any]]:
     from lakeshard.config import load_config
     from lakeshard.lake import open_lazy_store
-    from lakeshard.routing.router import QUARANTINE, ROUTED
+    from lakeshard.tables import QUARANTINE, ROUTED
 
     cfg = load_config(overrides={"lakehouse": str(lakehouse)}, env={})
     store = open_lazy_store(cfg)

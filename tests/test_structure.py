@@ -290,3 +290,17 @@ def test_the_library_reports_the_version_the_project_declares() -> None:
 
     declared = tomllib.loads((LIB.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
     assert lakeshard.__version__ == declared
+
+
+def test_the_router_module_only_orchestrates_a_batch() -> None:
+    """The route (Spark and Arrow), the plan's rows, the metrics and the backlog estimate each have a module of
+    their own; ``routing/router.py`` keeps the :class:`Router` that runs a batch through them."""
+    path = LIB / "routing" / "router.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    functions = [f"router.py:{node.lineno} defines {node.name}" for node in tree.body
+                 if isinstance(node, ast.FunctionDef)]
+    assert not functions, "module-level functions in the router (give each job its module):\n" + "\n".join(functions)
+    exported = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets))
+    assert sorted(exported) == ["RouteReport", "Router"], f"router.py exports {exported}: table names live in " \
+        "lakeshard.tables, the routes in spark_route/arrow_route"

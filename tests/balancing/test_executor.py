@@ -25,9 +25,10 @@ from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.placement import first_shard, placement_shards
-from lakeshard.routing.router import ROUTED, ROUTING_METRICS, Router
+from lakeshard.routing.router import Router
 from lakeshard.routing.tables import PLACEMENTS, RoutingTables, TenantSetting
 from lakeshard.synth import SynthSpec, generate_landing
+from lakeshard.tables import ROUTED, ROUTING_METRICS
 from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

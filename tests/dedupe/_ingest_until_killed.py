@@ -1,9 +1,11 @@
 """One ingest process for the SIGKILL harness: route + write until caught up, unless it is killed first.
 
-Usage: python _ingest_until_killed.py LAKEHOUSE LANDING KILL
+Usage: python _ingest_until_killed.py LAKEHOUSE LANDING KILL [HANDOFF]
   KILL = "hook:N"    SIGKILL itself at the N-th commit point (before a router or writer commit, or a page-in)
          "after:S"   SIGKILL itself S seconds after it started (anywhere: mid-parse, mid-flush, mid-read...)
          "none"      not by itself (the test may still kill it from outside, following its phase trace)
+  HANDOFF = "routed" (the default: router, then two shard writers reading ``routed``) or "fused" (the router hands
+            each batch to writers of every shard in memory, docs/decisions.md record 19)
 Prints "caught-up" when it finished without being killed.
 """
 
@@ -15,6 +17,7 @@ import sys
 import threading
 
 from lakeshard.config import load_config
+from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.lake import open_lazy_store
 from lakeshard.routing.router import Router
@@ -24,6 +27,7 @@ SHARDS = 4
 
 def main() -> None:
     lakehouse, landing, kill = sys.argv[1:4]
+    handoff = sys.argv[4] if len(sys.argv) > 4 else "routed"
     cfg = load_config(overrides={"lakehouse": lakehouse, "landing": landing,
                                  "spark": {"master": "local[1]", "shuffle_partitions": 1, "driver_memory": "1g"},
                                  "routing": {"total_shards": SHARDS, "default_shard_count": 2},
@@ -40,6 +44,13 @@ def main() -> None:
 
     if mode == "after":
         threading.Timer(float(arg), os.kill, (os.getpid(), signal.SIGKILL)).start()
+    if handoff == "fused":
+        fused = FusedWriter(None, store, cfg, list(range(SHARDS)), before_commit=commit_point)
+        router = Router(None, store, cfg, max_batch_files=3, before_commit=commit_point, handoff=fused, fused=True)
+        while router.route_once() is not None or fused.drain():
+            pass
+        print("caught-up", flush=True)
+        os._exit(0)
     router = Router(None, store, cfg, max_batch_files=3, before_commit=commit_point)
     writers = [ShardWriter(None, store, cfg, [0, 1], before_commit=commit_point),
                ShardWriter(None, store, cfg, [2, 3], before_commit=commit_point)]

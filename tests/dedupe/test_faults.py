@@ -16,9 +16,10 @@ from lakeshard.dedupe.faults import RetryPolicy, WriterStepFailed
 from lakeshard.dedupe.writer import EVENTS, ShardWriter
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import TableStore
-from lakeshard.routing.router import QUARANTINE, ROUTED, Router
+from lakeshard.routing.router import Router
 from lakeshard.synth import SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
+from lakeshard.tables import QUARANTINE, ROUTED
 
 FAST = {"retry_initial_seconds": 0.01, "retry_max_delay_seconds": 0.05, "retry_total_seconds": 1.0}
 

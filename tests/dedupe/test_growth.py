@@ -172,10 +172,10 @@ def test_a_new_writer_per_run_keeps_consumed_routed_files_and_past_id_intervals_
     from lakeshard.config import load_config
     from lakeshard.dedupe.index import interval_of
     from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
-    from lakeshard.routing.router import ROUTED, Router
+    from lakeshard.routing.router import Router
     from lakeshard.synth import SynthSpec, generate_landing
     from lakeshard.synth.verify import check_against_truth
-    from lakeshard.tables import writer_app_id
+    from lakeshard.tables import ROUTED, writer_app_id
 
     landing = tmp_path / "landing"
     generate_landing(landing, SynthSpec(events=600, tenants=3, hours=3, seed=11, file_seconds=900, retry_rate=0.05,

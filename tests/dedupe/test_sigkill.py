@@ -1,7 +1,8 @@
 """Crash safety under SIGKILL: an ingest process killed again and again over one stream ends exactly once.
 
 The stream arrives a file or two at a time (some delivered twice); between arrivals the ingest process (router
-+ two shard writers, all driver-side: no JVM) is started and killed with SIGKILL, in one of three ways:
++ two shard writers reading ``routed``, or the fused hand-off's router and writers of every shard; all
+driver-side: no JVM) is started and killed with SIGKILL, in one of three ways:
 
 * **inside a commit or a Parquet write**: the parent kills it a random 0-2 ms after the child's trace says it
   entered its n-th delta-rs commit or Parquet write (:mod:`phase_kills`, the store's ``LAKESHARD_TRACE_PHASES``
@@ -33,12 +34,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lakeshard.config import load_config
-from lakeshard.dedupe.writer import EVENTS, ShardWriter
+from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
 from lakeshard.lake import TableStore
 from lakeshard.lake.trace import COMMIT, WRITE
-from lakeshard.routing.router import QUARANTINE, ROUTED
 from lakeshard.synth import SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
+from lakeshard.tables import QUARANTINE, ROUTED
 from phase_kills import DELTA_COMMIT, KillAt, Run, kill_seed, run_traced
 
 # The issue asks for at least 20. Each restart is a process without a JVM (small steps run driver-side), about a
@@ -50,8 +51,8 @@ IN_COMMIT = max(1, KILLS // 4)
 WORKER = Path(__file__).with_name("_ingest_until_killed.py")
 
 
-def _ingest(lakehouse: Path, landing: Path, kill: str, kill_at: KillAt | None = None) -> Run:
-    return run_traced([sys.executable, str(WORKER), str(lakehouse), str(landing), kill], kill_at=kill_at)
+def _ingest(lakehouse: Path, landing: Path, kill: str, kill_at: KillAt | None = None, handoff: str = "routed") -> Run:
+    return run_traced([sys.executable, str(WORKER), str(lakehouse), str(landing), kill, handoff], kill_at=kill_at)
 
 
 def _kill_plan(rng: random.Random, in_commit_owed: int, kills_left: int) -> tuple[str, KillAt | None]:
@@ -72,8 +73,9 @@ def _kill_plan(rng: random.Random, in_commit_owed: int, kills_left: int) -> tupl
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("handoff", ["routed", "fused"])
 def test_sigkill_at_random_points_over_one_stream_ends_exactly_once(
-    spark: SparkSession, store: TableStore, tmp_path: Path
+    spark: SparkSession, store: TableStore, tmp_path: Path, handoff: str
 ) -> None:
     seed = kill_seed()
     print(f"LAKESHARD_KILL_SEED={seed}")
@@ -98,7 +100,7 @@ def test_sigkill_at_random_points_over_one_stream_ends_exactly_once(
             shutil.copy(f, landing / f.relative_to(source))
         arriving = arriving[k:]
         kill, kill_at = _kill_plan(rng, IN_COMMIT - landed[DELTA_COMMIT], KILLS - kills)
-        done = _ingest(lakehouse, landing, kill, kill_at)
+        done = _ingest(lakehouse, landing, kill, kill_at, handoff)
         runs += 1
         if done.killed:
             kills += 1
@@ -108,7 +110,7 @@ def test_sigkill_at_random_points_over_one_stream_ends_exactly_once(
         if not done.killed:
             assert done.returncode == 0 and "caught-up" in done.stdout, (seed, done.stderr[-3000:])
             survived += 1
-    final = _ingest(lakehouse, landing, "none")
+    final = _ingest(lakehouse, landing, "none", handoff=handoff)
     assert final.returncode == 0, (seed, final.stderr[-3000:])
     summary = f"seed {seed}: {runs} runs, {kills} killed ({dict(landed)}), {survived} ran to the end"
     print("\n".join(trace))
@@ -127,6 +129,10 @@ def test_sigkill_at_random_points_over_one_stream_ends_exactly_once(
     # The writers expired consumed routed files along the way, and a stream ended by kills left no unconsumed
     # routed file behind: every file still in routed is one a writer has consumed since its last expiry.
     routed_uri = cfg.table_uri(ROUTED)
+    if handoff == "fused":  # every batch fitted the driver: nothing went through routed, every ID is indexed
+        assert store.files(routed_uri) == []
+        assert store.read(cfg.table_uri(ID_INDEX)).count() == m.unique_events, summary
+        return
     assert any("expired_consumed" in c.custom_metadata for c in store.history(routed_uri))
     ShardWriter(spark, store, cfg, [0, 1, 2, 3]).expire_routed()
     assert store.files(routed_uri) == []

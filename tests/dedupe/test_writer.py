@@ -15,9 +15,10 @@ from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
 from lakeshard.lake import BYTES_ADDED, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
-from lakeshard.routing.router import QUARANTINE, ROUTED, Router
+from lakeshard.routing.router import Router
 from lakeshard.synth import Manifest, SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
+from lakeshard.tables import QUARANTINE, ROUTED
 
 SPEC = SynthSpec(events=2000, tenants=10, hours=0.2, seed=5, retry_rate=0.08, redelivered_files=0.15,
                  bad_rate=0.01)

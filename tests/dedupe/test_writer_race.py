@@ -1,4 +1,5 @@
-"""Two shard-writer processes race over the same shards of one routed stream, with random timing.
+"""Two shard-writer processes race over the same shards of one routed stream, with random timing; a fused process
+races another fused process, or a route-only router with a separate writer, over one landing zone.
 
 The stream (retries and redelivered files included) is routed first, in small batches; then two processes each
 run a :class:`~lakeshard.dedupe.writer.ShardWriter` over all four shards, each after a random start delay and
@@ -20,11 +21,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakeshard.config import load_config
-from lakeshard.dedupe.writer import EVENTS, ShardWriter
+from lakeshard.dedupe.fused import FusedWriter
+from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
 from lakeshard.lake import TableStore, open_lazy_store
-from lakeshard.routing.router import ROUTED, Router
+from lakeshard.routing.router import Router
 from lakeshard.synth import SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
+from lakeshard.tables import ROUTED
 from phase_kills import child_env, kill_seed
 
 WORKER = Path(__file__).with_name("_write_racing.py")
@@ -66,3 +69,46 @@ def test_two_writers_racing_on_the_same_shards_write_each_event_exactly_once(
     check = check_against_truth(spark, store.read(cfg.table_uri(EVENTS)), str(landing))
     assert (check.missing, check.duplicate_rows, check.unexpected) == (0, 0, 0), (summary, check)
     assert check.rows == check.truth_events == m.unique_events, (summary, check)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("roles", [("fused", "fused"), ("fused", "router", "writer")],
+                         ids=["two-fused", "fused-vs-router-and-writers"])
+def test_a_fused_process_racing_other_ingest_processes_writes_each_event_exactly_once(
+    spark: SparkSession, store: TableStore, tmp_path: Path, roles: tuple[str, ...]
+) -> None:
+    """Two fused processes on one lakehouse, or a fused process beside a route-only router and a separate writer
+    (the two-job path): only one plan per batch commits, a batch is delivered the way its plan names, and every
+    other process finishes it or finds it done (docs/decisions.md, record 19)."""
+    seed = kill_seed()
+    print(f"LAKESHARD_KILL_SEED={seed}")
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    m = generate_landing(landing, SynthSpec(events=1500, tenants=8, hours=0.5, seed=seed % 100_000,
+                                            file_seconds=60, retry_rate=0.05, redelivered_files=0.1, bad_rate=0.01))
+    cfg = load_config(overrides={"lakehouse": str(lakehouse), "landing": str(landing),
+                                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}, env={})
+    rng = random.Random(seed)
+    racers = [subprocess.Popen([sys.executable, str(WORKER), str(lakehouse), str(rng.randrange(2**31)), role,
+                                str(landing)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+              for role in roles]
+    outcomes = []
+    for racer in racers:
+        out, err = racer.communicate(timeout=600)
+        assert racer.returncode == 0, (seed, err[-3000:])
+        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    summary = f"seed {seed}: {list(zip(roles, outcomes, strict=True))}"
+    print(summary)
+    raced = sum(o["conflicts"] + o.get("replayed", 0) + o.get("already_committed", 0) for o in outcomes)
+    assert raced >= 1, f"no process lost a race or finished another's batch, so this run tested no race: {summary}"
+
+    # A writer that started before the router's last batches leaves them to a later run: one fused catch-up.
+    store_ = open_lazy_store(cfg)
+    fused = FusedWriter(None, store_, cfg, list(range(SHARDS)))
+    Router(None, store_, cfg, handoff=fused, fused=True).run()
+    fused.drain()
+    check = check_against_truth(spark, store.read(cfg.table_uri(EVENTS)), str(landing))
+    assert (check.missing, check.duplicate_rows, check.unexpected) == (0, 0, 0), (summary, check)
+    assert check.rows == check.truth_events == m.unique_events, (summary, check)
+    ids = store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi", "key_lo"])
+    assert ids.num_rows == m.unique_events, summary  # each event's ID once

@@ -15,9 +15,10 @@ from lakeshard.dedupe.writer import EVENTS, ShardWriter
 from lakeshard.errors import LakeshardError
 from lakeshard.lake import TableStore, open_lazy_store
 from lakeshard.lake.embedded import EmbeddedTableStore
-from lakeshard.routing.router import QUARANTINE, Router
+from lakeshard.routing.router import Router
 from lakeshard.synth import SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
+from lakeshard.tables import QUARANTINE
 
 
 class SparkWanted(LakeshardError):

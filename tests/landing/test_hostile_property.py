@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from lakeshard.config import LandingConfig, load_config
 from lakeshard.landing import list_landing_files, parse_landing_arrow, reasons
 from lakeshard.landing.gzip import GZIP_HEADER_BYTES, is_gzip
-from lakeshard.routing.router import QUARANTINE, ROUTED, Router
+from lakeshard.routing.router import Router
+from lakeshard.tables import QUARANTINE, ROUTED
 
 if TYPE_CHECKING:
     from lakeshard.lake import TableStore

@@ -30,9 +30,9 @@ from lakeshard.pipelines import (
     run_pipeline,
 )
 from lakeshard.pipelines.context import EXPECTATION_QUARANTINE
-from lakeshard.routing.router import QUARANTINE
 from lakeshard.synth import Manifest
 from lakeshard.synth.verify import check_against_truth
+from lakeshard.tables import QUARANTINE
 
 
 def _ends(store: TableStore, cfg: Any, run_id: str) -> dict[str, dict[str, Any]]:
@@ -211,3 +211,35 @@ def test_a_failing_expect_or_fail_stops_downstream_flows_and_commits_nothing(
     assert ends["tenant_counts"]["event"] == "skipped"
     assert store.read(cfg.table_uri(EVENTS)).count() == 0  # nothing of the failed step was committed
     assert not store.exists(cfg.table_uri("tenant_counts"))
+
+
+def test_route_and_ingest_run_as_one_call_with_the_fused_hand_off_and_account_as_two_flows(
+    spark: SparkSession, store: TableStore, landing: tuple[Path, Manifest], tmp_path: Path,
+    pipeline_config: Callable[[Path, Path], LakeshardConfig],
+) -> None:
+    """``handoff="fused"``: the runner calls ``ingest_fused`` once for the route and ingest flows; each keeps its
+    event-log entries, counts and expectations, and nothing goes through ``routed`` (docs/decisions.md, record 19)."""
+    from lakeshard.tables import FUSED_APP_ID, ID_INDEX, ROUTED
+
+    manifest = landing[1]
+    cfg = pipeline_config(tmp_path / "lh", landing[0])
+    report = run_pipeline(None, store, cfg, lakeshard_pipeline(), flows=["route", "ingest"], handoff="fused")
+    assert report.ok, report.render()
+    log = EventLog(store, cfg).read(report.run_id).collect()
+    assert [(r["flow"], r["event"]) for r in log] == [
+        ("route", "started"), ("ingest", "started"), ("route", "completed"), ("ingest", "completed")]
+    ends = _ends(store, cfg, report.run_id)
+    route, ingest = ends["route"], ends["ingest"]
+    events = store.read(cfg.table_uri(EVENTS)).count()
+    assert (route["rows_in"], route["quarantined"], ingest["rows_in"], ingest["rows_out"],
+            ingest["duplicates_dropped"]) == (manifest.records, manifest.bad_records,
+                                              manifest.records - manifest.bad_records, events,
+                                              manifest.duplicate_records)
+    assert route["expectations"][0]["passed"] == ingest["rows_in"]  # counted on the rows handed over
+    rules = {e["name"]: e for e in ingest["expectations"]}
+    assert rules["has_service"]["passed"] + rules["has_service"]["failed"] == events
+    assert report.flow("ingest").result is not None
+    assert report.flow("ingest").result.details["engines"] == "fused"
+    assert check_against_truth(spark, store.read(cfg.table_uri(EVENTS)), landing[0]).exactly_once
+    assert store.read(cfg.table_uri(ROUTED)).count() == 0
+    assert (store.transaction_version(cfg.table_uri(ID_INDEX), FUSED_APP_ID) or 0) >= 1

@@ -14,7 +14,8 @@ from pyspark.sql import SparkSession
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.lake import TableStore
 from lakeshard.maintenance import compact_bookkeeping
-from lakeshard.routing.router import LANDING_BATCHES, ROUTED, Router
+from lakeshard.routing.router import Router
+from lakeshard.tables import LANDING_BATCHES, ROUTED
 
 
 def _cfg(tmp_path: Path) -> LakeshardConfig:

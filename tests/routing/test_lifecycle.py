@@ -19,14 +19,10 @@ from pyspark.sql.types import StructType
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.lake import TableStore
 from lakeshard.landing import driver, listing, spark_reader
-from lakeshard.routing.router import (
-    LANDING_BATCHES,
-    LANDING_BATCHES_SCHEMA,
-    QUARANTINE,
-    ROUTED,
-    Router,
-    unrouted_landing,
-)
+from lakeshard.routing.router import Router
+from lakeshard.routing.unrouted import unrouted_landing
+from lakeshard.tables import LANDING_BATCHES, QUARANTINE, ROUTED
+from lakeshard.tables.schemas import LANDING_BATCHES_SCHEMA
 
 PATHS = {"driver": 1 << 30, "spark": 0}
 HOUR_MS = 3_600_000

@@ -17,15 +17,8 @@ from lakeshard.landing import list_landing_files, parse_landing_arrow
 from lakeshard.routing.allocator import ShardAllocator, plan_placements
 from lakeshard.routing.hashing import HASH_MMH3, HASH_XXHASH64
 from lakeshard.routing.placement import window_of
-from lakeshard.routing.router import (
-    LANDING_BATCHES,
-    QUARANTINE,
-    ROUTED,
-    ROUTING_METRICS,
-    Router,
-    route,
-    write_tasks,
-)
+from lakeshard.routing.router import Router
+from lakeshard.routing.spark_route import route, write_tasks
 from lakeshard.routing.tables import (
     PLACEMENT_SCHEMA,
     PLACEMENTS,
@@ -35,6 +28,7 @@ from lakeshard.routing.tables import (
 )
 from lakeshard.synth import Manifest, SynthSpec, generate_landing
 from lakeshard.synth.verify import check_against_truth
+from lakeshard.tables import LANDING_BATCHES, QUARANTINE, ROUTED, ROUTING_METRICS
 
 SPEC = SynthSpec(events=2500, tenants=12, hours=0.25, seed=11, bad_rate=0.02, retry_rate=0.05,
                  redelivered_files=0.1)

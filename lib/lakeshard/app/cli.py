@@ -184,7 +184,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     def once() -> None:
         # Spark starts only when a flow needs it: a big route batch or writer step, or rows to check.
-        report = run_flows(cfg, ["route", "ingest"], params, lazy=True)
+        # One process routes and writes: batches the driver takes go to the writers in memory, not through routed.
+        report = run_flows(cfg, ["route", "ingest"], params, lazy=True, handoff="" if args.shards else "fused")
         route, ingest = report.flow("route"), report.flow("ingest")
         routed, written = route.result or FlowResult(), ingest.result or FlowResult()
         totals["runs"] += 1

@@ -32,10 +32,10 @@ from lakeshard.lake import TableStore
 from lakeshard.landing import reasons
 from lakeshard.report import format_table
 from lakeshard.report.routing import ShardLoad, shard_load
-from lakeshard.routing.router import QUARANTINE, ROUTED
 from lakeshard.runtime import runtime_name
 from lakeshard.synth import Manifest, SynthSpec, generate_landing
 from lakeshard.synth.verify import TruthCheck, check_against_truth
+from lakeshard.tables import QUARANTINE, ROUTED
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

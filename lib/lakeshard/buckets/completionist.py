@@ -247,7 +247,7 @@ class Completionist:
         since, or with a tail still being written (each as the range not routed)."""
         import os
 
-        from lakeshard.routing.router import unrouted_landing
+        from lakeshard.routing.unrouted import unrouted_landing
 
         landing = self.cfg.landing
         if "://" not in landing and not os.path.exists(landing):

@@ -28,7 +28,15 @@ from lakeshard.dedupe.report import IndexCheck, WriteReport, step_report
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.runtime import arrow_dataframe
-from lakeshard.tables import EVENTS, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS, ID_INDEX, hour_of, writer_app_id
+from lakeshard.tables import (
+    EVENTS,
+    EVENTS_PARTITIONING,
+    EVENTS_SORT_COLUMNS,
+    FUSED_APP_ID,
+    ID_INDEX,
+    hour_of,
+    writer_app_id,
+)
 from lakeshard.tables.schemas import EVENT_COLUMNS, ROUTED_SCHEMA
 
 if TYPE_CHECKING:
@@ -60,6 +68,10 @@ class Step:
     repaired: int  # IDs the step rebuilt before it began, for the report
     started: float  # perf_counter at the step's start, for the report
     excluded: Mapping[tuple[object, ...], str]  # rows proven unwritable (already dead-lettered) -> the reason
+    # The fused hand-off (docs/decisions.md, record 19): the routed rows of batch plan ``fused``, given in memory
+    # instead of ``files``; ``routed_version`` is then ``-fused`` and both commits carry ``fused`` -> the batch.
+    rows: pa.Table | None = None
+    fused: int = 0
 
 
 class ClosedBuckets:
@@ -139,13 +151,22 @@ class StepEngine(ABC):
 
     @staticmethod
     def transactions(step: Step) -> list[AppTransaction]:
-        """Return the app transactions both commits of ``step`` carry: each shard's progress."""
+        """Return the app transactions both commits of ``step`` carry: each shard's progress, or the batch plan
+        a fused step delivers (one app transaction per commit, which the native adapter can carry)."""
+        if step.fused:
+            return [AppTransaction(FUSED_APP_ID, step.fused)]
         return [AppTransaction(writer_app_id(s), step.routed_version) for s in step.todo]
+
+    @staticmethod
+    def ids_metadata(step: Step) -> dict[str, object]:
+        """Return the ``event_ids`` commit's metadata: the shards, and the batch plan of a fused step."""
+        return {"shards": list(step.todo), **({"fused": step.fused} if step.fused else {})}
 
     @staticmethod
     def metadata(step: Step, rows_in: int, n_unique: int, n_new: int, kept: int) -> dict[str, object]:
         """Return the ``events`` commit's metadata: what the step counted."""
         return {"shards": list(step.todo), "routed_version": step.routed_version, "rows_in": rows_in,
+                **({"fused": step.fused} if step.fused else {}),
                 "duplicates_in_batch": rows_in - n_unique, "duplicates_in_index": n_unique - n_new,
                 "rejected": n_new - kept}
 
@@ -168,7 +189,10 @@ class StepEngine(ABC):
             self.feed.lost_race()
             self.index.cache.drop_shards(step.todo)
             return True
-        self.feed.committed(step.todo, step.routed_version)
+        if step.fused:
+            self.feed.committed_fused(step.fused)
+        else:
+            self.feed.committed(step.todo, step.routed_version)
         self._before_commit(ID_INDEX)
         append_ids()
         self.index.remember(new_keys)
@@ -262,7 +286,7 @@ class SparkStep(StepEngine):
                 # then merges sorted runs.
                 ids = (survivors.select(*self.index.columns())
                        .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
-                self.store.append(self.ids_uri, ids, app_transactions=txns, metadata={"shards": list(step.todo)})
+                self.store.append(self.ids_uri, ids, app_transactions=txns, metadata=self.ids_metadata(step))
 
             conflict = self.commit(step, append_events, append_ids, keys.filter(~check.duplicate))
             new_events.unpersist()
@@ -283,12 +307,18 @@ class ArrowStep(StepEngine):
               excluded: Mapping[tuple[object, ...], str]) -> pa.Table:
         """Return the routed rows as events, read in the driver, without the rows ``excluded``: the Arrow twin
         of :meth:`SparkStep.batch`."""
+        rows = self.store.read_arrow(self.routed_uri, files, columns=[*EVENT_COLUMNS, "shard"])
+        return self.assign(rows, routed_version, excluded)
+
+    def assign(self, routed: pa.Table, routed_version: int, excluded: Mapping[tuple[object, ...], str]) -> pa.Table:
+        """Return routed rows (the event columns and ``shard``, read from ``routed`` or handed over in memory) as
+        events assigned to their buckets, without the rows ``excluded``."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         from lakeshard.buckets.late import assign_buckets_arrow
 
-        rows = self.store.read_arrow(self.routed_uri, files, columns=[*EVENT_COLUMNS, "shard"])
+        rows = routed.select([*EVENT_COLUMNS, "shard"])
         if excluded:  # rows proven unwritable, dead-lettered already
             rows = rows.filter(pa.array([k not in excluded for k in event_keys(rows)], pa.bool_()))
         own = own_hour_arrow(rows.column("ts"))
@@ -306,7 +336,8 @@ class ArrowStep(StepEngine):
         from lakeshard.dedupe.keyhash import key_hashes
         from lakeshard.lake import write_partitioned
 
-        batch = self.batch(step.files, step.routed_version, step.excluded)
+        batch = (self.batch(step.files, step.routed_version, step.excluded) if step.rows is None
+                 else self.assign(step.rows, step.routed_version, step.excluded))
         rows_in = batch.num_rows
         hi, lo = key_hashes(batch)
         # Within the batch: the first row of each exact key (Spark's dropDuplicates keeps one of them too).
@@ -337,7 +368,7 @@ class ArrowStep(StepEngine):
         def append_ids() -> None:
             # Every new key's ID, rejected rows' too (as on Spark): a re-sent copy of a row an expectation
             # took is a duplicate, not a second chance.
-            self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"shards": list(step.todo)},
+            self.store.append(self.ids_uri, None, app_transactions=txns, metadata=self.ids_metadata(step),
                               write=lambda target: write_partitioned(survivors, target, ids_schema,
                                                                      ["shard", "interval"], HASH))
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from lakeshard.config import DedupeConfig
 from lakeshard.errors import CommitConflict, TableStoreError
 from lakeshard.lake import BYTES_ADDED, CommitInfo, FileInfo, TableStore
-from lakeshard.tables import writer_app_id
+from lakeshard.tables import FUSED_APP_ID, writer_app_id
 
 __all__ = ["Intake", "RoutedFeed"]
 
@@ -55,6 +55,7 @@ class RoutedFeed:
         self.deferred = 0  # steps that waited for more routed data to coalesce (next_intake(flush=False))
         self.conflicts = 0  # commit races lost to another writer of the same shards
         self._known_progress: dict[int, int] = {}  # what this writer last saw committed, per shard
+        self._known_fused: int | None = None  # the newest fused batch plan this writer last saw in ``events``
         self._unchecked = 0  # routed files this writer consumed since it last counted the consumed live ones
 
     # ----------------------------------------------------------------------------------- progress
@@ -63,9 +64,25 @@ class RoutedFeed:
         done = self.store.transaction_versions(self.events_uri, [writer_app_id(s) for s in self.shards])
         return {s: done[writer_app_id(s)] or 0 for s in self.shards}
 
-    def moved_by_others(self, progress: dict[int, int]) -> list[int]:
-        """Return the shards whose committed ``progress`` differs from what this writer last saw."""
+    def moved_by_others(self, progress: dict[int, int], fused: int | None = None) -> list[int]:
+        """Return the shards whose committed ``progress`` differs from what this writer last saw: every shard when
+        ``events``' fused batch plan (``fused``, :meth:`fused_progress`) moved, since a fused batch adds IDs to
+        any shard."""
+        if fused is not None and self._known_fused is not None and fused != self._known_fused:
+            return list(self.shards)
         return [s for s in self.shards if self._known_progress.get(s, progress[s]) != progress[s]]
+
+    def fused_progress(self) -> int:
+        """Return the newest batch plan delivered to ``events`` by the fused hand-off (0 = none)."""
+        return self.store.transaction_version(self.events_uri, FUSED_APP_ID) or 0
+
+    def saw_fused(self, fused: int) -> None:
+        """Take ``fused`` as the fused batch plan committed now."""
+        self._known_fused = fused
+
+    def committed_fused(self, batch: int) -> None:
+        """This writer delivered batch plan ``batch`` by the fused hand-off."""
+        self._known_fused = batch
 
     def saw(self, progress: dict[int, int]) -> None:
         """Take ``progress`` as what is committed now."""
@@ -80,6 +97,7 @@ class RoutedFeed:
         """Another writer committed first: forget what this writer saw; the next step re-reads the progress."""
         self.conflicts += 1
         self._known_progress.clear()
+        self._known_fused = None
 
     # ------------------------------------------------------------------------------------- intake
     def next_intake(self, progress: dict[int, int], *, flush: bool = True) -> Intake | None:

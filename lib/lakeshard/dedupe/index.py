@@ -23,7 +23,7 @@ from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
 from lakeshard.dedupe.report import IndexCheck
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.tables import HOUR_FORMAT, SPARK_HOUR_FORMAT, writer_app_id
+from lakeshard.tables import FUSED_APP_ID, HOUR_FORMAT, SPARK_HOUR_FORMAT, writer_app_id
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -187,6 +187,30 @@ class IdIndex:
         if self.arrow_max_bytes and sum(f.size_bytes for f in candidates) <= self.arrow_max_bytes:
             return self._repair_arrow(candidates, behind, lag, progress, txns)
         return self._repair_spark(candidates, behind, lag, progress, txns)
+
+    def repair_fused(self, batch: int) -> int:
+        """Return how many IDs of fused batch plan ``batch`` were rebuilt from ``events`` (its rows carry
+        ``routed_version = -batch``), committed with ``fused`` → ``batch``: a crash between a fused batch's two
+        commits is repaired from what ``events`` holds, not from a new parse of landing files that may have changed.
+        """
+        import pyarrow as pa
+
+        from lakeshard.dedupe.keyhash import key_hashes
+        from lakeshard.lake import write_partitioned
+
+        self.cache.drop_shards(self.shards)  # cached intervals lack the IDs about to be rebuilt
+        candidates = [f for f in self.store.files(self.events_uri) if _may_hold(f, "routed_version", -batch, -batch)]
+        rows = self.store.read_arrow(self.events_uri, candidates, columns=[*KEY, "shard", "routed_version"])
+        rows = rows.filter(pa.array(rows.column("routed_version").to_numpy() == -batch))
+        hi, lo = key_hashes(rows)
+        rows = (rows.append_column("interval", own_hour_arrow(rows.column("ts")))
+                .append_column("key_hi", pa.array(hi)).append_column("key_lo", pa.array(lo)))
+        ids_schema = self.arrow_schema()
+        self.store.append(self.ids_uri, None, app_transactions=[AppTransaction(FUSED_APP_ID, batch)],
+                          metadata={"repair": True, "fused": batch},
+                          write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
+                                                                 HASH))
+        return int(rows.num_rows)
 
     def _repair_spark(self, candidates: Sequence[FileInfo], behind: Sequence[int], lag: dict[int, int],
                       progress: dict[int, int], txns: Sequence[AppTransaction]) -> int:

@@ -232,8 +232,10 @@ class ShardWriter:
         self.ensure_tables()
         read_version = self.store.version(self.events_uri)
         progress = self.progress()
-        # Progress moved by someone else: what this writer cached for those shards may be incomplete.
-        self.cache.drop_shards(self.feed.moved_by_others(progress))
+        fused = self.feed.fused_progress()
+        # Progress moved by someone else (a fused batch: any shard's): what this writer cached may be incomplete.
+        self.cache.drop_shards(self.feed.moved_by_others(progress, fused))
+        self.feed.saw_fused(fused)
         if self.dead_letters.finish(progress):
             return self.step()  # read the version and progress again: our own commit is not a concurrent one
         self.feed.saw(progress)

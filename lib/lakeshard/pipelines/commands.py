@@ -24,7 +24,7 @@ FlowRunner = Callable[[LakeshardConfig, str, Mapping[str, Any]], Any]
 
 
 def run_flows(cfg: LakeshardConfig, flows: Sequence[str], params: Mapping[str, Mapping[str, Any]] | None = None, *,
-              lazy: bool = False, say: Callable[[str], None] = lambda line: None) -> RunReport:
+              lazy: bool = False, say: Callable[[str], None] = lambda line: None, handoff: str = "") -> RunReport:
     """Return the report of running ``flows`` of lakeshard's pipeline on ``cfg.lakehouse`` with ``params``.
 
     Args:
@@ -34,6 +34,8 @@ def run_flows(cfg: LakeshardConfig, flows: Sequence[str], params: Mapping[str, M
         lazy: open a store that starts Spark only when a step needs it (:func:`lakeshard.lake.open_lazy_store`),
             so a run with nothing new to do needs no JVM.
         say: where the runner's progress lines go.
+        handoff: ``"fused"`` runs route and ingest as one call when both are selected (see
+            :func:`~lakeshard.pipelines.runner.run_pipeline`).
 
     Raises:
         Exception: the exception of the first flow that failed (the others' runs are in the event log).
@@ -49,7 +51,7 @@ def run_flows(cfg: LakeshardConfig, flows: Sequence[str], params: Mapping[str, M
 
         spark = get_spark(cfg)
         store = lake.open_store(spark, cfg)
-    report = run_pipeline(spark, store, cfg, flows=flows, params=params, say=say)
+    report = run_pipeline(spark, store, cfg, flows=flows, params=params, say=say, handoff=handoff)
     report.raise_failure()
     return report
 

@@ -26,7 +26,7 @@ from lakeshard.pipelines.context import FlowContext, FlowResult
 from lakeshard.pipelines.errors import PipelineError
 from lakeshard.pipelines.expectations import Expectation, ExpectationKind
 
-__all__ = ["Flow", "FlowFunction", "Pipeline", "describe"]
+__all__ = ["Flow", "FlowFunction", "Joint", "Pipeline", "describe"]
 
 
 FlowFunction = Callable[[FlowContext], FlowResult]
@@ -93,6 +93,22 @@ class Flow:
         return dataclasses.replace(self, expectations=tuple(expectations))
 
 
+JointFunction = Callable[["FlowContext", "FlowContext"], "tuple[FlowResult, FlowResult]"]
+
+
+@dataclass(frozen=True)
+class Joint:
+    """Two flows one function runs together when a run selects both and asks for ``handoff`` (see
+    :func:`~lakeshard.pipelines.runner.run_pipeline`): the route and ingest flows with the fused hand-off
+    (docs/decisions.md, record 19). Each flow keeps its own context, gate, result and event-log entries.
+    """
+
+    first: str
+    second: str
+    run: JointFunction
+    handoff: str
+
+
 @dataclass(frozen=True)
 class Pipeline:
     """Flows joined into a DAG by the tables they share; checked when built.
@@ -107,6 +123,7 @@ class Pipeline:
     name: str
     flows: tuple[Flow, ...]
     sources: tuple[str, ...] = ()
+    joints: tuple[Joint, ...] = ()
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.flows]

@@ -11,23 +11,30 @@ table the flow does not rebuild from scratch.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from lakeshard.balancing.executor import autoshard, balance
 from lakeshard.buckets.completionist import Completionist
 from lakeshard.compaction.events import compact_events
 from lakeshard.compaction.planner import Bucket
+from lakeshard.dedupe.fused import FusedWriter
+from lakeshard.dedupe.report import WriteReport
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import ConfigError
+from lakeshard.lake import CommitResult
 from lakeshard.maintenance import clean_logs, compact_bookkeeping, vacuum_tables
 from lakeshard.pipelines.context import FlowContext, FlowResult
-from lakeshard.pipelines.declaration import Flow, Pipeline
+from lakeshard.pipelines.declaration import Flow, Joint, Pipeline
 from lakeshard.pipelines.errors import PipelineError
 from lakeshard.pipelines.expectations import expect, expect_or_fail
 from lakeshard.routing.allocator import ShardAllocator
-from lakeshard.routing.router import Router
+from lakeshard.routing.handoff import FusedHandoff
+from lakeshard.routing.router import Router, RouteReport
 from lakeshard.routing.tables import RoutingTables
+from lakeshard.runtime import arrow_dataframe
 from lakeshard.tables import (
     BUCKETS,
     CHUNK_LOCKS,
@@ -41,8 +48,12 @@ from lakeshard.tables import (
 )
 from lakeshard.utc import aware
 
-__all__ = ["LANDING", "compact_buckets", "compact_events", "ingest_shards", "lakeshard_pipeline", "run_autoshard",
-           "run_balance", "run_close_buckets", "run_compact", "run_compact_books", "run_ingest", "run_route"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["LANDING", "compact_buckets", "compact_events", "ingest_fused", "ingest_shards", "lakeshard_pipeline",
+           "run_autoshard", "run_balance", "run_close_buckets", "run_compact", "run_compact_books", "run_ingest",
+           "run_route"]
 
 LANDING = "landing"  # the pipeline's source: the landing zone of JSON files (cfg.landing)
 
@@ -61,13 +72,77 @@ def _version(ctx: FlowContext, table: str) -> int | None:
 
 
 def run_route(ctx: FlowContext) -> FlowResult:
-    """Return what routing every new landing file did (:class:`~lakeshard.routing.router.Router`)."""
-    router = Router(ctx.session, ctx.store, ctx.cfg, max_batch_files=int(ctx.params["batch_files"]),
-                    allocator=ShardAllocator(ctx.store, ctx.cfg, clock=ctx.clock), clock=ctx.clock)
+    """Return what routing every new landing file did (:class:`~lakeshard.routing.router.Router`).
+
+    New batches go through ``routed``; a batch a crashed process planned for the fused hand-off is finished that
+    way, by writers built here (docs/decisions.md, record 19).
+    """
+    router = _router(ctx, _FinishFused(ctx), fused=False)
     router.ensure_tables()
     before = _version(ctx, ROUTED)
     reports = router.run()
     _observe(ctx, ROUTED, before)
+    return _route_result(router, reports)
+
+
+def _router(ctx: FlowContext, handoff: FusedHandoff, *, fused: bool) -> Router:
+    return Router(ctx.session, ctx.store, ctx.cfg, max_batch_files=int(ctx.params["batch_files"]),
+                  allocator=ShardAllocator(ctx.store, ctx.cfg, clock=ctx.clock), clock=ctx.clock,
+                  handoff=handoff, fused=fused)
+
+
+class _FinishFused:
+    """The fused hand-off of a route-only run: writers for every shard, built only when a fused batch is met."""
+
+    def __init__(self, ctx: FlowContext) -> None:
+        self.ctx = ctx
+
+    def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
+        ctx = self.ctx
+        writer = FusedWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
+                             clock=ctx.clock)
+        return writer.deliver(batch, routed)
+
+
+class _Observed:
+    """A fused hand-off that counts the route flow's expectations on each batch's routed rows it commits (the
+    rows ``routed`` would have received)."""
+
+    def __init__(self, writer: FusedWriter, ctx: FlowContext) -> None:
+        self.writer = writer
+        self.ctx = ctx
+
+    def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
+        result = self.writer.deliver(batch, routed)
+        gate = self.ctx.gate
+        if not result.skipped and self.ctx.flow.expectations:
+            if gate.runs_in_arrow(routed.schema):
+                gate.observe_arrow(routed)
+            else:
+                gate.observe(arrow_dataframe(self.ctx.spark, routed))
+        return result
+
+
+def ingest_fused(route_ctx: FlowContext, ingest_ctx: FlowContext) -> tuple[FlowResult, FlowResult]:
+    """Return what the route and ingest flows did, run as one pass with the fused hand-off: each batch the driver
+    takes is parsed once, routed in memory and committed to ``events`` and ``event_ids`` by the writers of every
+    shard, without ``routed`` (docs/decisions.md, record 19); bigger batches go through ``routed`` and are then
+    written by the same writers. With ingest shards named, the two flows run one after the other as usual."""
+    if str(ingest_ctx.params["shards"]).strip():
+        return run_route(route_ctx), run_ingest(ingest_ctx)
+    shards = ingest_shards(RoutingTables(ingest_ctx.store, ingest_ctx.cfg), "")
+    writer = FusedWriter(ingest_ctx.session, ingest_ctx.store, ingest_ctx.cfg, shards, gate=ingest_ctx.gate,
+                         clock=ingest_ctx.clock)
+    router = _router(route_ctx, _Observed(writer, route_ctx), fused=True)
+    router.ensure_tables()
+    before = _version(route_ctx, ROUTED)
+    reports = router.run()
+    _observe(route_ctx, ROUTED, before)
+    writer.drain()  # batches too big for the driver went through routed
+    return _route_result(router, reports), _ingest_result(ingest_ctx, writer.reports, writer.writer.conflicts)
+
+
+def _route_result(router: Router, reports: Sequence[RouteReport]) -> FlowResult:
     details: dict[str, int] = {"batches": len(reports), "files": sum(r.files for r in reports)}
     if already := sum(r.already_committed for r in reports):  # another router committed part of these batches
         details["already_committed"] = already
@@ -105,12 +180,17 @@ def run_ingest(ctx: FlowContext) -> FlowResult:
     """Return what the shard writers did (:class:`~lakeshard.dedupe.writer.ShardWriter`), expectations gated."""
     shards = ingest_shards(RoutingTables(ctx.store, ctx.cfg), str(ctx.params["shards"]))
     writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, shards, gate=ctx.gate, clock=ctx.clock)
-    reports = writer.run()
+    return _ingest_result(ctx, writer.run(), writer.conflicts)
+
+
+def _ingest_result(ctx: FlowContext, reports: Sequence[WriteReport], conflicts: int) -> FlowResult:
+    # A fused step (routed_version < 0) is reported with the engine "fused".
+    engines = {"fused" if r.routed_version < 0 else r.engine for r in reports}
     return FlowResult(rows_in=sum(r.rows_in for r in reports), rows_out=sum(r.written for r in reports),
                       duplicates_dropped=sum(r.duplicates_in_batch + r.duplicates_in_index for r in reports),
                       quarantined=ctx.gate.quarantined, dropped=ctx.gate.dropped,
-                      details={"steps": len(reports), "conflicts": writer.conflicts,
-                               "engines": ",".join(sorted({r.engine for r in reports}))}, outcome=reports)
+                      details={"steps": len(reports), "conflicts": conflicts,
+                               "engines": ",".join(sorted(engines))}, outcome=reports)
 
 
 def run_close_buckets(ctx: FlowContext) -> FlowResult:
@@ -261,4 +341,4 @@ def lakeshard_pipeline() -> Pipeline:
              job="maintenance", notebook="notebooks/jobs/compact_books.ipynb",
              description="rewrite each bookkeeping table that has grown many small files into one file per "
                          "partition, checkpoint logs that lack one, clean old log entries and, once a day, vacuum"),
-    ), sources=(LANDING,))
+    ), sources=(LANDING,), joints=(Joint("route", "ingest", ingest_fused, handoff="fused"),))

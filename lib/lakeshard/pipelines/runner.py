@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
 from lakeshard.pipelines.context import ExpectationGate, FlowContext, FlowResult, RuleCount
-from lakeshard.pipelines.declaration import Flow, Pipeline
+from lakeshard.pipelines.declaration import Flow, Joint, Pipeline
 from lakeshard.pipelines.errors import PipelineError
 from lakeshard.pipelines.eventlog import EventLog, FlowEvent
 from lakeshard.report import format_table
@@ -195,6 +195,41 @@ class _Run:
         return {t: self.store.version(self.cfg.table_uri(t)) if self.store.exists(self.cfg.table_uri(t)) else -1
                 for t in flow.inputs}
 
+    def execute_joint(self, joint: Joint, params: Mapping[str, Mapping[str, Any]]) -> list[FlowRun]:
+        """Run ``joint``'s two flows with one call, each with its own context and gate; return both runs."""
+        flows = [self.pipeline.flow(joint.first), self.pipeline.flow(joint.second)]
+        if any(f.name in self.blocked for f in flows):
+            return [self.execute(f, params[f.name]) for f in flows]
+        contexts = []
+        for flow in flows:
+            self.say(f"{flow.name}: running ...")
+            self.event(flow.name, "started")
+            gate = ExpectationGate(flow, self.store, self.cfg, self.run_id)
+            contexts.append(FlowContext(self.spark, self.store, self.cfg, flow, self.run_id, params[flow.name], gate,
+                                        self.clock))
+        start = time.perf_counter()
+        try:
+            results = joint.run(contexts[0], contexts[1])
+        except Exception as exc:  # both flows failed: recorded in the log, then independent flows go on
+            seconds = time.perf_counter() - start
+            message = f"{type(exc).__name__}: {exc}"
+            runs = []
+            for flow, ctx in zip(flows, contexts, strict=True):
+                counts = tuple(ctx.gate.counts.values())
+                self.event(flow.name, "failed", expectations=counts, duration_seconds=seconds, error=message)
+                self.blocked |= self.pipeline.downstream(flow.name)
+                self.say(f"{flow.name}: FAILED: {message}")
+                runs.append(FlowRun(flow.name, "failed", None, counts, seconds, message, exc))
+            return runs
+        seconds = time.perf_counter() - start
+        runs = []
+        for flow, ctx, result in zip(flows, contexts, results, strict=True):
+            counts = tuple(ctx.gate.counts.values())
+            self.event(flow.name, "completed", result=result, expectations=counts, duration_seconds=seconds,
+                       input_versions=self.input_versions(flow))
+            runs.append(FlowRun(flow.name, "completed", result, counts, seconds))
+        return runs
+
     def execute(self, flow: Flow, params: Mapping[str, Any]) -> FlowRun:
         if flow.name in self.blocked:
             self.event(flow.name, "skipped", error="an upstream flow failed in this run")
@@ -239,6 +274,7 @@ def run_pipeline(
     params: Mapping[str, Mapping[str, Any]] | None = None,
     say: Callable[[str], None] = lambda line: None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    handoff: str = "",
 ) -> RunReport:
     """Return the report of running ``pipeline``'s flows (all, or ``flows``) in DAG order on ``cfg.lakehouse``.
 
@@ -254,6 +290,9 @@ def run_pipeline(
         clock: the time the flows decide by (placement windows, the parse's absurd-timestamp bound, settling
             landing files, quiet periods and grace, late buckets, metric windows); a simulation passes its own.
             Data files keep their real modification times.
+        handoff: run each of the pipeline's joints with this hand-off whose two flows this run selects as one
+            call (``"fused"``: route and ingest in one process, ``routed`` left out, docs/decisions.md record 19);
+            empty: every flow on its own.
 
     Raises:
         PipelineError: an unknown flow or parameter (before anything runs).
@@ -270,6 +309,16 @@ def run_pipeline(
             for table in pipeline.flow(name).refreshed_tables:
                 if truncate(store, cfg.table_uri(table), run.run_id) is not None:
                     say(f"{name}: emptied {table} for a full refresh")
+    joints = {j.first: j for j in pipeline.joints if handoff and j.handoff == handoff
+              and j.first in order and j.second in order}
+    done: set[str] = set()
     for name in order:
+        if name in done:
+            continue
+        if name in joints:
+            runs = run.execute_joint(joints[name], resolved)
+            done.update(r.flow for r in runs)
+            run.report.flows.extend(runs)
+            continue
         run.report.flows.append(run.execute(pipeline.flow(name), resolved[name]))
     return run.report

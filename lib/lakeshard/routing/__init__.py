@@ -26,6 +26,9 @@ if TYPE_CHECKING:
         ShardAllocator,
         plan_placements,
     )
+    from lakeshard.routing.arrow_route import (
+        route_arrow,
+    )
     from lakeshard.routing.consumed import (
         consumed_landing,
     )
@@ -58,14 +61,12 @@ if TYPE_CHECKING:
         window_of,
     )
     from lakeshard.routing.router import (
-        AUTO_WRITE_TASKS_MAX,
-        LANDING_BATCHES_SCHEMA,
-        ROUTED_SCHEMA,
         Router,
         RouteReport,
+    )
+    from lakeshard.routing.spark_route import (
+        AUTO_WRITE_TASKS_MAX,
         route,
-        route_arrow,
-        unrouted_landing,
         write_tasks,
     )
     from lakeshard.routing.tables import (
@@ -77,6 +78,13 @@ if TYPE_CHECKING:
         TenantSetting,
         placements_arrow,
         placements_from_arrow,
+    )
+    from lakeshard.routing.unrouted import (
+        unrouted_landing,
+    )
+    from lakeshard.tables.schemas import (
+        LANDING_BATCHES_SCHEMA,
+        ROUTED_SCHEMA,
     )
 
 # Spark and Arrow load on first use of a name, not on `import lakeshard.routing`.

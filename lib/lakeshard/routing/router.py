@@ -1,12 +1,11 @@
 """The shard router (Husky): landing records → ``routed`` (by shard) + ``quarantine`` + metrics, exactly once.
 
-Each event gets its tenant's placement for the event's time window and
-``shard = placement.shards[event_hash(event_id, placement.hash_version) % len(placement.shards)]``, so an
-event — and every re-sent copy of it — always lands on the same shard.
+The route itself (placement window and shard of each event) is :mod:`~lakeshard.routing.spark_route`'s and
+:mod:`~lakeshard.routing.arrow_route`'s; :class:`Router` orchestrates a batch: plan, parse, route, commit.
 
 How a run is made exactly once without a transaction spanning tables: the router first commits a
-**batch plan** (which landing files batch *n* consists of) to ``landing_batches`` with the app
-transaction ``router`` → *n*; that plan is the write-ahead log. Then it appends the batch's routed
+**batch plan** (which landing files batch *n* consists of, :mod:`~lakeshard.routing.plan`) to ``landing_batches``
+with the app transaction ``router`` → *n*; that plan is the write-ahead log. Then it appends the batch's routed
 events, its quarantined records and its metrics, each commit carrying ``router`` → *n* as well. A
 router that starts (or restarts after a crash) finds the newest plan; every table whose ``router``
 version is behind it gets that batch replayed from the plan's files, and tables already at it skip
@@ -19,15 +18,12 @@ growing and rewritten files, held-back tails, symbolic links — is :mod:`lakesh
 from __future__ import annotations
 
 import dataclasses
-import os
-import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,40 +32,38 @@ from lakeshard.errors import TableStoreError
 from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
 from lakeshard.landing.driver import parse_landing_arrow
 from lakeshard.landing.listing import LandingFile, scan_landing
-from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+from lakeshard.landing.schema import QUARANTINE_SCHEMA
 from lakeshard.landing.spark_reader import read_landing
 from lakeshard.routing.allocator import ShardAllocator
-from lakeshard.routing.consumed import ConsumedRanges, consumed_landing
-from lakeshard.routing.hashing import event_hash_column, event_hashes
+from lakeshard.routing.arrow_route import route_arrow
+from lakeshard.routing.consumed import ConsumedRanges
+from lakeshard.routing.errors import RoutingError
+from lakeshard.routing.handoff import FusedHandoff
 from lakeshard.routing.lifecycle import Intake, plan_intake
-from lakeshard.tables import LANDING_BATCHES, QUARANTINE, ROUTED, ROUTED_PARTITIONING, ROUTER_APP_ID, ROUTING_METRICS
+from lakeshard.routing.metrics import arrow_metrics, spark_metrics
+from lakeshard.routing.plan import LATER_COLUMNS, PlannedBatch, plan_rows, planned_batch
+from lakeshard.routing.spark_route import route
+from lakeshard.tables import (
+    EVENTS,
+    FUSED_APP_ID,
+    FUSED_HANDOFF,
+    ID_INDEX,
+    LANDING_BATCHES,
+    QUARANTINE,
+    ROUTED,
+    ROUTED_PARTITIONING,
+    ROUTER_APP_ID,
+    ROUTING_METRICS,
+)
 from lakeshard.tables.schemas import LANDING_BATCHES_SCHEMA, ROUTED_PROPERTIES, ROUTED_SCHEMA
 from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA as METRICS_SCHEMA
-from lakeshard.utc import aware, millis
+from lakeshard.utc import millis
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
-__all__ = [
-    "AUTO_WRITE_TASKS_MAX",
-    "LANDING_BATCHES",
-    "LANDING_BATCHES_SCHEMA",
-    "QUARANTINE",
-    "ROUTED",
-    "ROUTED_SCHEMA",
-    "ROUTER_APP_ID",
-    "ROUTING_METRICS",
-    "RouteReport",
-    "Router",
-    "consumed_landing",
-    "route",
-    "route_arrow",
-    "unrouted_landing",
-    "write_tasks",
-]
+__all__ = ["RouteReport", "Router"]
 
-
-_RANGE_COLUMNS = ("start_byte", "end_byte", "first_line", "next_line", "checksum", "anchor", "file_id")
 
 
 @dataclass(frozen=True)
@@ -81,110 +75,6 @@ class _Ahead:
     now: datetime
     intake: Intake
     parsed: Future[tuple[pa.Table, pa.Table]]
-
-
-def route(events: DataFrame, allocator: ShardAllocator) -> DataFrame:
-    """Return ``events`` (landing event rows) with ``window_start`` and ``shard``, ready for a write by shard.
-
-    Resolves every ``(tenant, window)`` of the frame with one allocator call (one read of the
-    placements table, at most one commit), then joins the placements in by broadcast; each placement's
-    hash version picks the event hash (Spark's built-in ``xxhash64`` for new placements). There is no
-    shuffle on a small machine: the rows are coalesced into :func:`write_tasks` tasks (one per core), each
-    writing one file per shard it holds rows of — so a write partitioned by shard makes at most that many files
-    per shard, and moving every row across a shuffle (which cost more than the routing) is saved. A big
-    cluster shuffles by shard instead: one file per shard.
-    """
-    from pyspark.sql import functions as F
-
-    spark = events.sparkSession
-    size = allocator.window_seconds * 1_000_000
-    us = F.unix_micros("ts")
-    windowed = events.withColumn("_window_us", us - F.pmod(us, F.lit(size)))
-    distinct = windowed.select("tenant_id", "_window_us").distinct()
-    # Arrow both ways: Python rows cost a conversion per field (tenths of a second for 30k pairs).
-    pairs = distinct.toArrow() if hasattr(distinct, "toArrow") else pa.Table.from_pylist(  # Spark >= 4.0
-        [r.asDict() for r in distinct.collect()], pa.schema([("tenant_id", pa.string()), ("_window_us", pa.int64())]))
-    tenants, windows = pairs.column("tenant_id").to_pylist(), pairs.column("_window_us").to_pylist()
-    placements = allocator.resolve_windows(tenants, windows)
-    lookup = spark.createDataFrame(pa.table({
-        "tenant_id": pa.array(tenants, pa.string()),
-        "_window_us": pa.array(windows, pa.int64()),
-        "_shards": pa.array([list(p.shards) for p in placements], pa.list_(pa.int32())),
-        "_hash_version": pa.array([p.hash_version for p in placements], pa.int32()),
-    }), "tenant_id string, _window_us long, _shards array<int>, _hash_version int")
-    joined = windowed.join(F.broadcast(lookup), ["tenant_id", "_window_us"], "inner")
-
-    def shard_by(version: int) -> Column:
-        hashed = event_hash_column(F.col("event_id"), version)
-        return F.element_at("_shards", (F.pmod(hashed, F.size("_shards")) + 1).cast("int"))
-
-    versions = sorted({p.hash_version for p in placements}) or [allocator.cfg.routing.event_hash_version]
-    shard = shard_by(versions[0])
-    for version in versions[1:]:  # only a batch spanning placements of both versions (an upgraded lakehouse)
-        shard = F.when(F.col("_hash_version") == version, shard_by(version)).otherwise(shard)
-    routed = joined.select(
-        *[F.col(f.name) for f in EVENT_SCHEMA.fields],
-        F.timestamp_micros("_window_us").alias("window_start"),
-        shard.cast("int").alias("shard"),
-    )
-    tasks = write_tasks(spark, allocator.cfg.routing.write_tasks)
-    return routed.coalesce(tasks) if tasks else routed.repartition("shard")
-
-
-# Up to this many cores, routing skips the shuffle (coalesce, one file per shard per core); a bigger cluster
-# shuffles by shard instead, for one file per shard per commit rather than cores x shards small files.
-AUTO_WRITE_TASKS_MAX = 8
-
-
-def write_tasks(spark: SparkSession, configured: int = 0) -> int:
-    """Return how many tasks write a routed batch (each one file per shard it holds), 0 for a shuffle by shard.
-
-    ``configured`` if set; else the cores Spark runs tasks on (a local master's, else the cluster's
-    ``spark.default.parallelism``), up to :data:`AUTO_WRITE_TASKS_MAX`; else 0 (more cores, or a session that
-    does not say). Reads settings only, so it works the same over Spark Connect.
-    """
-    if configured:
-        return configured
-    try:
-        master = spark.conf.get("spark.master") or ""
-        local = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
-        if local:
-            cores = 1 if local[1] is None else (os.cpu_count() or 1) if local[1] == "*" else int(local[1])
-        else:
-            # A setting, not SparkContext.defaultParallelism: a Spark Connect session has no SparkContext.
-            cores = int(spark.conf.get("spark.default.parallelism", None) or 0)
-    except Exception:  # a session that does not say (e.g. serverless)
-        return 0
-    return cores if 0 < cores <= AUTO_WRITE_TASKS_MAX else 0
-
-
-def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
-    """Return ``events`` (landing event rows as Arrow) with ``window_start`` and ``shard``: :func:`route` in
-    this process, for small batches. Same allocator call, same hashes, so the same rows land on the same shards."""
-    size = allocator.window_seconds * 1_000_000
-    us = events.column("ts").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy()
-    window_us = us - np.mod(us, size)  # floor, like Spark's pmod: pre-1970 times stay on the grid
-    tenants = events.column("tenant_id")
-    pairs = (pa.table({"tenant_id": tenants, "_window_us": window_us})
-             .group_by(["tenant_id", "_window_us"], use_threads=False).aggregate([]))
-    ordered = allocator.resolve_windows(pairs.column("tenant_id").to_pylist(), pairs.column("_window_us").to_pylist())
-    counts = np.array([len(p.shards) for p in ordered], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    flat = np.fromiter((s for p in ordered for s in p.shards), dtype=np.int32, count=int(counts.sum()))
-    # Each row's placement: its (tenant, window)'s position in ``pairs``, found by a join on the two keys.
-    lookup = pairs.append_column("_k", pa.array(np.arange(len(ordered), dtype=np.int64)))
-    rows = (pa.table({"tenant_id": tenants, "_window_us": window_us, "_row": np.arange(len(us), dtype=np.int64)})
-            .join(lookup, ["tenant_id", "_window_us"], join_type="inner", use_threads=False).sort_by("_row"))
-    k = rows.column("_k").to_numpy()
-    row_versions = np.array([p.hash_version for p in ordered], dtype=np.int32)[k]
-    hashes = np.zeros(len(us), dtype=np.int64)
-    for version in np.unique(row_versions):
-        mask = row_versions == version
-        chosen = events.column("event_id").filter(pa.array(mask))
-        hashes[mask] = event_hashes(chosen, int(version)).to_numpy(zero_copy_only=False)
-    shard = flat[offsets[k] + np.mod(hashes, counts[k])]  # np.mod of a negative hash is >= 0, like Spark's pmod
-    return (events.append_column("window_start", pa.array(window_us).cast(pa.timestamp("us", tz="UTC")))
-            .append_column("shard", pa.array(shard, pa.int32())))
 
 
 @dataclass(frozen=True)
@@ -219,6 +109,10 @@ class Router:
         router = Router(spark, store, cfg)
         for report in router.run():          # every new landing file, in batches
             print(report.batch, report.routed, report.quarantined)
+
+    Given the writers' hand-off (``handoff=FusedWriter(...)``, :mod:`lakeshard.dedupe.fused`) it finishes batches
+    planned as fused; with ``fused=True`` it also plans every batch the driver takes that way, handing the routed rows
+    to the writers in memory instead of ``routed`` (docs/decisions.md, record 19).
     """
 
     def __init__(
@@ -232,15 +126,19 @@ class Router:
         max_batch_bytes: int | None = None,
         before_commit: Callable[[str, int], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        handoff: FusedHandoff | None = None,
+        fused: bool = False,
     ) -> None:
         self._spark = spark
         self.store = store
         self.cfg = cfg
         self.allocator = allocator or ShardAllocator(store, cfg)
         self.max_batch_files = max_batch_files
-        # A backlog is cut into batches the driver path takes (routing.arrow_max_bytes): a Spark job's fixed cost
-        # is worth paying only for a single file bigger than that, or when the driver path is off (0).
-        driver = cfg.routing.arrow_max_bytes
+        # A backlog is cut into batches the driver path takes (routing.arrow_max_bytes; routing.fused_max_bytes for
+        # batches this router writes itself): a Spark job's fixed cost is worth paying only for a single file bigger
+        # than that, or when the driver path is off (0).
+        driver = self._driver_bytes = ((cfg.routing.fused_max_bytes or cfg.routing.arrow_max_bytes) if fused
+                                       else cfg.routing.arrow_max_bytes)
         self.max_batch_bytes = max_batch_bytes if max_batch_bytes is not None else (driver if driver > 0 else 2 << 30)
         # A hook called before each commit with (table, batch): the crash tests kill the process there.
         self._before_commit = before_commit or (lambda table, batch: None)
@@ -252,6 +150,13 @@ class Router:
         self._parser: ThreadPoolExecutor | None = None
         self.uris = {name: cfg.table_uri(name) for name in (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS)}
         self._consumed = ConsumedRanges(store, self.uris[LANDING_BATCHES])  # what the batch plans consumed
+        # The fused hand-off (docs/decisions.md, record 19): ``handoff`` finishes batches planned as fused; with
+        # ``fused`` this router also plans every batch the driver takes that way (its process writes events).
+        if fused and handoff is None:
+            raise RoutingError("a router planning fused batches needs the writers' hand-off (handoff=...)")
+        self._handoff = handoff
+        self._fused = fused
+        self.uris.update({EVENTS: cfg.table_uri(EVENTS), ID_INDEX: cfg.table_uri(ID_INDEX)})
         self._ready = False
 
     @property
@@ -302,7 +207,7 @@ class Router:
         if not self.store.exists(uri):
             return
         missing = [f for f in LANDING_BATCHES_SCHEMA.fields
-                   if f.name in _RANGE_COLUMNS and f.name not in self.store.schema(uri).fieldNames()]
+                   if f.name in LATER_COLUMNS and f.name not in self.store.schema(uri).fieldNames()]
         if not missing:
             return
         try:
@@ -318,10 +223,8 @@ class Router:
         ahead, self._ahead = self._ahead, None
         self._more = None
         planned = self.store.transaction_version(self.uris[LANDING_BATCHES], ROUTER_APP_ID) or 0
-        behind = [t for t in (ROUTED, QUARANTINE, ROUTING_METRICS)
-                  if (self.store.transaction_version(self.uris[t], ROUTER_APP_ID) or 0) < planned]
-        if planned and behind:
-            return self._execute(planned, *self._planned_files(planned), replayed=True)
+        if planned and self._unfinished(planned):
+            return self._execute(planned, self._planned(planned), replayed=True)
         batch = planned + 1
         if ahead is not None and (ahead.batch != batch or ahead.landing != self._landing):
             ahead = None  # another router planned the batch looked ahead at (or another zone is asked for)
@@ -331,38 +234,44 @@ class Router:
         if not intake.ranges:
             return None
         ranges = intake.ranges
-        ts = pa.timestamp("us", tz="UTC")
         n = len(ranges)
-        plan = pa.table({"batch": pa.array([batch] * n, pa.int64()),
-                         "path": pa.array([r.file.path for r in ranges], pa.string()),
-                         "size_bytes": pa.array([r.file.size_bytes for r in ranges], pa.int64()),
-                         "mtime": pa.array([r.file.mtime for r in ranges], ts),
-                         "planned_at": pa.array([now] * n, ts),
-                         "start_byte": pa.array([r.file.start for r in ranges], pa.int64()),
-                         "end_byte": pa.array([r.file.end for r in ranges], pa.int64()),
-                         "first_line": pa.array([r.file.first_line for r in ranges], pa.int64()),
-                         "next_line": pa.array([r.next_line for r in ranges], pa.int64()),
-                         "checksum": pa.array([r.file.checksum for r in ranges], pa.string()),
-                         "anchor": pa.array([r.anchor for r in ranges], pa.string()),
-                         "file_id": pa.array([r.file.identity for r in ranges], pa.string())})
+        limit = self._driver_bytes
+        fits = limit > 0 and sum(r.file.read_bytes for r in ranges) <= limit
+        handoff = FUSED_HANDOFF if self._fused and fits else None
+        plan = plan_rows(batch, ranges, now, handoff)
         self._before_commit(LANDING_BATCHES, batch)
         result = self.store.append_arrow(self.uris[LANDING_BATCHES], plan,
                                          app_transactions=[AppTransaction(ROUTER_APP_ID, batch)],
                                          metadata={"batch": batch, "files": n})
         if result.skipped:  # another router planned this batch first: finish its plan instead
             self._more = None
-            return self._execute(batch, *self._planned_files(batch), replayed=True)
-        report = self._execute(batch, [r.file for r in ranges], millis(now), replayed=False,
+            return self._execute(batch, self._planned(batch), replayed=True)
+        report = self._execute(batch, PlannedBatch([r.file for r in ranges], millis(now), handoff), replayed=False,
                                parsed=ahead.parsed if ahead is not None else None)
         return dataclasses.replace(report, rewritten_files=sum(r.rewritten for r in ranges),
                                    held_back_files=len(intake.held_back), held_back_bytes=intake.held_back_bytes,
                                    dangling_links=tuple(intake.dangling))
 
-    def _planned_files(self, batch: int) -> tuple[list[LandingFile], int]:
-        """Return the file ranges of a planned batch and the clock (epoch ms) its parse validates by."""
-        rows = self.store.read_table_arrow(self.uris[LANDING_BATCHES], where=pc.field("batch") == batch).to_pylist()
-        files = sorted((_planned_file(r) for r in rows), key=lambda f: f.path)
-        return files, max(millis(aware(r["planned_at"])) for r in rows)
+    def _unfinished(self, batch: int) -> bool:
+        """Return whether planned batch ``batch`` is missing from a table it reaches.
+
+        ``quarantine`` and ``routing_metrics`` carry ``router`` → the batch whatever its hand-off. A batch through
+        ``routed`` is there once ``routed`` carries it; a fused one once ``events`` and ``event_ids`` both carry
+        ``fused`` → the batch (only a fused plan ever sets it), so the next batch is never planned while this
+        one's IDs are missing.
+        """
+        version = self.store.transaction_version
+        if any((version(self.uris[t], ROUTER_APP_ID) or 0) < batch for t in (QUARANTINE, ROUTING_METRICS)):
+            return True
+        if (version(self.uris[ROUTED], ROUTER_APP_ID) or 0) >= batch:
+            return False
+        return not all(self.store.exists(self.uris[t]) and (version(self.uris[t], FUSED_APP_ID) or 0) >= batch
+                       for t in (EVENTS, ID_INDEX))
+
+    def _planned(self, batch: int) -> PlannedBatch:
+        """Return committed batch plan ``batch``."""
+        return planned_batch(self.store.read_table_arrow(self.uris[LANDING_BATCHES],
+                                                         where=pc.field("batch") == batch).to_pylist())
 
     def _look(self, landing: str) -> tuple[datetime, Intake]:
         """Return the clock of the next plan and what it takes of ``landing``."""
@@ -390,7 +299,7 @@ class Router:
             # planned but not routed, its replay reading files that may be gone by then.
             return
         files = [r.file for r in intake.ranges]
-        limit = self.cfg.routing.arrow_max_bytes
+        limit = self._driver_bytes
         if not files or sum(f.read_bytes for f in files) > limit:
             return
         if self._parser is None:
@@ -417,12 +326,19 @@ class Router:
         entries = self.store.log_entries(self.uris[ROUTED], start=version, end=version)
         return [c.file for e in entries for c in e.changes if c.action == "add"]
 
-    def _execute(self, batch: int, files: Sequence[LandingFile], now_ms: int, *, replayed: bool,
+    def _execute(self, batch: int, plan: PlannedBatch, *, replayed: bool,
                  parsed: Future[tuple[pa.Table, pa.Table]] | None = None) -> RouteReport:
+        files, now_ms = plan.files, plan.now_ms
         limit = self.cfg.routing.arrow_max_bytes
         covered = sum(f.read_bytes for f in files)
-        if limit > 0 and covered <= limit:
-            results, n_events, by_cat = self._execute_in_driver(batch, files, now_ms, parsed)
+        if plan.handoff == FUSED_HANDOFF and self._handoff is None:
+            raise RoutingError(f"batch {batch} of {self.uris[LANDING_BATCHES]} is planned for the fused hand-off "
+                               "(handed to the writers in memory); expected a router with the writers' hand-off "
+                               "to finish it, found a route-only router: run `lakeshard ingest` on this lakehouse")
+        if plan.handoff == FUSED_HANDOFF or (limit > 0 and covered <= limit):
+            # A fused plan fitted the driver when planned: its replay reads the same ranges.
+            results, n_events, by_cat = self._execute_in_driver(batch, files, now_ms, parsed,
+                                                                fused=plan.handoff == FUSED_HANDOFF)
         else:
             results, n_events, by_cat = self._execute_on_spark(batch, files, now_ms)
         n_quarantined = sum(by_cat.values())
@@ -448,22 +364,23 @@ class Router:
         return self.store.append(self.uris[table], rows, app_transactions=txn, metadata=meta)
 
     def _execute_in_driver(self, batch: int, files: Sequence[LandingFile], now_ms: int,
-                           parsed: Future[tuple[pa.Table, pa.Table]] | None = None,
+                           parsed: Future[tuple[pa.Table, pa.Table]] | None = None, *, fused: bool = False,
                            ) -> tuple[dict[str, CommitResult], int, dict[str, int]]:
         """Route a small batch in this process: parse (or take the parse looked ahead), place, hash and write
-        with pyarrow (no Spark job)."""
+        with pyarrow (no Spark job); a fused batch's routed rows go to the writers' hand-off, not to ``routed``
+        (its result stands in the report for ``routed``'s)."""
         events, quarantine = (parsed.result() if parsed is not None else
                               parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms))
         self._look_ahead(batch)
         routed = route_arrow(events, self.allocator)
-        results = {ROUTED: self._commit(ROUTED, batch, files, routed),
+        if fused:
+            assert self._handoff is not None  # checked by _execute
+            delivered = self._handoff.deliver(batch, routed)
+        else:
+            delivered = self._commit(ROUTED, batch, files, routed)
+        results = {ROUTED: delivered,
                    QUARANTINE: self._commit(QUARANTINE, batch, files, quarantine)}
-        metrics = (routed.group_by(["window_start", "tenant_id", "shard"], use_threads=False)
-                   .aggregate([([], "count_all"), ("size_bytes", "sum")])
-                   .rename_columns(["window_start", "tenant_id", "shard", "events", "bytes"]))
-        metrics = (metrics.append_column("batch", pa.array([batch] * metrics.num_rows, pa.int64()))
-                   .append_column("routed_at", pa.array([datetime.now(UTC)] * metrics.num_rows,
-                                                        pa.timestamp("us", tz="UTC"))))
+        metrics = arrow_metrics(routed, batch)
         results[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics)
         categories = quarantine.group_by("category", use_threads=False).aggregate([([], "count_all")]).to_pylist()
         return results, events.num_rows, {str(r["category"]): int(r["count_all"]) for r in categories}
@@ -480,48 +397,9 @@ class Router:
             # Metrics from the files just committed (four narrow columns of a few files per shard) rather than a
             # cache of every routed row; a replay whose routed commit was already made routes again instead.
             source = routed if r.skipped else self.store.read_files(self.uris[ROUTED], self._added_files(r.version))
-            metrics = (source.groupBy("window_start", "tenant_id", "shard")
-                       .agg(F.count(F.lit(1)).alias("events"), F.sum("size_bytes").cast("long").alias("bytes"))
-                       .withColumn("batch", F.lit(batch).cast("long"))
-                       .withColumn("routed_at", F.lit(datetime.now(UTC))))
-            results[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, metrics.coalesce(1))
+            results[ROUTING_METRICS] = self._commit(ROUTING_METRICS, batch, files, spark_metrics(source, batch))
             # Counts come from the parse itself (cached): what the batch holds, whichever run committed it.
             n_events = landed.events.count()
             by_cat = {str(row["category"]): int(row["n"]) for row in
                       landed.quarantine.groupBy("category").agg(F.count(F.lit(1)).alias("n")).collect()}
         return results, n_events, by_cat
-
-
-def unrouted_landing(store: TableStore, cfg: LakeshardConfig, landing: str | None = None) -> list[LandingFile]:
-    """Return the landing bytes not in ``routed`` yet: each file's range after what the routed batches consumed
-    (the whole file when it is new or changed other than by an append; a held-back tail included).
-
-    Decided from sizes alone, without reading the files: an estimate for watermarks, not a batch plan.
-    """
-    files = scan_landing(landing or cfg.landing).files
-    batches_uri = cfg.table_uri(LANDING_BATCHES)
-    if not store.exists(batches_uri):
-        return files
-    routed_uri = cfg.table_uri(ROUTED)
-    routed = (store.transaction_version(routed_uri, ROUTER_APP_ID) or 0) if store.exists(routed_uri) else 0
-    consumed = consumed_landing(store, batches_uri, routed, identities={f.identity for f in files})
-    out = []
-    for f in files:
-        last = consumed.get(f.identity)
-        if last is None or f.size_bytes < last.end or (f.size_bytes == last.size_bytes and f.mtime != last.mtime):
-            out.append(f)
-        elif f.size_bytes > last.end:
-            out.append(dataclasses.replace(f, start=last.end, first_line=last.next_line))
-    return out
-
-
-
-
-def _planned_file(row: dict[str, Any]) -> LandingFile:
-    """Return the file range a plan row holds (a row made before byte ranges: the whole file, unchecked)."""
-    size = int(row["size_bytes"])
-    file_id = row.get("file_id")
-    return LandingFile(row["path"], size, aware(row["mtime"]), start=int(row.get("start_byte") or 0),
-                       end=size if row.get("end_byte") is None else int(row["end_byte"]),
-                       first_line=int(row.get("first_line") or 1), checksum=row.get("checksum"),
-                       target="" if file_id in (None, row["path"]) else str(file_id))

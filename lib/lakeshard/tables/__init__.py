@@ -71,6 +71,8 @@ __all__ = [
     "FRAGMENTS_PROPERTIES",
     "FRAGMENTS_SCHEMA",
     "FSCK_REPAIRS",
+    "FUSED_APP_ID",
+    "FUSED_HANDOFF",
     "HOUR_FORMAT",
     "HOUR_PATTERN",
     "HOUR_SPELLING",
@@ -152,6 +154,8 @@ EVENTS_SORT_COLUMNS = ("service", "status", "env", "ts")
 # --- App transaction ids: whose progress a Delta ``txn`` action carries -----------------------------------------
 
 ROUTER_APP_ID = "router"  # on routed, quarantine, landing_batches, routing_metrics: the batch routed
+FUSED_APP_ID = "fused"  # on events, event_ids: the batch plan delivered in memory (the fused hand-off)
+FUSED_HANDOFF = "fused"  # landing_batches.handoff of a batch delivered in memory
 ALLOCATOR_APP_ID = "allocator"  # on placements: the placements version the allocator read, plus one
 COMPLETIONIST_APP_ID = "completionist"  # on buckets: the buckets version the completionist read, plus one
 FENCE_APP_ID = "completionist/fence"  # on events: the completionist's fence against racing writers

@@ -81,6 +81,9 @@ LANDING_BATCHES_SCHEMA = StructType([
     StructField("checksum", StringType(), True),
     StructField("anchor", StringType(), True),
     StructField("file_id", StringType(), True),
+    # How the batch reaches ``events``: "fused" (handed to the writers in memory by the process that planned it),
+    # or null (through ``routed``). Every process finishing the batch delivers it that way.
+    StructField("handoff", StringType(), True),
 ])
 
 ROUTING_METRICS_SCHEMA = StructType([

@@ -1,0 +1,136 @@
+"""The writers' side of the fused hand-off: a routed batch taken in memory and committed to ``events`` once.
+
+When the router and the writers share a process, a batch planned as ``fused`` (docs/decisions.md, record 19) is not
+written to ``routed``: :class:`FusedWriter` takes its routed rows as an Arrow table and runs the driver-side writer
+step on them (:class:`~lakeshard.dedupe.engines.ArrowStep`, every shard at once). The protocol:
+
+* Routed batches are drained first: the shard writers consume every unconsumed ``routed`` commit before the fused
+  batch's index check, so no ``writer/<shard>`` commit can add IDs the check did not see.
+* One app transaction per table: ``events`` is committed with ``fused`` → the batch (against the ``events`` version
+  read before the check: a process that committed the batch first wins), then ``event_ids`` with the same; rows
+  carry ``routed_version = -batch``, which the ``writer/<shard>`` repair never selects.
+* A batch whose ``events`` commit is in but whose IDs are not (a crash between the two) is completed by rebuilding
+  its IDs from its rows in ``events`` (:meth:`~lakeshard.dedupe.index.IdIndex.repair_fused`), as a lagging
+  ``writer/<shard>`` is: neither a landing file rewritten meanwhile nor the expectation gate can change the answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING
+
+from lakeshard.config import LakeshardConfig
+from lakeshard.dedupe.engines import Gate, Step
+from lakeshard.dedupe.faults import RecordLevelFailure, dead_letter_arrow, event_keys, retry_step
+from lakeshard.dedupe.report import WriteReport
+from lakeshard.dedupe.writer import ShardWriter
+from lakeshard.lake import AppTransaction, CommitResult, TableStore
+from lakeshard.tables import FUSED_APP_ID, ID_INDEX
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+__all__ = ["FusedWriter"]
+
+
+class FusedWriter:
+    """Commits fused batches handed over by the router (:class:`~lakeshard.routing.handoff.FusedHandoff`) for
+    ``shards`` (every shard of the ring), and drains ``routed`` with the same shard writers.
+
+    Example::
+
+        writer = FusedWriter(spark, store, cfg, shards=range(64))
+        Router(spark, store, cfg, handoff=writer, fused=True).run()
+        print(sum(r.written for r in writer.reports), "events written")
+    """
+
+    def __init__(self, spark: SparkSession | None, store: TableStore, cfg: LakeshardConfig, shards: Sequence[int], *,
+                 gate: Gate | None = None, clock: Callable[[], datetime] | None = None,
+                 before_commit: Callable[[str], None] | None = None) -> None:
+        self.writer = ShardWriter(spark, store, cfg, shards, gate=gate, clock=clock, before_commit=before_commit)
+        self.store = store
+        self._before_commit = before_commit or (lambda table: None)
+        self.reports: list[WriteReport] = []  # every step: routed ones drained, fused batches delivered
+
+    def drain(self) -> list[WriteReport]:
+        """Return the reports of consuming every routed commit not yet consumed (the shard writers' run)."""
+        drained = self.writer.run()
+        self.reports += drained
+        return drained
+
+    def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
+        """Return the ``events`` commit of fused batch plan ``batch`` (``routed``: its routed rows), after its IDs'
+        commit; skipped when another process had committed the batch's events (then only missing IDs are
+        committed)."""
+        started = time.perf_counter()
+        w = self.writer
+        w.ensure_tables()
+        self.drain()
+        events_uri, ids_uri = w.events_uri, w.ids_uri
+        read_version = self.store.version(events_uri)
+        in_events = self.store.transaction_version(events_uri, FUSED_APP_ID) or 0
+        if (self.store.transaction_version(ids_uri, FUSED_APP_ID) or 0) >= batch:
+            return CommitResult(events_uri, read_version, skipped=True)
+        if in_events >= batch:
+            # The events are in, their IDs are not (a crash between the two commits): rebuilt from ``events``.
+            self._before_commit(ID_INDEX)
+            w.index.repair_fused(batch)
+            return CommitResult(events_uri, read_version, skipped=True)
+        progress = w.progress()
+        # Another process's commits (a writer's, or a fused batch's) may hold IDs this cache has not seen.
+        w.cache.drop_shards(w.feed.moved_by_others(progress, in_events))
+        w.feed.saw(progress)
+        w.feed.saw_fused(in_events)
+        excluded: dict[tuple[object, ...], str] = {}
+        lettered = 0
+        while True:
+            step = Step((), w.shards, -batch, read_version, 0, started, excluded, rows=routed, fused=batch)
+            try:
+                report = retry_step(partial(w.arrow_step.run, step), w.retry_policy, shards=w.shards,
+                                    routed_version=-batch, on_fault=self._count_failure)
+                break
+            except RecordLevelFailure as exc:
+                if not exc.keys:
+                    raise
+                # Rows proven unwritable go to quarantine first (a crash then redoes the batch and finds the same
+                # rows), then the batch is done again without them.
+                excluded.update(dict.fromkeys(exc.keys, exc.reason[:1000]))
+                lettered = self._dead_letter(batch, routed, excluded)
+        if excluded:
+            report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
+                                         error=next(iter(excluded.values())))
+        self.reports.append(report)
+        if not report.conflict:
+            w.index.compact()
+        return CommitResult(events_uri, self.store.version(events_uri), skipped=report.conflict,
+                            rows_added=report.written)
+
+    def _count_failure(self, exc: BaseException) -> None:
+        """A failed attempt: the IDs cached may hold what it added before failing."""
+        self.writer.failures += 1
+        self.writer.cache.drop_shards(self.writer.shards)
+
+    def _dead_letter(self, batch: int, routed: pa.Table, unwritable: dict[tuple[object, ...], str]) -> int:
+        """Commit the rows of ``routed`` whose keys are ``unwritable`` to ``quarantine`` once (app transaction
+        ``dead-letter-rows/fused`` → ``batch``); return how many rows that is."""
+        import pyarrow as pa
+
+        from lakeshard.landing.reasons import WRITE_FAILED
+        from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+
+        columns = [f.name for f in EVENT_SCHEMA.fields if f.name not in ("source_file", "line_number")]
+        rows = routed.select(columns)
+        rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
+        quarantine = self.writer.dead_letters.quarantine_uri
+        self.store.create(quarantine, QUARANTINE_SCHEMA,
+                          description="records that broke the format or could not be written, with the reason")
+        self._before_commit("dead-letter-rows")
+        self.store.append_arrow(quarantine, dead_letter_arrow(rows, next(iter(unwritable.values())), WRITE_FAILED),
+                                app_transactions=[AppTransaction(f"dead-letter-rows/{FUSED_APP_ID}", batch)],
+                                metadata={"dead_letter_rows": rows.num_rows, "fused": batch})
+        return int(rows.num_rows)

@@ -1,0 +1,27 @@
+"""How a routed batch reaches the writers: through ``routed``, or handed over in memory (the fused hand-off).
+
+A batch's plan names its hand-off (``landing_batches.handoff``, docs/decisions.md record 19). The router commits a
+``routed`` batch itself; a ``fused`` batch it hands to a :class:`FusedHandoff`, which dedupes it and commits it to
+``events`` and ``event_ids`` with the app transaction ``fused`` → the batch. The writers' package implements it
+(:class:`lakeshard.dedupe.fused.FusedWriter`); the router only needs this face.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lakeshard.lake import CommitResult
+
+__all__ = ["FusedHandoff"]
+
+
+class FusedHandoff(Protocol):
+    """Takes a fused batch's routed rows (landing event columns, ``window_start``, ``shard``) in memory."""
+
+    def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
+        """Return the ``events`` commit of batch plan ``batch`` (skipped: another process had committed it),
+        having committed its IDs too; called again for a batch whose ``events`` commit was made, it commits
+        only the IDs."""

@@ -1,0 +1,214 @@
+"""The fused hand-off (docs/decisions.md, record 19): a batch routed and written in one process, without ``routed``.
+
+One generated zone goes through the two-job path (route to ``routed``, then the shard writers) and through the fused
+path; both must end in the same ``events`` and ``quarantine``. The fused path is then crashed before each of its
+commits and restarted (by a fused process, or by a route-only run with separate writers), with a landing file
+rewritten while the process is down; every ending is checked against the generator's ground truth.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.dedupe.fused import FusedWriter
+from lakeshard.dedupe.writer import ShardWriter
+from lakeshard.errors import LakeshardError
+from lakeshard.lake import TableStore, open_lazy_store
+from lakeshard.routing.router import Router
+from lakeshard.routing.unrouted import unrouted_landing
+from lakeshard.synth import SynthSpec, generate_landing
+from lakeshard.synth.verify import check_against_truth
+from lakeshard.tables import (
+    EVENTS,
+    FUSED_APP_ID,
+    ID_INDEX,
+    LANDING_BATCHES,
+    QUARANTINE,
+    ROUTED,
+    ROUTER_APP_ID,
+    ROUTING_METRICS,
+)
+
+SHARDS = 4
+SPEC = SynthSpec(events=1200, tenants=6, hours=0.5, seed=33, file_seconds=60, retry_rate=0.05,
+                 redelivered_files=0.1, bad_rate=0.02)
+
+
+class Crash(LakeshardError):
+    """Stands in for the process dying at a commit point."""
+
+
+def _cfg(tmp_path: Path, name: str, landing: Path) -> LakeshardConfig:
+    return load_config(overrides={"lakehouse": str(tmp_path / name), "landing": str(landing),
+                                  "routing": {"total_shards": SHARDS, "default_shard_count": 2}}, env={})
+
+
+def _two_jobs(cfg: LakeshardConfig) -> None:
+    store = open_lazy_store(cfg)
+    Router(None, store, cfg, max_batch_files=3).run()
+    ShardWriter(None, store, cfg, list(range(SHARDS))).run()
+
+
+def _fused(cfg: LakeshardConfig, *, die_at: str = "", batch: int = 2) -> None:
+    """Run the fused path over the zone; with ``die_at``, raise :class:`Crash` right before that table's commit of
+    batch ``batch``."""
+    store = open_lazy_store(cfg)
+    current = {"batch": 0}
+
+    def router_hook(table: str, n: int) -> None:
+        current["batch"] = n
+        if table == die_at and n == batch:
+            raise Crash(f"killed before committing {table} of batch {n}")
+
+    def writer_hook(table: str) -> None:
+        if table == die_at and current["batch"] == batch:
+            raise Crash(f"killed before committing {table} of batch {batch}")
+
+    writer = FusedWriter(None, store, cfg, list(range(SHARDS)), before_commit=writer_hook)
+    Router(None, store, cfg, max_batch_files=3, handoff=writer, fused=True, before_commit=router_hook).run()
+    writer.drain()
+
+
+def _keys(store: TableStore, cfg: LakeshardConfig) -> list[tuple[object, ...]]:
+    rows = store.read_table_arrow(cfg.table_uri(EVENTS), ["tenant_id", "event_id", "ts"])
+    return sorted(zip(*(rows.column(c).to_pylist() for c in rows.column_names), strict=True))
+
+
+def _quarantined(store: TableStore, cfg: LakeshardConfig) -> list[tuple[object, ...]]:
+    rows = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["source_file", "line_number", "category"])
+    return sorted((r["source_file"], r["line_number"], r["category"]) for r in rows.to_pylist())
+
+
+def _assert_exactly_once(spark: SparkSession, store: TableStore, cfg: LakeshardConfig, landing: Path,
+                         unique_events: int) -> None:
+    check = check_against_truth(spark, store.read(cfg.table_uri(EVENTS)), str(landing))
+    assert (check.missing, check.duplicate_rows, check.unexpected) == (0, 0, 0), check
+    assert check.rows == unique_events
+    # Every event's ID is in the index once, and nothing went through routed.
+    ids = store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi", "key_lo"])
+    assert ids.num_rows == len({(h, lo) for h, lo in zip(ids.column("key_hi").to_pylist(),
+                                                         ids.column("key_lo").to_pylist(), strict=True)})
+    assert ids.num_rows == check.rows
+    assert store.read_table_arrow(cfg.table_uri(ROUTED), ["event_id"]).num_rows == 0
+
+
+def test_the_fused_path_and_the_two_job_path_end_in_the_same_events_and_quarantine(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    landing = tmp_path / "landing"
+    m = generate_landing(landing, SPEC)
+    two, fused = _cfg(tmp_path, "two-jobs", landing), _cfg(tmp_path, "fused", landing)
+    _two_jobs(two)
+    _fused(fused)
+
+    assert _keys(store, fused) == _keys(store, two)
+    assert len(_keys(store, fused)) == m.unique_events
+    assert _quarantined(store, fused) == _quarantined(store, two)
+    assert len(_quarantined(store, fused)) == m.bad_records
+    _assert_exactly_once(spark, store, fused, landing, m.unique_events)
+    # The batches are the fused kind: events and IDs carry the last plan, routed carries none.
+    planned = store.transaction_version(fused.table_uri(LANDING_BATCHES), ROUTER_APP_ID)
+    assert planned is not None and planned > 1
+    assert store.transaction_version(fused.table_uri(EVENTS), FUSED_APP_ID) == planned
+    assert store.transaction_version(fused.table_uri(ID_INDEX), FUSED_APP_ID) == planned
+    assert store.transaction_version(fused.table_uri(ROUTED), ROUTER_APP_ID) is None
+    metrics = store.read_table_arrow(fused.table_uri(ROUTING_METRICS), ["events"])
+    assert sum(metrics.column("events").to_pylist()) == m.unique_events + m.duplicate_records
+    # The completionist's backlog counts a fused batch as routed: nothing of the zone is left.
+    assert unrouted_landing(store, fused) == []
+    assert len(unrouted_landing(store, _cfg(tmp_path, "empty", landing))) > 0
+
+
+@pytest.mark.parametrize("die_at", [EVENTS, ID_INDEX, QUARANTINE, ROUTING_METRICS, LANDING_BATCHES])
+@pytest.mark.parametrize("restart", ["fused", "route-then-writers"])
+def test_a_fused_process_killed_before_a_commit_then_restarted_writes_each_event_exactly_once(
+    spark: SparkSession, store: TableStore, tmp_path: Path, die_at: str, restart: str
+) -> None:
+    landing = tmp_path / "landing"
+    m = generate_landing(landing, SPEC)
+    cfg = _cfg(tmp_path, "lh", landing)
+    with pytest.raises(Crash):
+        _fused(cfg, die_at=die_at)
+    if restart == "fused":
+        _fused(cfg)
+    else:  # the route flow finishes the fused plan itself, then new batches go through routed to the writers
+        from lakeshard.pipelines.commands import run_flows
+
+        run_flows(cfg, ["route", "ingest"], lazy=True)
+    check = check_against_truth(spark, store.read(cfg.table_uri(EVENTS)), str(landing))
+    assert (check.missing, check.duplicate_rows, check.unexpected) == (0, 0, 0), check
+    assert check.rows == m.unique_events
+    assert len(_quarantined(store, cfg)) == m.bad_records
+    if restart == "fused":
+        _assert_exactly_once(spark, store, cfg, landing, m.unique_events)
+
+
+def test_a_route_only_router_refuses_to_finish_a_fused_batch_without_writers(tmp_path: Path) -> None:
+    landing = tmp_path / "landing"
+    generate_landing(landing, SPEC)
+    cfg = _cfg(tmp_path, "lh", landing)
+    with pytest.raises(Crash):
+        _fused(cfg, die_at=EVENTS, batch=1)
+    with pytest.raises(LakeshardError, match="planned for the fused hand-off"):
+        Router(None, open_lazy_store(cfg), cfg).run()
+
+
+def test_a_landing_file_rewritten_between_a_fused_plan_and_its_replay_is_handled_as_a_replay_handles_it(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    import json
+    import time
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    part = landing / "a.jsonl"
+    ts = int(time.time() * 1000) - 3_600_000
+
+    def line(i: int, prefix: str) -> bytes:
+        return json.dumps({"tenant_id": f"t{i % 3}", "event_id": f"{prefix}{i}", "ts": ts}).encode() + b"\n"
+
+    part.write_bytes(b"".join(line(i, "e") for i in range(4)) + b"not json\n")
+    cfg = _cfg(tmp_path, "lh", landing)
+    with pytest.raises(Crash):
+        _fused(cfg, die_at=EVENTS, batch=1)
+    part.write_bytes(b"".join(line(i, "n") for i in range(3)))  # rewritten while the process was down
+    _fused(cfg)
+    # As a routed replay: the changed file is named in quarantine, its new content routed by the next batch.
+    events = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id"]).column("event_id").to_pylist()
+    assert sorted(events) == [f"n{i}" for i in range(3)]
+    assert [c for _, _, c in _quarantined(store, cfg)] == ["file_changed"]
+    ids = store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi"])
+    assert ids.num_rows == 3
+
+
+def test_a_fused_batch_killed_between_its_events_and_ids_gets_its_ids_from_events_even_if_its_file_changed(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    import json
+    import time
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    part = landing / "a.jsonl"
+    ts = int(time.time() * 1000) - 3_600_000
+
+    def line(i: int, prefix: str) -> bytes:
+        return json.dumps({"tenant_id": f"t{i % 3}", "event_id": f"{prefix}{i}", "ts": ts}).encode() + b"\n"
+
+    part.write_bytes(b"".join(line(i, "e") for i in range(4)))
+    cfg = _cfg(tmp_path, "lh", landing)
+    with pytest.raises(Crash):
+        _fused(cfg, die_at=ID_INDEX, batch=1)
+    part.write_bytes(b"".join(line(i, "n") for i in range(3)))
+    _fused(cfg)
+    with part.open("ab") as f:  # a producer re-sends the first events: duplicates, found in the rebuilt index
+        f.write(b"".join(line(i, "e") for i in range(4)))
+    _fused(cfg)
+    events = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id"]).column("event_id").to_pylist()
+    assert sorted(events) == [f"e{i}" for i in range(4)] + [f"n{i}" for i in range(3)]
+    ids = store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi"])
+    assert ids.num_rows == 7
