@@ -232,9 +232,9 @@ def _stop_on_interrupt() -> Iterator[threading.Event]:
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
-    """Check every live data file of every lakehouse table against the log (exists, reads as Parquet, rows as the
-    log says); with --repair, remove the damaged ones from their table's log (one commit per table) and record
-    what they held in fsck_repairs. Exit 1 when damage was found and left."""
+    """Check every live data file of every lakehouse table against the log (exists, reads as Parquet, rows and
+    key ranges as the log says); with --repair, remove the damaged ones from their table's log (one commit per
+    table) and record what they held in fsck_repairs. Exit 1 when damage was found and left."""
     from lakeshard.lake import open_lazy_store
     from lakeshard.maintenance import check_table, repair_table
     from lakeshard.tables import FSCK_REPAIRS, TABLES
