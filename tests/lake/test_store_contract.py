@@ -318,6 +318,25 @@ def test_create_checks_shape_and_append_checks_columns(
         table_store.read(str(tmp_path / "nope"))
 
 
+def test_create_or_grow_gives_an_older_table_the_nullable_columns_its_schema_gained(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "older")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    table_store.append(uri, _rows(spark, "acme", 1, 2))
+    grown = StructType([*EVENTS.fields, StructField("start_byte", LongType(), True),
+                        StructField("end_byte", LongType(), True)])
+    version = table_store.create_or_grow(uri, grown, partition_by=["tenant_id"])
+    assert version == table_store.version(uri) == 2 and _shape(table_store.schema(uri)) == _shape(grown)
+    assert table_store.create_or_grow(uri, grown, partition_by=["tenant_id"]) == 2  # grown once
+    assert {r.start_byte for r in table_store.read(uri).collect()} == {None}
+    fresh = str(tmp_path / "fresh")
+    assert table_store.create_or_grow(fresh, grown, partition_by=["tenant_id"]) == 0
+    required = StructType([*grown.fields, StructField("needed", LongType(), False)])
+    with pytest.raises(TableStoreError, match="different shape"):
+        table_store.create_or_grow(uri, required, partition_by=["tenant_id"])
+
+
 def test_added_columns_read_as_null_in_older_rows_and_take_values_after(
     table_store: TableStore, spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -219,7 +219,7 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
     rows = store.read_arrow(routed, files, columns=columns)
     rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
     reasons = [unwritable[k] for k in event_keys(rows)]
-    store.create(quarantine, QUARANTINE_SCHEMA,
+    store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
                  description="records that broke the format or could not be written, with the reason")
     store.append_arrow(quarantine, dead_letter_arrow(rows, reasons[0] if reasons else "", WRITE_FAILED),
                        app_transactions=[AppTransaction(f"dead-letter-rows/{s}", routed_version) for s in shards],
@@ -247,4 +247,5 @@ def dead_letter_arrow(rows: pa.Table, reason: str, category: str) -> pa.Table:
         "reason": [f"{category}: {reason}"] * len(raws), "category": [category] * len(raws),
         "source_file": pa.nulls(len(raws), pa.string()), "line_number": pa.nulls(len(raws), pa.int64()),
         "quarantined_at": pa.array([now] * len(raws), pa.timestamp("us", tz="UTC")),
+        "start_byte": pa.nulls(len(raws), pa.int64()), "end_byte": pa.nulls(len(raws), pa.int64()),
     })
