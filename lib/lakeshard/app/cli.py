@@ -168,7 +168,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     events to ``events`` exactly once, with the flows' expectations and the pipeline event log.
 
     Without --follow it runs once; with --follow it runs again every --poll-seconds until interrupted (Ctrl-C
-    ends it after the current run, exit 0).
+    ends it after the current run, exit 0). A shard whose routed or event_ids file is damaged stops (named on
+    stderr) while the other shards are written; exit 1 then.
     """
     from lakeshard.lake import open_lazy_store
     from lakeshard.pipelines.commands import run_flows
@@ -180,7 +181,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     params = {"ingest": {"shards": ",".join(map(str, args.shards or []))}}
     if args.shards:  # refused before anything is routed that this writer would never write
         ingest_shards(RoutingTables(open_lazy_store(cfg), cfg), params["ingest"]["shards"])
-    totals = {"runs": 0, "routed": 0, "written": 0}
+    totals = {"runs": 0, "routed": 0, "written": 0, "stopped": 0}
 
     def once() -> None:
         # Spark starts only when a flow needs it: a big route batch or writer step, or rows to check.
@@ -203,16 +204,23 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                       + (f", {written.dropped:,} rows dropped" if written.dropped else ""))
             print(f"event log: lakeshard pipeline events --run {report.run_id}", flush=True)
             _show_left(routed.outcome, cfg)
+        if stopped := written.details.get("stopped_shards"):
+            totals["stopped"] += 1
+            for damage in str(written.details.get("damage", "")).splitlines():
+                print(f"error: {damage}", file=sys.stderr)
+            print(f"shards {stopped} stopped on a damaged file and were not written; the other shards were. "
+                  "lakeshard fsck names every damaged file, --repair removes it from its table's log",
+                  file=sys.stderr, flush=True)
 
     if not args.follow:
         once()
-        return 0
+        return 1 if totals["stopped"] else 0
     with _stop_on_interrupt() as stop:
         while not stop.is_set():
             once()
             stop.wait(args.poll_seconds)
     print(f"stopped after {totals['runs']} runs: routed {totals['routed']:,} events, wrote {totals['written']:,}")
-    return 0
+    return 1 if totals["stopped"] else 0
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from lakeshard.dedupe.errors import DedupeError
-from lakeshard.errors import ConfigError, LakeshardError, TableStoreError
+from lakeshard.errors import ConfigError, DamagedDataFile, LakeshardError, TableStoreError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 
 if TYPE_CHECKING:
@@ -147,10 +147,13 @@ class RetryPolicy:
 def is_infrastructure_fault(exc: BaseException) -> bool:
     """Return whether a step's error is retried as an infrastructure fault (see the module's docstring).
 
-    Storage errors of the store (:class:`~lakeshard.errors.TableStoreError`) are; other lakeshard errors are
+    Storage errors of the store (:class:`~lakeshard.errors.TableStoreError`) are, but for a damaged data file
+    (:class:`~lakeshard.errors.DamagedDataFile`: waiting does not mend it); other lakeshard errors are
     deliberate stops, and a :class:`RecordLevelFailure` is about rows; ``BaseException``\\s that are not
     ``Exception``\\s (a crash, an interrupt) are never caught.
     """
+    if isinstance(exc, DamagedDataFile):
+        return False  # a damaged file stays damaged: its flow isolates it instead of waiting for it
     if isinstance(exc, TableStoreError):
         return True
     return isinstance(exc, Exception) and not isinstance(exc, LakeshardError)

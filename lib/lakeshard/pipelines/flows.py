@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from lakeshard.balancing.executor import autoshard, balance
 from lakeshard.buckets.completionist import Completionist
@@ -105,11 +106,14 @@ def run_ingest(ctx: FlowContext) -> FlowResult:
     shards = ingest_shards(RoutingTables(ctx.store, ctx.cfg), str(ctx.params["shards"]))
     writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, shards, gate=ctx.gate, clock=ctx.clock)
     reports = writer.run()
+    details: dict[str, Any] = {"steps": len(reports), "conflicts": writer.conflicts,
+                               "engines": ",".join(sorted({r.engine for r in reports}))}
+    if writer.stopped:  # shards left behind a damaged file; the others were written
+        details["stopped_shards"] = ",".join(map(str, sorted(writer.stopped)))
+        details["damage"] = "\n".join(str(writer.stopped[s]) for s in sorted(writer.stopped))
     return FlowResult(rows_in=sum(r.rows_in for r in reports), rows_out=sum(r.written for r in reports),
                       duplicates_dropped=sum(r.duplicates_in_batch + r.duplicates_in_index for r in reports),
-                      quarantined=ctx.gate.quarantined, dropped=ctx.gate.dropped,
-                      details={"steps": len(reports), "conflicts": writer.conflicts,
-                               "engines": ",".join(sorted({r.engine for r in reports}))}, outcome=reports)
+                      quarantined=ctx.gate.quarantined, dropped=ctx.gate.dropped, details=details, outcome=reports)
 
 
 def run_close_buckets(ctx: FlowContext) -> FlowResult:
