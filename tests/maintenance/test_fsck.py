@@ -93,7 +93,7 @@ def test_fsck_finds_a_file_whose_key_range_is_not_the_logs(
     rng = random.Random(seed)
     landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
     assert main(["generate", "--landing", str(landing), "--events", str(rng.randint(150, 400)), "--tenants",
-                 str(rng.randint(2, 6)), "--seed", str(seed), "--quiet"]) == 0
+                 str(rng.randint(3, 6)), "--seed", str(seed), "--quiet"]) == 0
     assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
     assert main(["fsck", "--lakehouse", str(lakehouse)]) == 0  # the log's statistics agree with every footer
     capsys.readouterr()

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.app.cli_args import LakeshardParser, config_from_args, count, number
+from lakeshard.app.cli_args import LakeshardParser, bucket, config_from_args, count, number
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
 
@@ -270,6 +270,31 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     return 1 if left else 0
 
 
+def cmd_refill(args: argparse.Namespace) -> int:
+    """Restore the events a repaired bucket lost (lakeshard fsck --repair removed a damaged events file): parse
+    again the landing bytes of the batches that fed the bucket, and commit back to events the ones the ID index
+    holds and the bucket does not. A closed bucket is refused. Exit 1 when some removed rows were not found."""
+    from lakeshard.lake import open_lazy_store
+    from lakeshard.maintenance import plan_refill, refill_bucket
+
+    cfg = config_from_args(args)
+    store = open_lazy_store(cfg)
+    tenant_id, hour = args.bucket
+    plan = plan_refill(store, cfg, tenant_id, hour)
+    print(f"bucket {tenant_id}/{hour}: {plan.found:,} events in the landing bytes of {len(plan.batches)} batches, "
+          f"{plan.rows.num_rows:,} of them lost (fsck removed {plan.removed:,} rows)")
+    if args.dry_run:
+        return 0
+    done = refill_bucket(store, cfg, plan)
+    if done is not None:
+        print(f"restored {plan.rows.num_rows:,} events to {tenant_id}/{hour} in events version {done.version}")
+    if plan.missing:
+        print(f"{plan.missing:,} removed rows were not found in the landing zone: their landing bytes changed or "
+              "are gone, or they came late from an earlier hour", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _spec(args: argparse.Namespace) -> Any:
     from lakeshard.synth import SynthSpec
 
@@ -392,6 +417,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repair", action="store_true",
                    help="remove damaged files from their table's log (one commit per table), recorded in fsck_repairs")
     p.set_defaults(func=cmd_fsck)
+
+    p = sub.add_parser("refill", help="restore the events fsck --repair removed from a bucket, from the landing zone",
+                       description=cmd_refill.__doc__)
+    common(p, landing=False)
+    p.add_argument("--bucket", required=True, type=bucket, metavar="TENANT/HOUR",
+                   help="the bucket, e.g. acme/2026-01-01T10")
+    p.add_argument("--dry-run", action="store_true", help="say what would be restored, commit nothing")
+    p.set_defaults(func=cmd_refill)
 
     p = sub.add_parser("demo", help="run the pipeline end to end on a fresh lakehouse and report",
                        description=cmd_demo.__doc__)
