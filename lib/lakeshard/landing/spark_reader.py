@@ -91,8 +91,10 @@ def read_landing(
 
     Every non-blank line of every file ends in exactly one of ``events`` (:data:`EVENT_SCHEMA`) and
     ``quarantine`` (:data:`QUARANTINE_SCHEMA`); duplicates are kept (dropping them is the writers'
-    job). Rows come in no particular order. Nothing runs until the frames are used; the parse is then
-    cached — release it with :meth:`LandingBatch.release` (or a ``with`` block).
+    job). A file Spark does not find (gone since it was listed or planned) is one ``unreadable_file``
+    quarantine row naming it and its range, as on the driver path. Rows come in no particular order. Nothing
+    runs until the frames are used; the parse is then cached — release it with :meth:`LandingBatch.release`
+    (or a ``with`` block).
 
     Args:
         spark: the session to read with.
@@ -131,11 +133,10 @@ def read_landing(
 
     sources = {path_key(f.path): f for f in files}
     contents, gone = _binary_contents(spark, files, clock)
-    parsed = contents.mapInArrow(ParseFiles(limits, clock, sources), _spark_schema()) if contents is not None else None
-    if gone:
-        missing = spark.createDataFrame(pa.concat_batches(gone).to_pylist(), _spark_schema())
-        parsed = missing if parsed is None else parsed.unionByName(missing)
-    assert parsed is not None  # files is not empty: some were read, or some are gone
+    parsed = (contents.mapInArrow(ParseFiles(limits, clock, sources), _spark_schema()) if contents is not None
+              else spark.createDataFrame([], _spark_schema()))
+    if gone:  # the rows of the files Spark did not find, made in this process
+        parsed = parsed.unionByName(spark.createDataFrame(pa.concat_batches(gone).to_pylist(), _spark_schema()))
     parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
 
     def column(name: str, nullable: bool, default: Any) -> Any:
@@ -175,13 +176,10 @@ def _binary_contents(spark: SparkSession, files: Sequence[LandingFile], clock_ms
             if missing is None:
                 raise
             left.remove(missing)
+            end = missing.size_bytes if missing.end is None else missing.end
             gone.append(unreadable(missing.path, missing.size_bytes, f"cannot read the file ({_first_line(exc)})",
-                                   clock_ms * 1000, byte_range=(missing.start, _end_of(missing))))
+                                   clock_ms * 1000, byte_range=(missing.start, end)))
     return None, gone
-
-
-def _end_of(f: LandingFile) -> int:
-    return f.size_bytes if f.end is None else f.end
 
 
 def _first_line(exc: BaseException) -> str:
