@@ -14,8 +14,8 @@ from lakeshard.app.cli import main
 LAKESHARD = [sys.executable, "-m", "lakeshard.app.cli"]
 
 
-@pytest.mark.parametrize("command", [[], ["doctor"], ["generate"], ["route"], ["ingest"], ["fsck"], ["demo"],
-                                     ["autoshard"], ["balance"], ["exclude"]])
+@pytest.mark.parametrize("command", [[], ["doctor"], ["generate"], ["route"], ["ingest"], ["fsck"], ["refill"],
+                                     ["demo"], ["autoshard"], ["balance"], ["exclude"]])
 def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([*command, "--help"])

@@ -187,3 +187,36 @@ def test_rowhash2_checksums_recorded_by_earlier_releases_still_verify() -> None:
 
     assert rowhash2_groups({"acme": table("acme", 37), "zeta": table("zeta", 5)}) == {
         "acme": (37, 37, "rowhash2:9dade6c733faf6b6"), "zeta": (5, 5, "rowhash2:81e39d1dc6789004")}
+
+
+@pytest.mark.parametrize(("seed", "damage"), [(7, "truncated"), (23, "missing")])
+def test_a_damaged_file_fails_only_its_buckets_rowjson_check_naming_it(
+    spark: SparkSession, store: TableStore, lakehouse: LakeshardConfig, seed: int, damage: str
+) -> None:
+    """The Spark (``rowjson``) check meets a file it cannot read: that bucket's check names the file as damaged,
+    every other bucket gets the check it had before (no Java trace, no stopped job)."""
+    from urllib.parse import unquote
+
+    from lakeshard.buckets.checksum import ROWJSON
+
+    rng = random.Random(seed)
+    cfg, uri = lakehouse, lakehouse.table_uri("events")
+    hour = hour_of(datetime.now(UTC) - timedelta(hours=rng.randint(3, 9)))
+    tenants = [f"t{i}-{rng.randint(0, 999)}" for i in range(rng.randint(3, 5))]
+    for t in tenants:
+        for part in range(rng.randint(1, 2)):
+            store.append(uri, _rows(spark, t, hour, f"{t}-{part}-", rng.randint(1, 9)).coalesce(1))
+    before = check_buckets(store, uri, _bucket_files(store, cfg), ROWJSON)
+    victim = rng.choice(store.files(uri))
+    on_disk = Path(uri) / unquote(victim.path)
+    if damage == "missing":
+        on_disk.unlink()
+    else:
+        on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 3])
+    bucket = (victim.partition_values["tenant_id"], victim.partition_values["hour"])
+
+    after = check_buckets(store, uri, _bucket_files(store, cfg), ROWJSON)
+    assert set(after) == set(before)
+    assert after[bucket].damage.startswith(f"{uri}: data file {victim.path}") and after[bucket].problem
+    assert "\n" not in after[bucket].damage
+    assert {b: c for b, c in after.items() if b != bucket} == {b: c for b, c in before.items() if b != bucket}

@@ -25,7 +25,7 @@ from pyspark.sql.types import (
 )
 
 from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError
-from lakeshard.lake import AppTransaction, TableStore
+from lakeshard.lake import AppTransaction, TableStore, check_data_file
 
 EVENTS = StructType([
     StructField("tenant_id", StringType(), False),
@@ -121,6 +121,23 @@ def test_files_report_size_rows_partitions_and_stats(
     assert str(f.min_values["ts"]).startswith("2026-01-01 00:00:00")
     span = f.time_range("ts")
     assert span is not None and span[1] >= datetime(2026, 1, 1, 0, 0, 0, 13500, tzinfo=UTC)
+
+
+def test_every_file_an_adapter_commits_agrees_with_its_log_statistics(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    """``check_data_file`` (fsck) compares a footer's min/max with the log's as each adapter writes them: strings
+    longer than Delta's statistics prefix, timestamps between milliseconds, negative numbers and nulls."""
+    uri = str(tmp_path / "agree")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    df = spark.sql("select concat('t', id % 2) tenant_id, cast(id * 7 - 40 as int) hour, "
+                   "concat(repeat('x', 40), id) event_id, "
+                   "if(id = 3, null, timestamp_micros(1767225600000000 + id * 1234567 + 321)) ts, "
+                   "map('a', 'b') attributes from range(12)")
+    table_store.append(uri, df.repartition(2))
+    files = table_store.files(uri)
+    assert files and all(f.min_values for f in files)
+    assert [d for f in files if (d := check_data_file(uri, f)) is not None] == []
 
 
 @pytest.mark.parametrize(("properties", "with_stats"), [
@@ -299,6 +316,25 @@ def test_create_checks_shape_and_append_checks_columns(
         table_store.append(uri, bad)
     with pytest.raises(TableNotFound):
         table_store.read(str(tmp_path / "nope"))
+
+
+def test_create_or_grow_gives_an_older_table_the_nullable_columns_its_schema_gained(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "older")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    table_store.append(uri, _rows(spark, "acme", 1, 2))
+    grown = StructType([*EVENTS.fields, StructField("start_byte", LongType(), True),
+                        StructField("end_byte", LongType(), True)])
+    version = table_store.create_or_grow(uri, grown, partition_by=["tenant_id"])
+    assert version == table_store.version(uri) == 2 and _shape(table_store.schema(uri)) == _shape(grown)
+    assert table_store.create_or_grow(uri, grown, partition_by=["tenant_id"]) == 2  # grown once
+    assert {r.start_byte for r in table_store.read(uri).collect()} == {None}
+    fresh = str(tmp_path / "fresh")
+    assert table_store.create_or_grow(fresh, grown, partition_by=["tenant_id"]) == 0
+    required = StructType([*grown.fields, StructField("needed", LongType(), False)])
+    with pytest.raises(TableStoreError, match="different shape"):
+        table_store.create_or_grow(uri, required, partition_by=["tenant_id"])
 
 
 def test_added_columns_read_as_null_in_older_rows_and_take_values_after(

@@ -140,6 +140,8 @@ def check_verdict(f: Damaged, events: pa.Table, quarantine: pa.Table) -> None:
     row = damage_rows[0]
     assert row["line_number"] == routed_text.count(b"\n") + 1
     assert RANGE.search(row["reason"]).groups() == (str(f.boundaries[f.member]), str(f.cut)), row["reason"]  # type: ignore[union-attr]
+    assert (row["start_byte"], row["end_byte"]) == (f.boundaries[f.member], f.cut)  # the range as data
+    assert all(r["start_byte"] is None and r["end_byte"] is None for r in per_line)  # a line says where by number
     assert row["raw"].encode() == damage and row["size_bytes"] == len(damage) and not row["raw_truncated"]
 
 
@@ -189,11 +191,13 @@ def test_a_corrupt_member_and_trailing_garbage_cost_only_what_follows_the_whole_
     corrupt, garbage = damage["a-corrupt.json.gz"], damage["b-garbage.json.gz"]
     assert corrupt["reason"].startswith("unreadable_file: gzip stream is corrupt")
     assert RANGE.search(corrupt["reason"]).groups() == (str(len(a)), str(len(a + broken + c)))  # type: ignore[union-attr]
+    assert (corrupt["start_byte"], corrupt["end_byte"]) == (len(a), len(a + broken + c))
     assert corrupt["line_number"] == complete_in_a + 1
     # The line member a leaves unfinished is kept in raw; what the corrupt member decoded to is not trusted.
     assert corrupt["raw"].encode().startswith(first[first.rfind(b"\n") + 1 :])
     assert garbage["reason"].startswith("unreadable_file: gzip stream is corrupt")
     assert RANGE.search(garbage["reason"]).groups() == (str(len(a + b)), str(len(a + b) + 16))  # type: ignore[union-attr]
+    assert (garbage["start_byte"], garbage["end_byte"]) == (len(a + b), len(a + b) + 16)
     assert garbage["line_number"] == complete_in_ab + 1
     assert garbage["raw"].encode() == (first + second)[(first + second).rfind(b"\n") + 1 :]
 
@@ -241,10 +245,10 @@ def test_spark_reaches_the_driver_parse_s_verdicts_on_damaged_gzip(spark: SparkS
         spark_events = sorted(tuple(r) for r in batch.events.select("source_file", "line_number", "event_id")
                               .collect())
         spark_quarantine = sorted(tuple(r) for r in batch.quarantine.select(
-            "source_file", "line_number", "reason", "raw", "size_bytes").collect())
+            "source_file", "line_number", "reason", "raw", "size_bytes", "start_byte", "end_byte").collect())
     columns = ["source_file", "line_number", "event_id"]
     assert spark_events == sorted(tuple(r.values()) for r in events.select(columns).to_pylist())
-    columns = ["source_file", "line_number", "reason", "raw", "size_bytes"]
+    columns = ["source_file", "line_number", "reason", "raw", "size_bytes", "start_byte", "end_byte"]
     assert spark_quarantine == sorted(tuple(r.values()) for r in quarantine.select(columns).to_pylist())
 
 
@@ -304,8 +308,10 @@ def test_the_router_holds_an_unsettled_cut_gzip_back_then_routes_its_intact_line
     routed = store.read_table_arrow(cfg.table_uri(ROUTED), ["event_id"]).column("event_id").to_pylist()
     assert sorted(routed) == sorted(f"e{n}" for n in range(1, complete + 1))
     assert complete >= f.content[:1500].count(b"\n")
-    quarantined = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["line_number", "category", "reason"]).to_pylist()
+    quarantined = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["line_number", "category", "reason", "start_byte",
+                                                                       "end_byte"]).to_pylist()
     assert [(r["line_number"], r["category"]) for r in quarantined] == [(complete + 1, reasons.UNREADABLE_FILE)]
+    assert (quarantined[0]["start_byte"], quarantined[0]["end_byte"]) == (f.boundaries[1], f.cut)
     assert RANGE.search(quarantined[0]["reason"]).groups() == (str(f.boundaries[1]), str(f.cut))  # type: ignore[union-attr]
 
 

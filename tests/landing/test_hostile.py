@@ -3,8 +3,10 @@ a file that cannot be read becomes one file-level quarantine row while the other
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
+import random
 import sys
 import zlib
 from datetime import UTC, datetime
@@ -19,6 +21,7 @@ from lakeshard.errors import ConfigError
 from lakeshard.landing import list_landing_files, parse_landing_arrow, read_landing, reasons
 from lakeshard.landing.batches import _Sink
 from lakeshard.landing.gzip import Gunzipped, gunzip
+from lakeshard.landing.listing import content_checksum
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -152,6 +155,7 @@ def test_unreadable_files_are_quarantined_whole_and_the_other_files_go_on(tmp_pa
     for name, start in expected.items():
         assert by_name[name]["reason"].startswith(start), by_name[name]["reason"]
     assert by_name["vanished.jsonl"]["reason"].startswith("unreadable_file: cannot read the file")
+    assert (by_name["vanished.jsonl"]["start_byte"], by_name["vanished.jsonl"]["end_byte"]) == (0, 10)
     for row in whole_file:
         assert row["category"] == reasons.UNREADABLE_FILE and row["raw"] == ""
     # None of an unreadable file's lines are kept; every other file is read whole, a damaged gzip up to the damage.
@@ -230,3 +234,56 @@ def test_a_list_of_nulls_arrow_builds_an_invalid_column_for_is_decided_by_the_ex
     assert sorted(events.column("event_id").to_pylist()) == sorted(str(i) for i in range(10))
     assert quarantine.column("line_number").to_pylist() == [6]
     assert quarantine.column("reason").to_pylist()[0].startswith(f"{reasons.BAD_TYPE}: attributes.")
+
+
+@pytest.mark.parametrize("seed", [5, 11, 29])
+def test_a_planned_range_whose_bytes_changed_is_one_row_carrying_that_range(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    lines = [json.dumps({"tenant_id": "t", "event_id": f"e{i}", "ts": NOW_MS}).encode() + b"\n"
+             for i in range(rng.randint(5, 40))]
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"".join(lines))
+    first = rng.randrange(len(lines))
+    last = rng.randint(first + 1, len(lines))
+    start, end = sum(map(len, lines[:first])), sum(map(len, lines[:last]))
+    listed = list_landing_files(tmp_path)[0]
+    planned = dataclasses.replace(listed, start=start, end=end, first_line=first + 1,
+                                  checksum=content_checksum(b"changed" + b"".join(lines[first:last])[7:]))
+    events, quarantine = parse_landing_arrow([planned], limits=LIMITS, now_ms=NOW_MS)
+    assert events.num_rows == 0
+    [row] = quarantine.to_pylist()
+    assert row["category"] == reasons.FILE_CHANGED and row["line_number"] == first + 1
+    assert (row["start_byte"], row["end_byte"]) == (start, end)
+
+
+@pytest.mark.parametrize("seed", [2, 41])
+def test_spark_quarantines_a_file_gone_before_its_read_as_the_driver_does(
+        spark: SparkSession, tmp_path: Path, seed: int) -> None:
+    """A planned file that is gone when Spark reads (deleted, moved) is one ``unreadable_file`` row naming it and
+    its planned range, on the Spark path as on the driver's; the other files are read. No Java trace."""
+    rng = random.Random(seed)
+    root = tmp_path / "landing zone é"
+    root.mkdir()
+    for i in range(rng.randint(3, 6)):
+        (root / f"part {i}.jsonl").write_bytes(b"".join(
+            json.dumps({"tenant_id": f"t{j % 2}", "event_id": f"{i}-{j}", "ts": NOW_MS}).encode() + b"\n"
+            for j in range(rng.randint(1, 20))))
+    listed = list_landing_files(root)
+    victims = rng.sample(range(len(listed)), rng.randint(1, len(listed) - 1))
+    files = list(listed)
+    for i in victims:  # a planned range of a victim: what it names is what the row carries
+        f = listed[i]
+        files[i] = dataclasses.replace(f, start=rng.randint(0, f.size_bytes // 2), end=f.size_bytes)
+        Path(root / Path(f.path).name).unlink()
+    events, quarantine = parse_landing_arrow(files, limits=LIMITS, now_ms=NOW_MS)
+    with read_landing(spark, files, limits=LIMITS, now_ms=NOW_MS) as batch:
+        spark_events = sorted((r.source_file, r.line_number) for r in batch.events.collect())
+        spark_quarantine = [r.asDict() for r in batch.quarantine.collect()]
+    assert spark_events == sorted((r["source_file"], r["line_number"]) for r in events.to_pylist())
+    expected = sorted((files[i].path, 0, reasons.UNREADABLE_FILE, files[i].start, files[i].end) for i in victims)
+    columns = ("source_file", "line_number", "category", "start_byte", "end_byte")
+    assert sorted(tuple(r[c] for c in columns) for r in quarantine.to_pylist()) == expected
+    assert sorted(tuple(r[c] for c in columns) for r in spark_quarantine) == expected
+    for row in spark_quarantine:
+        assert row["reason"].startswith("unreadable_file: cannot read the file (") and "\n" not in row["reason"]
+        assert Path(row["source_file"].removeprefix("file://")).name in row["reason"]

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.app.cli_args import LakeshardParser, config_from_args, count, number
+from lakeshard.app.cli_args import LakeshardParser, bucket, config_from_args, count, number
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
 
@@ -168,7 +168,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     events to ``events`` exactly once, with the flows' expectations and the pipeline event log.
 
     Without --follow it runs once; with --follow it runs again every --poll-seconds until interrupted (Ctrl-C
-    ends it after the current run, exit 0).
+    ends it after the current run, exit 0). A shard whose routed or event_ids file is damaged stops (named on
+    stderr) while the other shards are written; exit 1 then.
     """
     from lakeshard.lake import open_lazy_store
     from lakeshard.pipelines.commands import run_flows
@@ -180,7 +181,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     params = {"ingest": {"shards": ",".join(map(str, args.shards or []))}}
     if args.shards:  # refused before anything is routed that this writer would never write
         ingest_shards(RoutingTables(open_lazy_store(cfg), cfg), params["ingest"]["shards"])
-    totals = {"runs": 0, "routed": 0, "written": 0}
+    totals = {"runs": 0, "routed": 0, "written": 0, "stopped": 0}
 
     def once() -> None:
         # Spark starts only when a flow needs it: a big route batch or writer step, or rows to check.
@@ -204,16 +205,23 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                       + (f", {written.dropped:,} rows dropped" if written.dropped else ""))
             print(f"event log: lakeshard pipeline events --run {report.run_id}", flush=True)
             _show_left(routed.outcome, cfg)
+        if stopped := written.details.get("stopped_shards"):
+            totals["stopped"] += 1
+            for damage in str(written.details.get("damage", "")).splitlines():
+                print(f"error: {damage}", file=sys.stderr)
+            print(f"shards {stopped} stopped on a damaged file and were not written; the other shards were. "
+                  "lakeshard fsck names every damaged file, --repair removes it from its table's log",
+                  file=sys.stderr, flush=True)
 
     if not args.follow:
         once()
-        return 0
+        return 1 if totals["stopped"] else 0
     with _stop_on_interrupt() as stop:
         while not stop.is_set():
             once()
             stop.wait(args.poll_seconds)
     print(f"stopped after {totals['runs']} runs: routed {totals['routed']:,} events, wrote {totals['written']:,}")
-    return 0
+    return 1 if totals["stopped"] else 0
 
 
 @contextmanager
@@ -233,9 +241,9 @@ def _stop_on_interrupt() -> Iterator[threading.Event]:
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
-    """Check every live data file of every lakehouse table against the log (exists, reads as Parquet, rows as the
-    log says); with --repair, remove the damaged ones from their table's log (one commit per table) and record
-    what they held in fsck_repairs. Exit 1 when damage was found and left."""
+    """Check every live data file of every lakehouse table against the log (exists, reads as Parquet, rows and
+    key ranges as the log says); with --repair, remove the damaged ones from their table's log (one commit per
+    table) and record what they held in fsck_repairs. Exit 1 when damage was found and left."""
     from lakeshard.lake import open_lazy_store
     from lakeshard.maintenance import check_table, repair_table
     from lakeshard.tables import FSCK_REPAIRS, TABLES
@@ -261,6 +269,31 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     if left:
         print(f"{left} damaged files left in the log: lakeshard fsck --repair removes them and records what they held")
     return 1 if left else 0
+
+
+def cmd_refill(args: argparse.Namespace) -> int:
+    """Restore the events a repaired bucket lost (lakeshard fsck --repair removed a damaged events file): parse
+    again the landing bytes of the batches that fed the bucket, and commit back to events the ones the ID index
+    holds and the bucket does not. A closed bucket is refused. Exit 1 when some removed rows were not found."""
+    from lakeshard.lake import open_lazy_store
+    from lakeshard.maintenance import plan_refill, refill_bucket
+
+    cfg = config_from_args(args)
+    store = open_lazy_store(cfg)
+    tenant_id, hour = args.bucket
+    plan = plan_refill(store, cfg, tenant_id, hour)
+    print(f"bucket {tenant_id}/{hour}: {plan.found:,} events in the landing bytes of {len(plan.batches)} batches, "
+          f"{plan.rows.num_rows:,} of them lost (fsck removed {plan.removed:,} rows)")
+    if args.dry_run:
+        return 0
+    done = refill_bucket(store, cfg, plan)
+    if done is not None:
+        print(f"restored {plan.rows.num_rows:,} events to {tenant_id}/{hour} in events version {done.version}")
+    if plan.missing:
+        print(f"{plan.missing:,} removed rows were not found in the landing zone: their landing bytes changed or "
+              "are gone, or they came late from an earlier hour", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _spec(args: argparse.Namespace) -> Any:
@@ -385,6 +418,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repair", action="store_true",
                    help="remove damaged files from their table's log (one commit per table), recorded in fsck_repairs")
     p.set_defaults(func=cmd_fsck)
+
+    p = sub.add_parser("refill", help="restore the events fsck --repair removed from a bucket, from the landing zone",
+                       description=cmd_refill.__doc__)
+    common(p, landing=False)
+    p.add_argument("--bucket", required=True, type=bucket, metavar="TENANT/HOUR",
+                   help="the bucket, e.g. acme/2026-01-01T10")
+    p.add_argument("--dry-run", action="store_true", help="say what would be restored, commit nothing")
+    p.set_defaults(func=cmd_refill)
 
     p = sub.add_parser("demo", help="run the pipeline end to end on a fresh lakehouse and report",
                        description=cmd_demo.__doc__)

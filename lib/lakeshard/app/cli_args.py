@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from lakeshard.config import Bounds, LakeshardConfig, load_config
 from lakeshard.utc import aware
 
-__all__ = ["LakeshardParser", "config_from_args", "count", "iso_timestamp", "number"]
+__all__ = ["LakeshardParser", "bucket", "config_from_args", "count", "iso_timestamp", "number"]
 
 
 class LakeshardParser(argparse.ArgumentParser):
@@ -20,6 +20,14 @@ class LakeshardParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def bucket(text: str) -> tuple[str, str]:
+    """Return ``(tenant, hour)`` of a bucket named ``TENANT/YYYY-MM-DDTHH`` (the tenant may hold slashes)."""
+    tenant, sep, hour = text.rpartition("/")
+    if not sep or not tenant or len(hour) != 13 or hour[10] != "T":
+        raise argparse.ArgumentTypeError(f"expected TENANT/HOUR like acme/2026-01-01T10, found {text!r}")
+    return tenant, hour
 
 
 def count(low: int) -> Callable[[str], int]:

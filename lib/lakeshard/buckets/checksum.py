@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from lakeshard.buckets.errors import BucketsError
 from lakeshard.buckets.planner import Bucket
 from lakeshard.errors import DamagedDataFile
-from lakeshard.lake import FileInfo, TableStore
+from lakeshard.lake import FileInfo, TableStore, naming_damaged_files
 from lakeshard.sparkhash import SPARK_HASH_SEED, U64, xxhash64_longs, xxhash64_strings
 from lakeshard.versions.chunks import rows_in
 
@@ -194,18 +194,35 @@ def _map_hashes(arr: pa.Array) -> np.ndarray:
 
 def _check_rowjson(store: TableStore, events: str, files: Mapping[Bucket, Sequence[FileInfo]]
                    ) -> dict[Bucket, BucketCheck]:
-    """Return the ``rowjson`` check of each bucket (one Spark job over all their files)."""
+    """Return the ``rowjson`` check of each bucket (one Spark job over all their files).
+
+    A bucket holding a file Spark cannot read fails its check with the file named (``damage``), and the job runs
+    again over the other buckets: one damaged file does not stop the others' checks.
+    """
     from pyspark.sql import functions as F
 
-    df = store.read_files(events, [f for fs in files.values() for f in fs])
-    row_hash = F.xxhash64(F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])))
-    agg = (df.groupBy("tenant_id", "hour")
-           .agg(F.count(F.lit(1)).alias("rows"), F.count_distinct(*[F.col(c) for c in _KEY]).alias("keys"),
-                F.sum(row_hash.cast("decimal(38,0)")).cast("string").alias("checksum"))
-           .collect())
+    out: dict[Bucket, BucketCheck] = {}
+    left = dict(files)
+    agg: list[Any] = []
+    while left:
+        read = [f for fs in left.values() for f in fs]
+        try:
+            with naming_damaged_files(events, read):
+                df = store.read_files(events, read)
+                row_hash = F.xxhash64(F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])))
+                agg = (df.groupBy("tenant_id", "hour")
+                       .agg(F.count(F.lit(1)).alias("rows"),
+                            F.count_distinct(*[F.col(c) for c in _KEY]).alias("keys"),
+                            F.sum(row_hash.cast("decimal(38,0)")).cast("string").alias("checksum"))
+                       .collect())
+            break
+        except DamagedDataFile as exc:
+            bucket = next((b for b, fs in left.items() if any(f.path == exc.path for f in fs)), None)
+            if bucket is None:
+                raise
+            out[bucket] = BucketCheck(bucket[0], bucket[1], 0, 0, rows_in(left.pop(bucket)), "", damage=str(exc))
     found = {(str(r["tenant_id"]), str(r["hour"])): r for r in agg}
-    out = {}
-    for bucket, fs in files.items():
+    for bucket, fs in left.items():
         r = found.get(bucket)
         out[bucket] = BucketCheck(
             bucket[0], bucket[1], rows=int(r["rows"]) if r else 0, distinct_keys=int(r["keys"]) if r else 0,

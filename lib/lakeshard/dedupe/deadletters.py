@@ -62,7 +62,7 @@ class DeadLetters:
             F.col("size_bytes"), F.lit(reason).alias("reason"), F.lit(WRITE_FAILED).alias("category"),
             F.lit(None).cast("string").alias("source_file"), F.lit(None).cast("long").alias("line_number"),
             F.current_timestamp().alias("quarantined_at"))
-        self.store.create(self.quarantine_uri, QUARANTINE_SCHEMA,
+        self.store.create_or_grow(self.quarantine_uri, QUARANTINE_SCHEMA,
                           description="records that broke the format or could not be written, with the reason")
         self.store.append(self.quarantine_uri, letters,
                           app_transactions=[AppTransaction(dead_letter_app_id(s), routed_version) for s in todo],

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from lakeshard.dedupe.errors import DedupeError
-from lakeshard.errors import ConfigError, LakeshardError, TableStoreError
+from lakeshard.errors import ConfigError, DamagedDataFile, LakeshardError, TableStoreError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 
 if TYPE_CHECKING:
@@ -147,10 +147,13 @@ class RetryPolicy:
 def is_infrastructure_fault(exc: BaseException) -> bool:
     """Return whether a step's error is retried as an infrastructure fault (see the module's docstring).
 
-    Storage errors of the store (:class:`~lakeshard.errors.TableStoreError`) are; other lakeshard errors are
+    Storage errors of the store (:class:`~lakeshard.errors.TableStoreError`) are, but for a damaged data file
+    (:class:`~lakeshard.errors.DamagedDataFile`: waiting does not mend it); other lakeshard errors are
     deliberate stops, and a :class:`RecordLevelFailure` is about rows; ``BaseException``\\s that are not
     ``Exception``\\s (a crash, an interrupt) are never caught.
     """
+    if isinstance(exc, DamagedDataFile):
+        return False  # a damaged file stays damaged: its flow isolates it instead of waiting for it
     if isinstance(exc, TableStoreError):
         return True
     return isinstance(exc, Exception) and not isinstance(exc, LakeshardError)
@@ -219,7 +222,7 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
     rows = store.read_arrow(routed, files, columns=columns)
     rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
     reasons = [unwritable[k] for k in event_keys(rows)]
-    store.create(quarantine, QUARANTINE_SCHEMA,
+    store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
                  description="records that broke the format or could not be written, with the reason")
     store.append_arrow(quarantine, dead_letter_arrow(rows, reasons[0] if reasons else "", WRITE_FAILED),
                        app_transactions=[AppTransaction(f"dead-letter-rows/{s}", routed_version) for s in shards],
@@ -247,4 +250,5 @@ def dead_letter_arrow(rows: pa.Table, reason: str, category: str) -> pa.Table:
         "reason": [f"{category}: {reason}"] * len(raws), "category": [category] * len(raws),
         "source_file": pa.nulls(len(raws), pa.string()), "line_number": pa.nulls(len(raws), pa.int64()),
         "quarantined_at": pa.array([now] * len(raws), pa.timestamp("us", tz="UTC")),
+        "start_byte": pa.nulls(len(raws), pa.int64()), "end_byte": pa.nulls(len(raws), pa.int64()),
     })

@@ -4,7 +4,8 @@
 ``writer/<shard>`` in ``events``) and what this writer last saw of it, the coalescing rule (wait while the
 routed commits waiting are small and young), the memory gate (take routed commits up to
 ``dedupe.max_batch_bytes``), the new routed files of a step (read from the log between two versions) and the
-expiry of routed files every shard has consumed, once ``dedupe.routed_expire_files`` of them are live.
+expiry of routed files every shard has consumed, once ``dedupe.routed_expire_files`` of them are live. A shard
+stopped on a damaged file (:meth:`RoutedFeed.stop`) takes no more intake in this writer; the others go on.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from lakeshard.config import DedupeConfig
-from lakeshard.errors import CommitConflict, TableStoreError
+from lakeshard.errors import CommitConflict, DamagedDataFile, TableStoreError
 from lakeshard.lake import BYTES_ADDED, CommitInfo, FileInfo, TableStore
 from lakeshard.tables import FUSED_APP_ID, writer_app_id
 
@@ -57,6 +58,11 @@ class RoutedFeed:
         self._known_progress: dict[int, int] = {}  # what this writer last saw committed, per shard
         self._known_fused: int | None = None  # the newest fused batch plan this writer last saw in ``events``
         self._unchecked = 0  # routed files this writer consumed since it last counted the consumed live ones
+        self.stopped: dict[int, DamagedDataFile] = {}  # shards that met a damaged file, and the file
+
+    def stop(self, shard: int, damage: DamagedDataFile) -> None:
+        """Take no more intake for ``shard`` in this writer: ``damage`` names the damaged file its steps need."""
+        self.stopped[shard] = damage
 
     # ----------------------------------------------------------------------------------- progress
     def progress(self) -> dict[int, int]:
@@ -105,9 +111,10 @@ class RoutedFeed:
         with ``flush=False``, while the routed commits waiting hold less than ``commit_min_bytes`` and the
         oldest of them is younger than ``commit_max_wait_seconds`` (counted in :attr:`deferred`)."""
         latest = self.store.version(self.routed_uri) if self.store.exists(self.routed_uri) else 0
-        if all(progress[s] >= latest for s in self.shards):
+        going = [s for s in self.shards if s not in self.stopped]
+        if all(progress[s] >= latest for s in going):
             return None
-        oldest = min(progress.values())
+        oldest = min(progress[s] for s in going)
         coalesce = not flush and self.commit_min_bytes > 0
         # The routed commits this step may take, read once for the coalescing rule and the memory gate.
         waiting = self._routed_commits(oldest, latest) if coalesce or latest - oldest > 1 else []
@@ -115,7 +122,7 @@ class RoutedFeed:
             self.deferred += 1
             return None
         routed_version = self._intake_version(oldest, latest, waiting)
-        todo = tuple(s for s in self.shards if progress[s] < routed_version)
+        todo = tuple(s for s in going if progress[s] < routed_version)
         return Intake(todo, routed_version, self._new_routed_files(todo, progress, routed_version))
 
     def _routed_commits(self, oldest: int, latest: int) -> list[CommitInfo]:

@@ -77,7 +77,8 @@ from lakeshard.dedupe.feed import RoutedFeed
 from lakeshard.dedupe.index import IdIndex
 from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
 from lakeshard.dedupe.report import WriteReport
-from lakeshard.lake import FileInfo, TableStore
+from lakeshard.errors import DamagedDataFile, LakeshardError
+from lakeshard.lake import FileInfo, TableStore, check_data_file, damaged_in_spark
 from lakeshard.tables import (
     BUCKETS,
     EVENTS,
@@ -247,7 +248,13 @@ class ShardWriter:
         engine = self._engine_for(new_files)
 
         def attempt() -> WriteReport:
-            return engine.run(Step(new_files, todo, routed_version, read_version, repaired, started, self._excluded))
+            try:
+                return engine.run(Step(new_files, todo, routed_version, read_version, repaired, started,
+                                       self._excluded))
+            except Exception as exc:
+                if (found := self._damaged_routed_file(exc, new_files)) is None:
+                    raise
+                raise found from None
 
         self._excluded, lettered = {}, 0
         while True:
@@ -255,6 +262,14 @@ class ShardWriter:
                 report = retry_step(attempt, self.retry_policy, shards=todo, routed_version=routed_version,
                                     on_fault=self._count_failure)
                 break
+            except DamagedDataFile as exc:
+                shard = exc.partition_values.get("shard")
+                if shard is None or not shard.isdigit() or int(shard) not in todo:
+                    raise
+                # Isolated to its shard: the others' step is done again without it; this one stops here.
+                self.feed.stop(int(shard), exc)
+                self.cache.drop_shards([int(shard)])
+                return self.step(flush=flush)
             except RecordLevelFailure as exc:
                 if not exc.keys or engine is not self.arrow_step:
                     return self.dead_letters.send(self.spark_step.batch(new_files, routed_version), todo,
@@ -281,6 +296,23 @@ class ShardWriter:
                 report = dataclasses.replace(report, id_files_merged=merged, routed_files_expired=expired,
                                              seconds=time.perf_counter() - started)
         return report
+
+    @property
+    def stopped(self) -> dict[int, DamagedDataFile]:
+        """The shards this writer stopped because a file their steps read is damaged (a ``routed`` or
+        ``event_ids`` file of the shard), with the error naming it; the other shards went on."""
+        return dict(self.feed.stopped)
+
+    def _damaged_routed_file(self, exc: Exception, files: Sequence[FileInfo]) -> DamagedDataFile | None:
+        """Return the error naming the routed file of ``files`` a failed step's read names (a Spark job's error
+        names it in text), when its footer confirms the damage; None when the failure is not such a file's."""
+        if isinstance(exc, LakeshardError):
+            return None
+        found = damaged_in_spark(self.routed_uri, files, exc)
+        if found is None:
+            return None
+        file = next(f for f in files if f.path == found.path)
+        return found if check_data_file(self.routed_uri, file) is not None else None
 
     def _count_failure(self, exc: BaseException) -> None:
         """A failed attempt: the IDs cached for the step's shards may hold what it added before failing."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
-from lakeshard.lake.protocol.datafiles import NO_STATS, check_data_file, naming_damaged_files
+from lakeshard.lake.protocol.datafiles import NO_STATS, check_data_file, damaged_in_spark, naming_damaged_files
 from lakeshard.lake.protocol.filesystem import filesystem
 from lakeshard.lake.protocol.partitions import partition_directory, write_partitioned
 from lakeshard.lake.store import TableStore
@@ -59,6 +59,7 @@ __all__ = [
     "adapter_name",
     "check_data_file",
     "choose_adapter",
+    "damaged_in_spark",
     "filesystem",
     "naming_damaged_files",
     "open_lazy_store",

@@ -79,6 +79,28 @@ class TableStore(ABC):
     ) -> int:
         """Create the table (or check an existing one's schema) and return its current version."""
 
+    def create_or_grow(self, table: str, schema: StructType, *, partition_by: Sequence[str] = (),
+                       properties: Mapping[str, str] | None = None, description: str | None = None) -> int:
+        """Return the table's current version after creating it, or after giving an existing one the nullable
+        columns of ``schema`` it lacks (rows written before read them as null), then checking its shape.
+
+        For a table whose schema gained nullable columns at its end: a lakehouse made before keeps working
+        without a migration step. Two processes racing to add the columns both end with them.
+
+        Raises:
+            TableStoreError: the existing table differs in another way than missing nullable columns.
+        """
+        if self.exists(table):
+            have = set(self.schema(table).fieldNames())
+            missing = [f for f in schema.fields if f.name not in have and f.nullable]
+            if missing:
+                try:
+                    self.add_columns(table, missing)
+                except TableStoreError:
+                    if any(f.name not in self.schema(table).fieldNames() for f in missing):
+                        raise
+        return self.create(table, schema, partition_by=partition_by, properties=properties, description=description)
+
     @abstractmethod
     def add_columns(self, table: str, fields: Sequence[StructField]) -> int:
         """Add nullable columns to an existing table (its rows, and files written before, read them as null);

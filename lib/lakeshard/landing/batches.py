@@ -23,7 +23,8 @@ Files, decided here because docs/design.md is silent: a file that cannot be read
 none of its lines; the other files of the batch go on. A damaged gzip file (cut short, a member zlib refuses,
 garbage after its last member) gives up every record before the damage: its whole members and the complete lines
 decoded before the damage are parsed as usual, and the rest is one ``unreadable_file`` row on the line it begins
-on, naming its compressed byte range and holding its decompressed bytes (``raw``, ``size_bytes``). A producer that
+on, with its compressed byte range in ``start_byte``/``end_byte`` (and named in the reason) and its decompressed
+bytes in ``raw``/``size_bytes``. A producer that
 stopped mid-write costs only what it did not finish. A gzip file still being written is not read before it is
 settled (:mod:`lakeshard.routing.lifecycle` holds it back), and a replay reads the same bytes (the plan's
 checksum), so it reaches the same verdict.
@@ -94,11 +95,14 @@ PARSED = pa.schema(
         ("reason", _STRING),
         ("category", _STRING),
         ("quarantined_at", _TIMESTAMP),
+        ("start_byte", pa.int64()),
+        ("end_byte", pa.int64()),
     ]
 )
 _Parsers = tuple[RecordParser, BlockParser]  # the exact rules and the vectorised parser over the same limits
 _EVENT_ONLY = ("tenant_id", "event_id", "ts", "service", "status", "env", "host", "message", "attributes")
-_REJECTION_ONLY = ("raw", "raw_truncated", "reason", "category", "quarantined_at")
+_REJECTION_ONLY = ("raw", "raw_truncated", "reason", "category", "quarantined_at", "start_byte", "end_byte")
+_ByteRange = tuple[int, int]  # [start, end) of a landing file's bytes
 
 
 
@@ -140,18 +144,20 @@ class _Sink:
         self.events: list[EventFields] = []
         self.event_lines: list[bytes] = []
         self.event_numbers: list[int] = []
-        self.rejected: list[tuple[str, bool, int, str, str, int]] = []
+        self.rejected: list[tuple[str, bool, int, str, str, int, int | None, int | None]] = []
 
     def event(self, fields: EventFields, line: bytes, line_number: int) -> None:
         self.events.append(fields)
         self.event_lines.append(line)
         self.event_numbers.append(line_number)
 
-    def reject(self, line: bytes, reason: str, line_number: int, size: int | None = None) -> None:
+    def reject(self, line: bytes, reason: str, line_number: int, size: int | None = None,
+               byte_range: _ByteRange | None = None) -> None:
         raw, truncated = _raw_text(line)
         size = len(line) if size is None else size
+        start, end = byte_range or (None, None)
         self.rejected.append((raw, size > len(line) or truncated, size, reason, reasons.category_of(reason),
-                              line_number))
+                              line_number, start, end))
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """Return the record batches of the buffered rows: events first, then rejections."""
@@ -162,8 +168,8 @@ class _Sink:
                 yield from self._convertible_events()
         if self.rejected:
             n = len(self.rejected)
-            raw, truncated, size, reason, category, line_number = (
-                list(map(itemgetter(i), self.rejected)) for i in range(6)
+            raw, truncated, size, reason, category, line_number, start, end = (
+                list(map(itemgetter(i), self.rejected)) for i in range(8)
             )
             arrays = {
                 "is_event": pa.repeat(pa.scalar(False), n),
@@ -175,6 +181,8 @@ class _Sink:
                 "reason": pa.array(reason, _STRING),
                 "category": pa.array(category, _STRING),
                 "quarantined_at": pa.repeat(pa.scalar(self.quarantined_at_us, _TIMESTAMP), n),
+                "start_byte": pa.array(start, pa.int64()),
+                "end_byte": pa.array(end, pa.int64()),
             }
             for name in _EVENT_ONLY:
                 arrays[name] = pa.nulls(n, PARSED.field(name).type)
@@ -292,18 +300,21 @@ def _accepted_batches(columns: dict[str, pa.ChunkedArray], source_file: str) -> 
     return batches
 
 
-def unreadable(source_file: str, size: int, problem: str, quarantined_at_us: int) -> pa.RecordBatch:
-    """Return the one quarantine row of a landing file that cannot be read: line 0, no raw text."""
+def unreadable(source_file: str, size: int, problem: str, quarantined_at_us: int,
+               byte_range: _ByteRange | None = None) -> pa.RecordBatch:
+    """Return the one quarantine row of a landing file that cannot be read: line 0, no raw text, and the bytes
+    that could not be read when they are a planned range (None: the file)."""
     sink = _Sink(source_file, quarantined_at_us)
-    sink.reject(b"", f"{reasons.UNREADABLE_FILE}: {problem}", 0, size=min(size, _MAX_INT32))
+    sink.reject(b"", f"{reasons.UNREADABLE_FILE}: {problem}", 0, size=min(size, _MAX_INT32), byte_range=byte_range)
     return next(sink.batches())
 
 
 def _damaged_rest(source_file: str, damage: GzipDamage, head: bytes, size: int, line_number: int,
                   quarantined_at_us: int) -> pa.RecordBatch:
-    """Return the one quarantine row of a gzip file's damaged rest: its compressed byte range and why in the reason,
-    its ``size`` decompressed bytes (the unfinished line, and what a refused member decoded to) in ``size_bytes`` and,
-    from their ``head``, in ``raw``; ``line_number`` the line it begins on."""
+    """Return the one quarantine row of a gzip file's damaged rest: its compressed byte range in ``start_byte`` and
+    ``end_byte`` (offsets of the bytes parsed; the caller shifts them to the file's) and, with why, in the reason;
+    its ``size`` decompressed bytes (the unfinished line, and what a refused member decoded to) in ``size_bytes``
+    and, from their ``head``, in ``raw``; ``line_number`` the line it begins on."""
     where = f"compressed bytes [{damage.start}, {damage.end})"
     if damage.truncated:
         what = f"gzip stream is truncated: {where} end inside a gzip member"
@@ -312,7 +323,7 @@ def _damaged_rest(source_file: str, damage: GzipDamage, head: bytes, size: int, 
     reason = (f"{reasons.UNREADABLE_FILE}: {what}; the {size} decompressed bytes from line {line_number} on "
               "are not routed")
     sink = _Sink(source_file, quarantined_at_us)
-    sink.reject(head, reason, line_number, size=min(size, _MAX_INT32))
+    sink.reject(head, reason, line_number, size=min(size, _MAX_INT32), byte_range=(damage.start, damage.end))
     return next(sink.batches())
 
 
@@ -365,7 +376,7 @@ def _parse_range(parsers: _Parsers, f: LandingFile, content: bytes, offset: int)
         sink = _Sink(f.path, parser.now_ms * 1000)
         sink.reject(b"", f"{reasons.FILE_CHANGED}: bytes [{f.start}, {f.end}) of the file are not the ones its "
                          "batch was planned with (it was rewritten meanwhile); its new content is routed as a "
-                         "rewritten file", f.first_line)
+                         "rewritten file", f.first_line, byte_range=(f.start, f.start + len(data)))
         yield from sink.batches()
         return
     shift = f.first_line - 1
@@ -373,6 +384,10 @@ def _parse_range(parsers: _Parsers, f: LandingFile, content: bytes, offset: int)
         if shift:  # line numbers of the file, not of the range
             index = batch.schema.get_field_index("line_number")
             batch = batch.set_column(index, "line_number", pc.add(batch.column(index), shift))
+        if f.start:  # byte offsets of the file, not of the range
+            for name in ("start_byte", "end_byte"):
+                index = batch.schema.get_field_index(name)
+                batch = batch.set_column(index, name, pc.add(batch.column(index), f.start))
         yield batch
 
 

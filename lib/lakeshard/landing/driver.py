@@ -52,7 +52,8 @@ def parse_landing_arrow(
             except (OSError, pa.ArrowException) as exc:
                 # Vanished, permission denied, a directory: the file is quarantined and the batch goes on.
                 problem = f"cannot read the file ({exc})"
-                out.append(unreadable(f.path, f.size_bytes, problem, clock * 1000))
+                end = f.size_bytes if f.end is None else f.end
+                out.append(unreadable(f.path, f.size_bytes, problem, clock * 1000, byte_range=(f.start, end)))
                 continue
             out.extend(parse.parse([(f, content, f.start)]))
         return out

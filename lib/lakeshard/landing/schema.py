@@ -54,6 +54,11 @@ QUARANTINE_SCHEMA = StructType(
         StructField("source_file", StringType()),
         StructField("line_number", LongType()),
         StructField("quarantined_at", TimestampType()),  # the reader's clock (now_ms) for the whole batch
+        # The bytes [start_byte, end_byte) of the landing file a row stands for when it is not one line: a damaged
+        # gzip file's unreadable rest (compressed offsets), a planned range whose bytes changed, a range that could
+        # not be read. Null for a line's rejection (line_number says where) and for rows not from a landing file.
+        StructField("start_byte", LongType()),
+        StructField("end_byte", LongType()),
     ]
 )
 """One landing record that broke the format, with the reason; nothing is dropped silently."""

@@ -14,14 +14,17 @@ files of tens of megabytes are what this reader is for (Spark's ``binaryFile`` r
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from lakeshard.config import LandingConfig
-from lakeshard.landing.batches import EPOCH, PARSED, ParseFiles, path_key
+from lakeshard.landing.batches import EPOCH, PARSED, ParseFiles, path_key, unreadable
 from lakeshard.landing.listing import LandingFile, list_landing_files
 from lakeshard.landing.parse import RecordParser
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
@@ -88,8 +91,10 @@ def read_landing(
 
     Every non-blank line of every file ends in exactly one of ``events`` (:data:`EVENT_SCHEMA`) and
     ``quarantine`` (:data:`QUARANTINE_SCHEMA`); duplicates are kept (dropping them is the writers'
-    job). Rows come in no particular order. Nothing runs until the frames are used; the parse is then
-    cached — release it with :meth:`LandingBatch.release` (or a ``with`` block).
+    job). A file Spark does not find (gone since it was listed or planned) is one ``unreadable_file``
+    quarantine row naming it and its range, as on the driver path. Rows come in no particular order. Nothing
+    runs until the frames are used; the parse is then cached — release it with :meth:`LandingBatch.release`
+    (or a ``with`` block).
 
     Args:
         spark: the session to read with.
@@ -127,10 +132,12 @@ def read_landing(
         )
 
     sources = {path_key(f.path): f for f in files}
-    contents = spark.read.format("binaryFile").load([_spark_path(f.path) for f in files]).select("path", "content")
-    parsed = contents.mapInArrow(ParseFiles(limits, clock, sources), _spark_schema()).persist(
-        StorageLevel.MEMORY_AND_DISK_DESER
-    )
+    contents, gone = _binary_contents(spark, files, clock)
+    parsed = (contents.mapInArrow(ParseFiles(limits, clock, sources), _spark_schema()) if contents is not None
+              else spark.createDataFrame([], _spark_schema()))
+    if gone:  # the rows of the files Spark did not find, made in this process
+        parsed = parsed.unionByName(spark.createDataFrame(pa.concat_batches(gone).to_pylist(), _spark_schema()))
+    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
 
     def column(name: str, nullable: bool, default: Any) -> Any:
         # A filter does not make Spark's schema non-nullable; coalescing with a literal does, and
@@ -145,6 +152,52 @@ def read_landing(
     )
     return LandingBatch(events=events, quarantine=quarantine, files=files, now_ms=clock, parsed=parsed)
 
+
+
+def _binary_contents(spark: SparkSession, files: Sequence[LandingFile], clock_ms: int
+                     ) -> tuple[DataFrame | None, list[pa.RecordBatch]]:
+    """Return the ``(path, content)`` frame of the files Spark finds (None: it finds none) and the quarantine row
+    (:func:`~lakeshard.landing.batches.unreadable`) of each one it does not, naming the file and its planned range.
+
+    Spark refuses a read naming a path that does not exist (``PATH_NOT_FOUND``, one path per refusal): the path
+    it names is left out and the read tried again, so a normal read costs one analysis. Analysed here (the schema
+    is asked for), so Spark Connect refuses here too, not in the caller's first action. A file that vanishes after
+    this fails the caller's action; a replay of the batch then finds it missing here.
+    """
+    left = list(files)
+    gone: list[pa.RecordBatch] = []
+    while left:
+        try:
+            frame = spark.read.format("binaryFile").load([_spark_path(f.path) for f in left]).select("path", "content")
+            frame.schema  # noqa: B018 - analysis: where Spark refuses a missing path
+            return frame, gone
+        except Exception as exc:
+            missing = _missing_path(left, exc)
+            if missing is None:
+                raise
+            left.remove(missing)
+            end = missing.size_bytes if missing.end is None else missing.end
+            gone.append(unreadable(missing.path, missing.size_bytes, f"cannot read the file ({_first_line(exc)})",
+                                   clock_ms * 1000, byte_range=(missing.start, end)))
+    return None, gone
+
+
+def _first_line(exc: BaseException) -> str:
+    """Return the first line of an error's text (Spark's carry a JVM trace), cut to 300 characters."""
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
+
+
+_PATH_NOT_FOUND = re.compile(r"Path does not exist: (.+?)\.?(?:\s+SQLSTATE|\s*$)", re.MULTILINE)
+
+
+def _missing_path(files: Sequence[LandingFile], exc: BaseException) -> LandingFile | None:
+    """Return the file of ``files`` a failed Spark read names as not existing, or None when it names none."""
+    found = _PATH_NOT_FOUND.search(str(exc))
+    if found is None:
+        return None
+    named = path_key(found.group(1))
+    return next((f for f in files if named in (path_key(f.path), path_key(_spark_path(f.path)))), None)
 
 
 def _spark_schema() -> Any:

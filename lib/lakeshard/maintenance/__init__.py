@@ -1,6 +1,7 @@
 """Lakehouse housekeeping: the small bookkeeping tables compacted, expired commit files cleaned up, data files
 no recent version references vacuumed (the maintenance job's ``compact_books`` flow, docs/pipelines.md), and
-every live data file checked against the log (``lakeshard fsck``).
+every live data file checked against the log (``lakeshard fsck``), and the events a repair removed restored from
+the landing zone (``lakeshard refill``).
 
 Example::
 
@@ -30,20 +31,28 @@ if TYPE_CHECKING:
         vacuum_tables,
         write_sorted,
     )
+    from lakeshard.maintenance.errors import MaintenanceError, RefillRefused
     from lakeshard.maintenance.fsck import FSCK_OPERATION, TableCheck, check_table, repair_table
+    from lakeshard.maintenance.refill import REFILL_OPERATION, RefillPlan, plan_refill, refill_bucket
 
 # Arrow loads on first use of a name, not on `import lakeshard.maintenance`.
 __all__ = [
     "BOOKKEEPING_TABLES",
     "CHECKPOINT_INTERVAL",
     "FSCK_OPERATION",
+    "REFILL_OPERATION",
     "SORTED_LAYOUTS",
     "BookkeepingReport",
+    "MaintenanceError",
+    "RefillPlan",
+    "RefillRefused",
     "TableCheck",
     "TableUpkeep",
     "check_table",
     "clean_logs",
     "compact_bookkeeping",
+    "plan_refill",
+    "refill_bucket",
     "repair_table",
     "small_files",
     "vacuum_tables",

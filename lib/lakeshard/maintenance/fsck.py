@@ -1,8 +1,10 @@
 """``lakeshard fsck``: every live data file of a lakehouse's tables checked against the log, and with ``repair``
 the unreadable ones removed from it (what Databricks offers as ``FSCK REPAIR TABLE``, for lakeshard's tables).
 
-A file is damaged when it is missing, its footer cannot be read as Parquet, or the footer's row count is not the
-log's ``numRecords`` (:func:`~lakeshard.lake.check_data_file`). A repair first records each damaged
+A file is damaged when it is missing, its footer cannot be read as Parquet, the footer's row count is not the
+log's ``numRecords``, or the footer's min/max of a column the log keeps statistics of is not the log's
+``minValues``/``maxValues`` (:func:`~lakeshard.lake.check_data_file`): a file that holds other keys than the log
+says would be skipped or kept wrongly by every reader that prunes by them. A repair first records each damaged
 file (table, path, partition values, the rows the log says it held, why) in the ``record`` table, then removes
 the table's damaged files from its log in one commit, whose metadata lists them too. Recording first means a
 crash in between leaves a recorded file still live (a rerun records it again), never a silent loss. The rows a

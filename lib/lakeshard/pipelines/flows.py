@@ -11,10 +11,10 @@ table the flow does not rebuild from scratch.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakeshard.balancing.executor import autoshard, balance
 from lakeshard.buckets.completionist import Completionist
@@ -23,7 +23,7 @@ from lakeshard.compaction.planner import Bucket
 from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.dedupe.report import WriteReport
 from lakeshard.dedupe.writer import ShardWriter
-from lakeshard.errors import ConfigError
+from lakeshard.errors import ConfigError, DamagedDataFile
 from lakeshard.lake import CommitResult
 from lakeshard.maintenance import clean_logs, compact_bookkeeping, vacuum_tables
 from lakeshard.pipelines.context import FlowContext, FlowResult
@@ -139,7 +139,8 @@ def ingest_fused(route_ctx: FlowContext, ingest_ctx: FlowContext) -> tuple[FlowR
     reports = router.run()
     _observe(route_ctx, ROUTED, before)
     writer.drain()  # batches too big for the driver went through routed
-    return _route_result(router, reports), _ingest_result(ingest_ctx, writer.reports, writer.writer.conflicts)
+    return _route_result(router, reports), _ingest_result(ingest_ctx, writer.reports, writer.writer.conflicts,
+                                                      writer.writer.stopped)
 
 
 def _route_result(router: Router, reports: Sequence[RouteReport]) -> FlowResult:
@@ -180,17 +181,20 @@ def run_ingest(ctx: FlowContext) -> FlowResult:
     """Return what the shard writers did (:class:`~lakeshard.dedupe.writer.ShardWriter`), expectations gated."""
     shards = ingest_shards(RoutingTables(ctx.store, ctx.cfg), str(ctx.params["shards"]))
     writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, shards, gate=ctx.gate, clock=ctx.clock)
-    return _ingest_result(ctx, writer.run(), writer.conflicts)
+    return _ingest_result(ctx, writer.run(), writer.conflicts, writer.stopped)
 
 
-def _ingest_result(ctx: FlowContext, reports: Sequence[WriteReport], conflicts: int) -> FlowResult:
+def _ingest_result(ctx: FlowContext, reports: Sequence[WriteReport], conflicts: int,
+                   stopped: Mapping[int, DamagedDataFile]) -> FlowResult:
     # A fused step (routed_version < 0) is reported with the engine "fused".
     engines = {"fused" if r.routed_version < 0 else r.engine for r in reports}
+    details: dict[str, Any] = {"steps": len(reports), "conflicts": conflicts, "engines": ",".join(sorted(engines))}
+    if stopped:  # shards left behind a damaged file; the others were written
+        details["stopped_shards"] = ",".join(map(str, sorted(stopped)))
+        details["damage"] = "\n".join(str(stopped[s]) for s in sorted(stopped))
     return FlowResult(rows_in=sum(r.rows_in for r in reports), rows_out=sum(r.written for r in reports),
                       duplicates_dropped=sum(r.duplicates_in_batch + r.duplicates_in_index for r in reports),
-                      quarantined=ctx.gate.quarantined, dropped=ctx.gate.dropped,
-                      details={"steps": len(reports), "conflicts": conflicts,
-                               "engines": ",".join(sorted(engines))}, outcome=reports)
+                      quarantined=ctx.gate.quarantined, dropped=ctx.gate.dropped, details=details, outcome=reports)
 
 
 def run_close_buckets(ctx: FlowContext) -> FlowResult:

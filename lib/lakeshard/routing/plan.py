@@ -17,11 +17,7 @@ from lakeshard.landing.listing import LandingFile
 from lakeshard.routing.lifecycle import PlannedRange
 from lakeshard.utc import aware, millis
 
-__all__ = ["LATER_COLUMNS", "PlannedBatch", "plan_rows", "planned_batch", "planned_file"]
-
-# The plan's columns added after its first shape (null in older rows: whole files, unchecked, through ``routed``).
-LATER_COLUMNS = ("start_byte", "end_byte", "first_line", "next_line", "checksum", "anchor", "file_id", "handoff")
-
+__all__ = ["PlannedBatch", "plan_rows", "planned_batch", "planned_file"]
 
 @dataclass(frozen=True)
 class PlannedBatch:

@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeshard.config import LakeshardConfig
-from lakeshard.errors import TableStoreError
 from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
 from lakeshard.landing.driver import parse_landing_arrow
 from lakeshard.landing.listing import LandingFile, scan_landing
@@ -41,7 +40,7 @@ from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.handoff import FusedHandoff
 from lakeshard.routing.lifecycle import Intake, plan_intake
 from lakeshard.routing.metrics import arrow_metrics, spark_metrics
-from lakeshard.routing.plan import LATER_COLUMNS, PlannedBatch, plan_rows, planned_batch
+from lakeshard.routing.plan import PlannedBatch, plan_rows, planned_batch
 from lakeshard.routing.spark_route import route
 from lakeshard.tables import (
     EVENTS,
@@ -171,11 +170,13 @@ class Router:
         self.store.create(self.uris[ROUTED], ROUTED_SCHEMA, partition_by=ROUTED_PARTITIONING,
                           properties=ROUTED_PROPERTIES,
                           description="landing events with their placement window and shard")
-        self.store.create(self.uris[QUARANTINE], QUARANTINE_SCHEMA,
-                          description="landing records that broke the format, with the reason")
-        self._add_range_columns()
-        self.store.create(self.uris[LANDING_BATCHES], LANDING_BATCHES_SCHEMA,
-                          description="the router's batch plans: which bytes of which landing files each batch holds")
+        # Tables that gained nullable columns (byte ranges, the plan's hand-off) grow them when a lakehouse made
+        # before opens: no migration step; rows written before read them as null (whole files, through routed).
+        self.store.create_or_grow(self.uris[QUARANTINE], QUARANTINE_SCHEMA,
+                                  description="landing records that broke the format, with the reason")
+        self.store.create_or_grow(self.uris[LANDING_BATCHES], LANDING_BATCHES_SCHEMA,
+                                  description="the router's batch plans: which bytes of which landing files each "
+                                              "batch holds")
         self.store.create(self.uris[ROUTING_METRICS], METRICS_SCHEMA,
                           description="events and bytes per window, tenant and shard (autosharder input)")
         self._ready = True
@@ -197,24 +198,6 @@ class Router:
         finally:
             self._stop_looking_ahead()
         return reports
-
-    def _add_range_columns(self) -> None:
-        """Give a batch plan table made before byte ranges its range columns (null in old rows: whole files).
-
-        Run by every process that opens the tables; two racing to add them both end with the columns.
-        """
-        uri = self.uris[LANDING_BATCHES]
-        if not self.store.exists(uri):
-            return
-        missing = [f for f in LANDING_BATCHES_SCHEMA.fields
-                   if f.name in LATER_COLUMNS and f.name not in self.store.schema(uri).fieldNames()]
-        if not missing:
-            return
-        try:
-            self.store.add_columns(uri, missing)
-        except TableStoreError:
-            if any(f.name not in self.store.schema(uri).fieldNames() for f in missing):
-                raise
 
     def route_once(self, landing: str | None = None) -> RouteReport | None:
         """Return the report of the next batch (a replay of an unfinished one first), or None when idle."""

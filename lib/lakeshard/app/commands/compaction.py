@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.app.cli_args import config_from_args, count, iso_timestamp
+from lakeshard.app.cli_args import bucket, config_from_args, count, iso_timestamp
 from lakeshard.config import LakeshardConfig
 from lakeshard.tables import EVENTS
 
@@ -27,13 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["add_commands", "cmd_compact", "cmd_query"]
 
 _SHOWN = 20  # rows of a plan printed before "... and N more"
-
-
-def _bucket(text: str) -> tuple[str, str]:
-    tenant, sep, hour = text.rpartition("/")
-    if not sep or not tenant or len(hour) != 13 or hour[10] != "T":
-        raise argparse.ArgumentTypeError(f"expected TENANT/HOUR like acme/2026-01-01T10, found {text!r}")
-    return tenant, hour
 
 
 def _predicate(text: str) -> tuple[str, str]:
@@ -142,7 +135,7 @@ def add_commands(
                               description=cmd_compact.__doc__)
     common(p, False)
     p.add_argument("--apply", action="store_true", help="run the merges (each round one atomic swap)")
-    p.add_argument("--bucket", type=_bucket, action="append", metavar="TENANT/HOUR",
+    p.add_argument("--bucket", type=bucket, action="append", metavar="TENANT/HOUR",
                    help="only this bucket (repeatable), e.g. acme/2026-01-01T10")
     p.add_argument("--include-open", action="store_true",
                    help="also merge the newest files of buckets still receiving data")

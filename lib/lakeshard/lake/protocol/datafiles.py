@@ -205,13 +205,14 @@ def _footer_values(meta: pq.FileMetaData, path: str) -> dict[str, str | None] | 
     return values
 
 
-def _stats(meta: pq.FileMetaData, columns: Collection[str] | None) -> tuple[int, dict[str, Any]]:
-    mins: dict[str, Any] = {}
-    maxs: dict[str, Any] = {}
-    nulls: dict[str, int] = {}
+def _footer_ranges(meta: pq.FileMetaData, columns: Collection[str] | None
+                   ) -> dict[str, tuple[Any, Any, int | None]]:
+    """Return each top-level column's (min, max, null count) over the footer's row groups, as Arrow gives them
+    (None where some row group lacks them); ``columns`` None: every top-level column."""
     top_level = {meta.schema.column(i).path for i in range(meta.num_columns) if "." not in meta.schema.column(i).path}
     if columns is not None:
         top_level &= set(columns)
+    ranges: dict[str, tuple[Any, Any, int | None]] = {}
     for col in range(meta.num_columns):
         name = meta.schema.column(col).path
         if name not in top_level:
@@ -229,6 +230,15 @@ def _stats(meta: pq.FileMetaData, columns: Collection[str] | None) -> tuple[int,
             if stats.has_min_max:
                 lo = stats.min if lo is None else min(lo, stats.min)
                 hi = stats.max if hi is None else max(hi, stats.max)
+        ranges[name] = (lo, hi, null_count)
+    return ranges
+
+
+def _stats(meta: pq.FileMetaData, columns: Collection[str] | None) -> tuple[int, dict[str, Any]]:
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for name, (lo, hi, null_count) in _footer_ranges(meta, columns).items():
         if null_count is not None:
             nulls[name] = null_count
         if lo is not None and hi is not None:
@@ -377,18 +387,87 @@ def damaged(table: str, file: FileInfo, exc: BaseException) -> DamagedDataFile:
 
 def check_data_file(table: str, file: FileInfo) -> DamagedDataFile | None:
     """Return what is wrong with live data file ``file`` of ``table`` as its Parquet footer shows (missing, not
-    Parquet, a row count other than the log's ``numRecords``), or None when the footer agrees with the log.
+    Parquet, a row count other than the log's ``numRecords``, a column's min or max other than the log's
+    ``minValues``/``maxValues``), or None when the footer agrees with the log.
+
+    Only the columns the log's statistics carry are compared: a table whose add actions hold only the row count
+    (``routed``, ``event_ids``: :data:`NO_STATS`) is checked by rows alone.
 
     Reads the footer only: cheap enough to look for the file at fault among a failed read's inputs."""
     fs, base = filesystem(table)
     try:
         with fs.open_input_file(_location(base, file.path)) as handle:
-            rows = pq.ParquetFile(handle).metadata.num_rows
+            meta = pq.ParquetFile(handle).metadata
     except (OSError, pa.ArrowException) as exc:
         return damaged(table, file, exc)
+    rows = meta.num_rows
     if file.num_records is not None and rows != file.num_records:
         return DamagedDataFile(table, file.path, file.partition_values,
                                f"its footer holds {rows:,} rows where the log's numRecords says {file.num_records:,}")
+    logged = set(file.min_values) | set(file.max_values)
+    for name, (lo, hi, _) in sorted(_footer_ranges(meta, logged).items()):
+        for bound, log_value, footer_value in (("min", file.min_values.get(name), lo),
+                                               ("max", file.max_values.get(name), hi)):
+            if log_value is not None and footer_value is not None and not _stat_agrees(
+                    log_value, footer_value, upper=bound == "max"):
+                return DamagedDataFile(table, file.path, file.partition_values,
+                                       f"its footer's {bound} of {name} is {_shown(footer_value)} where the log's "
+                                       f"{bound}Values says {_shown(log_value)}")
+    return None
+
+
+def _shown(value: Any) -> str:
+    """Return a statistic as a message quotes it: timestamps in ISO form, strings quoted and cut to 80 chars."""
+    if isinstance(value, datetime):
+        return aware(value).astimezone(UTC).isoformat()
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _stat_agrees(log_value: Any, footer_value: Any, *, upper: bool) -> bool:
+    """Return whether a log's min (or max, ``upper``) statistic of a column is what the footer's says, as Delta
+    writers render it: timestamps at millisecond precision (the max rounded up by delta-rs, truncated by
+    delta-spark), strings longer than Delta's statistics prefix cut to it, other values as they are. A value of
+    a kind not compared here agrees."""
+    if isinstance(footer_value, datetime):
+        logged = _as_instant(log_value)
+        if logged is None:
+            return True
+        exact = aware(footer_value).astimezone(UTC)
+        truncated = exact.replace(microsecond=exact.microsecond // 1000 * 1000)
+        accepted = {truncated, exact}
+        if upper and truncated != exact:
+            accepted.add(truncated + timedelta(milliseconds=1))
+        return logged in accepted
+    if isinstance(footer_value, str):
+        if not isinstance(log_value, str):
+            return True
+        if len(footer_value) <= _MAX_STAT_STRING or log_value == footer_value:
+            return log_value == footer_value
+        # A long value's statistic is a prefix (delta-spark appends a tie-breaker to a max's prefix).
+        prefix = log_value.rstrip("\x7f\U0010ffff\ufffd")
+        return footer_value.startswith(prefix) if prefix else True
+    if isinstance(footer_value, bool):
+        return True
+    if isinstance(footer_value, int) and isinstance(log_value, int | float) and not isinstance(log_value, bool):
+        return bool(log_value == footer_value)
+    if isinstance(footer_value, float) and isinstance(log_value, int | float) and not isinstance(log_value, bool):
+        return not (math.isfinite(footer_value) and math.isfinite(log_value)) or math.isclose(
+            log_value, footer_value, rel_tol=1e-6, abs_tol=1e-12)
+    if isinstance(footer_value, date):
+        return str(log_value) == footer_value.isoformat()
+    return True
+
+
+def _as_instant(value: Any) -> datetime | None:
+    """Return a timestamp statistic of the log (a datetime, or Delta's ISO string) as an aware UTC datetime."""
+    if isinstance(value, datetime):
+        return aware(value).astimezone(UTC)
+    if isinstance(value, str):
+        try:
+            return aware(datetime.fromisoformat(value.replace("Z", "+00:00"))).astimezone(UTC)
+        except ValueError:
+            return None
     return None
 
 

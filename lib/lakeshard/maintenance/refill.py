@@ -1,0 +1,190 @@
+"""``lakeshard refill``: the events a repaired bucket lost, restored from the landing bytes that fed it.
+
+After ``lakeshard fsck --repair`` removed a damaged ``events`` file, its rows are gone from the bucket but their
+keys are still in the ID index (``event_ids``): they were committed, and a copy arriving again is a duplicate.
+So a refill does not route the landing files again (the writers would drop every event as a duplicate); it
+finds exactly the lost events and commits them back to ``events``:
+
+1. the batches that fed the bucket: ``routing_metrics`` counts each batch's events per tenant and placement
+   window, so the batches with the tenant's events in the hour's windows;
+2. their plans in ``landing_batches``: the byte ranges of the landing files, their checksums and each plan's
+   clock; parsed again as the router parsed them (same bytes, same clock, so the same verdicts);
+3. the lost events: the tenant's events of that hour whose key the ID index holds (committed) and the bucket's
+   live rows do not. The index also gives each its ``shard`` and ``routed_version``, so the row committed is
+   the one the writer committed, column for column.
+
+The ID index stays as it is: it already holds those keys, and after the refill the rows are there too. A second
+refill finds nothing lost and commits nothing. Rows it cannot find (a landing file changed or gone since, an
+event that came late into this bucket from an earlier hour) are counted against what ``fsck_repairs`` says was
+removed, so a shortfall is visible (the refill that restores rows reports it; an earlier refill's rows are not
+counted again).
+
+A closed bucket is refused: its rows are final and its checksum is recorded; a refill would change it.
+
+Example::
+
+    plan = plan_refill(store, cfg, "acme", "2026-01-01T03")
+    result = refill_bucket(store, cfg, plan)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakeshard.dedupe.keyhash import key_hashes
+from lakeshard.maintenance.errors import RefillRefused
+from lakeshard.tables import (
+    BUCKETS,
+    EVENTS,
+    FSCK_REPAIRS,
+    ID_INDEX,
+    LANDING_BATCHES,
+    ROUTING_METRICS,
+    hour_of,
+)
+from lakeshard.utc import aware, millis
+
+if TYPE_CHECKING:
+    from lakeshard.config import LakeshardConfig
+    from lakeshard.lake import CommitResult, TableStore
+
+__all__ = ["REFILL_OPERATION", "RefillPlan", "plan_refill", "refill_bucket"]
+
+REFILL_OPERATION = "lakeshard.refill"  # the commit metadata key describing a refill
+
+_EVENT_COLUMNS = ("tenant_id", "event_id", "ts", "service", "status", "env", "host", "message", "attributes",
+                  "size_bytes")
+
+
+@dataclass(frozen=True, eq=False)  # an Arrow table has no meaningful equality
+class RefillPlan:
+    """The events one bucket lost, found in the landing bytes that fed it.
+
+    ``rows`` are in ``events``' columns; ``removed`` is what ``fsck_repairs`` records as removed from the bucket
+    (rows by the log), ``found`` how many of the bucket's events the batches' landing bytes hold.
+    """
+
+    tenant_id: str
+    hour: str
+    batches: tuple[int, ...]
+    rows: pa.Table
+    removed: int
+    found: int
+
+    @property
+    def missing(self) -> int:
+        """Return how many rows fsck removed from the bucket that this refill does not give back: 0 when it
+        restores them all, and when it restores nothing (nothing is lost, or an earlier refill restored it)."""
+        restored = int(self.rows.num_rows)
+        return max(self.removed - restored, 0) if restored else 0
+
+
+def plan_refill(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str) -> RefillPlan:
+    """Return the plan of refilling bucket ``(tenant_id, hour)``: the lost events, read from the landing bytes.
+
+    Raises:
+        RefillRefused: the bucket is closed, or the lakehouse has no ``events``/``event_ids``/batch plans to
+            refill from.
+        DamagedDataFile: a live file of the bucket is damaged still (``lakeshard fsck --repair`` first).
+    """
+    from lakeshard.buckets.completionist import closed_table
+
+    bucket = f"{tenant_id}/{hour}"
+    needed = [t for t in (EVENTS, ID_INDEX, LANDING_BATCHES, ROUTING_METRICS) if not store.exists(cfg.table_uri(t))]
+    if needed:
+        raise RefillRefused(f"cannot refill bucket {bucket}: {cfg.lakehouse} has no {', '.join(needed)} table")
+    if store.exists(cfg.table_uri(BUCKETS)):
+        closed = closed_table(store, cfg.table_uri(BUCKETS)).to_pylist()
+        if {"tenant_id": tenant_id, "hour": hour} in closed:
+            raise RefillRefused(f"cannot refill bucket {bucket}: it is closed, so its rows are final and its "
+                                "checksum recorded; a closed bucket is not changed")
+    batches = _batches_of(store, cfg, tenant_id, hour)
+    parsed = _parsed(store, cfg, batches)
+    parsed = parsed.filter(pc.and_(pc.equal(parsed.column("tenant_id"), tenant_id),
+                                   pc.equal(_hours(parsed.column("ts")), hour)))
+    rows = _lost(store, cfg, parsed, tenant_id, hour)
+    return RefillPlan(tenant_id, hour, tuple(batches), rows, _removed(store, cfg, tenant_id, hour),
+                      parsed.num_rows)
+
+
+def refill_bucket(store: TableStore, cfg: LakeshardConfig, plan: RefillPlan) -> CommitResult | None:
+    """Return the commit that added ``plan``'s rows to ``events`` (one commit), or None when nothing was lost."""
+    if not plan.rows.num_rows:
+        return None
+    meta = {"tenant_id": plan.tenant_id, "hour": plan.hour, "rows": plan.rows.num_rows,
+            "batches": list(plan.batches), "removed": plan.removed}
+    return store.append_arrow(cfg.table_uri(EVENTS), plan.rows, metadata={REFILL_OPERATION: meta})
+
+
+def _batches_of(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str) -> list[int]:
+    """Return the batches that routed events of ``tenant_id`` in placement windows of ``hour``."""
+    metrics = store.read_table_arrow(cfg.table_uri(ROUTING_METRICS), ["tenant_id", "window_start", "batch"],
+                                     where=pc.field("tenant_id") == tenant_id)
+    return sorted({int(r["batch"]) for r in metrics.to_pylist() if hour_of(aware(r["window_start"])) == hour})
+
+
+def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> pa.Table:
+    """Return the events of the batches' planned landing bytes, parsed by each plan's clock, in batch order."""
+    from lakeshard.landing import parse_landing_arrow
+    from lakeshard.routing.plan import planned_file
+
+    if not batches:
+        return pa.table({c: pa.array([], pa.string()) for c in ("tenant_id", "event_id")}
+                        | {"ts": pa.array([], pa.timestamp("us", tz="UTC"))})
+    plans = store.read_table_arrow(cfg.table_uri(LANDING_BATCHES),
+                                   where=pc.field("batch").isin(pa.array(batches, pa.int64()))).to_pylist()
+    parts = []
+    for batch in batches:
+        rows = [r for r in plans if int(r["batch"]) == batch]
+        if not rows:
+            continue
+        files = sorted((planned_file(r) for r in rows), key=lambda f: f.path)
+        clock = max(millis(aware(r["planned_at"])) for r in rows)
+        events, _ = parse_landing_arrow(files, limits=cfg.landing_format, now_ms=clock)
+        parts.append(events)
+    return pa.concat_tables(parts) if parts else _parsed(store, cfg, [])
+
+
+def _hours(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Return each timestamp's UTC hour as ``YYYY-MM-DDTHH`` (the bucket hour format)."""
+    return pc.strftime(pc.cast(ts, pa.timestamp("us", tz="UTC")), format="%Y-%m-%dT%H")
+
+
+def _lost(store: TableStore, cfg: LakeshardConfig, parsed: pa.Table, tenant_id: str, hour: str) -> pa.Table:
+    """Return the events of ``parsed`` the ID index holds for ``hour`` and the bucket's live rows do not, once
+    each (the first copy), as ``events`` rows with the index's ``shard`` and ``routed_version``."""
+    schema = store.arrow_schema(cfg.table_uri(EVENTS))
+    if not parsed.num_rows:
+        return schema.empty_table()
+    hi, lo = key_hashes(parsed)
+    keys = pa.table({"row": pa.array(np.arange(parsed.num_rows, dtype=np.int64)), "key_hi": hi, "key_lo": lo})
+    first = keys.group_by(["key_hi", "key_lo"], use_threads=False).aggregate([("row", "min")])
+    index = store.read_table_arrow(cfg.table_uri(ID_INDEX), ["shard", "routed_version", "key_hi", "key_lo"],
+                                   where=pc.field("interval") == hour)
+    committed = first.join(index, ["key_hi", "key_lo"], join_type="inner", use_threads=False)
+    live = store.read_table_arrow(cfg.table_uri(EVENTS), ["tenant_id", "event_id", "ts"],
+                                  where=(pc.field("tenant_id") == tenant_id) & (pc.field("hour") == hour))
+    live_hi, live_lo = key_hashes(live)
+    lost = committed.join(pa.table({"key_hi": live_hi, "key_lo": live_lo}), ["key_hi", "key_lo"],
+                          join_type="left anti", use_threads=False).sort_by("row_min")
+    events = parsed.take(lost.column("row_min")).select(list(_EVENT_COLUMNS))
+    n = events.num_rows
+    columns: dict[str, Any] = {name: events.column(name) for name in _EVENT_COLUMNS}
+    columns |= {"shard": lost.column("shard"), "routed_version": lost.column("routed_version"),
+                "hour": pa.array([hour] * n, pa.string()), "late": pa.array([False] * n, pa.bool_())}
+    return pa.table({f.name: columns[f.name] for f in schema}).cast(schema)
+
+
+def _removed(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str) -> int:
+    """Return the rows ``fsck_repairs`` records as removed from the bucket's ``events`` files (by the log)."""
+    if not store.exists(cfg.table_uri(FSCK_REPAIRS)):
+        return 0
+    rows = store.read_table_arrow(cfg.table_uri(FSCK_REPAIRS), ["table_name", "tenant_id", "hour", "rows"],
+                                  where=(pc.field("table_name") == EVENTS) & (pc.field("tenant_id") == tenant_id)
+                                  & (pc.field("hour") == hour))
+    return int(pc.sum(rows.column("rows")).as_py() or 0)
