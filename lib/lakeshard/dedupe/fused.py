@@ -127,8 +127,8 @@ class FusedWriter:
         rows = routed.select(columns)
         rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
         quarantine = self.writer.dead_letters.quarantine_uri
-        self.store.create(quarantine, QUARANTINE_SCHEMA,
-                          description="records that broke the format or could not be written, with the reason")
+        self.store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
+                                  description="records that broke the format or could not be written, with the reason")
         self._before_commit("dead-letter-rows")
         self.store.append_arrow(quarantine, dead_letter_arrow(rows, next(iter(unwritable.values())), WRITE_FAILED),
                                 app_transactions=[AppTransaction(f"dead-letter-rows/{FUSED_APP_ID}", batch)],
