@@ -1,14 +1,17 @@
 """One ingest process for the SIGKILL harness: route + write until caught up, unless it is killed first.
 
-Usage: python _ingest_until_killed.py LAKEHOUSE LANDING KILL
+Usage: python _ingest_until_killed.py LAKEHOUSE LANDING KILL [ADAPTER]
   KILL = "hook:N"    SIGKILL itself at the N-th commit point (before a router or writer commit, or a page-in)
          "after:S"   SIGKILL itself S seconds after it started (anywhere: mid-parse, mid-flush, mid-read...)
          "none"      not by itself (the test may still kill it from outside, following its phase trace)
+  ADAPTER = "native": the shard writers commit through Delta's own engine (a Spark session with Delta's jars,
+         one commit per shard); the router stays on the embedded adapter, driver-side.
 Prints "caught-up" when it finished without being killed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -24,6 +27,7 @@ SHARDS = 4
 
 def main() -> None:
     lakehouse, landing, kill = sys.argv[1:4]
+    adapter = sys.argv[4] if len(sys.argv) > 4 else "embedded"
     cfg = load_config(overrides={"lakehouse": lakehouse, "landing": landing,
                                  "spark": {"master": "local[1]", "shuffle_partitions": 1, "driver_memory": "1g"},
                                  "routing": {"total_shards": SHARDS, "default_shard_count": 2},
@@ -41,8 +45,15 @@ def main() -> None:
     if mode == "after":
         threading.Timer(float(arg), os.kill, (os.getpid(), signal.SIGKILL)).start()
     router = Router(None, store, cfg, max_batch_files=3, before_commit=commit_point)
-    writers = [ShardWriter(None, store, cfg, [0, 1], before_commit=commit_point),
-               ShardWriter(None, store, cfg, [2, 3], before_commit=commit_point)]
+    writes_to = store
+    if adapter == "native":
+        from lakeshard.lake import open_store
+        from lakeshard.runtime import get_spark
+
+        native = dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, adapter="native"))
+        writes_to = open_store(get_spark(native), native)
+    writers = [ShardWriter(None, writes_to, cfg, [0, 1], before_commit=commit_point),
+               ShardWriter(None, writes_to, cfg, [2, 3], before_commit=commit_point)]
     while True:
         routed = router.route_once()
         wrote = [w.step() for w in writers]
