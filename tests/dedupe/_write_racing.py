@@ -40,11 +40,14 @@ def main() -> None:
     store = open_lazy_store(cfg)
     writer = ShardWriter(None, store, cfg, SHARDS)
     if adapter == "native":
-        writer.ensure_tables()  # both create-if-absent: the racers agree on the tables' shape
+        store.version(lakehouse + "/events")  # the session is up (the test created the writers' tables)
         racers = Path(lakehouse) / "_racers"
         racers.mkdir(exist_ok=True)
         (racers / str(os.getpid())).touch()
+        waited = time.monotonic()
         while len(list(racers.iterdir())) < RACERS:
+            if time.monotonic() - waited > 900:
+                sys.exit("the other racer never started its Spark session")
             time.sleep(0.05)
     time.sleep(rng.uniform(0.0, 0.5))
     steps, lost, written = 0, 0, 0

@@ -54,15 +54,15 @@ def test_two_writers_racing_on_the_same_shards_write_each_event_exactly_once(
     Router(None, open_lazy_store(cfg), cfg, max_batch_files=2).run()
     routed_version = store.version(cfg.table_uri(ROUTED))
 
+    if adapter == "native":  # created once here: the racers race the writes, not the tables' creation
+        ShardWriter(spark, store, cfg, list(range(SHARDS))).ensure_tables()
     rng = random.Random(seed)
     racers = [subprocess.Popen([sys.executable, str(WORKER), str(lakehouse), str(rng.randrange(2**31)), adapter],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
               for _ in range(2)]
-    outcomes = []
-    for racer in racers:
-        out, err = racer.communicate(timeout=1800)
-        assert racer.returncode == 0, (seed, err[-3000:])
-        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    ended = [(racer, *racer.communicate(timeout=1800)) for racer in racers]
+    assert all(racer.returncode == 0 for racer, _, _ in ended), (seed, [err[-3000:] for _, _, err in ended])
+    outcomes = [json.loads(out.strip().splitlines()[-1]) for _, out, _ in ended]
     conflicts = sum(o["conflicts"] for o in outcomes)
     summary = f"seed {seed}: {routed_version} routed versions; writers {outcomes}; {conflicts} conflicts"
     print(summary)
