@@ -1,5 +1,6 @@
 # lakeshard — the two commands of README.md, and what they stand on.
 #   make demo   run the main job end to end on the embedded lakehouse (a fresh temporary lakehouse)
+#   make demo-native   the same small run on Delta's own engine (the native adapter, Delta's jars from make env)
 #   make test   lint (code and notebooks), type-check, and run every test (unit, integration, notebooks through nbval)
 # Both create or reuse .venv, install what is missing (Java 17+ via apt when root), then run.
 
@@ -12,15 +13,20 @@ DELTA_JARS := .delta-jars
 DELTA_STAMP := $(DELTA_JARS)/.installed-from.pom.xml
 DEMO_ARGS ?=
 
-.PHONY: demo test lint typecheck unit notebooks bench env java clean help
+.PHONY: demo demo-native test lint typecheck unit notebooks bench env java clean help
 
 help:
 	@echo "make demo   - run the main job end to end on a fresh embedded lakehouse"
+	@echo "make demo-native - a small demo on Delta's own engine (LAKESHARD_SPARK_ADAPTER=native)"
 	@echo "make test   - ruff, mypy, pytest (including notebooks via nbval)"
 	@echo "make bench  - run the benchmarks in bench/ (results in bench/results/)"
 
 demo: env
 	$(BIN)/lakeshard demo $(DEMO_ARGS)
+
+# Every commit through Delta's JVM writer (a Spark job each, one per shard for the writers): a small stream.
+demo-native: env
+	LAKESHARD_SPARK_ADAPTER=native $(BIN)/lakeshard demo --events 2000 --tenants 10 --hours 1 $(DEMO_ARGS)
 
 test: env lint typecheck unit
 

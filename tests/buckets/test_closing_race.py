@@ -51,6 +51,18 @@ def _landing_file(landing: Path, name: str, tenant: str, hour: str, n: int, pref
     os.utime(path, (arrived, arrived))
 
 
+# The closing fence on both adapters: the embedded one (delta-rs' conflict rules and lakeshard's own appends) and
+# Delta's own engine (an OptimisticTransaction carrying every writer's app id).
+ADAPTERS = ["embedded", pytest.param("native", marks=[pytest.mark.delta_jvm, pytest.mark.slow])]
+
+
+@pytest.fixture
+def adapter_store(request: pytest.FixtureRequest) -> TableStore:
+    """Return the store of the adapter the test is parametrized with (``adapter``)."""
+    store: TableStore = request.getfixturevalue("store" if request.param == "embedded" else "native_store")
+    return store
+
+
 def _lakehouse(spark: SparkSession, store: TableStore, tmp_path: Path) -> LakeshardConfig:
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -72,9 +84,11 @@ def _exactly_once(store: TableStore, cfg: LakeshardConfig) -> int:
     return rows
 
 
+@pytest.mark.parametrize("adapter_store", ADAPTERS, indirect=True)
 def test_a_close_landing_between_a_writers_read_of_bucket_states_and_its_commit_makes_the_writer_redo_its_batch(
-    spark: SparkSession, store: TableStore, tmp_path: Path
+    spark: SparkSession, adapter_store: TableStore, tmp_path: Path
 ) -> None:
+    store = adapter_store
     cfg = _lakehouse(spark, store, tmp_path)
     closer = BlindCompletionist(spark, store, cfg, quiet=QUIET, grace=GRACE, clock=_later)
     closes = []
@@ -94,12 +108,14 @@ def test_a_close_landing_between_a_writers_read_of_bucket_states_and_its_commit_
     assert _exactly_once(store, cfg) == 16
 
 
+@pytest.mark.parametrize("adapter_store", ADAPTERS, indirect=True)
 def test_a_writer_that_read_open_and_commits_between_the_closing_check_and_the_fence_fails_the_fence(
-    spark: SparkSession, store: TableStore, tmp_path: Path
+    spark: SparkSession, adapter_store: TableStore, tmp_path: Path
 ) -> None:
     """The writer reads the bucket states (open) before the close starts and commits right after the closing
     check read ``events``: the fence fails, the check is redone at the newer version, and the bucket closes with
     the writer's rows in its checksum."""
+    store = adapter_store
     cfg = _lakehouse(spark, store, tmp_path)
     ready, go = threading.Event(), threading.Event()
     outcome: list[object] = []

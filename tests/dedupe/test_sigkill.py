@@ -51,8 +51,10 @@ IN_COMMIT = max(1, KILLS // 4)
 WORKER = Path(__file__).with_name("_ingest_until_killed.py")
 
 
-def _ingest(lakehouse: Path, landing: Path, kill: str, kill_at: KillAt | None = None, handoff: str = "routed") -> Run:
-    return run_traced([sys.executable, str(WORKER), str(lakehouse), str(landing), kill, handoff], kill_at=kill_at)
+def _ingest(lakehouse: Path, landing: Path, kill: str, kill_at: KillAt | None = None, handoff: str = "routed",
+            adapter: str = "embedded") -> Run:
+    return run_traced([sys.executable, str(WORKER), str(lakehouse), str(landing), kill, handoff, adapter],
+                      kill_at=kill_at)
 
 
 def _kill_plan(rng: random.Random, in_commit_owed: int, kills_left: int) -> tuple[str, KillAt | None]:
@@ -136,3 +138,50 @@ def test_sigkill_at_random_points_over_one_stream_ends_exactly_once(
     assert any("expired_consumed" in c.custom_metadata for c in store.history(routed_uri))
     ShardWriter(spark, store, cfg, [0, 1, 2, 3]).expire_routed()
     assert store.files(routed_uri) == []
+
+
+# Delta's own engine: each restart starts a JVM and every shard is its own commit, so fewer kills, each at a
+# writer's commit point (before an events or ID commit of one shard, between two shards' commits, before a
+# page-in); the native adapter does not trace its commits, so no kill is aimed inside one.
+NATIVE_KILLS = 3
+
+
+@pytest.mark.slow
+@pytest.mark.delta_jvm
+def test_sigkill_of_writers_on_delta_engine_at_their_commit_points_ends_exactly_once(
+    spark: SparkSession, native_store: TableStore, tmp_path: Path
+) -> None:
+    seed = kill_seed()
+    print(f"LAKESHARD_KILL_SEED={seed}")
+    source, landing, lakehouse = tmp_path / "generated", tmp_path / "landing", tmp_path / "lh"
+    m = generate_landing(source, SynthSpec(events=400, tenants=6, hours=0.5, seed=seed % 100_000, file_seconds=300,
+                                           retry_rate=0.05, redelivered_files=0.1, bad_rate=0.0))
+    shutil.copytree(source / "_truth", landing / "_truth")
+    arriving = sorted(p for p in source.rglob("part-*") if "_truth" not in p.parts)
+    rng = random.Random(seed)
+    kills, runs, trace = 0, 0, [f"seed {seed}"]
+    per_run = max(1, len(arriving) // NATIVE_KILLS)
+    while kills < NATIVE_KILLS or arriving:
+        assert runs < 6 * NATIVE_KILLS, "\n".join(trace)
+        k = rng.randint(1, per_run)
+        for f in arriving[:k]:
+            (landing / f.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, landing / f.relative_to(source))
+        arriving = arriving[k:]
+        kill = f"hook:{rng.randint(1, 12)}" if kills < NATIVE_KILLS else "none"
+        done = _ingest(lakehouse, landing, kill, adapter="native")
+        runs += 1
+        kills += done.killed
+        trace.append(f"{k} new, kill {kill}: " + ("killed" if done.killed else "ran to the end")
+                     + f" ({done.seconds:.1f}s)")
+        if not done.killed:
+            assert done.returncode == 0 and "caught-up" in done.stdout, (seed, done.stderr[-3000:])
+    final = _ingest(lakehouse, landing, "none", adapter="native")
+    assert final.returncode == 0 and "caught-up" in final.stdout, (seed, final.stderr[-3000:])
+    print("\n".join(trace))
+    cfg = load_config(overrides={"lakehouse": str(lakehouse)}, env={})
+    check = check_against_truth(spark, native_store.read(cfg.table_uri(EVENTS)), str(landing))
+    assert (check.missing, check.duplicate_rows, check.unexpected) == (0, 0, 0), (trace, check)
+    assert check.rows == check.truth_events == m.unique_events, (trace, check)
+    ids = native_store.read(cfg.table_uri(ID_INDEX)).count()
+    assert ids == check.rows, (trace, ids)

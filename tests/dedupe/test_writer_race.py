@@ -34,30 +34,39 @@ WORKER = Path(__file__).with_name("_write_racing.py")
 SHARDS = 4
 
 
+# Delta's own engine commits each shard separately (k commits a step), each a Spark job in a JVM per racer: a
+# shorter stream there.
+STREAMS = {"embedded": {"events": 1500, "file_seconds": 60}, "native": {"events": 300, "file_seconds": 300}}
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("adapter", ["embedded", pytest.param("native", marks=pytest.mark.delta_jvm)])
 def test_two_writers_racing_on_the_same_shards_write_each_event_exactly_once(
-    spark: SparkSession, store: TableStore, tmp_path: Path
+    spark: SparkSession, store: TableStore, tmp_path: Path, adapter: str, request: pytest.FixtureRequest
 ) -> None:
+    if adapter == "native":
+        store = request.getfixturevalue("native_store")  # reads with Delta's engine too; skips without it
     seed = kill_seed()
     print(f"LAKESHARD_KILL_SEED={seed}")
     landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
-    m = generate_landing(landing, SynthSpec(events=1500, tenants=8, hours=0.5, seed=seed % 100_000,
-                                            file_seconds=60, retry_rate=0.05, redelivered_files=0.1, bad_rate=0.01))
+    m = generate_landing(landing, SynthSpec(**STREAMS[adapter], tenants=8, hours=0.5, seed=seed % 100_000,
+                                            retry_rate=0.05, redelivered_files=0.1, bad_rate=0.01))
     cfg = load_config(overrides={"lakehouse": str(lakehouse), "landing": str(landing),
                                  "routing": {"total_shards": SHARDS, "default_shard_count": 2}}, env={})
     # Routed driver-side in small batches: many routed commits, so the writers race for many steps.
     Router(None, open_lazy_store(cfg), cfg, max_batch_files=2).run()
     routed_version = store.version(cfg.table_uri(ROUTED))
 
+    if adapter == "native":  # created once here: the racers race the writes, not the tables' creation
+        ShardWriter(spark, store, cfg, list(range(SHARDS))).ensure_tables()
     rng = random.Random(seed)
-    racers = [subprocess.Popen([sys.executable, str(WORKER), str(lakehouse), str(rng.randrange(2**31))],
+    racers = [subprocess.Popen([sys.executable, str(WORKER), str(lakehouse), str(rng.randrange(2**31)),
+                                "writer", "", adapter],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
               for _ in range(2)]
-    outcomes = []
-    for racer in racers:
-        out, err = racer.communicate(timeout=600)
-        assert racer.returncode == 0, (seed, err[-3000:])
-        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    ended = [(racer, *racer.communicate(timeout=1800)) for racer in racers]
+    assert all(racer.returncode == 0 for racer, _, _ in ended), (seed, [err[-3000:] for _, _, err in ended])
+    outcomes = [json.loads(out.strip().splitlines()[-1]) for _, out, _ in ended]
     conflicts = sum(o["conflicts"] for o in outcomes)
     summary = f"seed {seed}: {routed_version} routed versions; writers {outcomes}; {conflicts} conflicts"
     print(summary)

@@ -335,6 +335,8 @@ class Completionist:
         closed_now = [s for s in new_states if s.state == "closed"]
         if not apply or not new_states:
             return CompletionReport(now, backlog, decisions, closed_now if apply else [], failed)
+        if closed_now:  # a close that could not be fenced would be unordered against the writers: refuse first
+            self.store.check_fence(self.events_uri)
         # First "closing" (writers stop writing into these buckets), then the check and fence, then "closed".
         marked = [dataclasses.replace(s, state="closing", rows=None, distinct_keys=None, checksum=None,
                                       events_version=None) if s.state == "closed" else s for s in new_states]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from lakeshard.errors import CommitConflict, UnsupportedByAdapter
+from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, TableStore
 from lakeshard.tables import FENCE_APP_ID, writer_app_id
 
@@ -32,6 +32,10 @@ def fence_writers(store: TableStore, events: str, shards: Iterable[int], *, read
 
     ``shards``: every shard that may write into the closing buckets; ``closing``: the buckets, as
     ``tenant/hour``, named in the commit's metadata for whoever reads the log.
+
+    Raises:
+        UnsupportedByAdapter: the store cannot commit a fence in this session (the native adapter under Spark
+            Connect): a close is never left unordered against the writers.
     """
     ids = [writer_app_id(s) for s in sorted(set(shards))]
     current = store.transaction_versions(events, ids)
@@ -40,7 +44,4 @@ def fence_writers(store: TableStore, events: str, shards: Iterable[int], *, read
         result = store.fence(events, txns, read_version=read_version, metadata={"closing_fence": list(closing)})
     except CommitConflict:
         return None
-    except UnsupportedByAdapter:
-        # The native adapter has no fence yet: the close is not serialised with the writers' commits there.
-        return read_version
     return result.version

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from lakeshard.dedupe.commit import StepRows, commit_step, commits_per_shard
 from lakeshard.dedupe.faults import event_keys, write_or_blame
 from lakeshard.dedupe.feed import RoutedFeed
 from lakeshard.dedupe.index import IdIndex, own_hour, own_hour_arrow
@@ -171,14 +172,20 @@ class StepEngine(ABC):
                 "rejected": n_new - kept}
 
     def commit(self, step: Step, append_events: Callable[[], bool], append_ids: Callable[[], None],
-               new_keys: pa.Table) -> bool:
+               new_keys: pa.Table, rows: StepRows) -> bool:
         """Commit the events (``append_events``: returns whether the store skipped it as already committed),
         then the IDs (``append_ids``) and remember ``new_keys``; return whether the race was lost.
 
         A lost race (a conflict, or progress already committed) writes no IDs: another writer committed this
         progress first, so what this writer cached of these shards is dropped and the next step re-reads the
         committed progress and pages the IDs in again (Husky's reconciliation).
+
+        On a store whose commit carries one app transaction, a shard writer's ``rows`` are committed shard by shard
+        instead (:func:`lakeshard.dedupe.commit.commit_step`); a fused step's commits carry one app transaction
+        already (``fused`` -> the batch).
         """
+        if commits_per_shard(self.store) and not step.fused:
+            return commit_step(self, step, rows, new_keys)
         conflict = False
         try:
             self._before_commit(EVENTS)
@@ -288,7 +295,8 @@ class SparkStep(StepEngine):
                        .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
                 self.store.append(self.ids_uri, ids, app_transactions=txns, metadata=self.ids_metadata(step))
 
-            conflict = self.commit(step, append_events, append_ids, keys.filter(~check.duplicate))
+            conflict = self.commit(step, append_events, append_ids, keys.filter(~check.duplicate),
+                                   StepRows(kept, survivors.select(*self.index.columns()), meta))
             new_events.unpersist()
             unique.unpersist()
         finally:
@@ -372,7 +380,7 @@ class ArrowStep(StepEngine):
                               write=lambda target: write_partitioned(survivors, target, ids_schema,
                                                                      ["shard", "interval"], HASH))
 
-        conflict = self.commit(step, append_events, append_ids, keys.filter(new))
+        conflict = self.commit(step, append_events, append_ids, keys.filter(new), StepRows(kept, survivors, meta))
         return self.report(step, rows_in=rows_in, n_unique=n_unique, n_new=n_new, kept=kept.num_rows, check=check,
                            conflict=conflict)
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
+from lakeshard.dedupe.commit import commits_per_shard
 from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
 from lakeshard.dedupe.report import IndexCheck
 from lakeshard.errors import CommitConflict
@@ -27,7 +28,7 @@ from lakeshard.tables import FUSED_APP_ID, HOUR_FORMAT, SPARK_HOUR_FORMAT, write
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import Column, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = ["IdIndex", "group_indices", "interval_of", "own_hour", "own_hour_arrow"]
 
@@ -235,7 +236,10 @@ class IdIndex:
         rows = rows.persist()
         try:
             n = rows.count()
-            self.store.append(self.ids_uri, rows, app_transactions=txns, metadata={"repair": True})
+            if commits_per_shard(self.store):
+                self._repair_by_shard(rows, {s: progress[s] for s in behind})
+            else:
+                self.store.append(self.ids_uri, rows, app_transactions=txns, metadata={"repair": True})
         finally:
             rows.unpersist()
         return n
@@ -261,10 +265,21 @@ class IdIndex:
         rows = (rows.append_column("interval", own_hour_arrow(rows.column("ts")))
                 .append_column("key_hi", pa.array(hi)).append_column("key_lo", pa.array(lo)))
         ids_schema = self.arrow_schema()
-        self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"repair": True},
-                          write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
-                                                                 HASH))
+        if commits_per_shard(self.store):
+            self._repair_by_shard(rows, {s: progress[s] for s in behind})
+        else:
+            self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"repair": True},
+                              write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
+                                                                     HASH))
         return int(rows.num_rows)
+
+    def _repair_by_shard(self, rows: DataFrame | pa.Table, versions: dict[int, int]) -> None:
+        """Commit the rebuilt IDs of each shard behind on its own, with its ``writer/<shard>`` alone (a store whose
+        commit carries one app transaction, :mod:`lakeshard.dedupe.commit`)."""
+        from lakeshard.dedupe.commit import Layout, ShardCommits
+
+        ShardCommits(self.store, self._spark, lambda _: None).ids(
+            self.ids_uri, rows, Layout(("shard", "interval"), tuple(HASH)), versions, metadata={"repair": True})
 
     def compact(self, intervals: Iterable[Interval] | None = None) -> int:
         """Merge the ID files of each sealed interval of these shards with more than one file (``intervals``:

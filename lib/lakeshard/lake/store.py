@@ -61,6 +61,15 @@ class TableStore(ABC):
     """
 
     spark: SparkSession
+    # How many app transactions one commit may carry (None: any number). A caller with more progress marks to
+    # commit splits its rows so that each commit carries at most this many (the shard writers, docs/decisions.md
+    # record 2).
+    max_app_transactions: int | None = None
+
+    @property
+    def writes_in_process(self) -> bool:
+        """Whether ``append(write=...)`` works here: files written by this process, then committed as they are."""
+        return True
 
     @abstractmethod
     def exists(self, table: str) -> bool:
@@ -195,6 +204,14 @@ class TableStore(ABC):
         """Append an Arrow table's rows in one commit: pyarrow writes one file per partition value (the
         table's column order and types), and the commit is :meth:`append`'s in every other respect."""
 
+    def check_fence(self, table: str) -> None:
+        """Return if :meth:`fence` can commit to ``table`` in this session, else raise why not.
+
+        Raises:
+            UnsupportedByAdapter: the adapter (or this session) cannot make such a commit.
+        """
+        raise UnsupportedByAdapter(f"{table}: this TableStore adapter cannot commit a fence of app transactions")
+
     def fence(self, table: str, app_transactions: Sequence[AppTransaction], *, read_version: int,
               metadata: Mapping[str, Any] | None = None) -> CommitResult:
         """Commit no file, re-asserting ``app_transactions`` at the versions given (their current ones): a
@@ -207,6 +224,7 @@ class TableStore(ABC):
         Raises:
             UnsupportedByAdapter: the adapter cannot make such a commit.
         """
+        self.check_fence(table)
         raise UnsupportedByAdapter(f"{table}: this TableStore adapter cannot commit a fence of app transactions")
 
     @abstractmethod

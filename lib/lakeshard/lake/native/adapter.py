@@ -14,6 +14,9 @@ code runs on a classic session and under Spark Connect:
   and read with Spark's ``binaryFile`` source (:mod:`lakeshard.lake.native.files`) and replayed by
   :mod:`lakeshard.lake.protocol.log` (the documented protocol, identical on delta-spark and Databricks). History
   timestamps are what Delta's time travel resolves timestamps against.
+- **the closing fence** (:meth:`NativeTableStore.fence`), several app transactions in one commit: classic only.
+  The shard writers never need several in one commit here (:attr:`max_app_transactions` is 1): they commit each
+  shard's progress on its own (:mod:`lakeshard.dedupe.commit`).
 - **everything else** — a swap of part of a partition (a size-tiered plan), several app transactions in one
   commit, files written by a ``write`` function, a ``before_commit`` hook, writing a checkpoint: Delta's
   internal ``OptimisticTransaction`` through py4j (:mod:`lakeshard.lake.native.commit`, every py4j call in
@@ -98,9 +101,10 @@ __all__ = ["NATIVE_UNVERIFIED", "NativeTableStore"]
 # What `lakeshard doctor` and the docs say of this adapter: what lakeshard's tests run on Delta's engine, and what
 # still needs a Databricks workspace.
 NATIVE_UNVERIFIED = (
-    "verified in lakeshard's tests on delta-spark 4.4 (classic and Spark Connect): the store contract suite and "
-    "the table-feature guards; unverified until a Databricks workspace: Unity Catalog volumes, serverless and "
-    "databricks-connect; writers whose commit carries several app transactions need a classic (py4j) session"
+    "verified in lakeshard's tests on delta-spark 4.4 (classic and Spark Connect): the store contract suite, the "
+    "table-feature guards and the shard writers (one commit per shard); the closing fence on classic sessions "
+    "(refused under Spark Connect); unverified until a Databricks workspace: Unity Catalog volumes, serverless and "
+    "databricks-connect; dead letters and partial swaps need a classic (py4j) session"
 )
 
 _RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -123,6 +127,10 @@ class NativeTableStore(AdapterBase):
         store.append(uri, df, app_transactions=[AppTransaction("writer/3", 17)])
     """
 
+    # Delta's public writer carries one txnAppId per write: callers with several progress marks commit each
+    # separately (docs/decisions.md record 2), so the same code runs with and without py4j.
+    max_app_transactions = 1
+
     def __init__(self, spark: SparkSession) -> None:
         self._setup(spark)
         if gateway(spark) is not None:
@@ -135,6 +143,11 @@ class NativeTableStore(AdapterBase):
         self._log = NativeLog(spark, self._files)
         self._commits = NativeCommits(spark, lambda: self._delta, self._log)
         self._public = PublicCommits(self._log)
+
+    @property
+    def writes_in_process(self) -> bool:
+        """Whether files written by this process can be committed: only through Delta's internal API (py4j)."""
+        return gateway(self.spark) is not None
 
     @property
     def _delta(self) -> DeltaJvm:
@@ -346,6 +359,59 @@ class NativeTableStore(AdapterBase):
         self._needs_jvm(table, "an append with several app transactions or a write function")
         return self._commits.commit(table, df, remove=(), data_change=True, app_transactions=app_transactions,
                                     metadata=metadata, read_version=read_version, operation="append", write=write)
+
+    def append_arrow(
+        self,
+        table: str,
+        rows: pa.Table,
+        *,
+        app_transactions: Sequence[AppTransaction] = (),
+        metadata: Mapping[str, Any] | None = None,
+        read_version: int | None = None,
+    ) -> CommitResult:
+        """Append an Arrow table's rows in one commit: written by pyarrow in this process on a classic session;
+        under Spark Connect (no py4j to commit such files) handed to the server as a DataFrame and appended by
+        Delta's public writer, one file per partition value."""
+        if self.writes_in_process or len(app_transactions) > 1:
+            return super().append_arrow(table, rows, app_transactions=app_transactions, metadata=metadata,
+                                        read_version=read_version)
+        from lakeshard.runtime import arrow_dataframe
+
+        uri = normalise_uri(table)
+        parts = self.partition_columns(uri)
+        df = arrow_dataframe(self.spark, rows)
+        return self.append(uri, df.repartition(*parts) if parts else df.coalesce(1),
+                           app_transactions=app_transactions, metadata=metadata, read_version=read_version)
+
+    def fence(self, table: str, app_transactions: Sequence[AppTransaction], *, read_version: int,
+              metadata: Mapping[str, Any] | None = None) -> CommitResult:
+        """Commit no file, re-asserting ``app_transactions`` at their current versions, prepared at
+        ``read_version`` (see the port): Delta's ``OptimisticTransaction`` with one ``SetTransaction`` per app id,
+        each read by the transaction, so Delta's conflict detection orders it against every commit of them.
+
+        Delta's public writer cannot make this commit: it carries one ``txnAppId``, skips a version at or below
+        the committed one (a fence's are equal), and a blind append conflicts only on its own app id.
+
+        Raises:
+            CommitConflict: a commit after ``read_version`` carried one of the app ids.
+            UnsupportedByAdapter: the session is Spark Connect (no py4j).
+        """
+        self.check_fence(table)
+        return self._commits.fence(table, app_transactions, read_version=read_version, metadata=metadata)
+
+    def check_fence(self, table: str) -> None:
+        """Return on a classic session; under Spark Connect raise why closing buckets needs one.
+
+        Raises:
+            UnsupportedByAdapter: the session is Spark Connect (no py4j).
+        """
+        if gateway(self.spark) is None:
+            raise UnsupportedByAdapter(
+                f"{normalise_uri(table)}: closing buckets on the native adapter needs a classic session: the fence "
+                "that orders a close against the shard writers' commits re-asserts every writer's app transaction "
+                "in one commit, which only Delta's internal transaction API (py4j) can make, and a Spark Connect "
+                "session has no py4j; run the completionist on a classic cluster (a job or notebook)"
+            )
 
     def _needs_jvm(self, table: str, what: str) -> None:
         """Raise UnsupportedByAdapter when ``what`` needs Delta's internal API and the session has no py4j."""

@@ -1,0 +1,173 @@
+"""A writer step's commits on a store whose commit carries one app transaction: each shard's rows on their own.
+
+A step of shards ``s1..sk`` normally commits its events in one ``events`` commit carrying every ``writer/<s>``
+(and its IDs likewise). Delta's public writer carries one ``txnAppId`` per write
+(:attr:`~lakeshard.lake.TableStore.max_app_transactions`), so there a step commits each shard's events with
+``writer/<s>`` alone, then each committed shard's IDs (docs/decisions.md record 2). Exactly once per shard then
+comes from Delta's idempotent writes: a version at or below the committed one is skipped, and a concurrent commit
+of the same app id fails the other. A crash between two shards' commits leaves one shard done and the other not;
+the next step reads each shard's progress and takes only what each has not consumed, and a shard whose IDs lag
+its events is repaired before anything is deduplicated (:meth:`~lakeshard.dedupe.index.IdIndex.repair`).
+
+Rows come as a Spark DataFrame or an Arrow table. Where the store commits files written by this process
+(:attr:`~lakeshard.lake.TableStore.writes_in_process`) Arrow rows are written by pyarrow; elsewhere (Spark
+Connect) they go to Spark as a DataFrame. Either way one file per partition value, sorted as the table's writers
+sort it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from lakeshard.errors import CommitConflict
+from lakeshard.lake import AppTransaction, CommitResult, TableStore
+from lakeshard.tables import writer_app_id
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakeshard.dedupe.engines import Step, StepEngine
+
+__all__ = ["Layout", "ShardCommits", "StepRows", "append_shard", "commit_step", "commits_per_shard"]
+
+
+def commits_per_shard(store: TableStore) -> bool:
+    """Return whether a commit of shards' progress goes shard by shard on this store (its commits carry a limited
+    number of app transactions): even one shard's, so that Arrow rows reach a store that cannot commit files
+    written by this process."""
+    return store.max_app_transactions is not None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a table's files are laid out: one file per value of ``partition_by``, rows sorted by ``sort_by``."""
+
+    partition_by: tuple[str, ...]
+    sort_by: tuple[str, ...]
+
+
+def _is_arrow(rows: DataFrame | pa.Table) -> TypeGuard[pa.Table]:
+    import pyarrow as pa
+
+    return isinstance(rows, pa.Table)
+
+
+def _shard_rows(rows: DataFrame | pa.Table, shard: int) -> DataFrame | pa.Table:
+    if _is_arrow(rows):
+        import pyarrow.compute as pc
+
+        return rows.filter(pc.equal(rows.column("shard"), shard))
+    from pyspark.sql import functions as F
+
+    return rows.where(F.col("shard") == shard)
+
+
+def append_shard(store: TableStore, spark: Callable[[], SparkSession], table: str, rows: DataFrame | pa.Table,
+                 layout: Layout, txn: AppTransaction, *, metadata: Mapping[str, Any],
+                 read_version: int | None = None) -> CommitResult:
+    """Return the result of appending ``rows`` (one shard's) in one commit carrying ``txn`` alone.
+
+    Raises:
+        CommitConflict: a concurrent commit carried the same app id, or one after ``read_version`` did.
+    """
+    if _is_arrow(rows):
+        if store.writes_in_process:
+            from lakeshard.lake import write_partitioned
+
+            schema = store.arrow_schema(table)
+            arrow: pa.Table = rows
+            return store.append(table, None, app_transactions=[txn], metadata=metadata, read_version=read_version,
+                                write=lambda target: write_partitioned(arrow, target, schema, list(layout.partition_by),
+                                                                       list(layout.sort_by)))
+        from lakeshard.runtime import arrow_dataframe
+
+        names = set(store.schema(table).fieldNames())
+        rows = arrow_dataframe(spark(), rows.select([c for c in rows.column_names if c in names]))
+    df: DataFrame = rows
+    ordered = (df.repartition(*layout.partition_by).sortWithinPartitions(*layout.partition_by, *layout.sort_by)
+               if layout.partition_by else df.coalesce(1).sortWithinPartitions(*layout.sort_by))
+    return store.append(table, ordered, app_transactions=[txn], metadata=metadata, read_version=read_version)
+
+
+class ShardCommits:
+    """One step's commits, shard by shard: every shard's events, then the IDs of the shards whose events landed.
+
+    Args:
+        store: the writer's store; spark: gives its session (for Arrow rows under Spark Connect).
+        before_commit: called with the table name before each commit (the crash tests' seam).
+    """
+
+    def __init__(self, store: TableStore, spark: Callable[[], SparkSession],
+                 before_commit: Callable[[str], None]) -> None:
+        self.store = store
+        self._spark = spark
+        self._before_commit = before_commit
+
+    def events(self, table: str, rows: DataFrame | pa.Table, layout: Layout, shards: Sequence[int],
+               routed_version: int, *, metadata: Mapping[str, Any], read_version: int,
+               seam: str) -> tuple[list[int], list[int]]:
+        """Commit each shard's ``rows`` with ``writer/<shard>`` → ``routed_version``; return the shards committed
+        and the shards lost (a concurrent commit of the same progress, or progress already committed)."""
+        committed: list[int] = []
+        lost: list[int] = []
+        for shard in shards:
+            self._before_commit(seam)
+            try:
+                result = append_shard(self.store, self._spark, table, _shard_rows(rows, shard), layout,
+                                      AppTransaction(writer_app_id(shard), routed_version),
+                                      metadata={**metadata, "shards": [shard]}, read_version=read_version)
+            except CommitConflict:
+                lost.append(shard)
+                continue
+            (lost if result.skipped else committed).append(shard)
+        return committed, lost
+
+    def ids(self, table: str, rows: DataFrame | pa.Table, layout: Layout, versions: Mapping[int, int], *,
+            metadata: Mapping[str, Any], seam: str | None = None) -> None:
+        """Commit each shard's IDs with ``writer/<shard>`` → ``versions[shard]`` (a replay is skipped)."""
+        for shard, version in sorted(versions.items()):
+            if seam is not None:
+                self._before_commit(seam)
+            append_shard(self.store, self._spark, table, _shard_rows(rows, shard), layout,
+                         AppTransaction(writer_app_id(shard), version), metadata={**metadata, "shards": [shard]})
+
+
+@dataclass(frozen=True)
+class StepRows:
+    """What a step commits: its kept ``events`` and the ``ids`` of every new key (both with a ``shard`` column),
+    and the ``events`` commit's ``metadata``."""
+
+    events: DataFrame | pa.Table
+    ids: DataFrame | pa.Table
+    metadata: Mapping[str, Any]
+
+
+def commit_step(engine: StepEngine, step: Step, rows: StepRows, new_keys: pa.Table) -> bool:
+    """Commit ``step``'s rows shard by shard (see the module doc); return whether a race was lost.
+
+    Shards whose events landed get their IDs committed and their new keys remembered; a lost shard (another
+    writer committed its progress first) has its cached IDs dropped, as a lost step's are.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from lakeshard.tables import EVENTS, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS, ID_INDEX
+
+    commits = ShardCommits(engine.store, engine._spark, engine._before_commit)
+    committed, lost = commits.events(engine.events_uri, rows.events,
+                                     Layout(tuple(EVENTS_PARTITIONING), tuple(EVENTS_SORT_COLUMNS)), step.todo,
+                                     step.routed_version, metadata=rows.metadata, read_version=step.read_version,
+                                     seam=EVENTS)
+    if committed:
+        engine.feed.committed(committed, step.routed_version)
+        commits.ids(engine.ids_uri, rows.ids, Layout(("shard", "interval"), ("key_hi", "key_lo")),
+                    dict.fromkeys(committed, step.routed_version), metadata={}, seam=ID_INDEX)
+        engine.index.remember(new_keys.filter(pc.is_in(new_keys.column("shard"),
+                                                       pa.array(committed, new_keys.schema.field("shard").type))))
+    if lost:
+        engine.feed.lost_race()
+        engine.index.cache.drop_shards(lost)
+    return bool(lost)
