@@ -35,12 +35,14 @@ CONNECT_SERVER = Path(__file__).with_name("connect_server.py")
 REQUIRE_DELTA_JVM_ENV = "LAKESHARD_REQUIRE_DELTA_JVM"
 
 
-# How the test JVMs map Databricks' ``dbfs:`` scheme onto this machine: ``dbfs:/x`` is the local ``/x``, as on a
-# Databricks runtime, where ``dbfs:/Volumes/c/s/v/x`` is the volume's FUSE path ``/Volumes/c/s/v/x``. Hadoop's
-# view file system serves the scheme with the local file system as the fallback of an empty mount table; Delta
-# commits to it with its local log store (a runtime ships its own for dbfs). Read by the launcher of every
-# local JVM a test starts, the Spark Connect test server's included.
-DBFS_AS_LOCAL_ROOT = {
+# Defaults of every local JVM a test starts (the Spark Connect test server's included), read by Spark's launcher.
+# The ``dbfs:`` scheme served over this machine: ``dbfs:/x`` is the local ``/x``, as on a Databricks runtime, where
+# ``dbfs:/Volumes/c/s/v/x`` is the volume's FUSE path ``/Volumes/c/s/v/x``. Hadoop's view file system serves the
+# scheme with the local file system as the fallback of an empty mount table; Delta commits to it with its local
+# log store (a runtime ships its own for dbfs). And no ``.crc`` file after each Delta commit: on two shared cores
+# its computation made a commit of a few rows take seconds; nothing lakeshard does reads it.
+TEST_JVM_DEFAULTS = {
+    "spark.databricks.delta.writeChecksumFile.enabled": "false",
     "spark.hadoop.fs.dbfs.impl": "org.apache.hadoop.fs.viewfs.ViewFileSystemOverloadScheme",
     "spark.hadoop.fs.viewfs.overload.scheme.target.dbfs.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.fs.viewfs.mounttable.default.linkFallback": "file:///",
@@ -49,9 +51,9 @@ DBFS_AS_LOCAL_ROOT = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Point the Spark launcher at defaults that add the ``dbfs:`` scheme (:data:`DBFS_AS_LOCAL_ROOT`)."""
+    """Point the Spark launcher at the tests' JVM defaults (:data:`TEST_JVM_DEFAULTS`)."""
     folder = Path(tempfile.mkdtemp(prefix="lakeshard-spark-conf-"))
-    (folder / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in DBFS_AS_LOCAL_ROOT.items()))
+    (folder / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in TEST_JVM_DEFAULTS.items()))
     os.environ["SPARK_CONF_DIR"] = str(folder)
 
 

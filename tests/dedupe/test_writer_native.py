@@ -116,3 +116,4 @@ def test_a_stale_writer_of_the_same_shards_loses_and_nothing_doubles(
     assert stale.step() is None  # reconciled: nothing left
     ShardWriter(spark, native_store, cfg, [2, 3]).run()
     _exactly_once(spark, native_store, cfg, landing)
+

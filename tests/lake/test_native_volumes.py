@@ -2,7 +2,7 @@
 
 On Databricks ``/Volumes/c/s/v/x`` is qualified by Spark as ``dbfs:/Volumes/c/s/v/x`` (``_metadata.file_path``,
 ``inputFiles()``) while Python reads the same bytes through the FUSE path ``/Volumes/c/s/v/x``. The test JVMs
-serve ``dbfs:`` the same way over this machine's root (``tests/conftest.py``, ``DBFS_AS_LOCAL_ROOT``): a table
+serve ``dbfs:`` the same way over this machine's root (``tests/conftest.py``, ``TEST_JVM_DEFAULTS``): a table
 created, appended to, swapped, listed and read at ``dbfs:/<tmp>/t`` must give what the same calls give at a
 plain local path, with Delta's own reader and delta-rs (through the local path) agreeing. Where Python itself opens
 a ``dbfs:`` file (footer checks) it uses the runtime's FUSE mounts, which exist only on Databricks; that mapping is

@@ -39,7 +39,8 @@ class RoutedFeed:
     """
 
     def __init__(self, store: TableStore, shards: tuple[int, ...], *, routed_uri: str, events_uri: str,
-                 dedupe: DedupeConfig, clock: Callable[[], datetime], before_commit: Callable[[str], None]) -> None:
+                 dedupe: DedupeConfig, clock: Callable[[], datetime], before_commit: Callable[[str], None],
+                 one_version_per_step: bool = False) -> None:
         self.store = store
         self.shards = shards
         self.routed_uri = routed_uri
@@ -51,6 +52,10 @@ class RoutedFeed:
         self.commit_min_bytes = dedupe.commit_min_bytes
         self.commit_max_wait_seconds = dedupe.commit_max_wait_seconds
         self.routed_expire_files = dedupe.routed_expire_files
+        # Where a step's commit cannot be checked against the progress it read (Delta's public writer only skips a
+        # version at or below the committed one), two writers of a shard must take the same intake from the same
+        # progress, or one could commit a longer intake over the other's shorter one: one routed version a step.
+        self.one_version_per_step = one_version_per_step
         self._clock = clock
         self._before_commit = before_commit
         self.deferred = 0  # steps that waited for more routed data to coalesce (next_intake(flush=False))
@@ -143,8 +148,8 @@ class RoutedFeed:
         Routed commits after ``oldest`` (``waiting``) are taken in order while their bytes (all shards': an upper
         bound of this writer's share) stay within ``max_batch_bytes``; at least one is taken, however large.
         """
-        if latest - oldest <= 1:
-            return latest
+        if latest - oldest <= 1 or self.one_version_per_step:
+            return oldest + 1
         sizes = {c.version: int(c.custom_metadata.get(BYTES_ADDED, 0)) for c in waiting}
         version, total = oldest + 1, sizes.get(oldest + 1, 0)
         while version < latest and total + sizes.get(version + 1, 0) <= self.max_batch_bytes:

@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, Interval
+from lakeshard.dedupe.commit import commits_per_shard
 from lakeshard.dedupe.deadletters import DeadLetters
 from lakeshard.dedupe.engines import ArrowStep, ClosedBuckets, Gate, SparkStep, Step, StepContext, StepEngine
 from lakeshard.dedupe.faults import RecordLevelFailure, RetryPolicy, quarantine_rows, retry_step
@@ -143,7 +144,8 @@ class ShardWriter:
         self._ready = False
         self._excluded: dict[tuple[object, ...], str] = {}  # this step's rows proven unwritable -> the reason
         self.feed = RoutedFeed(store, self.shards, routed_uri=self.routed_uri, events_uri=self.events_uri,
-                               dedupe=cfg.dedupe, clock=clock, before_commit=before_commit)
+                               dedupe=cfg.dedupe, clock=clock, before_commit=before_commit,
+                               one_version_per_step=commits_per_shard(store))
         self.index = IdIndex(store, self.shards, ids_uri=self.ids_uri, events_uri=self.events_uri,
                              retention=timedelta(hours=cfg.dedupe.id_retention_hours),
                              cache_bytes=cfg.dedupe.id_cache_bytes, arrow_max_bytes=self.arrow_max_bytes,
