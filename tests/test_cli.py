@@ -47,6 +47,14 @@ def test_generate_refuses_a_non_empty_landing_without_overwrite(tmp_path: Path) 
     assert (landing / "keep.jsonl").read_text() == "{}\n"
 
 
+@pytest.mark.parametrize("tenants", ["1", "2"])
+def test_generate_makes_a_zone_of_fewer_tenants_than_burst_by_default(tmp_path: Path, tenants: str) -> None:
+    run = subprocess.run([*LAKESHARD, "generate", "--landing", str(tmp_path / "l"), "--events", "60", "--quiet",
+                          "--tenants", tenants], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "l" / "_truth" / "manifest.json").is_file()
+
+
 def test_generate_into_a_new_folder_keeps_the_landing_zones_files(tmp_path: Path) -> None:
     landing = tmp_path / "landing"
     landing.mkdir()

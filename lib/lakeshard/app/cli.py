@@ -299,7 +299,9 @@ def cmd_refill(args: argparse.Namespace) -> int:
 def _spec(args: argparse.Namespace) -> Any:
     from lakeshard.synth import SynthSpec
 
-    return SynthSpec(events=args.events, tenants=args.tenants, seed=args.seed, hours=args.hours)
+    # Fewer tenants than the default bursting ones: every tenant may burst.
+    return SynthSpec(events=args.events, tenants=args.tenants, seed=args.seed, hours=args.hours,
+                     burst_tenants=min(SynthSpec.burst_tenants, args.tenants))
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
