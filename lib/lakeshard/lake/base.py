@@ -48,6 +48,9 @@ WRITE_PREFIX = "w-"
 class AdapterBase(TableStore):
     """A :class:`TableStore` with the checks both adapters make alike before creating a table."""
 
+    def check_fence(self, table: str) -> None:
+        """Return: both adapters commit a fence (the native one overrides this for sessions that cannot)."""
+
     def append_arrow(
         self,
         table: str,

@@ -374,9 +374,6 @@ class EmbeddedTableStore(AdapterBase):
         return self._commit(table, df, remove=(), data_change=True, app_transactions=app_transactions,
                             metadata=metadata, operation="append", read_version=read_version, write=write)
 
-    def check_fence(self, table: str) -> None:
-        """Return: every embedded session can commit a fence."""
-
     def fence(self, table: str, app_transactions: Sequence[AppTransaction], *, read_version: int,
               metadata: Mapping[str, Any] | None = None) -> CommitResult:
         """Commit no file, re-asserting ``app_transactions``, prepared at ``read_version`` (see the port).
