@@ -29,9 +29,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakeshard.dedupe.engines import Step, StepEngine
 
-__all__ = ["Layout", "ShardCommits", "StepRows", "append_shard", "commit_step", "commits_per_shard"]
+__all__ = ["Layout", "ShardCommits", "StepRows", "append_shard", "commits_per_shard"]
 
 
 def commits_per_shard(store: TableStore) -> bool:
@@ -144,30 +143,3 @@ class StepRows:
     ids: DataFrame | pa.Table
     metadata: Mapping[str, Any]
 
-
-def commit_step(engine: StepEngine, step: Step, rows: StepRows, new_keys: pa.Table) -> bool:
-    """Commit ``step``'s rows shard by shard (see the module doc); return whether a race was lost.
-
-    Shards whose events landed get their IDs committed and their new keys remembered; a lost shard (another
-    writer committed its progress first) has its cached IDs dropped, as a lost step's are.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from lakeshard.tables import EVENTS, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS, ID_INDEX
-
-    commits = ShardCommits(engine.store, engine._spark, engine._before_commit)
-    committed, lost = commits.events(engine.events_uri, rows.events,
-                                     Layout(tuple(EVENTS_PARTITIONING), tuple(EVENTS_SORT_COLUMNS)), step.todo,
-                                     step.routed_version, metadata=rows.metadata, read_version=step.read_version,
-                                     seam=EVENTS)
-    if committed:
-        engine.feed.committed(committed, step.routed_version)
-        commits.ids(engine.ids_uri, rows.ids, Layout(("shard", "interval"), ("key_hi", "key_lo")),
-                    dict.fromkeys(committed, step.routed_version), metadata={}, seam=ID_INDEX)
-        engine.index.remember(new_keys.filter(pc.is_in(new_keys.column("shard"),
-                                                       pa.array(committed, new_keys.schema.field("shard").type))))
-    if lost:
-        engine.feed.lost_race()
-        engine.index.cache.drop_shards(lost)
-    return bool(lost)

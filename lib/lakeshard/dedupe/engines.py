@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from lakeshard.dedupe.commit import StepRows, commit_step, commits_per_shard
+from lakeshard.dedupe.commit import Layout, ShardCommits, StepRows, commits_per_shard
 from lakeshard.dedupe.faults import event_keys, write_or_blame
 from lakeshard.dedupe.feed import RoutedFeed
 from lakeshard.dedupe.index import IdIndex, own_hour, own_hour_arrow
@@ -181,11 +181,11 @@ class StepEngine(ABC):
         committed progress and pages the IDs in again (Husky's reconciliation).
 
         On a store whose commit carries one app transaction, a shard writer's ``rows`` are committed shard by shard
-        instead (:func:`lakeshard.dedupe.commit.commit_step`); a fused step's commits carry one app transaction
+        instead (:meth:`_commit_per_shard`); a fused step's commits carry one app transaction
         already (``fused`` -> the batch).
         """
         if commits_per_shard(self.store) and not step.fused:
-            return commit_step(self, step, rows, new_keys)
+            return self._commit_per_shard(step, rows, new_keys)
         conflict = False
         try:
             self._before_commit(EVENTS)
@@ -204,6 +204,33 @@ class StepEngine(ABC):
         append_ids()
         self.index.remember(new_keys)
         return False
+
+    def _commit_per_shard(self, step: Step, rows: StepRows, new_keys: pa.Table) -> bool:
+        """Commit ``step``'s rows shard by shard (:mod:`lakeshard.dedupe.commit`); return whether a race was lost.
+
+        Shards whose events landed get their IDs committed and their new keys remembered; a lost shard (another
+        writer committed its progress first) has its cached IDs dropped, as a lost step's are.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from lakeshard.tables import EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS
+
+        commits = ShardCommits(self.store, self._spark, self._before_commit)
+        committed, lost = commits.events(self.events_uri, rows.events,
+                                         Layout(tuple(EVENTS_PARTITIONING), tuple(EVENTS_SORT_COLUMNS)), step.todo,
+                                         step.routed_version, metadata=rows.metadata, read_version=step.read_version,
+                                         seam=EVENTS)
+        if committed:
+            self.feed.committed(committed, step.routed_version)
+            commits.ids(self.ids_uri, rows.ids, Layout(("shard", "interval"), ("key_hi", "key_lo")),
+                        dict.fromkeys(committed, step.routed_version), metadata={}, seam=ID_INDEX)
+            self.index.remember(new_keys.filter(pc.is_in(new_keys.column("shard"),
+                                                         pa.array(committed, new_keys.schema.field("shard").type))))
+        if lost:
+            self.feed.lost_race()
+            self.index.cache.drop_shards(lost)
+        return bool(lost)
 
     def report(self, step: Step, *, rows_in: int, n_unique: int, n_new: int, kept: int, check: IndexCheck,
                conflict: bool) -> WriteReport:
