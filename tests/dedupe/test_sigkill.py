@@ -143,7 +143,7 @@ def test_sigkill_at_random_points_over_one_stream_ends_exactly_once(
 # Delta's own engine: each restart starts a JVM and every shard is its own commit, so fewer kills, each at a
 # writer's commit point (before an events or ID commit of one shard, between two shards' commits, before a
 # page-in); the native adapter does not trace its commits, so no kill is aimed inside one.
-NATIVE_KILLS = 3
+NATIVE_KILLS = 2
 
 
 @pytest.mark.slow
