@@ -8,6 +8,8 @@ rewritten while the process is down; every ending is checked against the generat
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -157,25 +159,26 @@ def test_a_route_only_router_refuses_to_finish_a_fused_batch_without_writers(tmp
         Router(None, open_lazy_store(cfg), cfg).run()
 
 
+_AN_HOUR_AGO = int(time.time() * 1000) - 3_600_000  # one ts for every record: a re-sent record is a duplicate
+
+
+def _line(i: int, prefix: str) -> bytes:
+    """A landing record of an hour ago: tenant ``t{i % 3}``, event ``{prefix}{i}``."""
+    return json.dumps({"tenant_id": f"t{i % 3}", "event_id": f"{prefix}{i}", "ts": _AN_HOUR_AGO}).encode() + b"\n"
+
+
 def test_a_landing_file_rewritten_between_a_fused_plan_and_its_replay_is_handled_as_a_replay_handles_it(
     spark: SparkSession, store: TableStore, tmp_path: Path
 ) -> None:
-    import json
-    import time
-
     landing = tmp_path / "landing"
     landing.mkdir()
     part = landing / "a.jsonl"
-    ts = int(time.time() * 1000) - 3_600_000
 
-    def line(i: int, prefix: str) -> bytes:
-        return json.dumps({"tenant_id": f"t{i % 3}", "event_id": f"{prefix}{i}", "ts": ts}).encode() + b"\n"
-
-    part.write_bytes(b"".join(line(i, "e") for i in range(4)) + b"not json\n")
+    part.write_bytes(b"".join(_line(i, "e") for i in range(4)) + b"not json\n")
     cfg = _cfg(tmp_path, "lh", landing)
     with pytest.raises(Crash):
         _fused(cfg, die_at=EVENTS, batch=1)
-    part.write_bytes(b"".join(line(i, "n") for i in range(3)))  # rewritten while the process was down
+    part.write_bytes(b"".join(_line(i, "n") for i in range(3)))  # rewritten while the process was down
     _fused(cfg)
     # As a routed replay: the changed file is named in quarantine, its new content routed by the next batch.
     events = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id"]).column("event_id").to_pylist()
@@ -188,25 +191,18 @@ def test_a_landing_file_rewritten_between_a_fused_plan_and_its_replay_is_handled
 def test_a_fused_batch_killed_between_its_events_and_ids_gets_its_ids_from_events_even_if_its_file_changed(
     spark: SparkSession, store: TableStore, tmp_path: Path
 ) -> None:
-    import json
-    import time
-
     landing = tmp_path / "landing"
     landing.mkdir()
     part = landing / "a.jsonl"
-    ts = int(time.time() * 1000) - 3_600_000
 
-    def line(i: int, prefix: str) -> bytes:
-        return json.dumps({"tenant_id": f"t{i % 3}", "event_id": f"{prefix}{i}", "ts": ts}).encode() + b"\n"
-
-    part.write_bytes(b"".join(line(i, "e") for i in range(4)))
+    part.write_bytes(b"".join(_line(i, "e") for i in range(4)))
     cfg = _cfg(tmp_path, "lh", landing)
     with pytest.raises(Crash):
         _fused(cfg, die_at=ID_INDEX, batch=1)
-    part.write_bytes(b"".join(line(i, "n") for i in range(3)))
+    part.write_bytes(b"".join(_line(i, "n") for i in range(3)))
     _fused(cfg)
     with part.open("ab") as f:  # a producer re-sends the first events: duplicates, found in the rebuilt index
-        f.write(b"".join(line(i, "e") for i in range(4)))
+        f.write(b"".join(_line(i, "e") for i in range(4)))
     _fused(cfg)
     events = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id"]).column("event_id").to_pylist()
     assert sorted(events) == [f"e{i}" for i in range(4)] + [f"n{i}" for i in range(3)]
