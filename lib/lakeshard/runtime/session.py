@@ -271,6 +271,9 @@ def local_spark_conf(cfg: LakeshardConfig) -> dict[str, str]:
         conf["spark.jars"] = jars
         if any(Path(j.strip()).name.startswith("delta-spark") for j in jars.split(",")):
             conf.update(DELTA_SQL_CONF)
+            # Delta rebuilds a table's state after each commit in a Spark job of 50 partitions by default, sized
+            # for clusters: on a few local cores those tasks made a commit of a few rows take seconds.
+            conf["spark.databricks.delta.snapshotPartitions"] = str(sc.shuffle_partitions)
     return conf
 
 
