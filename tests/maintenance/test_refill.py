@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import unquote
 
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable  # an independent reader of what the commands committed
 
@@ -16,7 +17,7 @@ from lakeshard.app.cli import main
 from lakeshard.config import load_config
 from lakeshard.lake import open_lazy_store
 from lakeshard.synth.manifest import read_truth_events
-from lakeshard.tables import EVENTS
+from lakeshard.tables import EVENTS, ROUTED
 
 KEY = ("tenant_id", "event_id", "ts")
 
@@ -101,3 +102,58 @@ def test_refill_of_a_closed_bucket_is_refused_in_one_line(tmp_path: Path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"cannot refill bucket {bucket}: it is closed" in err, err
     assert DeltaTable(str(lakehouse / EVENTS)).version() == version
+
+
+def _keys_of(lakehouse: Path) -> Counter[tuple[object, ...]]:
+    rows = DeltaTable(str(lakehouse / EVENTS)).to_pyarrow_table(columns=list(KEY)).to_pylist()
+    return Counter((r["tenant_id"], r["event_id"], int(r["ts"].timestamp() * 1000)) for r in rows)
+
+
+@pytest.mark.parametrize(("seed", "damage", "ingest_first"), [(5, "truncated", False), (23, "missing", True)])
+def test_refill_after_a_repaired_routed_file_routes_its_batch_again_and_every_event_arrives_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int, damage: str, ingest_first: bool) -> None:
+    """A ``routed`` file fsck removed before the writers consumed it held events that never reached ``events`` nor
+    the ID index: refill routes its batch's planned landing bytes again for the file's shard, and the writers write
+    the lost events once, dropping those that arrived already as duplicates."""
+    rng = random.Random(seed)
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    assert main(["generate", "--landing", str(landing), "--events", str(rng.randint(200, 500)), "--tenants",
+                 str(rng.randint(3, 6)), "--seed", str(seed), "--quiet"]) == 0
+    common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
+    assert main(["route", *common]) == 0
+    truth = read_truth_events(landing)
+    expected = Counter(zip(*(truth.column(c).to_pylist() for c in ("tenant_id", "event_id", "ts_ms")), strict=True))
+
+    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+    victim = rng.choice(store.files(str(lakehouse / ROUTED)))
+    on_disk = lakehouse / ROUTED / unquote(victim.path)
+    held = pq.read_table(on_disk, columns=list(KEY)).to_pylist()
+    victim_keys = {(r["tenant_id"], r["event_id"], int(r["ts"].timestamp() * 1000)) for r in held}
+    if damage == "missing":
+        on_disk.unlink()
+    else:
+        on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+    if ingest_first:  # the writers stop the damaged file's shard; the other shards are written
+        assert main(["ingest", *common]) == 1
+    assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 0
+    assert main(["ingest", *common]) == 0
+    lost = expected - _keys_of(lakehouse)
+    assert set(lost) == victim_keys and max(lost.values()) == 1  # exactly the removed file's events are missing
+    capsys.readouterr()
+
+    assert main(["refill", "--lakehouse", str(lakehouse), "--routed", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"shard {victim.partition_values['shard']}" in out and "would route" in out, out
+    assert _keys_of(lakehouse) == expected - lost  # a dry run commits nothing
+
+    assert main(["refill", "--lakehouse", str(lakehouse), "--routed"]) == 0
+    assert "routed again" in capsys.readouterr().out
+    assert main(["ingest", *common]) == 0
+    assert _keys_of(lakehouse) == expected  # the ground truth, exactly once
+
+    version = DeltaTable(str(lakehouse / ROUTED)).version()
+    assert main(["refill", "--lakehouse", str(lakehouse), "--routed"]) == 0
+    assert "nothing to refill" in capsys.readouterr().out
+    assert DeltaTable(str(lakehouse / ROUTED)).version() == version  # a second refill commits nothing
+    assert main(["ingest", *common]) == 0
+    assert _keys_of(lakehouse) == expected
