@@ -4,6 +4,7 @@ a closed bucket is refused in one line."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -157,3 +158,55 @@ def test_refill_after_a_repaired_routed_file_routes_its_batch_again_and_every_ev
     assert DeltaTable(str(lakehouse / ROUTED)).version() == version  # a second refill commits nothing
     assert main(["ingest", *common]) == 0
     assert _keys_of(lakehouse) == expected
+
+
+def test_refill_restores_late_events_an_earlier_hours_batch_sent_into_the_bucket(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Events of hours already closed land late in their tenant's open bucket (flagged ``late``, their ID under their
+    own hour): their batches' metrics and their ``ts`` name the closed hours, not the bucket's. A refill of that
+    bucket finds them all the same, and commits them back as the writer did (``late``, the bucket's ``hour``)."""
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    assert main(["generate", "--landing", str(landing), "--events", "300", "--tenants", "3", "--seed", "31",
+                 "--quiet"]) == 0
+    common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
+    assert main(["ingest", *common]) == 0
+    assert main(["buckets", "close", *common, "--quiet-minutes", "0", "--grace-minutes", "0"]) == 0
+    closed = sorted((r["tenant_id"], r["hour"]) for r in DeltaTable(str(lakehouse / "buckets")).to_pyarrow_table(
+        columns=["tenant_id", "hour", "state"]).to_pylist() if r["state"] == "closed")
+    tenant = closed[0][0]
+    hours = [h for t, h in closed if t == tenant][:3]
+    assert len(hours) >= 2
+    late = [{"tenant_id": tenant, "event_id": f"late-{i:03d}",
+             "ts": f"{hours[i % len(hours)]}:{i % 60:02d}:07.{i:03d}Z",
+             "service": "ledger", "host": "ledger-01", "env": "prod", "status": "warn", "message": f"late {i}",
+             "attributes": {"n": str(i)}} for i in range(40)]
+    (landing / "late").mkdir()
+    lines = [json.dumps(r) for r in [*late, late[3]]]  # and a re-sent copy
+    (landing / "late" / "part-late.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["ingest", *common]) == 0
+    before = _events(lakehouse)
+    landed = [r for r in before if r["late"]]
+    assert sorted(str(r["event_id"]) for r in landed) == sorted(str(r["event_id"]) for r in late)
+    [bucket_hour] = {r["hour"] for r in landed}  # the tenant's open bucket
+    assert all(r["hour"] not in hours for r in landed)
+
+    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+    victims = [f for f in store.files(str(lakehouse / EVENTS))
+               if (f.partition_values["tenant_id"], f.partition_values["hour"]) == (tenant, bucket_hour)]
+    for victim in victims:
+        (lakehouse / EVENTS / unquote(victim.path)).unlink()
+    assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 0
+    assert not [r for r in _events(lakehouse) if r["late"]]
+    capsys.readouterr()
+
+    bucket = f"{tenant}/{bucket_hour}"
+    assert main(["refill", "--lakehouse", str(lakehouse), "--bucket", bucket]) == 0
+    assert f"restored {len(late)} events to {bucket}" in capsys.readouterr().out
+    assert _canonical(_events(lakehouse)) == _canonical(before)  # every column: late, hour, shard, routed_version
+
+    version = DeltaTable(str(lakehouse / EVENTS)).version()
+    assert main(["refill", "--lakehouse", str(lakehouse), "--bucket", bucket]) == 0
+    assert " 0 of them lost" in capsys.readouterr().out
+    assert DeltaTable(str(lakehouse / EVENTS)).version() == version
+    assert main(["ingest", *common]) == 0
+    assert _canonical(_events(lakehouse)) == _canonical(before)
