@@ -296,7 +296,7 @@ def cmd_refill(args: argparse.Namespace) -> int:
         print(f"restored {plan.rows.num_rows:,} events to {tenant_id}/{hour} in events version {done.version}")
     if plan.missing:
         print(f"{plan.missing:,} removed rows were not found in the landing zone: their landing bytes changed or "
-              "are gone, or they came late from an earlier hour", file=sys.stderr)
+              "are gone", file=sys.stderr)
         return 1
     return 0
 

@@ -21,8 +21,8 @@ The ID index stays as it is: it already holds those keys, and after the refill t
 refill finds nothing lost and commits nothing. Rows it cannot find (a landing file changed or gone since) are
 counted against what ``fsck_repairs`` says was removed, so a shortfall is visible (the refill that restores rows
 reports it; an earlier refill's rows are not counted again). A late event is restored to the bucket asked for when
-several of the tenant's open buckets lost files whose ``ts`` ranges hold it (or the log no longer gives the
-ranges): exactly once, in the first bucket refilled.
+several of the tenant's buckets (a closed one of its own hour included) lost files whose ``ts`` ranges hold it (or
+the log no longer gives the ranges): exactly once, in the first bucket refilled.
 
 A closed bucket is refused: its rows are final and its checksum is recorded; a refill would change it.
 
@@ -75,7 +75,8 @@ class RefillPlan:
     """The events one bucket lost, found in the landing bytes that fed it.
 
     ``rows`` are in ``events``' columns; ``removed`` is what ``fsck_repairs`` records as removed from the bucket
-    (rows by the log), ``found`` how many of the bucket's events the batches' landing bytes hold.
+    (rows by the log), ``found`` how many of the tenant's events of the hours the bucket can hold (its own, and the
+    closed ones that could send it late events) the batches' landing bytes hold.
     """
 
     tenant_id: str
