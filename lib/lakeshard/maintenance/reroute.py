@@ -94,11 +94,12 @@ def plan_routed_refills(store: TableStore, cfg: LakeshardConfig) -> RoutedRefill
         files[batch, shard] += 1
         rows[batch, shard] += int(r["rows"] or 0)
     pending, done = [], 0
+    again: dict[int, pa.Table | None] = {}  # each batch parsed and routed once, however many of its shards lost files
     for (batch, shard), version in sorted(files.items()):
         if (store.transaction_version(routed, refill_app_id(batch, shard)) or 0) >= version:
             done += 1
             continue
-        found = _routed_again(store, cfg, batch)
+        found = again[batch] if batch in again else again.setdefault(batch, _routed_again(store, cfg, batch))
         if found is None:
             unknown.append((f"batch {batch}, shard {shard}", f"{cfg.table_uri(LANDING_BATCHES)} holds no plan of "
                                                              f"batch {batch}"))
