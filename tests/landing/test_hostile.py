@@ -256,6 +256,45 @@ def test_a_planned_range_whose_bytes_changed_is_one_row_carrying_that_range(tmp_
     assert (row["start_byte"], row["end_byte"]) == (start, end)
 
 
+@pytest.mark.parametrize("seed", [7])
+def test_spark_quarantines_a_file_gone_after_it_planned_the_read_in_the_same_run(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """A planned file that vanishes after Spark analysed the read, before the task reads it, is one
+    ``unreadable_file`` row naming it and its planned range (not a failed job the batch's replay quarantines it in);
+    the other files are read, and a file that holds only blank lines is not taken for a vanished one."""
+    from lakeshard.landing import spark_reader
+
+    rng = random.Random(seed)
+    root = tmp_path / "landing"
+    root.mkdir()
+    for i in range(4):
+        (root / f"part-{i}.jsonl").write_bytes(b"".join(
+            json.dumps({"tenant_id": f"t{j % 2}", "event_id": f"{i}-{j}", "ts": NOW_MS}).encode() + b"\n"
+            for j in range(rng.randint(1, 20))))
+    (root / "blank.jsonl").write_bytes(b"\n  \n")
+    files = list_landing_files(root)
+    victim = next(f for f in files if Path(f.path).name == "part-2.jsonl")
+    expected_events, _ = parse_landing_arrow([f for f in files if f is not victim], limits=LIMITS, now_ms=NOW_MS)
+    analysed = spark_reader._binary_contents
+
+    def then_vanish(*args: Any, **kwargs: Any) -> Any:
+        found = analysed(*args, **kwargs)
+        (root / "part-2.jsonl").unlink()  # gone after the analysis, before any task reads it
+        return found
+
+    monkeypatch.setattr(spark_reader, "_binary_contents", then_vanish)
+    with read_landing(spark, files, limits=LIMITS, now_ms=NOW_MS) as batch:
+        spark_events = sorted((r.source_file, r.line_number) for r in batch.events.collect())
+        spark_quarantine = [r.asDict() for r in batch.quarantine.collect()]
+    assert spark_events == sorted((r["source_file"], r["line_number"]) for r in expected_events.to_pylist())
+    columns = ("source_file", "line_number", "category", "start_byte", "end_byte")
+    end = victim.size_bytes if victim.end is None else victim.end
+    assert [tuple(r[c] for c in columns) for r in spark_quarantine] == [
+        (victim.path, 0, reasons.UNREADABLE_FILE, victim.start, end)]
+    [row] = spark_quarantine
+    assert row["reason"].startswith("unreadable_file: cannot read the file (") and "\n" not in row["reason"]
+
+
 @pytest.mark.parametrize("seed", [2, 41])
 def test_spark_quarantines_a_file_gone_before_its_read_as_the_driver_does(
         spark: SparkSession, tmp_path: Path, seed: int) -> None:

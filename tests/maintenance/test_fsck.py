@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -132,3 +132,110 @@ def test_fsck_finds_a_file_whose_key_range_is_not_the_logs(
     for name, (victim, _) in victims.items():
         assert victim.path not in {f.path for f in store.files(str(lakehouse / name))}
     assert main(["fsck", "--lakehouse", str(lakehouse)]) == 0
+
+
+_T0 = datetime(2026, 1, 1, 3, tzinfo=UTC)
+# Event ids and messages past Delta's 32-character statistics prefix, with characters on both sides of the
+# tie-breakers Delta appends to a truncated max (U+007F, U+FFFD, U+10FFFF).
+_EVENT_IDS = ("evt-" + "a" * 40 + "~z", "evt-" + "a" * 28 + "é" * 8, "evt-" + "a" * 28 + "\U0001f600" * 3,
+              "evt-" + "b" * 29 + "\x05", "evt-" + "b" * 28 + "\ufffd\U0001f600")
+_MESSAGES = ("ü" * 33, "\U0001f600" * 40, "z" * 31 + "\x7f" + "\x00")
+
+
+def _outside_events_file(lakehouse: Path) -> tuple[Path, dict[str, object], dict[str, object]]:
+    """Return the commit file, the exact minValues and maxValues of one ``events`` file appended to a new lakehouse
+    (every string column's exact bounds included, as no lakeshard writer keeps them past 32 characters)."""
+    from lakeshard.tables import EVENTS_PARTITIONING
+    from lakeshard.tables.schemas import EVENTS_SCHEMA
+
+    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+    uri = str(lakehouse / EVENTS)
+    store.create(uri, EVENTS_SCHEMA, partition_by=EVENTS_PARTITIONING)
+    rows = [{"tenant_id": "acme", "event_id": event_id, "ts": _T0 + timedelta(minutes=i, microseconds=1234 + i),
+             "service": "svc", "status": "ok", "env": "prod", "host": f"h{i}", "message": _MESSAGES[i % 3],
+             "attributes": [("k", "v")], "size_bytes": 100 + i, "shard": 0, "routed_version": 1,
+             "hour": "2026-01-01T03", "late": False} for i, event_id in enumerate(_EVENT_IDS)]
+    table = pa.Table.from_pylist(rows, schema=store.arrow_schema(uri))
+    assert store.append_arrow(uri, table).version == 1
+    exact_min: dict[str, object] = {}
+    exact_max: dict[str, object] = {}
+    for name in ("event_id", "ts", "host", "message", "size_bytes"):
+        values = table.column(name).to_pylist()
+        exact_min[name], exact_max[name] = min(values), max(values)
+    return lakehouse / EVENTS / "_delta_log" / f"{1:020d}.json", exact_min, exact_max
+
+
+def _delta_ts(value: datetime, *, round_up: bool = False) -> str:
+    """Return a timestamp statistic as Delta writes it: milliseconds, truncated (or rounded up, as delta-rs does)."""
+    ms = value.replace(microsecond=value.microsecond // 1000 * 1000)
+    if round_up and ms != value:
+        ms += timedelta(milliseconds=1)
+    return ms.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms.microsecond // 1000:03d}Z"
+
+
+def _delta_max(value: str, tie_breaker: str) -> str:
+    """Return a string max as Delta truncates it to 32 characters: the prefix, extended past characters the
+    tie-breaker would not exceed, then the tie-breaker."""
+    prefix = value[:32]
+    rest = value[32:]
+    while rest and rest[0] >= tie_breaker:
+        prefix, rest = prefix + rest[0], rest[1:]
+    return prefix + tie_breaker if rest else value
+
+
+def _stats(exact_min: dict[str, object], exact_max: dict[str, object], case: str) -> tuple[dict[str, object],
+                                                                                       dict[str, object]]:
+    """Return the minValues and maxValues an outside writer commits for the file, per case."""
+    lo_ts, hi_ts = exact_min["ts"], exact_max["ts"]
+    assert isinstance(lo_ts, datetime) and isinstance(hi_ts, datetime)
+    lo = {"ts": _delta_ts(lo_ts), "size_bytes": exact_min["size_bytes"], "host": exact_min["host"]}
+    hi = {"ts": _delta_ts(hi_ts, round_up=True), "size_bytes": exact_max["size_bytes"], "host": exact_max["host"]}
+    strings = ("event_id", "message")
+    if case.startswith("truncated"):
+        tie_breaker = {"truncated-ascii": "\x7f", "truncated-legacy": "\ufffd", "truncated": "\U0010ffff"}[case]
+        lo |= {c: str(exact_min[c])[:32] for c in strings}
+        hi |= {c: _delta_max(str(exact_max[c]), tie_breaker) for c in strings}
+        hi["ts"] = _delta_ts(hi_ts)  # delta-spark truncates a timestamp max
+    elif case == "wider":
+        lo |= {"ts": _delta_ts(lo_ts - timedelta(hours=1)), "size_bytes": 0, "host": "",
+               "event_id": "", "message": str(exact_min["message"])[:5]}
+        hi |= {"ts": _delta_ts(hi_ts + timedelta(days=3)), "size_bytes": 1 << 30, "host": "zzz",
+               "event_id": "\U0010ffff", "message": str(exact_max["message"]) + "!"}
+    elif case == "min above a value":
+        lo["size_bytes"] = int(str(exact_min["size_bytes"])) + 1
+    elif case == "max below a value":
+        hi["ts"] = _delta_ts(hi_ts - timedelta(seconds=1))
+    elif case == "a prefix min above a value":
+        lo["event_id"] = str(exact_min["event_id"])[:32] + "~"
+    elif case == "a prefix max without a tie-breaker":
+        hi["event_id"] = str(exact_max["event_id"])[:32]
+    return lo, hi
+
+
+@pytest.mark.parametrize(("case", "damaged"), [
+    ("wider", None), ("truncated", None), ("truncated-ascii", None), ("truncated-legacy", None),
+    ("min above a value", "min of size_bytes"), ("max below a value", "max of ts"),
+    ("a prefix min above a value", "min of event_id"), ("a prefix max without a tie-breaker", "max of event_id")])
+def test_fsck_flags_only_statistics_that_exclude_a_value_of_the_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, damaged: str | None) -> None:
+    """Delta lets a writer commit statistics wider than a file's values, and truncates strings past 32 characters
+    (a max with a tie-breaker appended): a reader that prunes by them still finds every row, so that is not damage.
+    Only a min above a value of the file, or a max below one, is."""
+    lakehouse = tmp_path / "lh"
+    commit, exact_min, exact_max = _outside_events_file(lakehouse)
+    lo, hi = _stats(exact_min, exact_max, case)
+    lines = commit.read_text().splitlines()
+    [at] = [i for i, line in enumerate(lines) if line.startswith('{"add"')]
+    add = json.loads(lines[at])
+    stats = json.loads(add["add"]["stats"])
+    add["add"]["stats"] = json.dumps(stats | {"minValues": lo, "maxValues": hi})
+    lines[at] = json.dumps(add)
+    commit.write_text("\n".join(lines) + "\n")  # the file as an outside writer committed it
+
+    assert main(["fsck", "--lakehouse", str(lakehouse)]) == (0 if damaged is None else 1)
+    out = capsys.readouterr().out
+    if damaged is None:
+        assert "events: 1 live files at version 1, 0 damaged" in out, out
+    else:
+        line = next(x for x in out.splitlines() if x.startswith("  damaged: "))
+        assert f"its footer's {damaged} is " in line, line

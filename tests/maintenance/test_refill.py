@@ -4,11 +4,13 @@ a closed bucket is refused in one line."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from pathlib import Path
 from urllib.parse import unquote
 
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable  # an independent reader of what the commands committed
 
@@ -16,7 +18,7 @@ from lakeshard.app.cli import main
 from lakeshard.config import load_config
 from lakeshard.lake import open_lazy_store
 from lakeshard.synth.manifest import read_truth_events
-from lakeshard.tables import EVENTS
+from lakeshard.tables import EVENTS, ROUTED
 
 KEY = ("tenant_id", "event_id", "ts")
 
@@ -101,3 +103,110 @@ def test_refill_of_a_closed_bucket_is_refused_in_one_line(tmp_path: Path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"cannot refill bucket {bucket}: it is closed" in err, err
     assert DeltaTable(str(lakehouse / EVENTS)).version() == version
+
+
+def _keys_of(lakehouse: Path) -> Counter[tuple[object, ...]]:
+    rows = DeltaTable(str(lakehouse / EVENTS)).to_pyarrow_table(columns=list(KEY)).to_pylist()
+    return Counter((r["tenant_id"], r["event_id"], int(r["ts"].timestamp() * 1000)) for r in rows)
+
+
+@pytest.mark.parametrize(("seed", "damage", "ingest_first"), [(5, "truncated", False), (23, "missing", True)])
+def test_refill_after_a_repaired_routed_file_routes_its_batch_again_and_every_event_arrives_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int, damage: str, ingest_first: bool) -> None:
+    """A ``routed`` file fsck removed before the writers consumed it held events that never reached ``events`` nor
+    the ID index: refill routes its batch's planned landing bytes again for the file's shard, and the writers write
+    the lost events once, dropping those that arrived already as duplicates."""
+    rng = random.Random(seed)
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    assert main(["generate", "--landing", str(landing), "--events", str(rng.randint(200, 500)), "--tenants",
+                 str(rng.randint(3, 6)), "--seed", str(seed), "--quiet"]) == 0
+    common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
+    assert main(["route", *common]) == 0
+    truth = read_truth_events(landing)
+    expected = Counter(zip(*(truth.column(c).to_pylist() for c in ("tenant_id", "event_id", "ts_ms")), strict=True))
+
+    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+    victim = rng.choice(store.files(str(lakehouse / ROUTED)))
+    on_disk = lakehouse / ROUTED / unquote(victim.path)
+    held = pq.read_table(on_disk, columns=list(KEY)).to_pylist()
+    victim_keys = {(r["tenant_id"], r["event_id"], int(r["ts"].timestamp() * 1000)) for r in held}
+    if damage == "missing":
+        on_disk.unlink()
+    else:
+        on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+    if ingest_first:  # the writers stop the damaged file's shard; the other shards are written
+        assert main(["ingest", *common]) == 1
+    assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 0
+    assert main(["ingest", *common]) == 0
+    lost = expected - _keys_of(lakehouse)
+    assert set(lost) == victim_keys and max(lost.values()) == 1  # exactly the removed file's events are missing
+    capsys.readouterr()
+
+    assert main(["refill", "--lakehouse", str(lakehouse), "--routed", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"shard {victim.partition_values['shard']}" in out and "would route" in out, out
+    assert _keys_of(lakehouse) == expected - lost  # a dry run commits nothing
+
+    assert main(["refill", "--lakehouse", str(lakehouse), "--routed"]) == 0
+    assert "routed again" in capsys.readouterr().out
+    assert main(["ingest", *common]) == 0
+    assert _keys_of(lakehouse) == expected  # the ground truth, exactly once
+
+    version = DeltaTable(str(lakehouse / ROUTED)).version()
+    assert main(["refill", "--lakehouse", str(lakehouse), "--routed"]) == 0
+    assert "nothing to refill" in capsys.readouterr().out
+    assert DeltaTable(str(lakehouse / ROUTED)).version() == version  # a second refill commits nothing
+    assert main(["ingest", *common]) == 0
+    assert _keys_of(lakehouse) == expected
+
+
+def test_refill_restores_late_events_an_earlier_hours_batch_sent_into_the_bucket(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Events of hours already closed land late in their tenant's open bucket (flagged ``late``, their ID under their
+    own hour): their batches' metrics and their ``ts`` name the closed hours, not the bucket's. A refill of that
+    bucket finds them all the same, and commits them back as the writer did (``late``, the bucket's ``hour``)."""
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    assert main(["generate", "--landing", str(landing), "--events", "300", "--tenants", "3", "--seed", "31",
+                 "--quiet"]) == 0
+    common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
+    assert main(["ingest", *common]) == 0
+    assert main(["buckets", "close", *common, "--quiet-minutes", "0", "--grace-minutes", "0"]) == 0
+    closed = sorted((r["tenant_id"], r["hour"]) for r in DeltaTable(str(lakehouse / "buckets")).to_pyarrow_table(
+        columns=["tenant_id", "hour", "state"]).to_pylist() if r["state"] == "closed")
+    tenant = closed[0][0]
+    hours = [h for t, h in closed if t == tenant][:3]
+    assert len(hours) >= 2
+    late = [{"tenant_id": tenant, "event_id": f"late-{i:03d}",
+             "ts": f"{hours[i % len(hours)]}:{i % 60:02d}:07.{i:03d}Z",
+             "service": "ledger", "host": "ledger-01", "env": "prod", "status": "warn", "message": f"late {i}",
+             "attributes": {"n": str(i)}} for i in range(40)]
+    (landing / "late").mkdir()
+    lines = [json.dumps(r) for r in [*late, late[3]]]  # and a re-sent copy
+    (landing / "late" / "part-late.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["ingest", *common]) == 0
+    before = _events(lakehouse)
+    landed = [r for r in before if r["late"]]
+    assert sorted(str(r["event_id"]) for r in landed) == sorted(str(r["event_id"]) for r in late)
+    [bucket_hour] = {r["hour"] for r in landed}  # the tenant's open bucket
+    assert all(r["hour"] not in hours for r in landed)
+
+    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+    victims = [f for f in store.files(str(lakehouse / EVENTS))
+               if (f.partition_values["tenant_id"], f.partition_values["hour"]) == (tenant, bucket_hour)]
+    for victim in victims:
+        (lakehouse / EVENTS / unquote(victim.path)).unlink()
+    assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 0
+    assert not [r for r in _events(lakehouse) if r["late"]]
+    capsys.readouterr()
+
+    bucket = f"{tenant}/{bucket_hour}"
+    assert main(["refill", "--lakehouse", str(lakehouse), "--bucket", bucket]) == 0
+    assert f"restored {len(late)} events to {bucket}" in capsys.readouterr().out
+    assert _canonical(_events(lakehouse)) == _canonical(before)  # every column: late, hour, shard, routed_version
+
+    version = DeltaTable(str(lakehouse / EVENTS)).version()
+    assert main(["refill", "--lakehouse", str(lakehouse), "--bucket", bucket]) == 0
+    assert " 0 of them lost" in capsys.readouterr().out
+    assert DeltaTable(str(lakehouse / EVENTS)).version() == version
+    assert main(["ingest", *common]) == 0
+    assert _canonical(_events(lakehouse)) == _canonical(before)

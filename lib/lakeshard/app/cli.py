@@ -29,6 +29,7 @@ from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
 
 if TYPE_CHECKING:
+    from lakeshard.lake import TableStore
     from lakeshard.routing.lifecycle import Intake
 
 __all__ = ["main"]
@@ -272,14 +273,18 @@ def cmd_fsck(args: argparse.Namespace) -> int:
 
 
 def cmd_refill(args: argparse.Namespace) -> int:
-    """Restore the events a repaired bucket lost (lakeshard fsck --repair removed a damaged events file): parse
-    again the landing bytes of the batches that fed the bucket, and commit back to events the ones the ID index
-    holds and the bucket does not. A closed bucket is refused. Exit 1 when some removed rows were not found."""
+    """Restore the events lakeshard fsck --repair removed. With --bucket (a damaged events file): parse again the
+    landing bytes of the batches that fed the bucket, and commit back to events the ones the ID index holds and the
+    bucket does not; a closed bucket is refused. With --routed (damaged routed files): route each removed file's
+    batch again from its plan, for the file's shard; the writers then write the events not written yet and drop
+    the rest as duplicates. Exit 1 when some removed rows cannot be restored."""
     from lakeshard.lake import open_lazy_store
     from lakeshard.maintenance import plan_refill, refill_bucket
 
     cfg = config_from_args(args)
     store = open_lazy_store(cfg)
+    if args.routed:
+        return _refill_routed(store, cfg, dry_run=args.dry_run)
     tenant_id, hour = args.bucket
     plan = plan_refill(store, cfg, tenant_id, hour)
     print(f"bucket {tenant_id}/{hour}: {plan.found:,} events in the landing bytes of {len(plan.batches)} batches, "
@@ -291,9 +296,31 @@ def cmd_refill(args: argparse.Namespace) -> int:
         print(f"restored {plan.rows.num_rows:,} events to {tenant_id}/{hour} in events version {done.version}")
     if plan.missing:
         print(f"{plan.missing:,} removed rows were not found in the landing zone: their landing bytes changed or "
-              "are gone, or they came late from an earlier hour", file=sys.stderr)
+              "are gone", file=sys.stderr)
         return 1
     return 0
+
+
+def _refill_routed(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool) -> int:
+    """Route again the batches of the routed files fsck removed (``lakeshard refill --routed``)."""
+    from lakeshard.maintenance import plan_routed_refills, refill_routed
+    from lakeshard.tables import ROUTED
+
+    refills = plan_routed_refills(store, cfg)
+    if not refills.pending and not refills.unknown:
+        print(f"nothing to refill in {ROUTED}: {refills.done} removed files' batches were routed again already")
+    for refill in refills.pending:
+        what = (f"batch {refill.batch}, shard {refill.shard}: {refill.rows.num_rows:,} events in its landing bytes "
+                f"(fsck removed {refill.removed:,} rows)")
+        if dry_run:
+            print(f"{what}; would route them again")
+            continue
+        done = refill_routed(store, cfg, refill)
+        state = "committed already" if done.skipped else f"{ROUTED} version {done.version}"
+        print(f"{what}; routed again in {state}: the writers write those not written yet")
+    for path, why in refills.unknown:
+        print(f"cannot refill {ROUTED} file {path}: {why}", file=sys.stderr)
+    return 1 if refills.unknown else 0
 
 
 def _spec(args: argparse.Namespace) -> Any:
@@ -421,11 +448,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="remove damaged files from their table's log (one commit per table), recorded in fsck_repairs")
     p.set_defaults(func=cmd_fsck)
 
-    p = sub.add_parser("refill", help="restore the events fsck --repair removed from a bucket, from the landing zone",
+    p = sub.add_parser("refill", help="restore the events fsck --repair removed, from the landing zone",
                        description=cmd_refill.__doc__)
     common(p, landing=False)
-    p.add_argument("--bucket", required=True, type=bucket, metavar="TENANT/HOUR",
-                   help="the bucket, e.g. acme/2026-01-01T10")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--bucket", type=bucket, metavar="TENANT/HOUR",
+                       help="an events bucket fsck repaired, e.g. acme/2026-01-01T10")
+    which.add_argument("--routed", action="store_true",
+                       help="every routed file fsck removed: route its batch again for its shard")
     p.add_argument("--dry-run", action="store_true", help="say what would be restored, commit nothing")
     p.set_defaults(func=cmd_refill)
 

@@ -91,10 +91,10 @@ def read_landing(
 
     Every non-blank line of every file ends in exactly one of ``events`` (:data:`EVENT_SCHEMA`) and
     ``quarantine`` (:data:`QUARANTINE_SCHEMA`); duplicates are kept (dropping them is the writers'
-    job). A file Spark does not find (gone since it was listed or planned) is one ``unreadable_file``
-    quarantine row naming it and its range, as on the driver path. Rows come in no particular order. Nothing
-    runs until the frames are used; the parse is then cached — release it with :meth:`LandingBatch.release`
-    (or a ``with`` block).
+    job). A file Spark does not find (gone since it was listed or planned, or while the read runs) is one
+    ``unreadable_file`` quarantine row naming it and its range, as on the driver path. Rows come in no particular
+    order. The parse runs here, once, and is cached (a file that gave no row is then looked for) — release it with
+    :meth:`LandingBatch.release` (or a ``with`` block).
 
     Args:
         spark: the session to read with.
@@ -133,11 +133,14 @@ def read_landing(
 
     sources = {path_key(f.path): f for f in files}
     contents, gone = _binary_contents(spark, files, clock)
-    parsed = (contents.mapInArrow(ParseFiles(limits, clock, sources), _spark_schema()) if contents is not None
-              else spark.createDataFrame([], _spark_schema()))
+    cached = (contents.mapInArrow(ParseFiles(limits, clock, sources), _spark_schema()) if contents is not None
+              else spark.createDataFrame([], _spark_schema())).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+    if contents is not None:  # the files Spark found at the analysis, unless one went before its task read it
+        refused = {path_key(p) for p in _paths(gone)}
+        gone += _vanished(cached, [f for f in files if path_key(f.path) not in refused], clock)
+    parsed = cached
     if gone:  # the rows of the files Spark did not find, made in this process
         parsed = parsed.unionByName(spark.createDataFrame(pa.concat_batches(gone).to_pylist(), _spark_schema()))
-    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
 
     def column(name: str, nullable: bool, default: Any) -> Any:
         # A filter does not make Spark's schema non-nullable; coalescing with a literal does, and
@@ -150,7 +153,35 @@ def read_landing(
     quarantine = parsed.where(~F.col("is_event")).select(
         *[column(f.name, f.nullable, "") for f in QUARANTINE_SCHEMA.fields]
     )
-    return LandingBatch(events=events, quarantine=quarantine, files=files, now_ms=clock, parsed=parsed)
+    return LandingBatch(events=events, quarantine=quarantine, files=files, now_ms=clock, parsed=cached)
+
+
+def _paths(rows: Sequence[pa.RecordBatch]) -> list[str]:
+    """Return the ``source_file`` of quarantine rows made in this process."""
+    return [str(p) for batch in rows for p in batch.column("source_file").to_pylist()]
+
+
+def _vanished(parsed: DataFrame, files: Sequence[LandingFile], clock_ms: int) -> list[pa.RecordBatch]:
+    """Return the ``unreadable_file`` row of each of ``files`` that went between the read's analysis and its task
+    (Spark, told to ignore missing files, read nothing of it), with its planned range.
+
+    Runs the parse (``parsed``, cached) once: a file that gave no row either held only blank lines or was gone;
+    the one that cannot be opened now is the latter.
+    """
+    from lakeshard.landing.listing import open_landing_file
+
+    seen = {path_key(str(r["source_file"])) for r in parsed.select("source_file").distinct().collect()}
+    rows = []
+    for f in files:
+        if path_key(f.path) in seen:
+            continue
+        try:
+            open_landing_file(f.path).close()
+        except (OSError, pa.ArrowException) as exc:
+            end = f.size_bytes if f.end is None else f.end
+            rows.append(unreadable(f.path, f.size_bytes, f"cannot read the file ({_first_line(exc)})",
+                                   clock_ms * 1000, byte_range=(f.start, end)))
+    return rows
 
 
 
@@ -162,13 +193,15 @@ def _binary_contents(spark: SparkSession, files: Sequence[LandingFile], clock_ms
     Spark refuses a read naming a path that does not exist (``PATH_NOT_FOUND``, one path per refusal): the path
     it names is left out and the read tried again, so a normal read costs one analysis. Analysed here (the schema
     is asked for), so Spark Connect refuses here too, not in the caller's first action. A file that vanishes after
-    this fails the caller's action; a replay of the batch then finds it missing here.
+    this is skipped by the read (``ignoreMissingFiles``) and quarantined by :func:`_vanished`.
     """
     left = list(files)
     gone: list[pa.RecordBatch] = []
     while left:
         try:
-            frame = spark.read.format("binaryFile").load([_spark_path(f.path) for f in left]).select("path", "content")
+            # A file gone after this analysis is skipped by the task, not a failed job: _vanished names it.
+            frame = (spark.read.format("binaryFile").option("ignoreMissingFiles", "true")
+                     .load([_spark_path(f.path) for f in left]).select("path", "content"))
             frame.schema  # noqa: B018 - analysis: where Spark refuses a missing path
             return frame, gone
         except Exception as exc:

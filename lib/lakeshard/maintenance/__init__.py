@@ -1,7 +1,7 @@
 """Lakehouse housekeeping: the small bookkeeping tables compacted, expired commit files cleaned up, data files
 no recent version references vacuumed (the maintenance job's ``compact_books`` flow, docs/pipelines.md), and
 every live data file checked against the log (``lakeshard fsck``), and the events a repair removed restored from
-the landing zone (``lakeshard refill``).
+the landing zone (``lakeshard refill``: a bucket's events, or a ``routed`` file's batch routed again).
 
 Example::
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from lakeshard.maintenance.errors import MaintenanceError, RefillRefused
     from lakeshard.maintenance.fsck import FSCK_OPERATION, TableCheck, check_table, repair_table
     from lakeshard.maintenance.refill import REFILL_OPERATION, RefillPlan, plan_refill, refill_bucket
+    from lakeshard.maintenance.reroute import RoutedRefill, RoutedRefills, plan_routed_refills, refill_routed
 
 # Arrow loads on first use of a name, not on `import lakeshard.maintenance`.
 __all__ = [
@@ -46,13 +47,17 @@ __all__ = [
     "MaintenanceError",
     "RefillPlan",
     "RefillRefused",
+    "RoutedRefill",
+    "RoutedRefills",
     "TableCheck",
     "TableUpkeep",
     "check_table",
     "clean_logs",
     "compact_bookkeeping",
     "plan_refill",
+    "plan_routed_refills",
     "refill_bucket",
+    "refill_routed",
     "repair_table",
     "small_files",
     "vacuum_tables",

@@ -5,19 +5,24 @@ keys are still in the ID index (``event_ids``): they were committed, and a copy 
 So a refill does not route the landing files again (the writers would drop every event as a duplicate); it
 finds exactly the lost events and commits them back to ``events``:
 
-1. the batches that fed the bucket: ``routing_metrics`` counts each batch's events per tenant and placement
-   window, so the batches with the tenant's events in the hour's windows;
-2. their plans in ``landing_batches``: the byte ranges of the landing files, their checksums and each plan's
+1. the hours whose events the bucket can hold: its own, and the tenant's closed hours before it (an event of a
+   closed hour is written late to its tenant's open bucket), narrowed to the ``ts`` range the removed files'
+   statistics give when the log still holds them;
+2. the batches that fed those hours: ``routing_metrics`` counts each batch's events per tenant and placement
+   window, so the batches with the tenant's events in those hours' windows;
+3. their plans in ``landing_batches``: the byte ranges of the landing files, their checksums and each plan's
    clock; parsed again as the router parsed them (same bytes, same clock, so the same verdicts);
-3. the lost events: the tenant's events of that hour whose key the ID index holds (committed) and the bucket's
-   live rows do not. The index also gives each its ``shard`` and ``routed_version``, so the row committed is
+4. the lost events: the tenant's events of those hours whose key the ID index holds (committed) and no live row of
+   the tenant does (an event of a closed hour may be in that hour's bucket, or late in another). The index also
+   gives each its ``shard`` and ``routed_version``; an event of another hour is ``late``, so the row committed is
    the one the writer committed, column for column.
 
 The ID index stays as it is: it already holds those keys, and after the refill the rows are there too. A second
-refill finds nothing lost and commits nothing. Rows it cannot find (a landing file changed or gone since, an
-event that came late into this bucket from an earlier hour) are counted against what ``fsck_repairs`` says was
-removed, so a shortfall is visible (the refill that restores rows reports it; an earlier refill's rows are not
-counted again).
+refill finds nothing lost and commits nothing. Rows it cannot find (a landing file changed or gone since) are
+counted against what ``fsck_repairs`` says was removed, so a shortfall is visible (the refill that restores rows
+reports it; an earlier refill's rows are not counted again). A late event is restored to the bucket asked for when
+several of the tenant's buckets (a closed one of its own hour included) lost files whose ``ts`` ranges hold it (or
+the log no longer gives the ranges): exactly once, in the first bucket refilled.
 
 A closed bucket is refused: its rows are final and its checksum is recorded; a refill would change it.
 
@@ -29,7 +34,9 @@ Example::
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,7 +44,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeshard.dedupe.keyhash import key_hashes
+from lakeshard.errors import LakeshardError
 from lakeshard.maintenance.errors import RefillRefused
+from lakeshard.maintenance.fsck import FSCK_OPERATION
 from lakeshard.tables import (
     BUCKETS,
     EVENTS,
@@ -66,7 +75,8 @@ class RefillPlan:
     """The events one bucket lost, found in the landing bytes that fed it.
 
     ``rows`` are in ``events``' columns; ``removed`` is what ``fsck_repairs`` records as removed from the bucket
-    (rows by the log), ``found`` how many of the bucket's events the batches' landing bytes hold.
+    (rows by the log), ``found`` how many of the tenant's events of the hours the bucket can hold (its own, and the
+    closed ones that could send it late events) the batches' landing bytes hold.
     """
 
     tenant_id: str
@@ -98,16 +108,21 @@ def plan_refill(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: s
     needed = [t for t in (EVENTS, ID_INDEX, LANDING_BATCHES, ROUTING_METRICS) if not store.exists(cfg.table_uri(t))]
     if needed:
         raise RefillRefused(f"cannot refill bucket {bucket}: {cfg.lakehouse} has no {', '.join(needed)} table")
-    if store.exists(cfg.table_uri(BUCKETS)):
-        closed = closed_table(store, cfg.table_uri(BUCKETS)).to_pylist()
-        if {"tenant_id": tenant_id, "hour": hour} in closed:
-            raise RefillRefused(f"cannot refill bucket {bucket}: it is closed, so its rows are final and its "
-                                "checksum recorded; a closed bucket is not changed")
-    batches = _batches_of(store, cfg, tenant_id, hour)
+    closed = (closed_table(store, cfg.table_uri(BUCKETS)).to_pylist() if store.exists(cfg.table_uri(BUCKETS))
+              else [])
+    if {"tenant_id": tenant_id, "hour": hour} in closed:
+        raise RefillRefused(f"cannot refill bucket {bucket}: it is closed, so its rows are final and its "
+                            "checksum recorded; a closed bucket is not changed")
+    span = _removed_span(store, cfg, tenant_id, hour)
+    # Late events come only from the tenant's hours closed before the bucket (an open hour keeps its own events).
+    late_hours = sorted(r["hour"] for r in closed if r["tenant_id"] == tenant_id and r["hour"] < hour
+                        and (span is None or hour_of(span[0]) <= r["hour"] <= hour_of(span[1])))
+    own_hours = [*late_hours, hour]
+    batches = _batches_of(store, cfg, tenant_id, set(own_hours))
     parsed = _parsed(store, cfg, batches)
     parsed = parsed.filter(pc.and_(pc.equal(parsed.column("tenant_id"), tenant_id),
-                                   pc.equal(_hours(parsed.column("ts")), hour)))
-    rows = _lost(store, cfg, parsed, tenant_id, hour)
+                                   pc.is_in(_hours(parsed.column("ts")), pa.array(own_hours, pa.string()))))
+    rows = _lost(store, cfg, parsed, tenant_id, hour, own_hours, span)
     return RefillPlan(tenant_id, hour, tuple(batches), rows, _removed(store, cfg, tenant_id, hour),
                       parsed.num_rows)
 
@@ -121,11 +136,11 @@ def refill_bucket(store: TableStore, cfg: LakeshardConfig, plan: RefillPlan) -> 
     return store.append_arrow(cfg.table_uri(EVENTS), plan.rows, metadata={REFILL_OPERATION: meta})
 
 
-def _batches_of(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str) -> list[int]:
-    """Return the batches that routed events of ``tenant_id`` in placement windows of ``hour``."""
+def _batches_of(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hours: set[str]) -> list[int]:
+    """Return the batches that routed events of ``tenant_id`` in placement windows of ``hours``."""
     metrics = store.read_table_arrow(cfg.table_uri(ROUTING_METRICS), ["tenant_id", "window_start", "batch"],
                                      where=pc.field("tenant_id") == tenant_id)
-    return sorted({int(r["batch"]) for r in metrics.to_pylist() if hour_of(aware(r["window_start"])) == hour})
+    return sorted({int(r["batch"]) for r in metrics.to_pylist() if hour_of(aware(r["window_start"])) in hours})
 
 
 def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> pa.Table:
@@ -155,9 +170,11 @@ def _hours(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
     return pc.strftime(pc.cast(ts, pa.timestamp("us", tz="UTC")), format="%Y-%m-%dT%H")
 
 
-def _lost(store: TableStore, cfg: LakeshardConfig, parsed: pa.Table, tenant_id: str, hour: str) -> pa.Table:
-    """Return the events of ``parsed`` the ID index holds for ``hour`` and the bucket's live rows do not, once
-    each (the first copy), as ``events`` rows with the index's ``shard`` and ``routed_version``."""
+def _lost(store: TableStore, cfg: LakeshardConfig, parsed: pa.Table, tenant_id: str, hour: str,
+          own_hours: list[str], span: tuple[datetime, datetime] | None) -> pa.Table:
+    """Return the events of ``parsed`` (of ``own_hours``) the ID index holds and no live row of the tenant does,
+    once each (the first copy), as rows of bucket ``hour`` with the index's ``shard`` and ``routed_version``; an
+    event of another hour is ``late``, and kept only inside the removed files' ``ts`` range ``span`` (when known)."""
     schema = store.arrow_schema(cfg.table_uri(EVENTS))
     if not parsed.num_rows:
         return schema.empty_table()
@@ -165,26 +182,74 @@ def _lost(store: TableStore, cfg: LakeshardConfig, parsed: pa.Table, tenant_id: 
     keys = pa.table({"row": pa.array(np.arange(parsed.num_rows, dtype=np.int64)), "key_hi": hi, "key_lo": lo})
     first = keys.group_by(["key_hi", "key_lo"], use_threads=False).aggregate([("row", "min")])
     index = store.read_table_arrow(cfg.table_uri(ID_INDEX), ["shard", "routed_version", "key_hi", "key_lo"],
-                                   where=pc.field("interval") == hour)
+                                   where=pc.field("interval").isin(pa.array(own_hours, pa.string())))
     committed = first.join(index, ["key_hi", "key_lo"], join_type="inner", use_threads=False)
-    live = store.read_table_arrow(cfg.table_uri(EVENTS), ["tenant_id", "event_id", "ts"],
-                                  where=(pc.field("tenant_id") == tenant_id) & (pc.field("hour") == hour))
-    live_hi, live_lo = key_hashes(live)
-    lost = committed.join(pa.table({"key_hi": live_hi, "key_lo": live_lo}), ["key_hi", "key_lo"],
-                          join_type="left anti", use_threads=False).sort_by("row_min")
-    events = parsed.take(lost.column("row_min")).select(list(_EVENT_COLUMNS))
+    live = _live_keys(store, cfg, tenant_id, own_hours[0])
+    lost = committed.join(live, ["key_hi", "key_lo"], join_type="left anti", use_threads=False).sort_by("row_min")
+    events = parsed.take(lost.column("row_min"))
+    late = pc.not_equal(_hours(events.column("ts")), hour)
+    if span is not None:  # a late event outside every removed file's ts range was not in this bucket
+        ts = pc.cast(events.column("ts"), pa.timestamp("us", tz="UTC"))
+        inside = pc.and_(pc.greater_equal(ts, pa.scalar(span[0], ts.type)),
+                         pc.less_equal(ts, pa.scalar(span[1], ts.type)))
+        keep = pc.or_(pc.invert(late), inside)
+        events, lost, late = events.filter(keep), lost.filter(keep), late.filter(keep)
+    events = events.select(list(_EVENT_COLUMNS))
     n = events.num_rows
     columns: dict[str, Any] = {name: events.column(name) for name in _EVENT_COLUMNS}
     columns |= {"shard": lost.column("shard"), "routed_version": lost.column("routed_version"),
-                "hour": pa.array([hour] * n, pa.string()), "late": pa.array([False] * n, pa.bool_())}
+                "hour": pa.array([hour] * n, pa.string()), "late": late}
     return pa.table({f.name: columns[f.name] for f in schema}).cast(schema)
+
+
+def _live_keys(store: TableStore, cfg: LakeshardConfig, tenant_id: str, since: str) -> pa.Table:
+    """Return the key hashes of the tenant's live ``events`` rows in buckets from hour ``since`` on (where a copy of
+    an event of that hour or later can be: its own bucket, or a later one it came late to)."""
+    uri = cfg.table_uri(EVENTS)
+    files = [f for f in store.files(uri) if f.partition_values.get("tenant_id") == tenant_id
+             and str(f.partition_values.get("hour")) >= since]
+    live = store.read_arrow(uri, files, ["tenant_id", "event_id", "ts"])
+    live_hi, live_lo = key_hashes(live)
+    return pa.table({"key_hi": live_hi, "key_lo": live_lo})
+
+
+def _removed_span(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str
+                  ) -> tuple[datetime, datetime] | None:
+    """Return the smallest and largest ``ts`` the statistics of the bucket's files fsck removed held (the snapshot
+    before each repair commit gives them), or None when the log no longer gives every such file's range."""
+    uri = cfg.table_uri(EVENTS)
+    wanted = {str(r["path"]) for r in _repairs(store, cfg, tenant_id, hour).to_pylist()}
+    if not wanted:
+        return None
+    ranges = []
+    for commit in store.history(uri):
+        removed = commit.custom_metadata.get(FSCK_OPERATION)
+        if isinstance(removed, str):
+            removed = json.loads(removed)
+        paths = {str(r["path"]) for r in removed.get("removed", [])} & wanted if isinstance(removed, dict) else set()
+        if not paths or commit.version < 1:
+            continue
+        try:
+            before = store.files(uri, version=commit.version - 1)
+        except LakeshardError:  # the log no longer reaches that version
+            return None
+        ranges += [r for f in before if f.path in paths and (r := f.time_range("ts")) is not None]
+        wanted -= {f.path for f in before if f.path in paths and f.time_range("ts") is not None}
+    if wanted or not ranges:
+        return None
+    return min(r[0] for r in ranges), max(r[1] for r in ranges)
+
+
+def _repairs(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str) -> pa.Table:
+    """Return the ``fsck_repairs`` rows of the bucket's ``events`` files (path and rows by the log)."""
+    if not store.exists(cfg.table_uri(FSCK_REPAIRS)):
+        return pa.table({"path": pa.array([], pa.string()), "rows": pa.array([], pa.int64())})
+    return store.read_table_arrow(cfg.table_uri(FSCK_REPAIRS), ["path", "rows"],
+                                  where=(pc.field("table_name") == EVENTS) & (pc.field("tenant_id") == tenant_id)
+                                  & (pc.field("hour") == hour))
 
 
 def _removed(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str) -> int:
     """Return the rows ``fsck_repairs`` records as removed from the bucket's ``events`` files (by the log)."""
-    if not store.exists(cfg.table_uri(FSCK_REPAIRS)):
-        return 0
-    rows = store.read_table_arrow(cfg.table_uri(FSCK_REPAIRS), ["table_name", "tenant_id", "hour", "rows"],
-                                  where=(pc.field("table_name") == EVENTS) & (pc.field("tenant_id") == tenant_id)
-                                  & (pc.field("hour") == hour))
+    rows = _repairs(store, cfg, tenant_id, hour)
     return int(pc.sum(rows.column("rows")).as_py() or 0)

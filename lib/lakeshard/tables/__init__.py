@@ -108,6 +108,7 @@ __all__ = [
     "hour_of",
     "lock_app_id",
     "parse_hour",
+    "refill_app_id",
     "replace_app_id",
     "writer_app_id",
 ]
@@ -175,6 +176,12 @@ def dead_letter_app_id(shard: int) -> str:
 def fragments_migrated_app_id(data_table: str) -> str:
     """Return the app transaction id, on ``fragments``, marking that a table's commit-info metadata was copied in."""
     return f"fragments-migrated/{data_table}"
+
+
+def refill_app_id(batch: int, shard: int) -> str:
+    """Return the app transaction id, on ``routed``, of a batch's rows for one shard routed again by ``lakeshard
+    refill`` (its version: how many of those rows' files fsck removed)."""
+    return f"refill/{batch}/{shard}"
 
 
 def lock_app_id(hour: str, tenant_id: str) -> str:

@@ -56,6 +56,9 @@ __all__ = [
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 # Delta truncates string statistics; longer values get no min/max (readers then treat them as unknown).
 _MAX_STAT_STRING = 32
+# What Delta writers append to a truncated string max: U+10FFFF (or U+007F when the next character is below it);
+# U+FFFD in older delta-spark releases.
+_TIE_BREAKERS = "\x7f\ufffd\U0010ffff"
 
 
 # Characters java.net.URI quotes in a path; Spark's ``_metadata.file_path`` is a Hadoop Path's URI string.
@@ -387,8 +390,9 @@ def damaged(table: str, file: FileInfo, exc: BaseException) -> DamagedDataFile:
 
 def check_data_file(table: str, file: FileInfo) -> DamagedDataFile | None:
     """Return what is wrong with live data file ``file`` of ``table`` as its Parquet footer shows (missing, not
-    Parquet, a row count other than the log's ``numRecords``, a column's min or max other than the log's
-    ``minValues``/``maxValues``), or None when the footer agrees with the log.
+    Parquet, a row count other than the log's ``numRecords``, a value of a column below the log's ``minValues`` or
+    above its ``maxValues``), or None when the footer agrees with the log. Statistics merely looser than the values
+    (wider, or strings truncated as Delta truncates them) agree: pruning by them skips no row of the file.
 
     Only the columns the log's statistics carry are compared: a table whose add actions hold only the row count
     (``routed``, ``event_ids``: :data:`NO_STATS`) is checked by rows alone.
@@ -408,11 +412,13 @@ def check_data_file(table: str, file: FileInfo) -> DamagedDataFile | None:
     for name, (lo, hi, _) in sorted(_footer_ranges(meta, logged).items()):
         for bound, log_value, footer_value in (("min", file.min_values.get(name), lo),
                                                ("max", file.max_values.get(name), hi)):
-            if log_value is not None and footer_value is not None and not _stat_agrees(
+            if log_value is not None and footer_value is not None and not _stat_bounds(
                     log_value, footer_value, upper=bound == "max"):
+                beyond = "above" if bound == "max" else "below"
                 return DamagedDataFile(table, file.path, file.partition_values,
                                        f"its footer's {bound} of {name} is {_shown(footer_value)} where the log's "
-                                       f"{bound}Values says {_shown(log_value)}")
+                                       f"{bound}Values says {_shown(log_value)}: the file holds a value {beyond} "
+                                       "its statistics, which readers pruning by them would skip")
     return None
 
 
@@ -424,38 +430,45 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _stat_agrees(log_value: Any, footer_value: Any, *, upper: bool) -> bool:
-    """Return whether a log's min (or max, ``upper``) statistic of a column is what the footer's says, as Delta
-    writers render it: timestamps at millisecond precision (the max rounded up by delta-rs, truncated by
-    delta-spark), strings longer than Delta's statistics prefix cut to it, other values as they are. A value of
-    a kind not compared here agrees."""
+def _stat_bounds(log_value: Any, footer_value: Any, *, upper: bool) -> bool:
+    """Return whether a log's min (or max, ``upper``) statistic of a column bounds the footer's: at most the file's
+    smallest value (at least its largest). Looser statistics are valid Delta: a reader pruning by them still finds
+    every row. Compared as Delta writers render them: timestamps at millisecond precision (a max rounded up by
+    delta-rs, truncated by delta-spark), strings in code point order (UTF-8's byte order) with a truncated max's
+    tie-breaker (U+007F, U+FFFD or U+10FFFF after a prefix of the value) standing for any continuation. A value of
+    a kind not compared here bounds."""
     if isinstance(footer_value, datetime):
         logged = _as_instant(log_value)
         if logged is None:
             return True
         exact = aware(footer_value).astimezone(UTC)
         truncated = exact.replace(microsecond=exact.microsecond // 1000 * 1000)
-        accepted = {truncated, exact}
-        if upper and truncated != exact:
-            accepted.add(truncated + timedelta(milliseconds=1))
-        return logged in accepted
+        return logged >= truncated if upper else logged <= exact
     if isinstance(footer_value, str):
         if not isinstance(log_value, str):
             return True
-        if len(footer_value) <= _MAX_STAT_STRING or log_value == footer_value:
-            return log_value == footer_value
-        # A long value's statistic is a prefix (delta-spark appends a tie-breaker to a max's prefix).
-        prefix = log_value.rstrip("\x7f\U0010ffff\ufffd")
-        return footer_value.startswith(prefix) if prefix else True
+        if not upper:
+            return log_value <= footer_value  # a truncated min is a prefix, never above the value
+        if log_value >= footer_value:
+            return True
+        prefix = log_value.rstrip(_TIE_BREAKERS)
+        # A truncated max: the tie-breaker stands for whatever followed the prefix (older Delta appends U+FFFD even
+        # before characters above it), so only the footer's own prefix of that length must not pass it.
+        return prefix != log_value and footer_value[:len(prefix)] <= prefix
     if isinstance(footer_value, bool):
         return True
-    if isinstance(footer_value, int) and isinstance(log_value, int | float) and not isinstance(log_value, bool):
-        return bool(log_value == footer_value)
-    if isinstance(footer_value, float) and isinstance(log_value, int | float) and not isinstance(log_value, bool):
-        return not (math.isfinite(footer_value) and math.isfinite(log_value)) or math.isclose(
-            log_value, footer_value, rel_tol=1e-6, abs_tol=1e-12)
+    if isinstance(footer_value, int | float) and isinstance(log_value, int | float) and not isinstance(log_value,
+                                                                                                      bool):
+        if isinstance(footer_value, float) and not (math.isfinite(footer_value) and math.isfinite(log_value)):
+            return True
+        slack = abs(footer_value) * 1e-6 + 1e-12 if isinstance(footer_value, float) else 0
+        return bool(log_value + slack >= footer_value if upper else log_value - slack <= footer_value)
     if isinstance(footer_value, date):
-        return str(log_value) == footer_value.isoformat()
+        try:
+            logged_day = date.fromisoformat(str(log_value))
+        except ValueError:
+            return True
+        return logged_day >= footer_value if upper else logged_day <= footer_value
     return True
 
 
