@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -55,9 +56,9 @@ def _two_jobs(cfg: LakeshardConfig) -> None:
     ShardWriter(None, store, cfg, list(range(SHARDS))).run()
 
 
-def _fused(cfg: LakeshardConfig, *, die_at: str = "", batch: int = 2) -> None:
-    """Run the fused path over the zone; with ``die_at``, raise :class:`Crash` right before that table's commit of
-    batch ``batch``."""
+def _fused(cfg: LakeshardConfig, *, die_at: str = "", batch: int = 2) -> FusedWriter:
+    """Return the writer that ran the fused path over the zone; with ``die_at``, raise :class:`Crash` right before
+    that table's commit of batch ``batch``."""
     store = open_lazy_store(cfg)
     current = {"batch": 0}
 
@@ -73,6 +74,7 @@ def _fused(cfg: LakeshardConfig, *, die_at: str = "", batch: int = 2) -> None:
     writer = FusedWriter(None, store, cfg, list(range(SHARDS)), before_commit=writer_hook)
     Router(None, store, cfg, max_batch_files=3, handoff=writer, fused=True, before_commit=router_hook).run()
     writer.drain()
+    return writer
 
 
 def _keys(store: TableStore, cfg: LakeshardConfig) -> list[tuple[object, ...]]:
@@ -208,3 +210,47 @@ def test_a_fused_batch_killed_between_its_events_and_ids_gets_its_ids_from_event
     assert sorted(events) == [f"e{i}" for i in range(4)] + [f"n{i}" for i in range(3)]
     ids = store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi"])
     assert ids.num_rows == 7
+
+
+def test_rows_that_fail_to_write_on_the_fused_path_are_dead_lettered_once_across_a_crash(
+    spark: SparkSession, store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lakeshard.lake
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a.jsonl").write_bytes(b"".join(_line(i, "e") for i in range(6)))
+    cfg = _cfg(tmp_path, "lh", landing)
+    poison = {"e2", "e4"}
+    real_write = lakeshard.lake.write_partitioned
+
+    def write_rejecting_poison(rows: Any, target: str, *args: Any, **kwargs: Any) -> Any:
+        if "event_id" in rows.column_names and set(rows.column("event_id").to_pylist()) & poison:
+            raise ValueError("cannot encode this row")  # a row the file format refuses, wherever it is written
+        return real_write(rows, target, *args, **kwargs)
+
+    monkeypatch.setattr(lakeshard.lake, "write_partitioned", write_rejecting_poison)
+    seams: list[str] = []
+
+    def die_after_the_dead_letters(table: str) -> None:
+        seams.append(table)
+        if table == EVENTS and "dead-letter-rows" in seams:
+            raise Crash("killed after the dead letters' commit, before the events' one")
+
+    lazy = open_lazy_store(cfg)
+    writer = FusedWriter(None, lazy, cfg, list(range(SHARDS)), before_commit=die_after_the_dead_letters)
+    with pytest.raises(Crash):
+        Router(None, lazy, cfg, handoff=writer, fused=True).run()
+    assert len(_quarantined(store, cfg)) == 2
+    reports = _fused(cfg).reports  # the replay finds the same rows unwritable and commits them no second time
+
+    dead = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["raw", "reason", "category"]).to_pylist()
+    assert sorted(json.loads(r["raw"])["event_id"] for r in dead) == sorted(poison)
+    assert {r["category"] for r in dead} == {"write_failed"}
+    assert all("cannot encode this row" in r["reason"] for r in dead)
+    assert [r.dead_lettered for r in reports if r.dead_lettered] == [2]
+    assert all(r.rows_in == r.written + r.duplicates_in_batch + r.duplicates_in_index + r.dead_lettered
+               for r in reports)
+    events = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id"]).column("event_id").to_pylist()
+    assert sorted(events) == [f"e{i}" for i in (0, 1, 3, 5)]
+    assert store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi"]).num_rows == 4

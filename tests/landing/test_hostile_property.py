@@ -21,10 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakeshard.config import LandingConfig, load_config
+from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.landing import list_landing_files, parse_landing_arrow, reasons
 from lakeshard.landing.gzip import GZIP_HEADER_BYTES, is_gzip
 from lakeshard.routing.router import Router
-from lakeshard.tables import QUARANTINE, ROUTED
+from lakeshard.tables import EVENTS, QUARANTINE, ROUTED
 
 if TYPE_CHECKING:
     from lakeshard.lake import TableStore
@@ -159,7 +160,12 @@ def test_every_generated_line_is_one_event_or_one_quarantine_row() -> None:
 
 
 @pytest.mark.slow
-def test_the_in_driver_router_accounts_for_every_hostile_line(store: TableStore) -> None:
+@pytest.mark.parametrize("handoff", ["routed", "fused"])
+def test_the_in_driver_router_accounts_for_every_hostile_line(store: TableStore, handoff: str) -> None:
+    """Through ``routed`` (the two-job path) or the fused hand-off (routed in memory to the writers), every
+    non-blank line is one routed event or one quarantine row; on the fused path each routed event is then written
+    once or counted as a duplicate."""
+
     @given(zones(files=3, min_lines=10, max_lines=10))
     @settings(max_examples=20, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -173,9 +179,19 @@ def test_the_in_driver_router_accounts_for_every_hostile_line(store: TableStore)
                 # final at once instead of held back as a record still being written (settle_seconds).
                 "landing_format": {"max_record_bytes": LIMITS.max_record_bytes, "settle_seconds": 0},
                 "routing": {"total_shards": 4, "default_shard_count": 2, "arrow_max_bytes": 1 << 30}}, env={})
-            reports = Router(None, store, cfg).run()
+            if handoff == "fused":
+                writer = FusedWriter(None, store, cfg, range(4))
+                reports = Router(None, store, cfg, handoff=writer, fused=True).run()
+                routed = sum(r.rows_in for r in writer.reports)
+                events = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id"]).num_rows
+                assert store.read_table_arrow(cfg.table_uri(ROUTED), ["event_id"]).num_rows == 0
+                assert events == sum(r.written for r in writer.reports)
+                assert routed == sum(r.written + r.duplicates_in_batch + r.duplicates_in_index + r.dead_lettered
+                                     + r.rejected for r in writer.reports)
+            else:
+                reports = Router(None, store, cfg).run()
+                routed = store.read_table_arrow(cfg.table_uri(ROUTED), ["event_id"]).num_rows
             assert sum(r.records for r in reports) == zone.non_blank
-            routed = store.read_table_arrow(cfg.table_uri(ROUTED), ["event_id"]).num_rows
             quarantine = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["category", "line_number"])
         assert routed + quarantine.num_rows == zone.non_blank
         assert set(quarantine.column("category").to_pylist()) <= set(reasons.CATEGORIES)

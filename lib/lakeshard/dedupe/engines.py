@@ -369,7 +369,7 @@ class ArrowStep(StepEngine):
         import pyarrow as pa
 
         from lakeshard.dedupe.keyhash import key_hashes
-        from lakeshard.lake import write_partitioned
+        from lakeshard.lake import partition_order, write_partitioned
 
         batch = (self.batch(step.files, step.routed_version, step.excluded) if step.rows is None
                  else self.assign(step.rows, step.routed_version, step.excluded))
@@ -383,7 +383,11 @@ class ArrowStep(StepEngine):
                          "key_hi": hi[first], "key_lo": lo[first]})
         check = self.index.check(keys)
         new = ~check.duplicate
-        chosen = first[new]  # the rows written: one gather of the whole rows (long messages, attribute maps)
+        chosen = first[new]
+        # The rows written: one gather of the whole rows (long messages, attribute maps), in the order of the
+        # events' files (write_partitioned then writes them without gathering them again).
+        placed = batch.select([*EVENTS_PARTITIONING, *EVENTS_SORT_COLUMNS]).take(chosen)
+        chosen = chosen[partition_order(placed, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS).to_numpy()]
         survivors = batch.take(chosen).append_column("key_hi", pa.array(hi[chosen])) \
             .append_column("key_lo", pa.array(lo[chosen]))
         n_unique, n_new = keys.num_rows, survivors.num_rows

@@ -15,7 +15,7 @@ from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
 from lakeshard.lake.protocol.datafiles import NO_STATS, check_data_file, damaged_in_spark, naming_damaged_files
 from lakeshard.lake.protocol.filesystem import filesystem
-from lakeshard.lake.protocol.partitions import partition_directory, write_partitioned
+from lakeshard.lake.protocol.partitions import partition_directory, partition_order, write_partitioned
 from lakeshard.lake.store import TableStore
 from lakeshard.lake.types import (
     BYTES_ADDED,
@@ -65,6 +65,7 @@ __all__ = [
     "open_lazy_store",
     "open_store",
     "partition_directory",
+    "partition_order",
     "write_partitioned",
 ]
 
