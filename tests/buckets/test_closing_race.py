@@ -185,9 +185,9 @@ def test_on_delta_engine_a_close_landing_after_the_writers_log_check_and_before_
     store._public = CloseBeforeTheTransaction(store._log)  # type: ignore[attr-defined]
     reports = ShardWriter(spark, store, cfg, [0, 1]).run()
     assert ("acme", H5) in {(s.tenant_id, s.hour) for s in closes[0].closed}
+    assert closer.verify() == []  # the closed bucket holds exactly what it closed with
     assert any(r.conflict for r in reports), "the writer's commit into the closed bucket must lose"
     assert sum(r.written for r in reports) == 6
-    assert closer.verify() == []
     late = store.read(cfg.table_uri(EVENTS)).where("event_id LIKE 'acme-racing-%'").collect()
     assert len(late) == 6 and all(r["late"] and r["hour"] != H5 for r in late)
     assert _exactly_once(store, cfg) == 16
