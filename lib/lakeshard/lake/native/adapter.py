@@ -106,7 +106,7 @@ NATIVE_UNVERIFIED = (
     "verified in lakeshard's tests on delta-spark 4.4 (classic and Spark Connect): the store contract suite, the "
     "table-feature guards, the shard writers (one commit per shard) and the closing fence (a metadata change, with "
     "the writers' in-write check of bucket states); unverified until a Databricks workspace: Unity Catalog volumes, "
-    "serverless and databricks-connect; dead letters and partial swaps need a classic (py4j) session"
+    "serverless and databricks-connect; partial swaps need a classic (py4j) session"
 )
 
 _RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
