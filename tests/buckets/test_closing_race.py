@@ -52,7 +52,7 @@ def _landing_file(landing: Path, name: str, tenant: str, hour: str, n: int, pref
 
 
 # The closing fence on both adapters: the embedded one (delta-rs' conflict rules and lakeshard's own appends) and
-# Delta's own engine (an OptimisticTransaction carrying every writer's app id).
+# Delta's own engine (a metadata change, with the writers' check of bucket states inside their writes).
 ADAPTERS = ["embedded", pytest.param("native", marks=[pytest.mark.delta_jvm, pytest.mark.slow])]
 
 
@@ -151,6 +151,45 @@ def test_a_writer_that_read_open_and_commits_between_the_closing_check_and_the_f
     [acme] = [b for b in report.closed if (b.tenant_id, b.hour) == ("acme", H5)]
     assert acme.rows == 11  # the on-time five and the racing six, all in the checksum
     assert closer.verify() == []
+    assert _exactly_once(store, cfg) == 16
+
+
+@pytest.mark.delta_jvm
+@pytest.mark.slow
+def test_on_delta_engine_a_close_landing_after_the_writers_log_check_and_before_its_transaction_is_refused(
+    spark: SparkSession, native_store: TableStore, tmp_path: Path
+) -> None:
+    """On Delta's engine the fence is a metadata change, which cannot fail a transaction that starts after it.
+    The writer read the bucket states (open) before the close, and Delta's public writer starts its transaction
+    after lakeshard's look at the log since the writer's read version: a close landing between the two is caught
+    by the writer's check of bucket states inside its write. The writer loses, redoes its batch with the bucket
+    closed, and the closed bucket keeps what it closed with."""
+    import dataclasses
+
+    from lakeshard.lake.native.public import PublicCommits
+
+    store = native_store
+    cfg = _lakehouse(spark, store, tmp_path)
+    cfg = dataclasses.replace(cfg, dedupe=dataclasses.replace(cfg.dedupe, arrow_max_bytes=0))  # Delta's writer
+    closer = BlindCompletionist(spark, store, cfg, quiet=QUIET, grace=GRACE, clock=_later)
+    closes = []
+
+    class CloseBeforeTheTransaction(PublicCommits):
+        """Delta's public writer, with the close landing right before it starts its transaction."""
+
+        def append(self, uri, df, state, app_transactions, metadata):  # type: ignore[no-untyped-def]
+            if uri == cfg.table_uri(EVENTS) and not closes:
+                closes.append(closer.run())
+            return super().append(uri, df, state, app_transactions, metadata)
+
+    store._public = CloseBeforeTheTransaction(store._log)  # type: ignore[attr-defined]
+    reports = ShardWriter(spark, store, cfg, [0, 1]).run()
+    assert ("acme", H5) in {(s.tenant_id, s.hour) for s in closes[0].closed}
+    assert closer.verify() == []  # the closed bucket holds exactly what it closed with
+    assert any(r.conflict for r in reports), "the writer's commit into the closed bucket must lose"
+    assert sum(r.written for r in reports) == 6
+    late = store.read(cfg.table_uri(EVENTS)).where("event_id LIKE 'acme-racing-%'").collect()
+    assert len(late) == 6 and all(r["late"] and r["hour"] != H5 for r in late)
     assert _exactly_once(store, cfg) == 16
 
 

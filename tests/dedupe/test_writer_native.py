@@ -117,3 +117,44 @@ def test_a_stale_writer_of_the_same_shards_loses_and_nothing_doubles(
     ShardWriter(spark, native_store, cfg, [2, 3]).run()
     _exactly_once(spark, native_store, cfg, landing)
 
+
+
+@pytest.mark.slow
+def test_a_dead_lettered_batch_commits_shard_by_shard_and_a_crash_midway_is_finished_once(
+    spark: SparkSession, native_store: TableStore, tmp_path: Path
+) -> None:
+    """Dead letters on Delta's engine: each shard's letters with its ``dead-letter/<shard>`` alone, then each
+    shard's progress with its ``writer/<shard>`` alone (Delta's public writer carries one app id)."""
+    from lakeshard.dedupe.faults import RecordLevelFailure
+    from lakeshard.landing.reasons import WRITE_FAILED
+    from lakeshard.tables import QUARANTINE, ROUTED, dead_letter_app_id
+
+    cfg, _ = _routed(spark, native_store, tmp_path, "spark")
+    crashed = [False]
+
+    def unwritable_rows_then_a_crash(table: str) -> None:
+        if table == EVENTS:
+            raise RecordLevelFailure("RecordLevelFailure: rows too odd to write")
+        if table == "dead-letter-progress" and not crashed[0]:
+            crashed[0] = True
+            raise Crash("killed between the dead-letter commits and the progress commits")
+
+    with pytest.raises(Crash):
+        ShardWriter(spark, native_store, cfg, [0, 1], before_commit=unwritable_rows_then_a_crash).run()
+    restarted = ShardWriter(spark, native_store, cfg, [0, 1], before_commit=unwritable_rows_then_a_crash)
+    restarted.run()  # finishes the dead-lettering first (the batch is not written after all), then the rest
+    routed = native_store.version(cfg.table_uri(ROUTED))
+    assert restarted.progress() == {0: routed, 1: routed}
+
+    quarantine, events = cfg.table_uri(QUARANTINE), cfg.table_uri(EVENTS)
+    letters = [e for e in native_store.log_entries(quarantine, start=0)
+               if any(t.app_id.startswith("dead-letter") for t in e.app_transactions)]  # not the router's
+    assert {t.app_id for e in letters for t in e.app_transactions} == {dead_letter_app_id(0), dead_letter_app_id(1)}
+    assert all(len(e.app_transactions) == 1 for e in letters)
+    progress = [e for e in native_store.log_entries(events, start=0) if e.app_transactions]
+    assert {t.app_id for e in progress for t in e.app_transactions} == {writer_app_id(0), writer_app_id(1)}
+    assert all(len(e.app_transactions) == 1 and not e.changes for e in progress)
+    routed_rows = native_store.read(cfg.table_uri(ROUTED)).where("shard IN (0, 1)").count()
+    dead = native_store.read(quarantine).where(f"category = '{WRITE_FAILED}'")
+    assert dead.count() == routed_rows > 0  # each row once, although the first process died midway
+    assert native_store.read(events).count() == 0

@@ -64,18 +64,19 @@ def test_an_arrow_table_with_no_rows_or_no_chunk_becomes_a_dataframe_of_its_colu
 
 
 @pytest.mark.delta_jvm
-def test_shard_writers_on_delta_engine_commit_shard_by_shard_and_a_close_is_never_unordered(
+def test_shard_writers_on_delta_engine_commit_shard_by_shard_and_a_close_is_fenced_without_py4j(
     spark: SparkSession, native_store: TableStore, tmp_path: Path
 ) -> None:
     """On Delta's engine each shard's events are one commit carrying its ``writer/<shard>`` alone, through the
-    public writer: no py4j under Spark Connect. A bucket close needs the fence, which needs py4j: under Connect it
-    is refused before any bucket is marked, never committed unordered against the writers."""
+    public writer: no py4j under Spark Connect. A bucket closes there too: the fence is a metadata change (SQL),
+    and a writer's rows built before a close are refused by the check of bucket states inside its write."""
     from datetime import UTC, datetime, timedelta
 
     from lakeshard.buckets import Completionist
+    from lakeshard.buckets.guard import guard_open_buckets, refused_by_guard
     from lakeshard.config import load_config
     from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
-    from lakeshard.errors import UnsupportedByAdapter
+    from lakeshard.lake import AppTransaction
     from lakeshard.routing.router import Router
     from lakeshard.synth import generate_landing
     from lakeshard.synth.verify import check_against_truth
@@ -100,11 +101,19 @@ def test_shard_writers_on_delta_engine_commit_shard_by_shard_and_a_close_is_neve
     assert check.exactly_once, check
     assert native_store.read(cfg.table_uri(ID_INDEX)).count() == native_store.read(events).count()
 
+    # Rows built while their bucket is open, then the close: the write runs after it and is refused.
+    buckets = cfg.table_uri(BUCKETS)
+    one = native_store.read(events).limit(1).collect()[0]
+    late = guard_open_buckets(native_store, buckets, native_store.read(events).where(
+        f"tenant_id = '{one['tenant_id']}' AND hour = '{one['hour']}'").limit(1))
     closer = Completionist(spark, native_store, cfg, clock=lambda: datetime.now(UTC) + timedelta(days=2))
-    if is_spark_connect(spark):
-        with pytest.raises(UnsupportedByAdapter, match="closing buckets on the native adapter needs a classic"):
-            closer.run()
-        buckets = cfg.table_uri(BUCKETS)
-        assert not native_store.exists(buckets) or native_store.read(buckets).where("state != 'open'").count() == 0
-    else:
-        assert closer.run().closed and closer.verify() == []
+    report = closer.run()
+    assert (one["tenant_id"], one["hour"]) in {(s.tenant_id, s.hour) for s in report.closed}
+    assert closer.verify() == []
+    fences = [e for e in native_store.log_entries(events, start=before + 1) if e.metadata_changed]
+    assert fences and all(not e.changes and not e.app_transactions for e in fences)
+    at = native_store.version(events)
+    with pytest.raises(Exception) as refused:
+        native_store.append(events, late, app_transactions=[AppTransaction("writer/9", 1)], read_version=at)
+    assert refused_by_guard(refused.value, events, at, ("writer/9",)) is not None
+    assert native_store.version(events) == at and native_store.read(buckets).where("state = 'closed'").count()

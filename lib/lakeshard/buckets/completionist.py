@@ -15,8 +15,8 @@ never changed (:meth:`Completionist.verify`, by the formula each bucket closed w
 Closing races the shard writers, whose commits go to another table. A close therefore takes three steps:
 the bucket is first committed as ``closing`` (writers treat it as closed from then on: its late rows go to
 the open bucket), then checked at the ``events`` version ``V`` read after that, then fenced
-(:mod:`lakeshard.buckets.fence`: a no-data ``events`` commit at ``V`` carrying every writer's progress, which
-fails if a writer committed after ``V`` and makes a writer that read "open" before the close lose its commit),
+(:mod:`lakeshard.buckets.fence`: an ``events`` commit ordered after ``V``, which fails if a writer committed after
+``V`` and makes a writer that read "open" before the close lose its commit),
 and only then committed as ``closed`` with the checksum. A fence that fails leaves the bucket ``closing``; the
 next run checks it again.
 
@@ -61,6 +61,7 @@ __all__ = [
     "Completionist",
     "check_buckets",
     "closed_table",
+    "ensure_buckets",
 ]
 
 _RANK = {"open": 0, "closing": 1, "closed": 2}  # a bucket's rows: the furthest state is its state
@@ -93,6 +94,11 @@ class CompletionReport:
     closed: list[BucketState]
     failed_checks: list[BucketCheck] = field(default_factory=list)
     committed_version: int | None = None  # the buckets version written, None for a dry run or a lost race
+
+
+def ensure_buckets(store: TableStore, buckets_uri: str) -> None:
+    """Create the ``buckets`` table at ``buckets_uri`` if missing."""
+    store.create(buckets_uri, BUCKETS_SCHEMA, description="state of each (tenant, hour) bucket of events")
 
 
 def closed_table(store: TableStore, buckets_uri: str) -> pa.Table:
@@ -156,7 +162,7 @@ class Completionist:
 
     def ensure_table(self) -> None:
         """Create ``buckets`` if missing."""
-        self.store.create(self.uri, BUCKETS_SCHEMA, description="state of each (tenant, hour) bucket of events")
+        ensure_buckets(self.store, self.uri)
 
     # ------------------------------------------------------------------------------------- state
     def states(self, version: int | None = None) -> dict[Bucket, BucketState]:

@@ -1,17 +1,23 @@
 """The closing fence: serialises a bucket's close with the shard writers' commits through the ``events`` log.
 
 ``buckets`` and ``events`` are different Delta tables, so nothing in a ``buckets`` commit conflicts with a
-writer's ``events`` commit. The fence is a commit to ``events`` that adds no file and carries the app
-transactions ``writer/<shard>`` of every shard at their current values (unchanged), prepared at the version
-``V`` the closing check read. Delta's conflict detection then orders it against every writer commit after ``V``:
+writer's ``events`` commit. The fence is a commit to ``events``, prepared at the version ``V`` the closing check
+read, that must (a) fail when a writer committed after ``V`` (the check missed its rows) and (b) make a writer that
+read the bucket states before ``closing`` unable to commit afterwards. How depends on the store
+(:meth:`~lakeshard.lake.TableStore.fence`):
 
-* a writer commit that landed after ``V`` makes the fence fail (both carry ``writer/<shard>``): the check at
-  ``V`` missed its rows, so the bucket does not close on that check;
-* a writer commit prepared before the fence landed and committed after it fails with
-  :class:`~lakeshard.errors.CommitConflict`: the writer redoes its batch and reads the bucket states again.
+* **embedded**: a commit that adds no file and carries the app transactions ``writer/<shard>`` of every shard at
+  their current values. A writer commit after ``V`` makes the fence fail (both carry ``writer/<shard>``); a writer
+  commit prepared before the fence landed fails against it, its conflicts counted from the writer's read version.
+* **native**: a metadata change (``ALTER TABLE ... SET TBLPROPERTIES``), then a look at the log between ``V`` and
+  the fence for writer commits or changed data. Delta fails every transaction that overlaps a metadata change,
+  lakeshard fails a writer commit when one landed after the ``events`` version the writer read, and a writer
+  whose Delta transaction starts after the fence is stopped by its own check of bucket states inside the write
+  (:mod:`lakeshard.buckets.guard`, :attr:`~lakeshard.lake.TableStore.writes_guard_closing`).
 
-Together with the ``closing`` state, committed to ``buckets`` before the check (writers treat ``closing`` as
-closed), no writer commits into a bucket after the check that closes it.
+Either way a writer that loses redoes its batch and reads the bucket states again. Together with the ``closing``
+state, committed to ``buckets`` before the check (writers treat ``closing`` as closed), no writer commits into a
+bucket after the check that closes it.
 """
 
 from __future__ import annotations
@@ -34,8 +40,7 @@ def fence_writers(store: TableStore, events: str, shards: Iterable[int], *, read
     ``tenant/hour``, named in the commit's metadata for whoever reads the log.
 
     Raises:
-        UnsupportedByAdapter: the store cannot commit a fence in this session (the native adapter under Spark
-            Connect): a close is never left unordered against the writers.
+        UnsupportedByAdapter: the store cannot commit a fence: a close is never left unordered against the writers.
     """
     ids = [writer_app_id(s) for s in sorted(set(shards))]
     current = store.transaction_versions(events, ids)

@@ -66,11 +66,16 @@ def _shard_rows(rows: DataFrame | pa.Table, shard: int) -> DataFrame | pa.Table:
 
 def append_shard(store: TableStore, spark: Callable[[], SparkSession], table: str, rows: DataFrame | pa.Table,
                  layout: Layout, txn: AppTransaction, *, metadata: Mapping[str, Any],
-                 read_version: int | None = None) -> CommitResult:
+                 read_version: int | None = None, buckets: str | None = None) -> CommitResult:
     """Return the result of appending ``rows`` (one shard's) in one commit carrying ``txn`` alone.
 
+    ``buckets``: the ``buckets`` table whose closing buckets rows written as a DataFrame must not go into, checked
+    inside the write (:mod:`lakeshard.buckets.guard`); given for ``events`` on a store that asks for it
+    (:attr:`~lakeshard.lake.TableStore.writes_guard_closing`).
+
     Raises:
-        CommitConflict: a concurrent commit carried the same app id, or one after ``read_version`` did.
+        CommitConflict: a concurrent commit carried the same app id, or one after ``read_version`` did, or one of
+            the rows' buckets was closing when the write ran.
     """
     if _is_arrow(rows):
         if store.writes_in_process:
@@ -86,9 +91,21 @@ def append_shard(store: TableStore, spark: Callable[[], SparkSession], table: st
         names = set(store.schema(table).fieldNames())
         rows = arrow_dataframe(spark(), rows.select([c for c in rows.column_names if c in names]))
     df: DataFrame = rows
+    if buckets is not None:
+        from lakeshard.buckets.guard import guard_open_buckets
+
+        df = guard_open_buckets(store, buckets, df)
     ordered = (df.repartition(*layout.partition_by).sortWithinPartitions(*layout.partition_by, *layout.sort_by)
                if layout.partition_by else df.coalesce(1).sortWithinPartitions(*layout.sort_by))
-    return store.append(table, ordered, app_transactions=[txn], metadata=metadata, read_version=read_version)
+    try:
+        return store.append(table, ordered, app_transactions=[txn], metadata=metadata, read_version=read_version)
+    except Exception as exc:
+        from lakeshard.buckets.guard import refused_by_guard
+
+        conflict = refused_by_guard(exc, table, read_version, (txn.app_id,)) if buckets is not None else None
+        if conflict is None:
+            raise
+        raise conflict from None
 
 
 class ShardCommits:
@@ -107,9 +124,10 @@ class ShardCommits:
 
     def events(self, table: str, rows: DataFrame | pa.Table, layout: Layout, shards: Sequence[int],
                routed_version: int, *, metadata: Mapping[str, Any], read_version: int,
-               seam: str) -> tuple[list[int], list[int]]:
+               seam: str, buckets: str | None = None) -> tuple[list[int], list[int]]:
         """Commit each shard's ``rows`` with ``writer/<shard>`` → ``routed_version``; return the shards committed
-        and the shards lost (a concurrent commit of the same progress, or progress already committed)."""
+        and the shards lost (a concurrent commit of the same progress, progress already committed, or a bucket
+        of ``buckets`` closing while the write ran: see :func:`append_shard`)."""
         committed: list[int] = []
         lost: list[int] = []
         for shard in shards:
@@ -117,7 +135,8 @@ class ShardCommits:
             try:
                 result = append_shard(self.store, self._spark, table, _shard_rows(rows, shard), layout,
                                       AppTransaction(writer_app_id(shard), routed_version),
-                                      metadata={**metadata, "shards": [shard]}, read_version=read_version)
+                                      metadata={**metadata, "shards": [shard]}, read_version=read_version,
+                                      buckets=buckets)
             except CommitConflict:
                 lost.append(shard)
                 continue

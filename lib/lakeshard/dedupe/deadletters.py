@@ -3,7 +3,9 @@
 Two commits, each idempotent: the ``quarantine`` append carries ``dead-letter/<shard>`` → the routed version,
 and the ``events`` commit that follows carries only the progress (``writer/<shard>``). A writer that finds
 ``dead-letter/<shard>`` ahead of its progress (a crash between the two) finishes the job
-(:meth:`DeadLetters.finish`) instead of writing the batch again.
+(:meth:`DeadLetters.finish`) instead of writing the batch again. On a store whose commit carries one app
+transaction (:func:`~lakeshard.dedupe.commit.commits_per_shard`) both go shard by shard, as the writers' commits
+do: each shard's rows with its ``dead-letter/<shard>``, then each shard's progress with its ``writer/<shard>``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from lakeshard.dedupe.commit import commits_per_shard
 from lakeshard.dedupe.report import WriteReport, empty_report
 from lakeshard.lake import AppTransaction, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
@@ -61,12 +64,15 @@ class DeadLetters:
             (F.length(raw) > QUARANTINE_RAW_LIMIT_BYTES).alias("raw_truncated"),
             F.col("size_bytes"), F.lit(reason).alias("reason"), F.lit(WRITE_FAILED).alias("category"),
             F.lit(None).cast("string").alias("source_file"), F.lit(None).cast("long").alias("line_number"),
-            F.current_timestamp().alias("quarantined_at"))
+            F.current_timestamp().alias("quarantined_at"), F.col("shard"))
         self.store.create_or_grow(self.quarantine_uri, QUARANTINE_SCHEMA,
                           description="records that broke the format or could not be written, with the reason")
-        self.store.append(self.quarantine_uri, letters,
-                          app_transactions=[AppTransaction(dead_letter_app_id(s), routed_version) for s in todo],
-                          metadata={"dead_letter": True, "shards": list(todo), "routed_version": routed_version})
+        groups = ([((s,), letters.where(F.col("shard") == s)) for s in todo] if commits_per_shard(self.store)
+                  else [(todo, letters)])
+        for shards, rows in groups:
+            self.store.append(self.quarantine_uri, rows.drop("shard"),
+                              app_transactions=[AppTransaction(dead_letter_app_id(s), routed_version) for s in shards],
+                              metadata={"dead_letter": True, "shards": list(shards), "routed_version": routed_version})
         self.finish(committed)
         report = empty_report(todo, routed_version, rows_in, started, cache_bytes=cache_bytes, conflict=False)
         return dataclasses.replace(report, dead_lettered=rows_in, error=error)
@@ -82,11 +88,18 @@ class DeadLetters:
             lettered = letters[dead_letter_app_id(s)] or 0
             if lettered > progress[s]:
                 ahead.setdefault(lettered, []).append(s)
+        per_shard = commits_per_shard(self.store)
         for version, shards in sorted(ahead.items()):
-            self._before_commit("dead-letter-progress")
-            self.store.append(self.events_uri, None,  # no rows: the commit carries only the progress
-                              app_transactions=[AppTransaction(writer_app_id(s), version) for s in shards],
-                              metadata={"dead_lettered": True, "shards": shards, "routed_version": version})
-            for s in shards:
-                progress[s] = version
+            for group in ([[s] for s in shards] if per_shard else [shards]):
+                self._before_commit("dead-letter-progress")
+                # No rows: the commit carries only the progress (an empty DataFrame where the public writer commits).
+                self.store.append(self.events_uri, self._no_rows() if per_shard else None,
+                                  app_transactions=[AppTransaction(writer_app_id(s), version) for s in group],
+                                  metadata={"dead_lettered": True, "shards": group, "routed_version": version})
+                for s in group:
+                    progress[s] = version
         return bool(ahead)
+
+    def _no_rows(self) -> DataFrame:
+        """Return an empty DataFrame of ``events``' columns."""
+        return self.store.spark.createDataFrame([], self.store.schema(self.events_uri))

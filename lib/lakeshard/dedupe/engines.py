@@ -220,7 +220,8 @@ class StepEngine(ABC):
         committed, lost = commits.events(self.events_uri, rows.events,
                                          Layout(tuple(EVENTS_PARTITIONING), tuple(EVENTS_SORT_COLUMNS)), step.todo,
                                          step.routed_version, metadata=rows.metadata, read_version=step.read_version,
-                                         seam=EVENTS)
+                                         seam=EVENTS,
+                                         buckets=self.buckets.buckets_uri if self.store.writes_guard_closing else None)
         if committed:
             self.feed.committed(committed, step.routed_version)
             commits.ids(self.ids_uri, rows.ids, Layout(("shard", "interval"), ("key_hi", "key_lo")),

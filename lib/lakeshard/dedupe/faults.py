@@ -215,20 +215,27 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
     a crash finds the same rows and commits nothing); return how many rows that is."""
     import pyarrow as pa
 
+    from lakeshard.dedupe.commit import commits_per_shard
     from lakeshard.landing.reasons import WRITE_FAILED
     from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
     columns = [f.name for f in EVENT_SCHEMA.fields if f.name not in ("source_file", "line_number")]
-    rows = store.read_arrow(routed, files, columns=columns)
-    rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
-    reasons = [unwritable[k] for k in event_keys(rows)]
     store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
                  description="records that broke the format or could not be written, with the reason")
-    store.append_arrow(quarantine, dead_letter_arrow(rows, reasons[0] if reasons else "", WRITE_FAILED),
-                       app_transactions=[AppTransaction(f"dead-letter-rows/{s}", routed_version) for s in shards],
-                       metadata={"dead_letter_rows": rows.num_rows, "shards": list(shards),
-                                 "routed_version": routed_version})
-    return int(rows.num_rows)
+    # On a store whose commit carries one app transaction, shard by shard (each shard's files are its rows).
+    groups = ([((s,), [f for f in files if f.partition_values.get("shard") == str(s)]) for s in shards]
+              if commits_per_shard(store) else [(tuple(shards), list(files))])
+    total = 0
+    for group, group_files in groups:
+        rows = store.read_arrow(routed, group_files, columns=columns)
+        rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
+        reasons = [unwritable[k] for k in event_keys(rows)]
+        store.append_arrow(quarantine, dead_letter_arrow(rows, reasons[0] if reasons else "", WRITE_FAILED),
+                           app_transactions=[AppTransaction(f"dead-letter-rows/{s}", routed_version) for s in group],
+                           metadata={"dead_letter_rows": rows.num_rows, "shards": list(group),
+                                     "routed_version": routed_version})
+        total += rows.num_rows
+    return total
 
 
 def dead_letter_arrow(rows: pa.Table, reason: str, category: str) -> pa.Table:

@@ -303,12 +303,19 @@ class IdIndex:
         ids_schema = self.arrow_schema()
         doomed = [f.path for group in merge.values() for f in group]
         self._before_commit("id-compaction")
+        metadata = {"compacted_intervals": sorted(f"{s}/{h}" for s, h in merge)}
         try:
-            self.store.replace_files(
-                self.ids_uri, doomed, None, data_change=False,
-                metadata={"compacted_intervals": sorted(f"{s}/{h}" for s, h in merge)},
-                # The partition sort is stable: each interval keeps its hash order.
-                write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"]))
+            if self.store.writes_in_process:
+                self.store.replace_files(
+                    self.ids_uri, doomed, None, data_change=False, metadata=metadata,
+                    # The partition sort is stable: each interval keeps its hash order.
+                    write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"]))
+            else:  # the merged rows go to Spark (a Spark Connect session: no files written by this process)
+                from lakeshard.runtime import arrow_dataframe
+
+                merged = (arrow_dataframe(self.store.spark, rows).repartition("shard", "interval")
+                          .sortWithinPartitions("shard", "interval", *HASH))
+                self.store.replace_files(self.ids_uri, doomed, merged, data_change=False, metadata=metadata)
         except CommitConflict:
             return 0  # an expiry or another writer's merge removed some of these files first: merged next time
         return len(doomed)

@@ -49,7 +49,7 @@ class AdapterBase(TableStore):
     """A :class:`TableStore` with the checks both adapters make alike before creating a table."""
 
     def check_fence(self, table: str) -> None:
-        """Return: both adapters commit a fence (the native one overrides this for sessions that cannot)."""
+        """Return: both adapters commit a fence, in any session."""
 
     def append_arrow(
         self,

@@ -65,6 +65,10 @@ class TableStore(ABC):
     # commit splits its rows so that each commit carries at most this many (the shard writers, docs/decisions.md
     # record 2).
     max_app_transactions: int | None = None
+    # Whether a shard writer's ``events`` write must check, inside its own transaction, that none of the buckets it
+    # writes into is closing or closed (:mod:`lakeshard.buckets.guard`): True where the closing fence cannot fail
+    # a transaction that starts after the fence landed (the native adapter's fence is a metadata change).
+    writes_guard_closing: bool = False
 
     @property
     def writes_in_process(self) -> bool:

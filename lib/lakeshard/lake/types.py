@@ -100,6 +100,7 @@ class LogEntry:
     custom_metadata: Mapping[str, Any]
     changes: tuple[FileChange, ...]
     app_transactions: tuple[AppTransaction, ...] = ()
+    metadata_changed: bool = False  # the commit has a ``metaData`` action (schema, properties, ...)
 
 
 @dataclass(frozen=True)

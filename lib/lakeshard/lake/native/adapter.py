@@ -14,9 +14,11 @@ code runs on a classic session and under Spark Connect:
   and read with Spark's ``binaryFile`` source (:mod:`lakeshard.lake.native.files`) and replayed by
   :mod:`lakeshard.lake.protocol.log` (the documented protocol, identical on delta-spark and Databricks). History
   timestamps are what Delta's time travel resolves timestamps against.
-- **the closing fence** (:meth:`NativeTableStore.fence`), several app transactions in one commit: classic only.
-  The shard writers never need several in one commit here (:attr:`max_app_transactions` is 1): they commit each
-  shard's progress on its own (:mod:`lakeshard.dedupe.commit`).
+- **the closing fence** (:meth:`NativeTableStore.fence`): ``ALTER TABLE ... SET TBLPROPERTIES`` (a metadata change,
+  which fails every transaction overlapping it) and a look at the log; the shard writers check bucket states
+  inside their own writes (:attr:`writes_guard_closing`). The shard writers never need several app transactions
+  in one commit here (:attr:`max_app_transactions` is 1): they commit each shard's progress on its own
+  (:mod:`lakeshard.dedupe.commit`).
 - **everything else** — a swap of part of a partition (a size-tiered plan), several app transactions in one
   commit, files written by a ``write`` function, a ``before_commit`` hook, writing a checkpoint: Delta's
   internal ``OptimisticTransaction`` through py4j (:mod:`lakeshard.lake.native.commit`, every py4j call in
@@ -102,9 +104,9 @@ __all__ = ["NATIVE_UNVERIFIED", "NativeTableStore"]
 # still needs a Databricks workspace.
 NATIVE_UNVERIFIED = (
     "verified in lakeshard's tests on delta-spark 4.4 (classic and Spark Connect): the store contract suite, the "
-    "table-feature guards and the shard writers (one commit per shard); the closing fence on classic sessions "
-    "(refused under Spark Connect); unverified until a Databricks workspace: Unity Catalog volumes, serverless and "
-    "databricks-connect; dead letters and partial swaps need a classic (py4j) session"
+    "table-feature guards, the shard writers (one commit per shard) and the closing fence (a metadata change, with "
+    "the writers' in-write check of bucket states); unverified until a Databricks workspace: Unity Catalog volumes, "
+    "serverless and databricks-connect; partial swaps need a classic (py4j) session"
 )
 
 _RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -130,6 +132,9 @@ class NativeTableStore(AdapterBase):
     # Delta's public writer carries one txnAppId per write: callers with several progress marks commit each
     # separately (docs/decisions.md record 2), so the same code runs with and without py4j.
     max_app_transactions = 1
+    # The fence is a metadata change: a writer whose Delta transaction starts after it does not conflict with it,
+    # so writers check bucket states inside their own write (docs/decisions.md record 2).
+    writes_guard_closing = True
 
     def __init__(self, spark: SparkSession) -> None:
         self._setup(spark)
@@ -385,33 +390,21 @@ class NativeTableStore(AdapterBase):
 
     def fence(self, table: str, app_transactions: Sequence[AppTransaction], *, read_version: int,
               metadata: Mapping[str, Any] | None = None) -> CommitResult:
-        """Commit no file, re-asserting ``app_transactions`` at their current versions, prepared at
-        ``read_version`` (see the port): Delta's ``OptimisticTransaction`` with one ``SetTransaction`` per app id,
-        each read by the transaction, so Delta's conflict detection orders it against every commit of them.
+        """Commit a fence ordered after ``read_version`` (see the port), on any session: a change of the table
+        property ``lakeshard.fence``, which fails every Delta transaction that overlaps it, then a look at the
+        log since ``read_version`` for commits of the app ids (:meth:`PublicCommits.fence
+        <lakeshard.lake.native.public.PublicCommits.fence>`).
 
-        Delta's public writer cannot make this commit: it carries one ``txnAppId``, skips a version at or below
-        the committed one (a fence's are equal), and a blind append conflicts only on its own app id.
-
-        Raises:
-            CommitConflict: a commit after ``read_version`` carried one of the app ids.
-            UnsupportedByAdapter: the session is Spark Connect (no py4j).
-        """
-        self.check_fence(table)
-        return self._commits.fence(table, app_transactions, read_version=read_version, metadata=metadata)
-
-    def check_fence(self, table: str) -> None:
-        """Return on a classic session; under Spark Connect raise why closing buckets needs one.
+        The app transactions are not re-asserted in the log (Delta's public API commits one per write); what
+        they would order is ordered by the metadata change, and a writer whose transaction starts after it is
+        stopped by its own check (:attr:`writes_guard_closing`).
 
         Raises:
-            UnsupportedByAdapter: the session is Spark Connect (no py4j).
+            CommitConflict: a commit after ``read_version`` carried one of the app ids or changed data.
         """
-        if gateway(self.spark) is None:
-            raise UnsupportedByAdapter(
-                f"{normalise_uri(table)}: closing buckets on the native adapter needs a classic session: the fence "
-                "that orders a close against the shard writers' commits re-asserts every writer's app transaction "
-                "in one commit, which only Delta's internal transaction API (py4j) can make, and a Spark Connect "
-                "session has no py4j; run the completionist on a classic cluster (a job or notebook)"
-            )
+        uri = normalise_uri(table)
+        supported(uri, self._log.state(uri), "fence", write=True)
+        return self._public.fence(uri, read_version, [t.app_id for t in app_transactions], metadata)
 
     def _needs_jvm(self, table: str, what: str) -> None:
         """Raise UnsupportedByAdapter when ``what`` needs Delta's internal API and the session has no py4j."""

@@ -178,42 +178,6 @@ class NativeCommits:
         return CommitResult(uri, version, files_added=len(new_files), files_removed=len(remove), rows_added=rows,
                             bytes_added=size, reason=operation)
 
-    def fence(self, table: str, app_transactions: Sequence[AppTransaction], *, read_version: int,
-              metadata: Mapping[str, Any] | None) -> CommitResult:
-        """Commit no file, carrying ``app_transactions`` at the versions given, ordered after ``read_version``.
-
-        The transaction reads each app id (``txn.txnVersion``), so a commit of one of them that lands after the
-        transaction started fails this one (``ConcurrentTransactionException``) and a transaction that read it
-        before this one landed fails on commit; a commit of one of them between ``read_version`` and the
-        transaction's start is found in the log. Either way: :class:`CommitConflict`.
-        """
-        uri = normalise_uri(table)
-        txn = scala_call(self._delta.delta_log(uri), "startTransaction")
-        start = int(txn.readVersion())
-        if start < 0:
-            raise TableNotFound(f"no Delta table at {uri}")
-        ids = tuple(t.app_id for t in app_transactions)
-        for t in app_transactions:
-            txn.txnVersion(t.app_id)
-        if read_version < start:
-            for entry, _ in self._log.entries(uri, read_version + 1, start):
-                touched = sorted(set(ids) & {t.app_id for t in entry.app_transactions})
-                if touched:
-                    raise CommitConflict(uri, read_version, ids,
-                                         f"commit {entry.version} (after the version read) carried {touched}")
-        millis = now_ms()
-        user_metadata = encode_user_metadata({**(metadata or {}), COMMIT_ID: uuid.uuid4().hex})
-        try:
-            with self._user_metadata(user_metadata):
-                version = int(txn.commit(self._delta.seq([self._delta.action(txn_action(t, millis=millis))
-                                                          for t in app_transactions]),
-                                         self._delta.manual_update()))
-        except Exception as exc:
-            if not is_concurrent_modification(exc):
-                raise
-            conflict_or_raise(exc, uri, read_version, list(ids))
-        return CommitResult(uri, version, reason="fence")
-
     def _write_with(self, uri: str, state: LogState, write: WriteFiles,
                     data_change: bool) -> tuple[list[tuple[FileInfo, dict[str, Any]]], str]:
         """Let ``write`` write Parquet under a fresh directory of the table; return its files and add actions.
@@ -248,9 +212,15 @@ class NativeCommits:
                   app_transactions: Sequence[AppTransaction]) -> CommitResult | None:
         """Return a skipped result when the app transactions are already committed, None when they are new.
 
+        A commit after ``based_on`` that changed the table's metadata is a conflict too: Delta fails a
+        transaction that overlaps a metadata change, and the closing fence is one (:meth:`PublicCommits.fence
+        <lakeshard.lake.native.public.PublicCommits.fence>`), so a writer whose transaction starts after a fence
+        that landed after the version it read still loses, as one whose transaction overlapped it does.
+
         Raises:
             CommitConflict: some are committed and some are not, or a commit after ``based_on`` (the version
-                the caller read) carried one of them without reaching this commit's version.
+                the caller read) carried one of them without reaching this commit's version, or changed the
+                table's metadata.
         """
         if not app_transactions:
             return None
@@ -264,6 +234,10 @@ class NativeCommits:
                 if touched:
                     raise CommitConflict(uri, based_on, tuple(sorted(ours)),
                                          f"commit {entry.version} (after the version read) carried {touched}")
+                if entry.metadata_changed:
+                    raise CommitConflict(uri, based_on, tuple(sorted(ours)),
+                                         f"commit {entry.version} ({entry.operation}, after the version read) "
+                                         "changed the table's metadata")
         return None
 
     def _lost(self, uri: str, based_on: int, app_transactions: Sequence[AppTransaction],

@@ -12,10 +12,12 @@ Spark Connect alike.
   files of those partitions (a compaction of a whole ``(tenant, hour)`` bucket, under its chunk lock);
   Delta's conflict checker fails it when a concurrent commit added to or removed from those partitions.
 
+- **fence** (:meth:`PublicCommits.fence`): ``ALTER TABLE ... SET TBLPROPERTIES``, a metadata change every
+  overlapping transaction loses to, then a look at the log since the version the closing check read.
+
 What does not fit (several app transactions in one commit, files written by a ``write`` function, a
 ``before_commit`` hook, a swap of part of a partition) needs Delta's internal transaction API
-(:mod:`lakeshard.lake.native.commit`, py4j only). None of this has run against a Delta runtime here (its
-jars cannot be fetched); see docs/lake.md.
+(:mod:`lakeshard.lake.native.commit`, py4j only). docs/lake.md says what of this is tested on Delta's engine.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 
     from lakeshard.lake.native.log import NativeLog
 
-__all__ = ["NATIVE_PROPERTIES", "PublicCommits", "create_table_sql", "delta_table_name",
+__all__ = ["FENCE_PROPERTY", "NATIVE_PROPERTIES", "PublicCommits", "create_table_sql", "delta_table_name",
            "whole_partitions_predicate"]
 
 
@@ -56,6 +58,11 @@ NATIVE_PROPERTIES = {
     "delta.autoOptimize.optimizeWrite": "false",
     "delta.autoOptimize.autoCompact": "false",
 }
+
+
+# The table property a closing fence sets (to its commit id): a metadata change, which fails every transaction
+# that overlaps it (PublicCommits.fence).
+FENCE_PROPERTY = "lakeshard.fence"
 
 
 def delta_table_name(uri: str) -> str:
@@ -162,6 +169,49 @@ class PublicCommits:
         if entry is None:
             raise TableStoreError(f"{uri}: DELETE of the partitions {predicate} left no commit of its own in the log")
         return CommitResult(uri, entry.version, files_removed=removed, reason="replace")
+
+    def fence(self, uri: str, read_version: int, app_ids: Sequence[str],
+              metadata: Mapping[str, Any] | None) -> CommitResult:
+        """Return the result of a fence ordered after ``read_version``: a metadata change, then a look at the log.
+
+        ``ALTER TABLE ... SET TBLPROPERTIES ('lakeshard.fence' = <commit id>)`` commits a ``metaData`` action,
+        and Delta fails every transaction that overlaps a metadata change (``MetadataChangedException``, blind
+        appends included), so a commit prepared before the fence landed fails once it did. The commits between
+        ``read_version`` and the fence are then read: one that carried one of ``app_ids`` or changed data makes
+        the fence a conflict (what was read at ``read_version`` is stale), as a commit of those app ids would
+        make a transaction re-asserting them fail. A writer whose transaction starts after the fence does not
+        conflict with it; lakeshard's writers close that gap themselves (:mod:`lakeshard.buckets.guard`).
+
+        Raises:
+            CommitConflict: a commit after ``read_version`` carried one of ``app_ids`` or changed data, or the
+                property change lost a race.
+        """
+        from lakeshard.errors import CommitConflict
+        from lakeshard.lake.native.commit import COMMIT_LOCK, USER_METADATA_CONF, session_conf
+
+        commit_id = uuid.uuid4().hex
+        text = encode_user_metadata({**(metadata or {}), COMMIT_ID: commit_id})
+        spark = self._log.spark
+        ids = tuple(app_ids)
+        try:
+            with COMMIT_LOCK, session_conf(spark, USER_METADATA_CONF, text):
+                spark.sql(f"ALTER TABLE {delta_table_name(uri)} SET TBLPROPERTIES "
+                          f"({_literal(FENCE_PROPERTY)} = {_literal(commit_id)})").collect()
+        except Exception as exc:
+            conflict_or_raise(exc, uri, read_version, ids)
+        entry = self._log.find_commit(uri, read_version, commit_id)
+        if entry is None:
+            raise TableStoreError(f"{uri}: the fence's property change ({FENCE_PROPERTY}) left no commit of its own "
+                                  f"in the log after version {read_version}")
+        if entry.version > read_version + 1:
+            ours = set(ids)
+            for between, _ in self._log.entries(uri, read_version + 1, entry.version - 1):
+                touched = sorted(ours & {t.app_id for t in between.app_transactions})
+                if touched or any(c.data_change for c in between.changes):
+                    what = f"carried {touched}" if touched else "changed data"
+                    raise CommitConflict(uri, read_version, ids,
+                                         f"commit {between.version} (after the version read) {what}")
+        return CommitResult(uri, entry.version, reason="fence")
 
     def _save(self, uri: str, writer: DataFrameWriter, state: LogState, app_transactions: Sequence[AppTransaction],
               metadata: Mapping[str, Any] | None, reason: str, *, removed: int) -> CommitResult:

@@ -245,6 +245,7 @@ def parse_commit(text: str, version: int, *, table: str) -> tuple[LogEntry, list
         custom_metadata=custom_metadata(info),
         changes=tuple(changes),
         app_transactions=txns,
+        metadata_changed=any("metaData" in a for a in actions),
     )
     return entry, actions
 
