@@ -237,7 +237,7 @@ def run_demo(
     import dataclasses
 
     from lakeshard.buckets import Completionist
-    from lakeshard.pipelines import EventLog, run_pipeline
+    from lakeshard.pipelines import EventLog, PipelineError, run_pipeline
 
     cfg = dataclasses.replace(cfg, dedupe=dataclasses.replace(cfg.dedupe, max_batch_bytes=DEMO_WRITER_BATCH_BYTES))
     seconds: dict[str, float] = {}
@@ -264,6 +264,8 @@ def run_demo(
                lambda: run_pipeline(spark, store, cfg, params=params, say=lambda line: say(f"      {line}")))
     for f in run.flows:
         seconds[f"  {f.flow}"] = f.seconds
+    if not run.ok:  # the checks below read what the flows wrote: a failed flow is the answer, not their errors
+        raise PipelineError(f"the demo's pipeline run failed, so its checks did not run:\n{run.render()}")
 
     def check() -> tuple[TruthCheck, TruthCheck, dict[str, int], dict[str, dict[str, int]], int, int]:
         from pyspark.sql import functions as F
