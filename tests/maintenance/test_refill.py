@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 from urllib.parse import unquote
@@ -18,7 +19,7 @@ from lakeshard.app.cli import main
 from lakeshard.config import load_config
 from lakeshard.lake import open_lazy_store
 from lakeshard.synth.manifest import read_truth_events
-from lakeshard.tables import EVENTS, ROUTED
+from lakeshard.tables import EVENTS, ID_INDEX, ROUTED
 
 KEY = ("tenant_id", "event_id", "ts")
 
@@ -210,3 +211,54 @@ def test_refill_restores_late_events_an_earlier_hours_batch_sent_into_the_bucket
     assert DeltaTable(str(lakehouse / EVENTS)).version() == version
     assert main(["ingest", *common]) == 0
     assert _canonical(_events(lakehouse)) == _canonical(before)
+
+
+def _ids_of(lakehouse: Path) -> set[tuple[int, str, int, int]]:
+    table = DeltaTable(str(lakehouse / ID_INDEX)).to_pyarrow_table(columns=["shard", "interval", "key_hi", "key_lo"])
+    return set(zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True))
+
+
+@pytest.mark.parametrize(("seed", "damage"), [(41, "truncated"), (8, "missing")])
+def test_refill_ids_rebuilds_a_repaired_index_partition_so_a_copy_arriving_again_stays_a_duplicate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int, damage: str) -> None:
+    """An ``event_ids`` file fsck removed held the keys of events in ``events``: without them a copy arriving again
+    would be written twice. refill --ids rebuilds exactly those keys from ``events``."""
+    rng = random.Random(seed)
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    assert main(["generate", "--landing", str(landing), "--events", str(rng.randint(200, 400)), "--tenants",
+                 str(rng.randint(2, 5)), "--seed", str(seed), "--quiet"]) == 0
+    common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
+    assert main(["ingest", *common]) == 0
+    truth = read_truth_events(landing)
+    expected = Counter(zip(*(truth.column(c).to_pylist() for c in ("tenant_id", "event_id", "ts_ms")), strict=True))
+    indexed = _ids_of(lakehouse)
+
+    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+    victim = rng.choice(store.files(str(lakehouse / ID_INDEX)))
+    on_disk = lakehouse / ID_INDEX / unquote(victim.path)
+    if damage == "missing":
+        on_disk.unlink()
+    else:
+        on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+    assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 0
+    lost = indexed - _ids_of(lakehouse)
+    assert lost and {(s, i) for s, i, _, _ in lost} == {(int(victim.partition_values["shard"] or -1),
+                                                        victim.partition_values["interval"])}
+    capsys.readouterr()
+
+    assert main(["refill", "--lakehouse", str(lakehouse), "--ids", "--dry-run"]) == 0
+    assert f"{len(lost):,} IDs" in capsys.readouterr().out
+    assert indexed - _ids_of(lakehouse) == lost  # a dry run commits nothing
+    assert main(["refill", "--lakehouse", str(lakehouse), "--ids"]) == 0
+    assert _ids_of(lakehouse) == indexed  # exactly the removed keys are back, nothing else added
+    version = DeltaTable(str(lakehouse / ID_INDEX)).version()
+    assert main(["refill", "--lakehouse", str(lakehouse), "--ids"]) == 0
+    assert "nothing to refill" in capsys.readouterr().out
+    assert DeltaTable(str(lakehouse / ID_INDEX)).version() == version  # a second refill commits nothing
+
+    # The whole zone delivered again, under new names: every event is a duplicate, those of the repaired
+    # partition included.
+    for f in [p for p in landing.rglob("part-*") if p.is_file()]:
+        shutil.copy2(f, f.with_name(f"again-{f.name}"))
+    assert main(["ingest", *common]) == 0
+    assert _keys_of(lakehouse) == expected

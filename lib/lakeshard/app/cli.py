@@ -277,7 +277,8 @@ def cmd_refill(args: argparse.Namespace) -> int:
     landing bytes of the batches that fed the bucket, and commit back to events the ones the ID index holds and the
     bucket does not; a closed bucket is refused. With --routed (damaged routed files): route each removed file's
     batch again from its plan, for the file's shard; the writers then write the events not written yet and drop
-    the rest as duplicates. Exit 1 when some removed rows cannot be restored."""
+    the rest as duplicates. With --ids (damaged event_ids files): rebuild each repaired partition's IDs from the
+    events they index. Exit 1 when some removed rows cannot be restored."""
     from lakeshard.lake import open_lazy_store
     from lakeshard.maintenance import plan_refill, refill_bucket
 
@@ -285,6 +286,8 @@ def cmd_refill(args: argparse.Namespace) -> int:
     store = open_lazy_store(cfg)
     if args.routed:
         return _refill_routed(store, cfg, dry_run=args.dry_run)
+    if args.ids:
+        return _refill_ids(store, cfg, dry_run=args.dry_run)
     tenant_id, hour = args.bucket
     plan = plan_refill(store, cfg, tenant_id, hour)
     print(f"bucket {tenant_id}/{hour}: {plan.found:,} events in the landing bytes of {len(plan.batches)} batches, "
@@ -321,6 +324,26 @@ def _refill_routed(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool) ->
     for path, why in refills.unknown:
         print(f"cannot refill {ROUTED} file {path}: {why}", file=sys.stderr)
     return 1 if refills.unknown else 0
+
+
+def _refill_ids(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool) -> int:
+    """Rebuild from events the ID index partitions fsck removed files of (``lakeshard refill --ids``)."""
+    from lakeshard.maintenance import plan_id_refills, refill_ids
+    from lakeshard.tables import ID_INDEX
+
+    refills = plan_id_refills(store, cfg)
+    if not refills.pending:
+        print(f"nothing to refill in {ID_INDEX}: {refills.done} repaired partitions were rebuilt already")
+    for refill in refills.pending:
+        what = (f"shard {refill.shard}, interval {refill.interval}: {refill.rows.num_rows:,} IDs of events in events "
+                f"the index lacks (fsck removed {refill.removed:,} rows)")
+        if dry_run:
+            print(f"{what}; would commit them")
+            continue
+        done = refill_ids(store, cfg, refill)
+        state = "committed already" if done.skipped else f"committed in {ID_INDEX} version {done.version}"
+        print(f"{what}; {state}")
+    return 0
 
 
 def _spec(args: argparse.Namespace) -> Any:
@@ -456,6 +479,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="an events bucket fsck repaired, e.g. acme/2026-01-01T10")
     which.add_argument("--routed", action="store_true",
                        help="every routed file fsck removed: route its batch again for its shard")
+    which.add_argument("--ids", action="store_true",
+                       help="every event_ids partition fsck removed files of: rebuild its IDs from events")
     p.add_argument("--dry-run", action="store_true", help="say what would be restored, commit nothing")
     p.set_defaults(func=cmd_refill)
 

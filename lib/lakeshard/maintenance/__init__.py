@@ -1,7 +1,8 @@
 """Lakehouse housekeeping: the small bookkeeping tables compacted, expired commit files cleaned up, data files
 no recent version references vacuumed (the maintenance job's ``compact_books`` flow, docs/pipelines.md), and
 every live data file checked against the log (``lakeshard fsck``), and the events a repair removed restored from
-the landing zone (``lakeshard refill``: a bucket's events, or a ``routed`` file's batch routed again).
+the landing zone (``lakeshard refill``: a bucket's events, or a ``routed`` file's batch routed again) or, for
+the ID index, from ``events``.
 
 Example::
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from lakeshard.maintenance.errors import MaintenanceError, RefillRefused
     from lakeshard.maintenance.fsck import FSCK_OPERATION, TableCheck, check_table, repair_table
     from lakeshard.maintenance.refill import REFILL_OPERATION, RefillPlan, plan_refill, refill_bucket
+    from lakeshard.maintenance.reindex import IdRefill, IdRefills, plan_id_refills, refill_ids
     from lakeshard.maintenance.reroute import RoutedRefill, RoutedRefills, plan_routed_refills, refill_routed
 
 # Arrow loads on first use of a name, not on `import lakeshard.maintenance`.
@@ -44,6 +46,8 @@ __all__ = [
     "REFILL_OPERATION",
     "SORTED_LAYOUTS",
     "BookkeepingReport",
+    "IdRefill",
+    "IdRefills",
     "MaintenanceError",
     "RefillPlan",
     "RefillRefused",
@@ -54,9 +58,11 @@ __all__ = [
     "check_table",
     "clean_logs",
     "compact_bookkeeping",
+    "plan_id_refills",
     "plan_refill",
     "plan_routed_refills",
     "refill_bucket",
+    "refill_ids",
     "refill_routed",
     "repair_table",
     "small_files",

@@ -106,6 +106,7 @@ __all__ = [
     "dead_letter_app_id",
     "fragments_migrated_app_id",
     "hour_of",
+    "id_refill_app_id",
     "lock_app_id",
     "parse_hour",
     "refill_app_id",
@@ -182,6 +183,12 @@ def refill_app_id(batch: int, shard: int) -> str:
     """Return the app transaction id, on ``routed``, of a batch's rows for one shard routed again by ``lakeshard
     refill`` (its version: how many of those rows' files fsck removed)."""
     return f"refill/{batch}/{shard}"
+
+
+def id_refill_app_id(shard: int, interval: str) -> str:
+    """Return the app transaction id, on ``event_ids``, of a partition's IDs rebuilt from ``events`` by ``lakeshard
+    refill --ids`` (its version: how many of the partition's files fsck removed)."""
+    return f"refill-ids/{shard}/{interval}"
 
 
 def lock_app_id(hour: str, tenant_id: str) -> str:
