@@ -111,6 +111,20 @@ def _keys_of(lakehouse: Path) -> Counter[tuple[object, ...]]:
     return Counter((r["tenant_id"], r["event_id"], int(r["ts"].timestamp() * 1000)) for r in rows)
 
 
+def _zone(tmp_path: Path, rng: random.Random, seed: int, *, events: tuple[int, int], tenants: tuple[int, int],
+          first: str) -> tuple[Path, list[str], Counter[tuple[object, ...]]]:
+    """Generate a random zone, run ``first`` (route or ingest) over it; return the lakehouse, the common flags and
+    the ground truth's keys."""
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    assert main(["generate", "--landing", str(landing), "--events", str(rng.randint(*events)), "--tenants",
+                 str(rng.randint(*tenants)), "--seed", str(seed), "--quiet"]) == 0
+    common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
+    assert main([first, *common]) == 0
+    truth = read_truth_events(landing)
+    return lakehouse, common, Counter(zip(*(truth.column(c).to_pylist() for c in ("tenant_id", "event_id", "ts_ms")),
+                                          strict=True))
+
+
 @pytest.mark.parametrize(("seed", "damage", "ingest_first"), [(5, "truncated", False), (23, "missing", True)])
 def test_refill_after_a_repaired_routed_file_routes_its_batch_again_and_every_event_arrives_once(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int, damage: str, ingest_first: bool) -> None:
@@ -118,13 +132,7 @@ def test_refill_after_a_repaired_routed_file_routes_its_batch_again_and_every_ev
     the ID index: refill routes its batch's planned landing bytes again for the file's shard, and the writers write
     the lost events once, dropping those that arrived already as duplicates."""
     rng = random.Random(seed)
-    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
-    assert main(["generate", "--landing", str(landing), "--events", str(rng.randint(200, 500)), "--tenants",
-                 str(rng.randint(3, 6)), "--seed", str(seed), "--quiet"]) == 0
-    common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
-    assert main(["route", *common]) == 0
-    truth = read_truth_events(landing)
-    expected = Counter(zip(*(truth.column(c).to_pylist() for c in ("tenant_id", "event_id", "ts_ms")), strict=True))
+    lakehouse, common, expected = _zone(tmp_path, rng, seed, events=(200, 500), tenants=(3, 6), first="route")
 
     store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
     victim = rng.choice(store.files(str(lakehouse / ROUTED)))
@@ -224,13 +232,8 @@ def test_refill_ids_rebuilds_a_repaired_index_partition_so_a_copy_arriving_again
     """An ``event_ids`` file fsck removed held the keys of events in ``events``: without them a copy arriving again
     would be written twice. refill --ids rebuilds exactly those keys from ``events``."""
     rng = random.Random(seed)
-    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
-    assert main(["generate", "--landing", str(landing), "--events", str(rng.randint(200, 400)), "--tenants",
-                 str(rng.randint(2, 5)), "--seed", str(seed), "--quiet"]) == 0
-    common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
-    assert main(["ingest", *common]) == 0
-    truth = read_truth_events(landing)
-    expected = Counter(zip(*(truth.column(c).to_pylist() for c in ("tenant_id", "event_id", "ts_ms")), strict=True))
+    lakehouse, common, expected = _zone(tmp_path, rng, seed, events=(200, 400), tenants=(2, 5), first="ingest")
+    landing = tmp_path / "landing"
     indexed = _ids_of(lakehouse)
 
     store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
