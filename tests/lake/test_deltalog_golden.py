@@ -142,10 +142,13 @@ def _deltas_reader(spark: SparkSession, root: Path) -> tuple[int, int, set[str] 
 
 # delta-spark qualifies a scheme-less absolute path with the session's default filesystem, and Hadoop 3.4 spells
 # `file:///` qualified as `file:///x`: an add of `/x` is then a different file from a remove of `file:/x` (not of
-# `file:///x`) and stays live in Delta's reader on this session, where Delta's golden expectation (and lakeshard,
-# which follows it) has none.
+# `file:///x`) and can stay live in Delta's reader on this session, where Delta's golden expectation (and
+# lakeshard, which follows it) has none. Whether it does depends on how Delta's state reconstruction spreads the
+# two spellings over `spark.databricks.delta.snapshotPartitions` (missed at Delta's 50, not at the tests' 2), so
+# Delta's answer is not asserted either way; lakeshard's replay is, against the golden expectation
+# (test_replay_of_golden_tables_matches_delta_rs_and_the_expectations).
 _QUALIFIED_BY_HADOOP = pytest.mark.xfail(
-    strict=True, reason="delta-spark on Hadoop 3.4 qualifies /x as file:///x, so a remove of file:/x misses it")
+    strict=False, reason="delta-spark on Hadoop 3.4 qualifies /x as file:///x, so a remove of file:/x can miss it")
 
 
 @pytest.mark.delta_jvm
