@@ -103,7 +103,7 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
         pq.write_table(piece, f"{where}/part-{i:05d}-{tag}.parquet", filesystem=fs)
 
     ranges = list(zip(starts.tolist(), [*starts[1:].tolist(), n], strict=True))
-    threads = min(driver_threads(), len(ranges) // _FILES_PER_THREAD) if n >= _ROWS_PER_FILE * len(ranges) else 1
+    threads = min(driver_threads(), len(ranges) // _FILES_PER_THREAD)
     if threads < 2:
         for i, (start, end) in enumerate(ranges):
             write(i, start, end)
@@ -128,13 +128,8 @@ def partition_order(rows: pa.Table, partition_by: Sequence[str], sort_by: Sequen
     return pc.sort_indices(rows.select(keys), sort_keys=[(c, "ascending", "at_start") for c in keys])
 
 
-# write_partitioned writes files side by side on a thread per core once each thread gets this many files and
-# the files hold this many rows on average. A small file's time is mostly its writer's set-up, which holds the
-# GIL: threads then queue on the GIL and write hundreds of small files slower than one thread (3x slower for
-# 250-row files on 2 cores; even at 2,000 rows a file), while files of 10,000 rows and more encode long enough
-# without it to gain.
+# write_partitioned writes files side by side on a thread per core once each thread gets this many files.
 _FILES_PER_THREAD = 4
-_ROWS_PER_FILE = 10_000
 
 
 def _partition_text(value: object) -> str:
