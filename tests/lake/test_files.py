@@ -46,7 +46,12 @@ def test_files_written_side_by_side_are_the_files_written_one_by_one(data: list[
         patch.setattr(files, "driver_threads", lambda: 4)
         patch.setattr(files, "_FILES_PER_THREAD", 1)
         together = _written(table, Path(tmp) / "together")
+        patch.setattr(files, "driver_threads", lambda: 1)
+        # Rows handed over in the order partition_order gives are written without a gather of their own.
+        ordered = _written(table.take(files.partition_order(table, ["tenant_id", "hour"], ["ts"])),
+                           Path(tmp) / "ordered")
     assert together == alone
+    assert ordered == alone
     partitions = {(r[0], r[1]) for r in data}
     assert len({d for d, _ in alone}) == len(partitions) == len(alone)  # one file per partition
     assert sum(len(v) for v in alone.values()) == len(data)
