@@ -48,6 +48,7 @@ tier to fill: all their small level-0 files merge at once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -339,6 +340,11 @@ class Compactor:
             tasks = _one_per_bucket(self._plan(nodes, buckets, now, sealed).tasks) if nodes else []
             if not tasks:
                 return None
+            if self.store.swaps_whole_partitions:
+                if len(tasks) > 1:  # one bucket per commit: each is planned, swapped and retried on its own
+                    return [r for t in tasks for r in self._round(buckets, now, abandoned, sealed, only=t.bucket)
+                            or []]
+                tasks = [_whole_bucket(tasks[0], nodes)]
             attempts += 1
             try:
                 with self._locks(tasks) as fences:
@@ -364,6 +370,8 @@ class Compactor:
 
     def _execute(self, tasks: Sequence[CompactionTask], version: int, files: Sequence[FileInfo],
                  attempts: int, fences: Sequence[AppTransaction]) -> RoundResult:
+        if self.store.swaps_whole_partitions:
+            return self._swap_whole(tasks[0], version, files, attempts, fences)
         if self.settings.engine == "arrow":
             try:
                 return self._swap(tasks, version, files, attempts, fences, spark_engine=False)
@@ -411,6 +419,41 @@ class Compactor:
         )
         return RoundResult(tuple(tasks), result.version, result.files_removed, result.files_added,
                            result.rows_added, attempts)
+
+    def _swap_whole(self, task: CompactionTask, version: int, files: Sequence[FileInfo], attempts: int,
+                    fences: Sequence[AppTransaction]) -> RoundResult:
+        """Rewrite one whole bucket (``task``: every live file of it at ``version``) in one commit through the
+        store's partition swap, then describe the files that commit added in the ``fragments`` table.
+
+        The commit carries the bucket's fence (its chunk lock's app transaction), so a replay after it landed is
+        skipped. The fragment rows come after the commit, which is the first moment the new files' names are
+        known; a crash in between leaves live files without rows, which the planner takes as level-0 files of
+        unknown key range (merged again by a later round, never wrong).
+        """
+        by_path = {f.path: f for f in files}
+        inputs = [by_path[p] for p in task.inputs]
+        if self._before_commit is not None:
+            self._before_commit([])  # the new files are named by the commit itself
+        summary = {"operation": "compaction", "tasks": [
+            {"bucket": list(task.bucket), "kind": task.kind, "inputs": len(task.inputs), "rows": task.rows,
+             "level": task.output_level, "reason": task.reason}]}
+        result = self.store.replace_files(
+            self.table, [f.path for f in inputs], self._merged(inputs, task.outputs), data_change=False,
+            app_transactions=fences, metadata={"lakeshard.compaction": summary}, read_version=version)
+        if not result.skipped:
+            self._describe_added(task, result.version)
+        return RoundResult((task,), result.version, result.files_removed, result.files_added, result.rows_added,
+                           attempts)
+
+    def _describe_added(self, task: CompactionTask, version: int) -> None:
+        """Append the fragment rows of the files the swap at ``version`` added (read back from their sort columns)."""
+        root = self.table.rstrip("/")
+        added = [c.file for e in self.store.log_entries(self.table, start=version, end=version)
+                 for c in e.changes if c.action == "add"]
+        metas = [describe_file(root, unquote(f.path), self.sort_schema, level=task.output_level,
+                               outlier=task.outliers, max_regex_chars=self.settings.max_regex_chars) for f in added]
+        if metas:
+            self.fragments.write(metas, [task.bucket] * len(metas))
 
     def _merge_writer(self, tasks: Sequence[CompactionTask], written: dict[str, MergedFile],
                       inputs: Mapping[str, FileInfo]) -> Callable[[str], None]:
@@ -483,6 +526,17 @@ def _bucket_of(f: FileInfo) -> Bucket:
 
 def _part_path(directory: str, n: int) -> str:
     return f"{directory}/part-{n:05d}.parquet"
+
+
+def _whole_bucket(task: CompactionTask, nodes: Sequence[FileNode]) -> CompactionTask:
+    """Return ``task`` widened to every file of its bucket in ``nodes``, merged into the highest level among them:
+    a swap that removes whole partitions rewrites all of the bucket into outputs disjoint in sort order."""
+    members = sorted((n for n in nodes if n.bucket == task.bucket), key=lambda n: n.path)
+    return dataclasses.replace(
+        task, inputs=tuple(n.path for n in members), rows=sum(n.rows for n in members),
+        size_bytes=sum(n.size_bytes for n in members),
+        output_level=max([task.output_level, *(n.level for n in members)]),
+        outliers=all(n.outlier for n in members))
 
 
 def _one_per_bucket(tasks: Sequence[CompactionTask]) -> list[CompactionTask]:

@@ -69,6 +69,11 @@ class TableStore(ABC):
     # writes into is closing or closed (:mod:`lakeshard.buckets.guard`): True where the closing fence cannot fail
     # a transaction that starts after the fence landed (the native adapter's fence is a metadata change).
     writes_guard_closing: bool = False
+    # Whether a swap must remove whole partitions (every live file of the partitions it touches, one partition per
+    # commit, rows as a DataFrame, no ``before_commit``): True where the swap goes through Delta's public writer
+    # (``replaceWhere``), which cannot remove an exact set of files. Compaction then rewrites whole buckets
+    # (docs/decisions.md record 14).
+    swaps_whole_partitions: bool = False
 
     @property
     def writes_in_process(self) -> bool:

@@ -135,6 +135,9 @@ class NativeTableStore(AdapterBase):
     # The fence is a metadata change: a writer whose Delta transaction starts after it does not conflict with it,
     # so writers check bucket states inside their own write (docs/decisions.md record 2).
     writes_guard_closing = True
+    # Compaction swaps whole buckets through the public writer on classic sessions and under Connect alike (one
+    # code path; docs/decisions.md record 14).
+    swaps_whole_partitions = True
 
     def __init__(self, spark: SparkSession) -> None:
         self._setup(spark)
@@ -465,8 +468,13 @@ class NativeTableStore(AdapterBase):
                                               app_transactions)
                 if done is not None:
                     return done
-                return self._public.replace_partitions(uri, df, state, predicate, len(remove), app_transactions,
+                return self._public.replace_partitions(uri, df, state, predicate, remove, app_transactions,
                                                        metadata, data_change)
+            if gateway(self.spark) is None and read_version is not None and read_version < state.version:
+                # The partitions gained files since the caller read them: a swap of them all is stale.
+                raise CommitConflict(uri, read_version, tuple(t.app_id for t in app_transactions),
+                                     f"the partitions of the files to remove gained files after version "
+                                     f"{read_version} (now {state.version})")
         self._needs_jvm(uri, "a swap of part of a partition's files, with a write function, a before_commit hook "
                              "or several app transactions")
         return self._commits.commit(table, df, remove=remove, data_change=data_change,

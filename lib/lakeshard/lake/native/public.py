@@ -10,7 +10,13 @@ Spark Connect alike.
   swap rewrites whole partitions: ``mode("overwrite")`` with ``replaceWhere`` naming exactly the partitions of
   the files removed, and ``dataChange=false``. It is taken only when the files to remove are *all* the live
   files of those partitions (a compaction of a whole ``(tenant, hour)`` bucket, under its chunk lock);
-  Delta's conflict checker fails it when a concurrent commit added to or removed from those partitions.
+  Delta's conflict checker fails it when a concurrent commit removed one of those files. ``dataChange=false``
+  makes Delta check it at snapshot isolation, so a file appended concurrently stays live (it is not among the
+  removes, which Delta takes from the transaction's snapshot), and the rows carry a check evaluated by the
+  write's own query (:func:`guard_partition_files`): the partitions, read inside the write's transaction, hold
+  exactly the files the swap read, else the write fails as a lost race. That closes the moment between
+  lakeshard's look at the log and the start of Delta's transaction, where an append would otherwise be removed
+  by ``replaceWhere`` without its rows being rewritten.
 
 - **fence** (:meth:`PublicCommits.fence`): ``ALTER TABLE ... SET TBLPROPERTIES``, a metadata change every
   overlapping transaction loses to, then a look at the log since the version the closing check read.
@@ -26,7 +32,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.errors import TableStoreError
+from lakeshard.errors import CommitConflict, TableStoreError
 from lakeshard.lake.base import DEFAULT_PROPERTIES, txn_text
 from lakeshard.lake.native.conflicts import conflict_or_raise
 from lakeshard.lake.protocol.datafiles import conform
@@ -34,13 +40,16 @@ from lakeshard.lake.protocol.log import COMMIT_ID, LogState, encode_user_metadat
 from lakeshard.lake.types import ROWS_ADDED, AppTransaction, CommitResult, FileInfo
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, DataFrameWriter
+    from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
     from pyspark.sql.types import StructType
 
     from lakeshard.lake.native.log import NativeLog
 
-__all__ = ["FENCE_PROPERTY", "NATIVE_PROPERTIES", "PublicCommits", "create_table_sql", "delta_table_name",
-           "whole_partitions_predicate"]
+__all__ = ["FENCE_PROPERTY", "NATIVE_PROPERTIES", "SWAP_REFUSAL", "PublicCommits", "create_table_sql",
+           "delta_table_name", "guard_partition_files", "whole_partitions_predicate"]
+
+# What the swap's in-write check says when the partitions it rewrites changed: how its failure is told apart.
+SWAP_REFUSAL = "lakeshard: the partitions changed while this swap ran"
 
 
 def _literal(value: str) -> str:
@@ -119,6 +128,27 @@ def whole_partitions_predicate(state: LogState, remove: Sequence[str]) -> str | 
     return " OR ".join(clauses)
 
 
+def guard_partition_files(spark: SparkSession, uri: str, df: DataFrame, predicate: str,
+                          expected: Sequence[str]) -> DataFrame:
+    """Return ``df``'s rows with the check that the partitions ``predicate`` selects hold exactly the files
+    ``expected`` (log paths) when the write that consumes them runs; the same columns, order and partitioning.
+
+    The check is a filter whose condition is a scalar subquery over the table's ``_metadata.file_path``: Spark
+    runs it when the write's query executes, inside Delta's transaction (after its snapshot was taken), and a
+    filter keeps the rows' order, so sorted outputs stay sorted. Files are compared by name (the last path
+    segment, decoded), with repeats: any file added or removed changes the list.
+    """
+    from urllib.parse import unquote
+
+    names = sorted(unquote(p.rsplit("/", 1)[-1]) for p in expected)
+    wanted = "array(" + ", ".join(_literal(n) for n in names) + ")"
+    refusal = _literal(f"{SWAP_REFUSAL}: {uri} where {predicate} no longer holds the {len(names)} files read")
+    live = ("SELECT array_sort(collect_list(url_decode(substring_index(p, '/', -1)))) FROM "
+            f"(SELECT DISTINCT _metadata.file_path AS p FROM {delta_table_name(uri)} WHERE {predicate})")
+    return spark.sql(f"SELECT * FROM {{rows}} WHERE CASE WHEN ({live}) = {wanted} THEN true "
+                     f"ELSE raise_error({refusal}) END", rows=df)
+
+
 class PublicCommits:
     """Commits through ``DataFrameWriter.format("delta")`` with per-write options (see the module doc).
 
@@ -138,15 +168,18 @@ class PublicCommits:
         writer = conform(df, StructType.fromJson(state.schema_json), uri).write.format("delta").mode("append")
         return self._save(uri, writer, state, app_transactions, metadata, "append", removed=0)
 
-    def replace_partitions(self, uri: str, df: DataFrame, state: LogState, predicate: str, removed: int,
+    def replace_partitions(self, uri: str, df: DataFrame, state: LogState, predicate: str, remove: Sequence[str],
                            app_transactions: Sequence[AppTransaction], metadata: Mapping[str, Any] | None,
                            data_change: bool) -> CommitResult:
-        """Return the result of rewriting the partitions ``predicate`` selects with ``df``'s rows, in one commit."""
+        """Return the result of rewriting the partitions ``predicate`` selects (holding exactly the files
+        ``remove``, checked inside the write: :func:`guard_partition_files`) with ``df``'s rows, in one commit."""
         from pyspark.sql.types import StructType
 
-        writer = (conform(df, StructType.fromJson(state.schema_json), uri).write.format("delta").mode("overwrite")
+        rows = guard_partition_files(self._log.spark, uri, conform(df, StructType.fromJson(state.schema_json), uri),
+                                     predicate, remove)
+        writer = (rows.write.format("delta").mode("overwrite")
                   .option("replaceWhere", predicate).option("dataChange", str(data_change).lower()))
-        return self._save(uri, writer, state, app_transactions, metadata, "replace", removed=removed)
+        return self._save(uri, writer, state, app_transactions, metadata, "replace", removed=len(remove))
 
     def delete_partitions(self, uri: str, state: LogState, predicate: str, removed: int,
                           metadata: Mapping[str, Any] | None) -> CommitResult:
@@ -186,7 +219,6 @@ class PublicCommits:
             CommitConflict: a commit after ``read_version`` carried one of ``app_ids`` or changed data, or the
                 property change lost a race.
         """
-        from lakeshard.errors import CommitConflict
         from lakeshard.lake.native.commit import COMMIT_LOCK, USER_METADATA_CONF, session_conf
 
         commit_id = uuid.uuid4().hex
@@ -227,6 +259,10 @@ class PublicCommits:
                                         for t in app_transactions):
                 return CommitResult(uri, latest.version, skipped=True,
                                     reason=f"app transactions {txn_text(app_transactions)} committed concurrently")
+            if SWAP_REFUSAL in str(exc):
+                text = str(exc)
+                raise CommitConflict(uri, state.version, tuple(t.app_id for t in app_transactions),
+                                     text[text.find(SWAP_REFUSAL):].splitlines()[0][:300]) from None
             conflict_or_raise(exc, uri, state.version, [t.app_id for t in app_transactions])
         entry = self._log.find_commit(uri, state.version, commit_id)
         if entry is None:  # Delta skipped the write: the same app transaction committed meanwhile
