@@ -1,5 +1,5 @@
 """The small demo with every batch through Spark (``routing.arrow_max_bytes = 0``, ``dedupe.arrow_max_bytes = 0``),
-and ``lakeshard doctor`` naming the runtime.
+the small demo on Delta's engine (the native adapter), and ``lakeshard doctor`` naming the runtime.
 
 Not collected by default: ``tests/runtime/test_connect.py`` runs it under a Spark Connect session (as the
 ``spark`` fixture is there); run alone, it runs on the classic session.
@@ -32,6 +32,15 @@ def test_the_small_demo_with_every_batch_through_spark(spark: SparkSession, stor
                       say=lambda _: None, progress=False)
     assert report.ok, report.render()
     assert report.runtime == runtime_name(spark) and f"runtime:   {report.runtime}" in report.render()
+
+
+@pytest.mark.delta_jvm
+def test_the_small_demo_passes_on_delta_engine(spark: SparkSession, native_store: TableStore,
+                                               test_config: LakeshardConfig, tmp_path: Path) -> None:
+    from native_demo import run_native_demo
+
+    report = run_native_demo(spark, native_store, test_config, tmp_path)
+    assert report.runtime == runtime_name(spark)
 
 
 def test_doctor_names_the_runtime_and_proves_a_round_trip(spark: SparkSession, test_config: LakeshardConfig) -> None:

@@ -27,6 +27,10 @@ How one round works:
    recorded while writing, or by reading the outputs' sort columns (Spark engine) — and puts a copy into the
    swap commit's metadata for diagnostics. Rows of outputs whose swap never lands describe files that are
    never live: readers ignore them.
+   On a store whose swaps remove whole partitions (:attr:`~lakeshard.lake.TableStore.swaps_whole_partitions`:
+   Delta's public writer, ``replaceWhere``) each bucket is its own round: the task is widened to every live file
+   of the bucket, Spark merges it, the commit carries that bucket's fence alone, and the fragment rows are
+   appended after the commit, which is what names the new files (docs/decisions.md record 14).
 4. A commit that loses a race (:class:`~lakeshard.errors.CommitConflict`: an input was removed, or the
    log moved under it) is retried from step 1 for that round's buckets, up to ``max_retries`` times; then
    those buckets are given up for this run, and nothing of the failed attempts is visible.

@@ -5,8 +5,11 @@ Compaction describes each output file (level, key range, per-column pruning rege
 that makes the files live. A row therefore never describes a file that is live without it, while a row
 whose file never became live (the swap lost a race, the process died between the two commits) describes a
 path no live file will ever have (every write goes to a fresh directory): readers join the rows with the
-live files and ignore the rest. Unlike commit info, table rows survive the Delta log's cleanup, and a
-reader asks only for the partitions ``(data_table, hour)`` of the buckets it plans for.
+live files and ignore the rest. On a store whose swaps go through Delta's public writer
+(:attr:`~lakeshard.lake.TableStore.swaps_whole_partitions`) the new files are named only by the swap commit, so
+their rows follow it; a file live without rows is planned as level 0 of unknown key range. Unlike commit info,
+table rows survive the Delta log's cleanup, and a reader asks only for the partitions ``(data_table, hour)`` of
+the buckets it plans for.
 
 A lakehouse whose metadata is still only in commit info migrates on first use: the history the log still
 holds is read once, its descriptions of live files are appended, and the same commit records the app

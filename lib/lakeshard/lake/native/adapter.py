@@ -105,7 +105,8 @@ __all__ = ["NATIVE_UNVERIFIED", "NativeTableStore"]
 NATIVE_UNVERIFIED = (
     "verified in lakeshard's tests on delta-spark 4.4 (classic and Spark Connect): the store contract suite, the "
     "table-feature guards, the shard writers (one commit per shard) and the closing fence (a metadata change, with "
-    "the writers' in-write check of bucket states); unverified until a Databricks workspace: Unity Catalog volumes, "
+    "the writers' in-write check of bucket states), compaction (one whole bucket per public-writer commit) and the "
+    "small demo; unverified until a Databricks workspace: Unity Catalog volumes, "
     "serverless and databricks-connect; partial swaps need a classic (py4j) session"
 )
 
@@ -336,7 +337,8 @@ class NativeTableStore(AdapterBase):
     ) -> CommitResult:
         """Append ``df``'s rows in one Delta commit carrying ``app_transactions`` and ``metadata``.
 
-        Rows as a DataFrame with one app transaction (or none): Delta's public writer with ``txnAppId`` /
+        Rows as a DataFrame, or none (a commit of progress alone: an empty DataFrame), with one app transaction
+        (or none): Delta's public writer with ``txnAppId`` /
         ``txnVersion`` and ``userMetadata`` options (:mod:`lakeshard.lake.native.public`), on any session.
         Otherwise (several app transactions, a ``write`` function) Delta's ``OptimisticTransaction`` with one
         ``SetTransaction`` action per app transaction, each also read by the transaction so a concurrent commit
@@ -348,6 +350,9 @@ class NativeTableStore(AdapterBase):
                 transactions); nothing of this append is visible.
             UnsupportedByAdapter: the append needs Delta's internal API and the session is Spark Connect.
         """
+        if df is None and write is None and len(app_transactions) <= 1:
+            # A commit of progress alone (e.g. compaction's watermark): an empty DataFrame for the public writer.
+            df = self.spark.createDataFrame([], self.schema(table))
         if df is not None and write is None and len(app_transactions) <= 1:
             uri = normalise_uri(table)
             state = self._log.state(uri)
@@ -442,10 +447,12 @@ class NativeTableStore(AdapterBase):
         ``replaceWhere`` on exactly those partitions and ``dataChange`` as given (any session). With no rows
         to add, no app transaction and ``data_change``, it is ``DELETE`` on exactly those partitions (Delta
         removes whole files for a partition predicate). Anything else needs Delta's internal API (classic
-        sessions only).
+        sessions only). The public swap's rows carry a check that the partitions still hold exactly ``remove``
+        when Delta's transaction runs (:func:`~lakeshard.lake.native.public.guard_partition_files`).
 
         Raises:
-            CommitConflict: a file in ``remove`` is not live, or a concurrent commit removed it.
+            CommitConflict: a file in ``remove`` is not live, or a concurrent commit removed it; or (public swap)
+                the partitions gained a file after ``read_version`` or while the write ran.
             UnsupportedByAdapter: the swap needs Delta's internal API and the session is Spark Connect.
         """
         uri = normalise_uri(table)
