@@ -125,3 +125,18 @@ def test_a_crash_between_the_swap_and_its_fragment_rows_leaves_a_table_readers_a
     report = fresh.run(apply=True)
     assert not report.gave_up and not report.failed
     assert checksum(native_store.read(uri)) == before
+
+
+def test_compaction_while_appending_to_the_same_buckets_on_delta_engine(native_store: TableStore,
+                                                                        native_events: SmallFileTable) -> None:
+    """Appends racing the whole-bucket swaps: appended rows stay, compacted rows are neither lost nor doubled."""
+    from .test_concurrency import _assert_exactly_once, _in_thread
+
+    uri = native_events.uri
+    before = native_store.read(uri).count()
+    thread, errors = _in_thread(lambda: [native_events.append("t1", 1, 11) for _ in range(3)])
+    report = Compactor(native_store, uri, settings=small_settings(max_retries=6)).run(apply=True)
+    thread.join()
+    assert not errors, errors
+    assert report.rounds and not report.failed
+    _assert_exactly_once(native_store, uri, before + 3 * len(HOURS) * 11)

@@ -34,6 +34,7 @@ def run_native_demo(spark: SparkSession, native_store: TableStore, test_config: 
         routing=dataclasses.replace(test_config.routing, total_shards=SHARDS))
     report = run_demo(spark, native_store, cfg, SynthSpec(events=300, tenants=4, hours=0.5, seed=3),
                       out=tmp_path / "out", say=lambda _: None, progress=False)
+    print("native demo seconds:", {k.strip(): round(v, 1) for k, v in report.seconds.items()})
     assert report.ok, report.render()
     assert "result: all checks passed" in report.render()
     uri = cfg.table_uri(EVENTS)
