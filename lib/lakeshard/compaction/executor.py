@@ -224,7 +224,8 @@ class Compactor:
         settings: planner and retry settings.
         chunk_lock: optional ``buckets -> context manager`` held around each round's swap, yielding the
             fencing tokens the swap carries (``ChunkLocks.fenced``).
-        before_commit: called with the new files just before each commit (tests use it to die there).
+        before_commit: called with the new files just before each commit (tests use it to die there); with no
+            files where the commit itself writes and names them (a store that swaps whole partitions).
         incremental: plan only the buckets that changed since the last run that finished its work (see
             :mod:`lakeshard.compaction.scope`), and record this run's watermark when it finishes its work.
 
