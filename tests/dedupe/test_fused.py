@@ -254,3 +254,37 @@ def test_rows_that_fail_to_write_on_the_fused_path_are_dead_lettered_once_across
     events = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id"]).column("event_id").to_pylist()
     assert sorted(events) == [f"e{i}" for i in (0, 1, 3, 5)]
     assert store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi"]).num_rows == 4
+
+
+def test_a_fused_batch_a_route_only_run_finishes_goes_through_the_ingest_flows_gate(
+    store: TableStore, tmp_path: Path
+) -> None:
+    """The ingest flow's expectations hold for every row committed to ``events``, whichever run delivers it: here a
+    rule that drops rows without a service, and a fused batch finished by a run of the route flow alone."""
+    import dataclasses
+
+    from lakeshard.pipelines.expectations import expect_or_drop
+    from lakeshard.pipelines.flows import lakeshard_pipeline
+    from lakeshard.pipelines.runner import run_pipeline
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    lines = [json.dumps({"tenant_id": f"t{i % 3}", "event_id": f"e{i}", "ts": _AN_HOUR_AGO,
+                         **({"service": "api"} if i % 4 else {})}).encode() + b"\n" for i in range(12)]
+    (landing / "a.jsonl").write_bytes(b"".join(lines))
+    cfg = _cfg(tmp_path, "lh", landing)
+    with pytest.raises(Crash):
+        _fused(cfg, die_at=EVENTS, batch=1)
+    declared = lakeshard_pipeline()
+    pipeline = dataclasses.replace(declared, flows=tuple(
+        dataclasses.replace(f, expectations=(expect_or_drop("has_service", "service IS NOT NULL"),))
+        if f.name == "ingest" else f for f in declared.flows))
+
+    report = run_pipeline(None, open_lazy_store(cfg), cfg, pipeline, flows=["route"])
+
+    report.raise_failure()
+    rows = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id", "service"]).to_pylist()
+    assert sorted(r["event_id"] for r in rows) == sorted(f"e{i}" for i in range(12) if i % 4)
+    assert store.transaction_version(cfg.table_uri(ID_INDEX), FUSED_APP_ID) == 1
+    # Dropped by the rule, not lost: their IDs are indexed (a re-sent copy is a duplicate, as on the writers' path).
+    assert store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi"]).num_rows == 12

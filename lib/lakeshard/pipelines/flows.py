@@ -26,7 +26,7 @@ from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import ConfigError, DamagedDataFile
 from lakeshard.lake import CommitResult
 from lakeshard.maintenance import clean_logs, compact_bookkeeping, vacuum_tables
-from lakeshard.pipelines.context import FlowContext, FlowResult
+from lakeshard.pipelines.context import ExpectationGate, FlowContext, FlowResult
 from lakeshard.pipelines.declaration import Flow, Joint, Pipeline
 from lakeshard.pipelines.errors import PipelineError
 from lakeshard.pipelines.expectations import expect, expect_or_fail
@@ -51,11 +51,12 @@ from lakeshard.utc import aware
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["LANDING", "compact_buckets", "compact_events", "ingest_fused", "ingest_shards", "lakeshard_pipeline",
-           "run_autoshard", "run_balance", "run_close_buckets", "run_compact", "run_compact_books", "run_ingest",
-           "run_route"]
+__all__ = ["INGEST_FLOW", "LANDING", "compact_buckets", "compact_events", "ingest_fused", "ingest_shards",
+           "lakeshard_pipeline", "run_autoshard", "run_balance", "run_close_buckets", "run_compact",
+           "run_compact_books", "run_ingest", "run_route"]
 
 LANDING = "landing"  # the pipeline's source: the landing zone of JSON files (cfg.landing)
+INGEST_FLOW = "ingest"  # the flow whose gate every commit to events passes (the route flow finishing a fused batch)
 
 
 def _observe(ctx: FlowContext, table: str, before: int | None) -> None:
@@ -92,15 +93,19 @@ def _router(ctx: FlowContext, handoff: FusedHandoff, *, fused: bool) -> Router:
 
 
 class _FinishFused:
-    """The fused hand-off of a route-only run: writers for every shard, built only when a fused batch is met."""
+    """The fused hand-off of a route-only run: writers for every shard, built only when a fused batch is met, that
+    commit through the ingest flow's expectation gate as a fused run's writers do."""
 
     def __init__(self, ctx: FlowContext) -> None:
         self.ctx = ctx
 
     def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
         ctx = self.ctx
+        gate = ctx.gate_of(INGEST_FLOW)
+        if gate is None:  # a context outside a pipeline run: the declared ingest flow's rules
+            gate = ExpectationGate(lakeshard_pipeline().flow(INGEST_FLOW), ctx.store, ctx.cfg, ctx.run_id)
         writer = FusedWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
-                             clock=ctx.clock)
+                             gate=gate, clock=ctx.clock)
         return writer.deliver(batch, routed)
 
 
@@ -313,7 +318,7 @@ def lakeshard_pipeline() -> Pipeline:
              expectations=(expect("routed_to_a_shard", "shard >= 0"),),
              job="ingest", notebook="notebooks/jobs/route.ipynb",
              description="validate landing records, quarantine bad ones, give each event a placement and shard"),
-        Flow("ingest", run_ingest, inputs=(ROUTED,), outputs=(EVENTS, ID_INDEX), gated=True,
+        Flow(INGEST_FLOW, run_ingest, inputs=(ROUTED,), outputs=(EVENTS, ID_INDEX), gated=True,
              params={"shards": ""},
              expectations=(expect("has_service", "service IS NOT NULL"),
                            expect_or_fail("identified", "tenant_id <> '' AND event_id <> '' AND ts IS NOT NULL")),
