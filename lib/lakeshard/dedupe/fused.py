@@ -46,6 +46,7 @@ class FusedWriter:
 
         writer = FusedWriter(spark, store, cfg, shards=range(64))
         Router(spark, store, cfg, handoff=writer, fused=True).run()
+        writer.compact_ids()
         print(sum(r.written for r in writer.reports), "events written")
     """
 
@@ -105,10 +106,17 @@ class FusedWriter:
             report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
                                          error=next(iter(excluded.values())))
         self.reports.append(report)
-        if not report.conflict:
-            w.index.compact()
         return CommitResult(events_uri, self.store.version(events_uri), skipped=report.conflict,
                             rows_added=report.written)
+
+    def compact_ids(self) -> int:
+        """Return how many ID files merging the sealed intervals removed (:meth:`ShardWriter.compact_ids`).
+
+        Called once the batches of a run are delivered rather than after each: every fused batch adds an ID file
+        to each interval its late events reach, and merging those after each batch re-read and re-wrote the
+        same intervals once per batch.
+        """
+        return self.writer.compact_ids()
 
     def _count_failure(self, exc: BaseException) -> None:
         """A failed attempt: the IDs cached may hold what it added before failing."""

@@ -106,7 +106,9 @@ class _FinishFused:
             gate = ExpectationGate(lakeshard_pipeline().flow(INGEST_FLOW), ctx.store, ctx.cfg, ctx.run_id)
         writer = FusedWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
                              gate=gate, clock=ctx.clock)
-        return writer.deliver(batch, routed)
+        result = writer.deliver(batch, routed)
+        writer.compact_ids()
+        return result
 
 
 class _Observed:
@@ -144,6 +146,7 @@ def ingest_fused(route_ctx: FlowContext, ingest_ctx: FlowContext) -> tuple[FlowR
     reports = router.run()
     _observe(route_ctx, ROUTED, before)
     writer.drain()  # batches too big for the driver went through routed
+    writer.compact_ids()
     return _route_result(router, reports), _ingest_result(ingest_ctx, writer.reports, writer.writer.conflicts,
                                                       writer.writer.stopped)
 
