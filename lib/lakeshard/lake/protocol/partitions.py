@@ -130,7 +130,21 @@ def partition_order(rows: pa.Table, partition_by: Sequence[str], sort_by: Sequen
     keys = [*partition_by, *sort_by]
     if not keys:
         return pa.array(np.arange(rows.num_rows, dtype=np.int64))
-    return pc.sort_indices(rows.select(keys), sort_keys=[(c, "ascending", "at_start") for c in keys])
+    # Strings are sorted by their rank among the column's distinct values: the same order (equal strings, equal
+    # ranks; nulls stay null), and a multi-key sort compares integers instead of strings (tenants, hours, services:
+    # few distinct values, many rows).
+    columns = {c: _string_ranks(rows.column(c)) if pa.types.is_string(rows.schema.field(c).type) else rows.column(c)
+               for c in keys}
+    return pc.sort_indices(pa.table(columns), sort_keys=[(c, "ascending", "at_start") for c in keys])
+
+
+def _string_ranks(column: pa.ChunkedArray) -> pa.Array:
+    """Return each value's rank in the sorted distinct values of a string column (null where it is null)."""
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    order = pc.sort_indices(encoded.dictionary).to_numpy()
+    rank = np.empty(len(order), dtype=np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    return pc.take(pa.array(rank), encoded.indices)
 
 
 # write_partitioned writes files side by side on a thread per core once each thread gets this many files.
