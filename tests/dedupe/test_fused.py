@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.dedupe.fused import FusedWriter
+from lakeshard.dedupe.keyhash import key_hashes
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import LakeshardError
 from lakeshard.lake import TableStore, open_lazy_store
@@ -97,6 +98,10 @@ def _assert_exactly_once(spark: SparkSession, store: TableStore, cfg: LakeshardC
     assert ids.num_rows == len({(h, lo) for h, lo in zip(ids.column("key_hi").to_pylist(),
                                                          ids.column("key_lo").to_pylist(), strict=True)})
     assert ids.num_rows == check.rows
+    # The IDs are the events' key hashes, whether the writer hashed a batch or the router's look-ahead did.
+    hi, lo = key_hashes(store.read_table_arrow(cfg.table_uri(EVENTS), ["tenant_id", "event_id", "ts"]))
+    assert sorted(zip(ids.column("key_hi").to_pylist(), ids.column("key_lo").to_pylist(), strict=True)) == sorted(
+        zip(hi.tolist(), lo.tolist(), strict=True))
     assert store.read_table_arrow(cfg.table_uri(ROUTED), ["event_id"]).num_rows == 0
 
 
@@ -149,6 +154,36 @@ def test_a_fused_process_killed_before_a_commit_then_restarted_writes_each_event
     assert len(_quarantined(store, cfg)) == m.bad_records
     if restart == "fused":
         _assert_exactly_once(spark, store, cfg, landing, m.unique_events)
+
+
+def test_batches_after_the_first_reach_the_writer_with_their_key_hashes_computed_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The router's look-ahead thread hashes the next batch's keys (``FusedWriter.prepare``); the writer step then
+    hashes only the batch parsed on its own thread (the first), and the hashes are the ones it would compute."""
+    import lakeshard.dedupe.keyhash
+
+    landing = tmp_path / "landing"
+    generate_landing(landing, SPEC)
+    cfg = _cfg(tmp_path, "lh", landing)
+    calls: list[str] = []
+    real = lakeshard.dedupe.keyhash.key_hashes
+
+    def counted(events: Any) -> Any:
+        import threading
+
+        calls.append(threading.current_thread().name)
+        return real(events)
+
+    monkeypatch.setattr(lakeshard.dedupe.keyhash, "key_hashes", counted)
+    writer = _fused(cfg)
+    fused = [r for r in writer.reports if r.routed_version < 0]
+    assert len(fused) > 2
+    assert calls.count("MainThread") == 1  # the first batch, parsed without a look-ahead
+    assert sum(name.startswith("landing-ahead") for name in calls) == len(fused) - 1
+    events = writer.writer.store.read_table_arrow(cfg.table_uri(EVENTS), ["tenant_id", "event_id", "ts"])
+    assert writer.prepare(events).select(["key_hi", "key_lo"]).to_pydict() == dict(
+        zip(["key_hi", "key_lo"], [h.tolist() for h in real(events)], strict=True))
 
 
 def test_a_route_only_router_refuses_to_finish_a_fused_batch_without_writers(tmp_path: Path) -> None:

@@ -64,6 +64,16 @@ class FusedWriter:
         self.reports += drained
         return drained
 
+    def prepare(self, events: pa.Table) -> pa.Table:
+        """Return ``events`` with each row's key hashes (``key_hi``, ``key_lo``), which the writer step then takes
+        instead of hashing the batch itself: computed on the router's look-ahead thread, beside the batch in hand."""
+        import pyarrow as pa
+
+        from lakeshard.dedupe.keyhash import key_hashes
+
+        hi, lo = key_hashes(events)
+        return events.append_column("key_hi", pa.array(hi)).append_column("key_lo", pa.array(lo))
+
     def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
         """Return the ``events`` commit of fused batch plan ``batch`` (``routed``: its routed rows), after its IDs'
         commit; skipped when another process had committed the batch's events (then only missing IDs are

@@ -110,6 +110,9 @@ class _FinishFused:
         writer.compact_ids()
         return result
 
+    def prepare(self, events: pa.Table) -> pa.Table:
+        return events  # a route-only router plans no fused batch, so it looks ahead at none
+
 
 class _Observed:
     """A fused hand-off that counts the route flow's expectations on each batch's routed rows it commits (the
@@ -118,6 +121,9 @@ class _Observed:
     def __init__(self, writer: FusedWriter, ctx: FlowContext) -> None:
         self.writer = writer
         self.ctx = ctx
+
+    def prepare(self, events: pa.Table) -> pa.Table:
+        return self.writer.prepare(events)
 
     def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
         result = self.writer.deliver(batch, routed)
