@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.dedupe.fused import FusedWriter
+from lakeshard.dedupe.keyhash import key_hashes
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import LakeshardError
 from lakeshard.lake import TableStore, open_lazy_store
@@ -97,6 +98,10 @@ def _assert_exactly_once(spark: SparkSession, store: TableStore, cfg: LakeshardC
     assert ids.num_rows == len({(h, lo) for h, lo in zip(ids.column("key_hi").to_pylist(),
                                                          ids.column("key_lo").to_pylist(), strict=True)})
     assert ids.num_rows == check.rows
+    # The IDs are the events' key hashes, whether the writer hashed a batch or the router's look-ahead did.
+    hi, lo = key_hashes(store.read_table_arrow(cfg.table_uri(EVENTS), ["tenant_id", "event_id", "ts"]))
+    assert sorted(zip(ids.column("key_hi").to_pylist(), ids.column("key_lo").to_pylist(), strict=True)) == sorted(
+        zip(hi.tolist(), lo.tolist(), strict=True))
     assert store.read_table_arrow(cfg.table_uri(ROUTED), ["event_id"]).num_rows == 0
 
 
@@ -149,6 +154,36 @@ def test_a_fused_process_killed_before_a_commit_then_restarted_writes_each_event
     assert len(_quarantined(store, cfg)) == m.bad_records
     if restart == "fused":
         _assert_exactly_once(spark, store, cfg, landing, m.unique_events)
+
+
+def test_batches_after_the_first_reach_the_writer_with_their_key_hashes_computed_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The router's look-ahead thread hashes the next batch's keys (``FusedWriter.prepare``); the writer step then
+    hashes only the batch parsed on its own thread (the first), and the hashes are the ones it would compute."""
+    import lakeshard.dedupe.keyhash
+
+    landing = tmp_path / "landing"
+    generate_landing(landing, SPEC)
+    cfg = _cfg(tmp_path, "lh", landing)
+    calls: list[str] = []
+    real = lakeshard.dedupe.keyhash.key_hashes
+
+    def counted(events: Any) -> Any:
+        import threading
+
+        calls.append(threading.current_thread().name)
+        return real(events)
+
+    monkeypatch.setattr(lakeshard.dedupe.keyhash, "key_hashes", counted)
+    writer = _fused(cfg)
+    fused = [r for r in writer.reports if r.routed_version < 0]
+    assert len(fused) > 2
+    assert calls.count("MainThread") == 1  # the first batch, parsed without a look-ahead
+    assert sum(name.startswith("landing-ahead") for name in calls) == len(fused) - 1
+    events = writer.writer.store.read_table_arrow(cfg.table_uri(EVENTS), ["tenant_id", "event_id", "ts"])
+    assert writer.prepare(events).select(["key_hi", "key_lo"]).to_pydict() == dict(
+        zip(["key_hi", "key_lo"], [h.tolist() for h in real(events)], strict=True))
 
 
 def test_a_route_only_router_refuses_to_finish_a_fused_batch_without_writers(tmp_path: Path) -> None:
@@ -254,3 +289,37 @@ def test_rows_that_fail_to_write_on_the_fused_path_are_dead_lettered_once_across
     events = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id"]).column("event_id").to_pylist()
     assert sorted(events) == [f"e{i}" for i in (0, 1, 3, 5)]
     assert store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi"]).num_rows == 4
+
+
+def test_a_fused_batch_a_route_only_run_finishes_goes_through_the_ingest_flows_gate(
+    store: TableStore, tmp_path: Path
+) -> None:
+    """The ingest flow's expectations hold for every row committed to ``events``, whichever run delivers it: here a
+    rule that drops rows without a service, and a fused batch finished by a run of the route flow alone."""
+    import dataclasses
+
+    from lakeshard.pipelines.expectations import expect_or_drop
+    from lakeshard.pipelines.flows import lakeshard_pipeline
+    from lakeshard.pipelines.runner import run_pipeline
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    lines = [json.dumps({"tenant_id": f"t{i % 3}", "event_id": f"e{i}", "ts": _AN_HOUR_AGO,
+                         **({"service": "api"} if i % 4 else {})}).encode() + b"\n" for i in range(12)]
+    (landing / "a.jsonl").write_bytes(b"".join(lines))
+    cfg = _cfg(tmp_path, "lh", landing)
+    with pytest.raises(Crash):
+        _fused(cfg, die_at=EVENTS, batch=1)
+    declared = lakeshard_pipeline()
+    pipeline = dataclasses.replace(declared, flows=tuple(
+        dataclasses.replace(f, expectations=(expect_or_drop("has_service", "service IS NOT NULL"),))
+        if f.name == "ingest" else f for f in declared.flows))
+
+    report = run_pipeline(None, open_lazy_store(cfg), cfg, pipeline, flows=["route"])
+
+    report.raise_failure()
+    rows = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id", "service"]).to_pylist()
+    assert sorted(r["event_id"] for r in rows) == sorted(f"e{i}" for i in range(12) if i % 4)
+    assert store.transaction_version(cfg.table_uri(ID_INDEX), FUSED_APP_ID) == 1
+    # Dropped by the rule, not lost: their IDs are indexed (a re-sent copy is a duplicate, as on the writers' path).
+    assert store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi"]).num_rows == 12

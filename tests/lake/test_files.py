@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -98,3 +99,17 @@ def test_python_reads_a_dbfs_location_where_a_databricks_runtime_mounts_it(locat
 
     fs, path = filesystem(location)
     assert isinstance(fs, LocalFileSystem) and path == local
+
+
+keys = st.none() | st.sampled_from(["", "a", "A", "é", "e\u0301", "z", "🦆", "a" * 40]) | st.text(max_size=3)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(keys, keys, st.none() | st.integers(-3, 3), keys), max_size=80))
+def test_partition_order_is_the_stable_sort_of_the_key_columns(data: list[tuple[object, ...]]) -> None:
+    """Strings ranked among their distinct values sort as the strings themselves: nulls first, code point order,
+    rows equal on every key in their original order."""
+    types = {"p": pa.string(), "q": pa.string(), "n": pa.int64(), "s": pa.string()}
+    table = pa.table({c: pa.array([r[i] for r in data], t) for i, (c, t) in enumerate(types.items())})
+    expected = pc.sort_indices(table, sort_keys=[(c, "ascending", "at_start") for c in ("p", "q", "n", "s")])
+    assert files.partition_order(table, ["p", "q"], ["n", "s"]).to_pylist() == expected.to_pylist()

@@ -354,7 +354,8 @@ class ArrowStep(StepEngine):
 
         from lakeshard.buckets.late import assign_buckets_arrow
 
-        rows = routed.select([*EVENT_COLUMNS, "shard"])
+        # Key hashes computed ahead (FusedWriter.prepare) travel with their rows.
+        rows = routed.select([*EVENT_COLUMNS, "shard", *[c for c in HASH if c in routed.column_names]])
         if excluded:  # rows proven unwritable, dead-lettered already
             rows = rows.filter(pa.array([k not in excluded for k in event_keys(rows)], pa.bool_()))
         own = own_hour_arrow(rows.column("ts"))
@@ -375,7 +376,11 @@ class ArrowStep(StepEngine):
         batch = (self.batch(step.files, step.routed_version, step.excluded) if step.rows is None
                  else self.assign(step.rows, step.routed_version, step.excluded))
         rows_in = batch.num_rows
-        hi, lo = key_hashes(batch)
+        if set(HASH) <= set(batch.column_names):
+            hi, lo = (batch.column(c).to_numpy() for c in HASH)
+            batch = batch.drop_columns(list(HASH))
+        else:
+            hi, lo = key_hashes(batch)
         # Within the batch: the first row of each exact key (Spark's dropDuplicates keeps one of them too).
         numbered = batch.select(KEY).append_column("__row", pa.array(np.arange(rows_in, dtype=np.int64)))
         first = np.sort(numbered.group_by(KEY, use_threads=False).aggregate([("__row", "min")])

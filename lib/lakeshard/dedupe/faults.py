@@ -77,7 +77,7 @@ class RecordLevelFailure(DedupeError):
         super().__init__(reason)
 
 
-def unwritable_rows(rows: pa.Table, write: Callable[[pa.Table], None]) -> list[int]:
+def unwritable_rows(rows: pa.Table, write: Callable[[pa.Table], object]) -> list[int]:
     """Return the indices of the rows that ``write`` fails on by themselves while the other rows write.
 
     Bisection: a slice that fails is split until single rows remain. Empty when the whole table writes, when
@@ -109,7 +109,7 @@ def unwritable_rows(rows: pa.Table, write: Callable[[pa.Table], None]) -> list[i
     return found
 
 
-def record_level_failure(rows: pa.Table, error: Exception, write: Callable[[pa.Table], None]) -> Exception:
+def record_level_failure(rows: pa.Table, error: Exception, write: Callable[[pa.Table], object]) -> Exception:
     """Return a :class:`RecordLevelFailure` naming the rows ``write`` proves unwritable (see
     :func:`unwritable_rows`), or ``error`` itself when the failure is not about specific rows."""
     bad = unwritable_rows(rows, write)
@@ -186,14 +186,15 @@ def retry_step(attempt: Callable[[], T], policy: RetryPolicy, *, shards: Sequenc
             sleep(delay)
 
 
-def write_or_blame(rows: pa.Table, target: str, write: Callable[[pa.Table, str], None]) -> None:
-    """Write ``rows`` under ``target`` with ``write``; when that fails, raise the :class:`RecordLevelFailure` of
-    the rows that fail alone (written again, bisected, to a local scratch directory), else the error itself."""
+def write_or_blame(rows: pa.Table, target: str, write: Callable[[pa.Table, str], T]) -> T:
+    """Return what ``write`` returns, writing ``rows`` under ``target``; when that fails, raise the
+    :class:`RecordLevelFailure` of the rows that fail alone (written again, bisected, to a local scratch
+    directory), else the error itself."""
     import itertools
     import tempfile
 
     try:
-        write(rows, target)
+        return write(rows, target)
     except Exception as exc:
         with tempfile.TemporaryDirectory(prefix="lakeshard-probe-") as scratch:
             n = itertools.count()

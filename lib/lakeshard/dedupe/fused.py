@@ -46,6 +46,7 @@ class FusedWriter:
 
         writer = FusedWriter(spark, store, cfg, shards=range(64))
         Router(spark, store, cfg, handoff=writer, fused=True).run()
+        writer.compact_ids()
         print(sum(r.written for r in writer.reports), "events written")
     """
 
@@ -62,6 +63,16 @@ class FusedWriter:
         drained = self.writer.run()
         self.reports += drained
         return drained
+
+    def prepare(self, events: pa.Table) -> pa.Table:
+        """Return ``events`` with each row's key hashes (``key_hi``, ``key_lo``), which the writer step then takes
+        instead of hashing the batch itself: computed on the router's look-ahead thread, beside the batch in hand."""
+        import pyarrow as pa
+
+        from lakeshard.dedupe.keyhash import key_hashes
+
+        hi, lo = key_hashes(events)
+        return events.append_column("key_hi", pa.array(hi)).append_column("key_lo", pa.array(lo))
 
     def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
         """Return the ``events`` commit of fused batch plan ``batch`` (``routed``: its routed rows), after its IDs'
@@ -105,10 +116,17 @@ class FusedWriter:
             report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
                                          error=next(iter(excluded.values())))
         self.reports.append(report)
-        if not report.conflict:
-            w.index.compact()
         return CommitResult(events_uri, self.store.version(events_uri), skipped=report.conflict,
                             rows_added=report.written)
+
+    def compact_ids(self) -> int:
+        """Return how many ID files merging the sealed intervals removed (:meth:`ShardWriter.compact_ids`).
+
+        Called once the batches of a run are delivered rather than after each: every fused batch adds an ID file
+        to each interval its late events reach, and merging those after each batch re-read and re-wrote the
+        same intervals once per batch.
+        """
+        return self.writer.compact_ids()
 
     def _count_failure(self, exc: BaseException) -> None:
         """A failed attempt: the IDs cached may hold what it added before failing."""

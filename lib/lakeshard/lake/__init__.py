@@ -29,6 +29,7 @@ from lakeshard.lake.types import (
     LogEntry,
     VacuumReport,
     WriteFiles,
+    WrittenFile,
 )
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ __all__ = [
     "TableStore",
     "VacuumReport",
     "WriteFiles",
+    "WrittenFile",
     "adapter_choice",
     "adapter_name",
     "check_data_file",

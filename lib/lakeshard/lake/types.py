@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakeshard.utc import aware
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 __all__ = [
     "BYTES_ADDED",
@@ -22,6 +25,7 @@ __all__ = [
     "LogEntry",
     "VacuumReport",
     "WriteFiles",
+    "WrittenFile",
 ]
 
 
@@ -69,9 +73,21 @@ as on disk), after they are written and before the commit; what it returns is ad
 metadata, and an exception it raises aborts the commit (nothing becomes visible)."""
 
 
-WriteFiles = Callable[[str], None]
+@dataclass(frozen=True)
+class WrittenFile:
+    """One Parquet data file a :data:`WriteFiles` function wrote, described by the writer that just closed it."""
+
+    path: str  # relative to the directory the function was given, as on disk (``col=value/.../part-....parquet``)
+    size_bytes: int
+    partition_values: Mapping[str, str | None]
+    footer: pq.FileMetaData  # the footer as written: row count and each column chunk's statistics
+
+
+WriteFiles = Callable[[str], Sequence[WrittenFile] | None]
 """Writes Parquet data files under the directory it is given (Hive-style ``col=value`` partition directories,
-the table's columns minus the partition columns); a replace then commits whatever it wrote."""
+the table's columns minus the partition columns); a replace then commits whatever it wrote. It returns every file
+it wrote (:class:`WrittenFile`), so the store builds their add actions without opening them again, or None: the
+store then lists the directory and reads each file's footer."""
 
 
 @dataclass(frozen=True)

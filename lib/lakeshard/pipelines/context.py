@@ -352,11 +352,25 @@ class FlowContext:
     params: Mapping[str, Any]
     gate: ExpectationGate
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    # The run's gate of each flow by name (:meth:`gate_of`); None for a context built outside a pipeline run.
+    gates: Callable[[str], ExpectationGate] | None = None
 
     @property
     def spark(self) -> SparkSession:
         """Return the session (the store's, started now if it has none yet)."""
         return self.session if self.session is not None else self.store.spark
+
+    def gate_of(self, flow: str) -> ExpectationGate | None:
+        """Return the run's expectation gate of ``flow`` (this flow's own gate for its own name), or None for a
+        context built outside a pipeline run.
+
+        A flow that commits another flow's rows passes them through that flow's gate: the route flow finishing a
+        batch planned for the fused hand-off commits ``events`` as the ingest flow does, under its expectations.
+        One gate per flow and run, so its counts are the flow's whichever call committed the rows.
+        """
+        if flow == self.flow.name:
+            return self.gate
+        return None if self.gates is None else self.gates(flow)
 
 
 def new_files(store: TableStore, table: str, since_version: int | None) -> list[FileInfo]:

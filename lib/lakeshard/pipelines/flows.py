@@ -26,7 +26,7 @@ from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import ConfigError, DamagedDataFile
 from lakeshard.lake import CommitResult
 from lakeshard.maintenance import clean_logs, compact_bookkeeping, vacuum_tables
-from lakeshard.pipelines.context import FlowContext, FlowResult
+from lakeshard.pipelines.context import ExpectationGate, FlowContext, FlowResult
 from lakeshard.pipelines.declaration import Flow, Joint, Pipeline
 from lakeshard.pipelines.errors import PipelineError
 from lakeshard.pipelines.expectations import expect, expect_or_fail
@@ -51,11 +51,12 @@ from lakeshard.utc import aware
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["LANDING", "compact_buckets", "compact_events", "ingest_fused", "ingest_shards", "lakeshard_pipeline",
-           "run_autoshard", "run_balance", "run_close_buckets", "run_compact", "run_compact_books", "run_ingest",
-           "run_route"]
+__all__ = ["INGEST_FLOW", "LANDING", "compact_buckets", "compact_events", "ingest_fused", "ingest_shards",
+           "lakeshard_pipeline", "run_autoshard", "run_balance", "run_close_buckets", "run_compact",
+           "run_compact_books", "run_ingest", "run_route"]
 
 LANDING = "landing"  # the pipeline's source: the landing zone of JSON files (cfg.landing)
+INGEST_FLOW = "ingest"  # the flow whose gate every commit to events passes (the route flow finishing a fused batch)
 
 
 def _observe(ctx: FlowContext, table: str, before: int | None) -> None:
@@ -92,16 +93,25 @@ def _router(ctx: FlowContext, handoff: FusedHandoff, *, fused: bool) -> Router:
 
 
 class _FinishFused:
-    """The fused hand-off of a route-only run: writers for every shard, built only when a fused batch is met."""
+    """The fused hand-off of a route-only run: writers for every shard, built only when a fused batch is met, that
+    commit through the ingest flow's expectation gate as a fused run's writers do."""
 
     def __init__(self, ctx: FlowContext) -> None:
         self.ctx = ctx
 
     def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
         ctx = self.ctx
+        gate = ctx.gate_of(INGEST_FLOW)
+        if gate is None:  # a context outside a pipeline run: the declared ingest flow's rules
+            gate = ExpectationGate(lakeshard_pipeline().flow(INGEST_FLOW), ctx.store, ctx.cfg, ctx.run_id)
         writer = FusedWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
-                             clock=ctx.clock)
-        return writer.deliver(batch, routed)
+                             gate=gate, clock=ctx.clock)
+        result = writer.deliver(batch, routed)
+        writer.compact_ids()
+        return result
+
+    def prepare(self, events: pa.Table) -> pa.Table:
+        return events  # a route-only router plans no fused batch, so it looks ahead at none
 
 
 class _Observed:
@@ -111,6 +121,9 @@ class _Observed:
     def __init__(self, writer: FusedWriter, ctx: FlowContext) -> None:
         self.writer = writer
         self.ctx = ctx
+
+    def prepare(self, events: pa.Table) -> pa.Table:
+        return self.writer.prepare(events)
 
     def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
         result = self.writer.deliver(batch, routed)
@@ -139,6 +152,7 @@ def ingest_fused(route_ctx: FlowContext, ingest_ctx: FlowContext) -> tuple[FlowR
     reports = router.run()
     _observe(route_ctx, ROUTED, before)
     writer.drain()  # batches too big for the driver went through routed
+    writer.compact_ids()
     return _route_result(router, reports), _ingest_result(ingest_ctx, writer.reports, writer.writer.conflicts,
                                                       writer.writer.stopped)
 
@@ -313,7 +327,7 @@ def lakeshard_pipeline() -> Pipeline:
              expectations=(expect("routed_to_a_shard", "shard >= 0"),),
              job="ingest", notebook="notebooks/jobs/route.ipynb",
              description="validate landing records, quarantine bad ones, give each event a placement and shard"),
-        Flow("ingest", run_ingest, inputs=(ROUTED,), outputs=(EVENTS, ID_INDEX), gated=True,
+        Flow(INGEST_FLOW, run_ingest, inputs=(ROUTED,), outputs=(EVENTS, ID_INDEX), gated=True,
              params={"shards": ""},
              expectations=(expect("has_service", "service IS NOT NULL"),
                            expect_or_fail("identified", "tenant_id <> '' AND event_id <> '' AND ts IS NOT NULL")),

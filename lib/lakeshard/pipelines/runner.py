@@ -183,6 +183,17 @@ class _Run:
         self.log = EventLog(store, cfg)
         self.report = RunReport(self.run_id, pipeline.name, full_refresh)
         self.blocked: set[str] = set()  # flows downstream of a failure
+        self.gates: dict[str, ExpectationGate] = {}
+
+    def gate(self, flow: str) -> ExpectationGate:
+        """Return the run's expectation gate of ``flow``: one per flow, whichever call commits its rows."""
+        if flow not in self.gates:
+            self.gates[flow] = ExpectationGate(self.pipeline.flow(flow), self.store, self.cfg, self.run_id)
+        return self.gates[flow]
+
+    def context(self, flow: Flow, params: Mapping[str, Any]) -> FlowContext:
+        return FlowContext(self.spark, self.store, self.cfg, flow, self.run_id, params, self.gate(flow.name),
+                           self.clock, gates=self.gate)
 
     def event(self, flow: str, kind: str, **extra: Any) -> None:
         self.log.append(FlowEvent(self.run_id, self.pipeline.name, flow, kind, self.full_refresh, **extra))
@@ -204,9 +215,7 @@ class _Run:
         for flow in flows:
             self.say(f"{flow.name}: running ...")
             self.event(flow.name, "started")
-            gate = ExpectationGate(flow, self.store, self.cfg, self.run_id)
-            contexts.append(FlowContext(self.spark, self.store, self.cfg, flow, self.run_id, params[flow.name], gate,
-                                        self.clock))
+            contexts.append(self.context(flow, params[flow.name]))
         start = time.perf_counter()
         try:
             results = joint.run(contexts[0], contexts[1])
@@ -243,8 +252,8 @@ class _Run:
             return FlowRun(flow.name, "up_to_date")
         self.say(f"{flow.name}: running ...")
         self.event(flow.name, "started")
-        gate = ExpectationGate(flow, self.store, self.cfg, self.run_id)
-        ctx = FlowContext(self.spark, self.store, self.cfg, flow, self.run_id, params, gate, self.clock)
+        ctx = self.context(flow, params)
+        gate = ctx.gate
         start = time.perf_counter()
         try:
             result = flow.run(ctx)

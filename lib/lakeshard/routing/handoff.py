@@ -25,3 +25,8 @@ class FusedHandoff(Protocol):
         """Return the ``events`` commit of batch plan ``batch`` (skipped: another process had committed it),
         having committed its IDs too; called again for a batch whose ``events`` commit was made, it commits
         only the IDs."""
+
+    def prepare(self, events: pa.Table) -> pa.Table:
+        """Return a fused batch's parsed events with columns the hand-off derives from each row alone, computed
+        ahead: the router calls it on its look-ahead thread while the batch before is delivered, and the columns
+        travel with the rows to :meth:`deliver` (a batch delivered without them gets them computed there)."""

@@ -287,9 +287,16 @@ class Router:
             return
         if self._parser is None:
             self._parser = ThreadPoolExecutor(1, thread_name_prefix="landing-ahead")
-        parsed = self._parser.submit(parse_landing_arrow, files, limits=self.cfg.landing_format,
-                                     now_ms=millis(now))
+        parsed = self._parser.submit(self._parse_ahead, files, millis(now))
         self._ahead = _Ahead(batch + 1, self._landing, now, intake, parsed)
+
+    def _parse_ahead(self, files: Sequence[LandingFile], now_ms: int) -> tuple[pa.Table, pa.Table]:
+        """Return the parse of the next batch's files, with what the fused hand-off derives from the rows alone
+        (this router plans the batches it looks ahead at as fused: they fit the driver)."""
+        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms)
+        if self._fused and self._handoff is not None:
+            events = self._handoff.prepare(events)
+        return events, quarantine
 
     def _stop_looking_ahead(self) -> None:
         self._ahead = None

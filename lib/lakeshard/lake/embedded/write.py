@@ -25,6 +25,7 @@ from lakeshard.lake.protocol.datafiles import (
     conform,
     footer_stats_and_values,
     is_hidden,
+    metadata_stats,
     stats_columns,
     written_parquet,
     written_partition_values,
@@ -32,7 +33,7 @@ from lakeshard.lake.protocol.datafiles import (
 from lakeshard.lake.protocol.filesystem import filesystem, normalise_uri
 from lakeshard.lake.protocol.log import COMMIT_ID, LogState
 from lakeshard.lake.trace import COMMIT, WRITE, phase
-from lakeshard.lake.types import AppTransaction, FileInfo, WriteFiles
+from lakeshard.lake.types import AppTransaction, FileInfo, WriteFiles, WrittenFile
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -52,6 +53,7 @@ __all__ = [
     "version_of_commit",
     "write_new_files",
     "write_spark_files",
+    "written_adds",
 ]
 
 # Names of what a commit or a create stages before it links it into place (vacuum removes old ones).
@@ -113,11 +115,48 @@ def write_new_files(shape: TableShape, df: DataFrame | None, write: WriteFiles |
     write_id, target = new_write_dir(shape.uri)
     with phase(WRITE, shape.uri):
         try:
-            write(target)
+            written = write(target)
         except BaseException:
             delete_tree(target)
             raise
-        return collect_adds(shape, write_id, target, data_change)
+        if written is None:
+            return collect_adds(shape, write_id, target, data_change)
+        return written_adds(shape, write_id, target, written, data_change)
+
+
+def written_adds(shape: TableShape, write_id: str, target: str, written: Sequence[WrittenFile], data_change: bool
+                 ) -> tuple[list[AddAction], int, str]:
+    """Return add actions for the Parquet files a write function reports it wrote under ``target``: their stats
+    come from the footers the writer kept (the same stats :func:`collect_adds` reads back), no file is opened.
+
+    Raises:
+        TableStoreError: a file's partition values lack one of the table's partition columns.
+    """
+    parts = list(shape.partition_columns)
+    indexed = stats_columns(shape.configuration, shape.column_names)
+    millis = now_ms()
+    adds: list[AddAction] = []
+    rows = 0
+    for f in written:
+        n, stats = metadata_stats(f.footer, indexed)
+        if n == 0:
+            fs, base = filesystem(target)
+            fs.delete_file(f"{base}/{f.path}")
+            continue
+        missing = [c for c in parts if c not in f.partition_values]
+        if missing:
+            raise TableStoreError(f"{shape.uri}: written file {f.path} has no partition values for {missing}; "
+                                  f"expected values for {parts}")
+        rows += n
+        adds.append(AddAction(
+            path=f"{write_id}/{f.path}",
+            size=f.size_bytes,
+            partition_values={c: f.partition_values[c] for c in parts},
+            modification_time=millis,
+            data_change=data_change,
+            stats=json.dumps(stats, separators=(",", ":")),
+        ))
+    return adds, rows, target
 
 
 def collect_adds(shape: TableShape, write_id: str, target: str, data_change: bool

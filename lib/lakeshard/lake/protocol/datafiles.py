@@ -42,6 +42,7 @@ __all__ = [
     "footer_stats",
     "footer_stats_and_values",
     "is_hidden",
+    "metadata_stats",
     "naming_damaged_files",
     "partition_scalar",
     "partition_values_from_path",
@@ -194,6 +195,12 @@ def footer_stats_and_values(fs: pafs.FileSystem, path: str, columns: Collection[
     return *_stats(meta, columns), _footer_values(meta, path)
 
 
+def metadata_stats(meta: pq.FileMetaData, columns: Collection[str] | None = None) -> tuple[int, dict[str, Any]]:
+    """Return the row count and Delta stats of a Parquet footer already in hand (a writer's metadata of the file
+    it just closed): the same as :func:`footer_stats` reads back from the file."""
+    return _stats(meta, columns)
+
+
 def _footer_values(meta: pq.FileMetaData, path: str) -> dict[str, str | None] | None:
     raw = (meta.metadata or {}).get(PARTITION_VALUES_KEY)
     if raw is None:
@@ -212,19 +219,19 @@ def _footer_ranges(meta: pq.FileMetaData, columns: Collection[str] | None
                    ) -> dict[str, tuple[Any, Any, int | None]]:
     """Return each top-level column's (min, max, null count) over the footer's row groups, as Arrow gives them
     (None where some row group lacks them); ``columns`` None: every top-level column."""
-    top_level = {meta.schema.column(i).path for i in range(meta.num_columns) if "." not in meta.schema.column(i).path}
-    if columns is not None:
-        top_level &= set(columns)
+    schema = meta.schema
+    paths = [schema.column(i).path for i in range(meta.num_columns)]
+    wanted = None if columns is None else set(columns)
+    row_groups = [meta.row_group(rg) for rg in range(meta.num_row_groups)]
     ranges: dict[str, tuple[Any, Any, int | None]] = {}
-    for col in range(meta.num_columns):
-        name = meta.schema.column(col).path
-        if name not in top_level:
+    for col, name in enumerate(paths):
+        if "." in name or (wanted is not None and name not in wanted):
             continue
         lo: Any = None
         hi: Any = None
         null_count: int | None = 0
-        for rg in range(meta.num_row_groups):
-            stats = meta.row_group(rg).column(col).statistics
+        for group in row_groups:
+            stats = group.column(col).statistics
             if stats is None:
                 null_count, lo, hi = None, None, None
                 break

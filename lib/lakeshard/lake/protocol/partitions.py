@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakeshard.lake.protocol.filesystem import filesystem
+from lakeshard.lake.types import WrittenFile
 from lakeshard.runtime.cores import driver_threads
 
 __all__ = ["PARTITION_VALUES_KEY", "hive_escape", "partition_directory", "partition_order", "write_partitioned"]
@@ -57,10 +58,11 @@ def partition_directory(values: Mapping[str, str]) -> tuple[str, dict[bytes, byt
 
 
 def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partition_by: Sequence[str],
-                      sort_by: Sequence[str] = ()) -> None:
-    """Write ``rows`` under ``directory`` as one Parquet file per distinct partition value, each sorted by
-    ``sort_by`` (ascending, nulls first: Spark's order; the sort is stable, so rows equal on every key keep
-    their order); no rows, no file.
+                      sort_by: Sequence[str] = ()) -> list[WrittenFile]:
+    """Return the files written: ``rows`` under ``directory`` as one Parquet file per distinct partition value,
+    each sorted by ``sort_by`` (ascending, nulls first: Spark's order; the sort is stable, so rows equal on every
+    key keep their order); no rows, no file. Each file comes with its footer as the writer closed it, so a store
+    commits it without opening it again.
 
     ``schema`` is the table's Arrow schema: files hold its columns minus ``partition_by``, in its order and
     types, inside ``col=value`` directories (values escaped as Spark escapes them), which is what
@@ -68,7 +70,7 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     non-null.
     """
     if not rows.num_rows:
-        return
+        return []
     order = partition_order(rows, partition_by, sort_by)
     # Rows handed over in this order already (gathered so by the caller) are not gathered a second time: a
     # gather of whole events (long messages, attribute maps) is one of a writer step's dearest parts.
@@ -93,26 +95,29 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     fs, base = filesystem(directory)
     tag = uuid.uuid4().hex[:12]
 
-    def write(i: int, start: int, end: int) -> None:
-        parts, footer = partition_directory({c: _partition_text(firsts[j][i]) for j, c in enumerate(partition_by)})
+    def write(i: int, start: int, end: int) -> WrittenFile:
+        values = {c: _partition_text(firsts[j][i]) for j, c in enumerate(partition_by)}
+        parts, footer = partition_directory(values)
         where = f"{base}/{parts}" if parts else base
         fs.create_dir(where, recursive=True)
         piece = body.slice(start, end - start)
         if footer:
             piece = piece.replace_schema_metadata({**(piece.schema.metadata or {}), **footer})
-        pq.write_table(piece, f"{where}/part-{i:05d}-{tag}.parquet", filesystem=fs)
+        name = f"part-{i:05d}-{tag}.parquet"
+        written: list[pq.FileMetaData] = []
+        with fs.open_output_stream(f"{where}/{name}") as out:
+            pq.write_table(piece, out, metadata_collector=written)
+            size = out.tell()
+        return WrittenFile(f"{parts}/{name}" if parts else name, size, values, written[0])
 
     ranges = list(zip(starts.tolist(), [*starts[1:].tolist(), n], strict=True))
     threads = min(driver_threads(), len(ranges) // _FILES_PER_THREAD)
     if threads < 2:
-        for i, (start, end) in enumerate(ranges):
-            write(i, start, end)
-        return
+        return [write(i, start, end) for i, (start, end) in enumerate(ranges)]
     # Parquet encoding and the file writes release the GIL: many partitions' files are written side by side.
     # Leaving the pool waits for every write, so a failure is raised only once nothing is still writing.
     with ThreadPoolExecutor(threads, thread_name_prefix="parquet-write") as pool:
-        for done in [pool.submit(write, i, start, end) for i, (start, end) in enumerate(ranges)]:
-            done.result()
+        return [done.result() for done in [pool.submit(write, i, start, end) for i, (start, end) in enumerate(ranges)]]
 
 
 def partition_order(rows: pa.Table, partition_by: Sequence[str], sort_by: Sequence[str] = ()) -> pa.Array:
@@ -125,7 +130,21 @@ def partition_order(rows: pa.Table, partition_by: Sequence[str], sort_by: Sequen
     keys = [*partition_by, *sort_by]
     if not keys:
         return pa.array(np.arange(rows.num_rows, dtype=np.int64))
-    return pc.sort_indices(rows.select(keys), sort_keys=[(c, "ascending", "at_start") for c in keys])
+    # Strings are sorted by their rank among the column's distinct values: the same order (equal strings, equal
+    # ranks; nulls stay null), and a multi-key sort compares integers instead of strings (tenants, hours, services:
+    # few distinct values, many rows).
+    columns = {c: _string_ranks(rows.column(c)) if pa.types.is_string(rows.schema.field(c).type) else rows.column(c)
+               for c in keys}
+    return pc.sort_indices(pa.table(columns), sort_keys=[(c, "ascending", "at_start") for c in keys])
+
+
+def _string_ranks(column: pa.ChunkedArray) -> pa.Array:
+    """Return each value's rank in the sorted distinct values of a string column (null where it is null)."""
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    order = pc.sort_indices(encoded.dictionary).to_numpy()
+    rank = np.empty(len(order), dtype=np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    return pc.take(pa.array(rank), encoded.indices)
 
 
 # write_partitioned writes files side by side on a thread per core once each thread gets this many files.
