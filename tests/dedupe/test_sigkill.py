@@ -57,13 +57,20 @@ def _ingest(lakehouse: Path, landing: Path, kill: str, kill_at: KillAt | None = 
                       kill_at=kill_at)
 
 
-def _kill_plan(rng: random.Random, in_commit_owed: int, kills_left: int) -> tuple[str, KillAt | None]:
+def _kill_plan(rng: random.Random, in_commit_owed: int, kills_left: int, *, scarce: bool = False
+               ) -> tuple[str, KillAt | None]:
     """Return how the next run is killed: by the parent inside a commit or a Parquet write, or by the child at a
     commit point or a moment.
 
     A share of the runs is killed inside a commit, and every run once the kills left are only enough to reach
     the minimum inside commits (a kill aimed at a commit that finishes first lands elsewhere and is counted so).
+    ``scarce`` (no more files to come than kills owed): the kill is one every run with work reaches, at its first
+    commit or commit point, since a run that ends unkilled with the stream delivered leaves no work to kill.
     """
+    if scarce:
+        if in_commit_owed > 0:
+            return "none", KillAt(COMMIT, nth=1, delay=rng.uniform(0.0, 0.002))
+        return "hook:1", None
     draw = rng.random()
     if draw < 0.4 or 0 < in_commit_owed >= kills_left:
         return "none", KillAt(COMMIT, nth=rng.randint(1, 8), delay=rng.uniform(0.0, 0.002))
@@ -96,12 +103,14 @@ def test_sigkill_at_random_points_over_one_stream_ends_exactly_once(
     while kills < KILLS or arriving:
         assert runs < 20 * KILLS, f"{runs} runs made only {kills} kills: the kill points no longer hit the work\n" + \
             "\n".join(trace)
-        k = rng.randint(1, per_run)
+        # One file is kept back for each kill still owed after this run, so the stream never runs dry first.
+        k = min(rng.randint(1, per_run), max(1, len(arriving) - max(0, KILLS - kills - 1)))
         for f in arriving[:k]:  # the next few files arrive
             (landing / f.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(f, landing / f.relative_to(source))
         arriving = arriving[k:]
-        kill, kill_at = _kill_plan(rng, IN_COMMIT - landed[DELTA_COMMIT], KILLS - kills)
+        kill, kill_at = _kill_plan(rng, IN_COMMIT - landed[DELTA_COMMIT], KILLS - kills,
+                                   scarce=len(arriving) < KILLS - kills)
         done = _ingest(lakehouse, landing, kill, kill_at, handoff)
         runs += 1
         if done.killed:
