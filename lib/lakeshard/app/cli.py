@@ -244,7 +244,9 @@ def _stop_on_interrupt() -> Iterator[threading.Event]:
 def cmd_fsck(args: argparse.Namespace) -> int:
     """Check every live data file of every lakehouse table against the log (exists, reads as Parquet, rows and
     key ranges as the log says); with --repair, remove the damaged ones from their table's log (one commit per
-    table) and record what they held in fsck_repairs. Exit 1 when damage was found and left."""
+    table) and record what they held in fsck_repairs. Exit 1 when damage was found and left, or a table's log cannot
+    be read."""
+    from lakeshard.errors import TableStoreError
     from lakeshard.lake import open_lazy_store
     from lakeshard.maintenance import check_table, repair_table
     from lakeshard.tables import FSCK_REPAIRS, TABLES
@@ -255,9 +257,15 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     present = [name for name in TABLES if store.exists(cfg.table_uri(name))]
     if not present:
         print(f"no lakeshard table in {cfg.lakehouse}")
+    unreadable = 0
     for name in present:
         uri = cfg.table_uri(name)
-        check = check_table(store, uri)
+        try:
+            check = check_table(store, uri)
+        except TableStoreError as exc:  # its log cannot be read (a torn commit): the other tables are still checked
+            print(f"{name}: cannot be checked: {exc}")
+            unreadable += 1
+            continue
         print(f"{name}: {check.files:,} live files at version {check.version}, {len(check.damaged)} damaged")
         for _, damage in check.damaged:
             print(f"  damaged: {damage}")
@@ -271,7 +279,11 @@ def cmd_fsck(args: argparse.Namespace) -> int:
             left += len(check.damaged)
     if left:
         print(f"{left} damaged files left in the log: lakeshard fsck --repair removes them and records what they held")
-    return 1 if left else 0
+    if unreadable:
+        print(f"{unreadable} table's log cannot be read: fsck checks data files against a log, it does not mend one"
+              if unreadable == 1 else f"{unreadable} tables' logs cannot be read: fsck checks data files against a "
+              "log, it does not mend one")
+    return 1 if left or unreadable else 0
 
 
 # What restores the rows a repair removed from each table ``lakeshard refill`` knows.
