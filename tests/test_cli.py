@@ -233,11 +233,27 @@ def test_a_landing_zone_that_is_a_file_is_one_line(tmp_path: Path, capsys: pytes
     assert err.count("\n") == 1 and f"found the file {single}" in err
 
 
+@pytest.mark.parametrize("argv", [["query", "--tenant", "a", "--start", "2026-01-01", "--end", "2026-01-02"],
+                                  ["ingest"], ["fsck"]])
+def test_a_lakehouse_that_is_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                argv: list[str]) -> None:
+    """``query`` over it raised an unexpected NotADirectoryError, ``ingest`` printed delta-rs' two-line OS error,
+    ``fsck`` said there was no table and exited 0."""
+    single = tmp_path / "lakehouse.parquet"
+    single.write_bytes(b"PAR1")
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    assert main([*argv, "--lakehouse", str(single), *(["--landing", str(landing)] if argv == ["ingest"] else [])]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: lakehouse: expected a directory (the lakehouse), found the file {single}\n", err
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "expected"),
     [
         ("LAKESHARD_DEDUPE_ID_CACHE_BYTE", "5", "(did you mean LAKESHARD_DEDUPE_ID_CACHE_BYTES?)"),
-        ("LAKESHARD_ROUTING_WINDOW_SECONDS", "0", "LAKESHARD_ROUTING_WINDOW_SECONDS: expected > 0, found 0"),
+        ("LAKESHARD_ROUTING_WINDOW_SECONDS", "0",
+         "LAKESHARD_ROUTING_WINDOW_SECONDS: expected in (0, 315619200], found 0"),
     ],
 )
 def test_a_bad_environment_is_one_line_and_exit_2(tmp_path: Path, variable: str, value: str, expected: str) -> None:

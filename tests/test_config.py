@@ -123,6 +123,8 @@ def test_a_landing_zone_that_is_a_file_is_refused(tmp_path: Path) -> None:
     not_a_dir.write_text("{}\n")
     with pytest.raises(ConfigError, match=rf"landing: expected a directory .*, found the file {not_a_dir}$"):
         load_config(None, env={}, overrides={"landing": str(not_a_dir)})
+    with pytest.raises(ConfigError, match=rf"lakehouse: expected a directory .*, found the file {not_a_dir}$"):
+        load_config(None, env={"LAKESHARD_LAKEHOUSE": str(not_a_dir)})
 
 
 def test_the_settings_table_in_the_docs_is_current() -> None:

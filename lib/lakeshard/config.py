@@ -502,6 +502,8 @@ def load_config(
         cfg = _build(LakeshardConfig, merged, {}, "")
     if Path(cfg.landing).is_file():
         raise ConfigError(f"landing: expected a directory (the landing zone), found the file {cfg.landing}")
+    if Path(cfg.lakehouse).is_file():
+        raise ConfigError(f"lakehouse: expected a directory (the lakehouse), found the file {cfg.lakehouse}")
     return cfg
 
 
