@@ -263,3 +263,30 @@ def test_a_bad_environment_is_one_line_and_exit_2(tmp_path: Path, variable: str,
                           str(tmp_path / "landing")], capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.count("\n") == 1 and expected in run.stderr
+
+
+def test_a_demo_over_a_lakehouse_with_a_damaged_events_file_is_one_line_naming_it(
+    spark: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's check against the ground truth read ``events`` with Spark: a damaged file of a lakehouse given with
+    --lakehouse printed ~20 Java frames through the unexpected-error path."""
+    from urllib.parse import unquote
+
+    from lakeshard.config import load_config
+    from lakeshard.lake import open_lazy_store
+
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    landing.mkdir()
+    (landing / "a.jsonl").write_bytes(b"".join(_record(i) for i in range(12)))
+    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
+    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+    victim = store.files(str(lakehouse / "events"))[0]
+    on_disk = lakehouse / "events" / unquote(victim.path)
+    on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+    capsys.readouterr()
+
+    assert main(["demo", "--lakehouse", str(lakehouse), "--out", str(tmp_path / "demo"), "--events", "40",
+                 "--tenants", "2", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Py4J" not in err and "unexpected" not in err, err
+    assert f"events: data file {victim.path}" in err and "is damaged" in err, err

@@ -51,6 +51,7 @@ import pyarrow.compute as pc
 from lakeshard.errors import LakeshardError
 from lakeshard.lake import AppTransaction
 from lakeshard.maintenance.fsck import FSCK_OPERATION
+from lakeshard.routing.hashing import HASH_MMH3
 from lakeshard.tables import (
     ALLOCATOR_APP_ID,
     EVENTS,
@@ -109,8 +110,8 @@ def plan_placement_refills(store: TableStore, cfg: LakeshardConfig) -> Placement
     observed, shards_used = _observed(store, cfg, held, span, size)
     restored, unresolved = [], []
     settings, rings = _settings_history(store, cfg), _rings(store, cfg, held)
-    hashes = {cfg.routing.event_hash_version,
-              *(1 if v is None else int(v) for v in held.column("hash_version").to_pylist())}
+    versions = held.column("hash_version").to_pylist() if "hash_version" in held.column_names else [None]
+    hashes = {cfg.routing.event_hash_version, *(HASH_MMH3 if v is None else int(v) for v in versions)}
     for tenant in sorted({t for t, _ in shards_used}):
         windows = sorted(w for t, w in shards_used if t == tenant)
         mine = held.filter(pc.equal(held.column("tenant_id"), tenant))
@@ -125,7 +126,7 @@ def plan_placement_refills(store: TableStore, cfg: LakeshardConfig) -> Placement
             how = "the tenant's settings, placements and rings"
             if not found:
                 salts = {s for _, s in counts}
-                widest = max(r.total_shards for r in rings)
+                widest = min(max(r.total_shards for r in rings), max(cfg.balancing.max_shards, *(c for c, _ in counts)))
                 found = fit.placements(window, used, {(c, s) for c in range(1, widest + 1) for s in salts})
                 how = f"every shard count up to {widest} with the tenant's salts {sorted(salts)}"
             start = from_micros(window)
@@ -170,6 +171,7 @@ class _Fitter:
         from lakeshard.routing.hashing import event_hashes
 
         self.tenant, self.rings, self.size, self.versions = tenant, rings, size, sorted(hashes)
+        self._cache: dict[tuple[ShardTopology, int, int, int], Placement] = {}
         self.by_window: dict[int, tuple[np.ndarray, dict[int, np.ndarray]]] = {}
         if observed is None or not observed.num_rows:
             return
@@ -188,19 +190,15 @@ class _Fitter:
                    ) -> dict[tuple[tuple[int, ...], int], Placement]:
         """Return the distinct placements (by shards and hash) built from ``counts`` (shard count, salt) on the
         rings that send every event of ``window`` to its shard and use every shard in ``used``."""
-        from lakeshard.routing.allocator import plan_placements
-        from lakeshard.routing.tables import TenantSetting
+        from dataclasses import replace
 
         start = from_micros(window)
         shards, hashed = self.by_window.get(window, (np.zeros(0, np.int64), {}))  # no event: the metrics only
         found: dict[tuple[tuple[int, ...], int], Placement] = {}
         for ring in self.rings:
             for count, salt in sorted(counts):
-                settings = {self.tenant: TenantSetting(self.tenant, count, salt)}
                 for version in self.versions:
-                    p = plan_placements([(self.tenant, start)], settings, ring, default_shard_count=count,
-                                        window_seconds=self.size // 1_000_000, now=start,
-                                        hash_version=version)[0]
+                    p = self._built(ring, count, salt, version)
                     key = (p.shards, version)
                     if key in found or not used <= set(p.shards):
                         continue
@@ -208,8 +206,22 @@ class _Fitter:
                         chosen = np.asarray(p.shards, np.int64)[np.mod(hashed[version], len(p.shards))]
                         if not np.array_equal(chosen, shards):
                             continue
-                    found[key] = p
+                    found[key] = replace(p, window_start=start, window_end=start + (p.window_end - p.window_start))
         return found
+
+    def _built(self, ring: ShardTopology, count: int, salt: int, version: int) -> Placement:
+        """Return the placement the allocator builds for the tenant from ``count`` and ``salt`` on ``ring`` (its
+        shards do not depend on the window: built once, at the epoch's window)."""
+        from lakeshard.routing.allocator import plan_placements
+        from lakeshard.routing.tables import TenantSetting
+
+        key = (ring, count, salt, version)
+        if key not in self._cache:
+            epoch = from_micros(0)
+            self._cache[key] = plan_placements(
+                [(self.tenant, epoch)], {self.tenant: TenantSetting(self.tenant, count, salt)}, ring,
+                default_shard_count=count, window_seconds=self.size // 1_000_000, now=epoch, hash_version=version)[0]
+        return self._cache[key]
 
 
 def _repairs(store: TableStore, cfg: LakeshardConfig) -> list[str]:
@@ -289,7 +301,10 @@ def _observed(store: TableStore, cfg: LakeshardConfig, held: pa.Table, span: tup
                          .append_column("_window_us", pa.array(us - np.mod(us, size))))
     routed = cfg.table_uri(ROUTED)
     if store.exists(routed):
-        rows = store.read_table_arrow(routed, ["tenant_id", "event_id", "window_start", "shard"])
+        where = None if span is None else (
+            (pc.field("window_start") >= pa.scalar(span[0], pa.int64()).cast(_UTC_US))
+            & (pc.field("window_start") <= pa.scalar(span[1], pa.int64()).cast(_UTC_US)))
+        rows = store.read_table_arrow(routed, ["tenant_id", "event_id", "window_start", "shard"], where=where)
         parts.append(rows.select(["tenant_id", "event_id", "shard"]).append_column(
             "_window_us", rows.column("window_start").cast(_UTC_US).cast(pa.int64())))
     metrics = cfg.table_uri(ROUTING_METRICS)
