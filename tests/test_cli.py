@@ -290,3 +290,33 @@ def test_a_demo_over_a_lakehouse_with_a_damaged_events_file_is_one_line_naming_i
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Py4J" not in err and "unexpected" not in err, err
     assert f"events: data file {victim.path}" in err and "is damaged" in err, err
+
+
+@pytest.mark.parametrize("command", ["autoshard", "balance"])
+def test_load_management_over_a_damaged_metrics_file_is_one_line_naming_it(
+    spark: object, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """The tenants' rates are read from ``routing_metrics`` with Spark: a damaged file of it printed the Java trace
+    through the unexpected-error path (and the flow's event-log entry held it too)."""
+    import time
+    from datetime import UTC, datetime
+    from urllib.parse import unquote
+
+    from lakeshard.config import load_config
+    from lakeshard.lake import open_lazy_store
+
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    landing.mkdir()
+    (landing / "a.jsonl").write_bytes(b"".join(_record(i) for i in range(12)))
+    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
+    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+    victim = store.files(str(lakehouse / "routing_metrics"))[0]
+    on_disk = lakehouse / "routing_metrics" / unquote(victim.path)
+    on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+    capsys.readouterr()
+
+    as_of = datetime.fromtimestamp(time.time() - 3_000, UTC).isoformat()  # the metrics of _record's hour are fresh
+    assert main([command, "--lakehouse", str(lakehouse), "--as-of", as_of]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Py4J" not in err and "unexpected" not in err, err
+    assert f"routing_metrics: data file {victim.path}" in err and "is damaged" in err, err
