@@ -542,7 +542,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="remove damaged files from their table's log (one commit per table), recorded in fsck_repairs")
     p.set_defaults(func=cmd_fsck)
 
-    p = sub.add_parser("refill", help="restore the events fsck --repair removed, from the landing zone",
+    p = sub.add_parser("refill", help="restore what fsck --repair removed: events, routed files, IDs, placements",
                        description=cmd_refill.__doc__)
     common(p, landing=False)
     which = p.add_mutually_exclusive_group(required=True)
