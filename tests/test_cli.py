@@ -198,6 +198,15 @@ def test_ingest_follow_stops_cleanly_on_ctrl_c_after_the_run_in_progress(tmp_pat
         (["compact", "--min-files", "1"], "--min-files", "a whole number >= 2", "'1'"),
         (["route", "--batch-files", "-4"], "--batch-files", "a whole number >= 1", "'-4'"),
         (["ingest", "--shards", "2", "-1"], "--shards", "a whole number >= 0", "'-1'"),
+        # inf printed an OverflowError's Python traceback, nan argparse's "invalid _minutes value"
+        (["buckets", "close", "--grace-minutes", "inf"], "--grace-minutes", "a number of minutes in [0, 5260320]",
+         "'inf'"),
+        (["buckets", "close", "--quiet-minutes", "nan"], "--quiet-minutes", "a number of minutes in [0, 5260320]",
+         "'nan'"),
+        # a clock before the epoch ran into an unexpected OverflowError looking back from it
+        (["autoshard", "--as-of", "0001-01-01"], "--as-of", "an ISO timestamp from 1970 to 8999", "'0001-01-01'"),
+        (["balance", "--as-of", "9999-12-31T23:59:59"], "--as-of", "an ISO timestamp from 1970 to 8999",
+         "'9999-12-31T23:59:59'"),
     ],
 )
 def test_a_flag_out_of_range_is_one_line_naming_it_and_its_range(
