@@ -42,13 +42,14 @@ def _placements(lakehouse: Path) -> dict[tuple[str, datetime], tuple[tuple[int, 
                                                   tuple(r["excluded"])) for r in rows}
 
 
-def _damage_placements(lakehouse: Path) -> None:
+def _damage_placements(lakehouse: Path, *, newest_only: bool = False) -> None:
     store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
-    for f in store.files(str(lakehouse / PLACEMENTS)):
+    files = store.files(str(lakehouse / PLACEMENTS))
+    for f in sorted(files, key=lambda f: f.modification_time)[-1:] if newest_only else files:
         on_disk = lakehouse / PLACEMENTS / unquote(f.path)
         on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
     assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 0
-    assert not _placements(lakehouse)
+    assert newest_only or not _placements(lakehouse)
 
 
 def test_a_refilled_placement_keeps_a_late_copy_a_duplicate_after_autosharding_changed_the_count(
@@ -145,3 +146,28 @@ def test_a_window_several_placements_fit_is_named_and_left_unplaced(
     assert main(["refill", "--lakehouse", str(lakehouse), "--placements"]) == 1  # still named, nothing committed
     assert "cannot restore the placement of lone window" in capsys.readouterr().err
     assert DeltaTable(str(lakehouse / PLACEMENTS)).version() == version + 1
+
+
+def test_one_shard_placements_are_restored_whichever_event_hash_the_table_uses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lakehouse that placed windows under both event hashes (it changed ``routing.event_hash_version``): a
+    one-shard placement sends every event to its shard under either hash, so the two are one placement, not an
+    ambiguity."""
+    start = _window()
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    landing.mkdir()
+    (landing / "old.jsonl").write_bytes(_lines("old", [f"o{n}" for n in range(5)], start))
+    monkeypatch.setenv("LAKESHARD_ROUTING_EVENT_HASH_VERSION", "1")
+    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
+    monkeypatch.delenv("LAKESHARD_ROUTING_EVENT_HASH_VERSION")
+    (landing / "new.jsonl").write_bytes(_lines("new", [f"n{n}" for n in range(5)], start + timedelta(seconds=WINDOW)))
+    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
+    before = _placements(lakehouse)
+    assert sorted(v[1] for v in before.values()) == [1, 2]
+    _damage_placements(lakehouse, newest_only=True)  # the hash-1 placement stays: the table uses both hashes
+    assert set(_placements(lakehouse)) == {k for k in before if k[0] == "old"}
+    capsys.readouterr()
+
+    assert main(["refill", "--lakehouse", str(lakehouse), "--placements"]) == 0, capsys.readouterr().err
+    assert "restored 1 placements" in capsys.readouterr().out
+    assert {k: v[0] for k, v in _placements(lakehouse).items()} == {k: v[0] for k, v in before.items()}

@@ -16,7 +16,8 @@ for the placement that chose exactly those shards:
    held (and the configured one), under every event hash a placement of the table uses (and the configured one);
 2. a candidate fits a window when ``shard_for`` gives, for every event of the window, the shard the event
    carries, and its shards hold every shard the metrics recorded for the window;
-3. a window whose fitting candidates all give the same shards (and hash) gets that placement back; a window none
+3. a window whose fitting candidates all give the same shards (and hash, unless they are one shard, which takes
+   every event under any hash) gets that placement back; a window none
    fits is tried again with every shard count up to the ring's size, with the salts and rings of step 1;
    a window that several different placements fit, or none, is named and left alone: a guess could send a late
    copy to a shard that has not seen it.
@@ -119,7 +120,7 @@ def plan_placement_refills(store: TableStore, cfg: LakeshardConfig) -> Placement
                                                       mine.column("salt").to_pylist(), strict=True)}
         counts |= {(s.shard_count, s.salt) for s in settings.get(tenant, [])}
         counts.add((cfg.routing.default_shard_count, 0))
-        fit = _Fitter(tenant, observed.get(tenant), hashes, rings, size)
+        fit = _Fitter(tenant, observed.get(tenant), hashes, cfg.routing.event_hash_version, rings, size)
         for window in windows:
             used = shards_used[tenant, window]
             found = fit.placements(window, used, counts)
@@ -138,7 +139,7 @@ def plan_placement_refills(store: TableStore, cfg: LakeshardConfig) -> Placement
                 unresolved.append((tenant, start, f"no placement built from {how} sends its {events:,} events to "
                                                   f"the shards they went to ({sorted(used)})"))
             else:
-                options = "; ".join(f"shards {list(s)} by hash {v}" for s, v in sorted(found)[:4])
+                options = "; ".join(f"shards {list(s)}" + (f" by hash {v}" if v else "") for s, v in sorted(found)[:4])
                 more = "; ..." if len(found) > 4 else ""
                 unresolved.append((tenant, start, f"{len(found)} different placements send its {events:,} events "
                                                   f"to the shards they went to ({options}{more})"))
@@ -166,11 +167,13 @@ class _Fitter:
     """The events one tenant's removed windows hold (event id and shard), and the candidate placements that send
     every one of them to its shard."""
 
-    def __init__(self, tenant: str, observed: pa.Table | None, hashes: set[int], rings: list[ShardTopology],
-                 size: int) -> None:
+    def __init__(self, tenant: str, observed: pa.Table | None, hashes: set[int], preferred: int,
+                 rings: list[ShardTopology], size: int) -> None:
         from lakeshard.routing.hashing import event_hashes
 
-        self.tenant, self.rings, self.size, self.versions = tenant, rings, size, sorted(hashes)
+        # The configured hash first: a one-shard placement found under several hashes is recorded under it.
+        self.tenant, self.rings, self.size = tenant, rings, size
+        self.versions = sorted(hashes, key=lambda v: (v != preferred, v))
         self._cache: dict[tuple[ShardTopology, int, int, int], Placement] = {}
         self.by_window: dict[int, tuple[np.ndarray, dict[int, np.ndarray]]] = {}
         if observed is None or not observed.num_rows:
@@ -199,7 +202,8 @@ class _Fitter:
             for count, salt in sorted(counts):
                 for version in self.versions:
                     p = self._built(ring, count, salt, version)
-                    key = (p.shards, version)
+                    # One shard takes every event under any hash: such placements differ by nothing but the label.
+                    key = (p.shards, version if len(p.shards) > 1 else 0)
                     if key in found or not used <= set(p.shards):
                         continue
                     if len(shards):
