@@ -93,11 +93,17 @@ def test_a_refilled_placement_keeps_a_late_copy_a_duplicate_after_autosharding_c
     assert main(["ingest", "--lakehouse", str(unrefilled), "--landing", str(late)]) == 0
     assert DeltaTable(str(unrefilled / EVENTS)).to_pyarrow_table().num_rows > written
     capsys.readouterr()
+    # A refill after that ingest: the window the allocator placed again is named, not changed; the other restored.
+    assert main(["refill", "--lakehouse", str(unrefilled), "--placements"]) == 1
+    captured = capsys.readouterr()
+    assert f"cannot restore the placement of acme ü window {start.isoformat()}: the allocator placed it again after " \
+           "the repair, on shards" in captured.err, captured.err
+    assert "restored 1 placements" in captured.out and "1 windows left as they are" in captured.out, captured.out
 
     version = DeltaTable(str(lakehouse / PLACEMENTS)).version()
     assert main(["refill", "--lakehouse", str(lakehouse), "--placements", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "would restore 2 placements; 0 windows left without one" in out, out
+    assert "would restore 2 placements; 0 windows left as they are" in out, out
     assert DeltaTable(str(lakehouse / PLACEMENTS)).version() == version  # a dry run commits nothing
 
     assert main(["refill", "--lakehouse", str(lakehouse), "--placements"]) == 0
@@ -138,7 +144,7 @@ def test_a_window_several_placements_fit_is_named_and_left_unplaced(
     assert f"cannot restore the placement of lone window {start.isoformat()}: 2 different placements send its 1 " \
            "events to the shards they went to" in captured.err, captured.err
     assert "busy window" not in captured.err
-    assert "restored 1 placements" in captured.out and "1 windows left without one" in captured.out
+    assert "restored 1 placements" in captured.out and "1 windows left as they are" in captured.out
     after = _placements(lakehouse)
     assert after == {k: v for k, v in before.items() if k[0] == "busy"}  # the ambiguous window is not guessed
     assert DeltaTable(str(lakehouse / PLACEMENTS)).version() == version + 1  # one commit

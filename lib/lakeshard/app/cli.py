@@ -406,11 +406,11 @@ def _refill_placements(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool
         print(f"cannot restore the placement of {tenant_id} window {start.isoformat()}: {why}", file=sys.stderr)
     if dry_run or done is None:
         print(f"{'would restore' if dry_run else 'restored'} {len(refills.restored):,} placements; "
-              f"{len(refills.unresolved):,} windows left without one")
+              f"{len(refills.unresolved):,} windows left as they are")
     else:
         state = "committed already" if done.skipped else f"{PLACEMENTS} version {done.version}"
         print(f"restored {len(refills.restored):,} placements in {state}; {len(refills.unresolved):,} windows left "
-              "without one")
+              "as they are")
     return 1 if refills.unresolved else 0
 
 

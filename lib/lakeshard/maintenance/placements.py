@@ -17,10 +17,14 @@ for the placement that chose exactly those shards:
 2. a candidate fits a window when ``shard_for`` gives, for every event of the window, the shard the event
    carries, and its shards hold every shard the metrics recorded for the window;
 3. a window whose fitting candidates all give the same shards (and hash, unless they are one shard, which takes
-   every event under any hash) gets that placement back; a window none
-   fits is tried again with every shard count up to the ring's size, with the salts and rings of step 1;
+   every event under any hash) gets that placement back; a window none fits is tried again with every shard count
+   up to ``balancing.max_shards`` (or the largest recorded), within the ring, with the salts and rings of step 1;
    a window that several different placements fit, or none, is named and left alone: a guess could send a late
    copy to a shard that has not seen it.
+
+A window the allocator placed again after the repair (its row made later than the repair commit) is not restored:
+its new placement is checked against the window's events, and named when it sends some to other shards than they
+went to (the events it routed since have their copies' shards fixed by it, so neither placement is right for all).
 
 The restored placements are committed in one commit that carries the allocator's app transaction (the version it
 read, plus one, as an allocation does: an allocator that read the same version loses the race and reads them) and
@@ -64,7 +68,7 @@ from lakeshard.tables import (
     SHARD_TOPOLOGY,
     TENANT_SETTINGS,
 )
-from lakeshard.utc import from_micros
+from lakeshard.utc import from_micros, micros
 
 if TYPE_CHECKING:
     from lakeshard.config import LakeshardConfig
@@ -99,16 +103,20 @@ def plan_placement_refills(store: TableStore, cfg: LakeshardConfig) -> Placement
     """Return the placement of every ``(tenant, window)`` that ``events``, ``routed`` or ``routing_metrics`` holds
     and ``placements`` does not, found from the shards its events went to (the module doc says how), and the
     windows for which no single placement fits."""
+    from lakeshard.routing.tables import placements_from_arrow
+
     uri = cfg.table_uri(PLACEMENTS)
     repairs = _repairs(store, cfg)
     if not store.exists(uri) or not repairs:
         return PlacementRefills((), (), store.version(uri) if store.exists(uri) else -1, 0)
     read_version = store.version(uri)
-    removed = _removed_files(store, uri, set(repairs))
+    removed, repaired = _removed_files(store, uri, set(repairs))
     held = store.read_table_arrow(uri, version=read_version)
     size = cfg.routing.window_seconds * 1_000_000
     span = _span(removed, len(repairs), size)
-    observed, shards_used = _observed(store, cfg, held, span, size)
+    again = _placed_again(held, repaired, span)
+    observed, shards_used = _observed(store, cfg, held.filter(pc.invert(again)), span, size)
+    placed_again = {(p.tenant_id, micros(p.window_start)): p for p in placements_from_arrow(held.filter(again))}
     restored, unresolved = [], []
     settings, rings = _settings_history(store, cfg), _rings(store, cfg, held)
     versions = held.column("hash_version").to_pylist() if "hash_version" in held.column_names else [None]
@@ -123,6 +131,14 @@ def plan_placement_refills(store: TableStore, cfg: LakeshardConfig) -> Placement
         fit = _Fitter(tenant, observed.get(tenant), hashes, cfg.routing.event_hash_version, rings, size)
         for window in windows:
             used = shards_used[tenant, window]
+            if (tenant, window) in placed_again:  # the allocator placed it again after the repair: check, not restore
+                newer = placed_again[tenant, window]
+                if not fit.fits(window, used, newer):
+                    unresolved.append((tenant, newer.window_start, (
+                        f"the allocator placed it again after the repair, on shards {list(newer.shards)}, which do not "
+                        f"send its {fit.count(window):,} events to the shards they went to ({sorted(used)}): a late "
+                        "copy of one of them can be written twice; nothing is changed")))
+                continue
             found = fit.placements(window, used, counts)
             how = "the tenant's settings, placements and rings"
             if not found:
@@ -213,6 +229,17 @@ class _Fitter:
                     found[key] = replace(p, window_start=start, window_end=start + (p.window_end - p.window_start))
         return found
 
+    def fits(self, window: int, used: set[int], p: Placement) -> bool:
+        """Return whether placement ``p`` (one of the table's, so its hash is among those hashed) sends every event
+        of ``window`` to its shard and uses every shard in ``used``."""
+        shards, hashed = self.by_window.get(window, (np.zeros(0, np.int64), {}))
+        if not used <= set(p.shards):
+            return False
+        if not len(shards) or len(p.shards) == 1:
+            return True
+        chosen = np.asarray(p.shards, np.int64)[np.mod(hashed[p.hash_version], len(p.shards))]
+        return bool(np.array_equal(chosen, shards))
+
     def _built(self, ring: ShardTopology, count: int, salt: int, version: int) -> Placement:
         """Return the placement the allocator builds for the tenant from ``count`` and ``salt`` on ``ring`` (its
         shards do not depend on the window: built once, at the epoch's window)."""
@@ -236,10 +263,13 @@ def _repairs(store: TableStore, cfg: LakeshardConfig) -> list[str]:
     return sorted(set(rows.column("path").to_pylist()))
 
 
-def _removed_files(store: TableStore, uri: str, paths: set[str]) -> dict[str, tuple[FileInfo, datetime | None]]:
+def _removed_files(store: TableStore, uri: str, paths: set[str]
+                   ) -> tuple[dict[str, tuple[FileInfo, datetime | None]], datetime | None]:
     """Return each removed file's entry in the snapshot before its repair commit, with the time of the commit that
-    added it, for those the log still gives."""
+    added it, for those the log still gives; and the time of the first repair commit (None when the log no longer
+    holds it)."""
     found: dict[str, tuple[FileInfo, datetime | None]] = {}
+    repaired: datetime | None = None
     for commit in store.history(uri):
         removed = commit.custom_metadata.get(FSCK_OPERATION)
         if isinstance(removed, str):
@@ -247,6 +277,7 @@ def _removed_files(store: TableStore, uri: str, paths: set[str]) -> dict[str, tu
         wanted = {str(r["path"]) for r in removed.get("removed", [])} & paths if isinstance(removed, dict) else set()
         if not wanted or commit.version < 1:
             continue
+        repaired = commit.timestamp if repaired is None else min(repaired, commit.timestamp)
         try:
             before = store.files(uri, version=commit.version - 1)
         except LakeshardError:  # the log no longer reaches that version
@@ -259,7 +290,20 @@ def _removed_files(store: TableStore, uri: str, paths: set[str]) -> dict[str, tu
                     found[change.file.path] = (found[change.file.path][0], entry.timestamp)
     except LakeshardError:  # commits cleaned up: the repair times stand in
         pass
-    return found
+    return found, repaired
+
+
+def _placed_again(held: pa.Table, repaired: datetime | None, span: tuple[int, int] | None) -> pa.Array:
+    """Return which rows of ``held`` the allocator made after the repair (``created_at`` later than it) for a window
+    the removed files' statistics cover: a window placed again before the refill ran."""
+    if repaired is None or not held.num_rows:
+        return pa.array([False] * held.num_rows, pa.bool_())
+    made = held.column("created_at").cast(_UTC_US).cast(pa.int64())
+    mask = pc.greater(made, micros(repaired))
+    if span is not None:
+        starts = held.column("window_start").cast(_UTC_US).cast(pa.int64())
+        mask = pc.and_(mask, pc.and_(pc.greater_equal(starts, span[0]), pc.less_equal(starts, span[1])))
+    return pc.fill_null(mask, False).combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
 
 
 def _span(removed: dict[str, tuple[FileInfo, datetime | None]], expected: int, size: int) -> tuple[int, int] | None:
