@@ -29,9 +29,8 @@ went to (the events it routed since have their copies' shards fixed by it, so ne
 The restored placements are committed in one commit that carries the allocator's app transaction (the version it
 read, plus one, as an allocation does: an allocator that read the same version loses the race and reads them) and
 ``refill-placements`` at the number of ``placements`` files fsck removed, so a replay of the commit is skipped.
-A restored row's ``created_at`` is the time the removed file was committed (when the log still holds it), so a
-reader that finds a second placement of the window (one the allocator made after the repair) keeps the restored
-one, the oldest.
+A restored row's ``created_at`` is the time the removed file was committed (when the log still holds it; else the
+window's start): the moment the original was committed, just after the allocator made it.
 
 Example::
 
