@@ -65,7 +65,10 @@ def test_compaction_section_becomes_compaction_settings(tmp_path: Path) -> None:
         ("LAKESHARD_LANDING_FORMAT_MAX_FUTURE_SECONDS", "-1", "in [0, 315619200]"),
         ("LAKESHARD_ROUTING_DEFAULT_SHARD_COUNT", "-2", "in [1, 65536]"),
         ("LAKESHARD_LANDING_FORMAT_SETTLE_SECONDS", "-60", "in [0, 315619200]"),
-        ("LAKESHARD_BALANCING_SCALE_DOWN_BELOW", "nan", "in [0, 1]"),
+        ("LAKESHARD_BALANCING_SCALE_DOWN_BELOW", "nan", "in (0, 1)"),
+        # The autosharder refuses both ends (0 never scales down, 1 scales down at full load): so does the range.
+        ("LAKESHARD_BALANCING_SCALE_DOWN_BELOW", "1.0", "in (0, 1)"),
+        ("LAKESHARD_BALANCING_SCALE_DOWN_BELOW", "0.0", "in (0, 1)"),
         # Values inside the lower bound that no run can work with: an infinite duration or rate, a ring whose
         # every shard an ingest run walks (MemoryError), a window whose microseconds overflow (OverflowError).
         ("LAKESHARD_DEDUPE_ID_RETENTION_HOURS", "inf", "in (0, 87672]"),

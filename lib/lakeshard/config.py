@@ -233,7 +233,7 @@ class BalancingConfig(_Section):
     max_shards: int = _setting(64, _at_least(1, high=MAX_SHARDS))
     # Scale down only when the peak rate stayed below this share of the current capacity (count x target)
     # for ``scale_down_windows`` windows in a row, and the last count change is ``cooldown_seconds`` old.
-    scale_down_below: float = _setting(0.5, Bounds(0, 1))
+    scale_down_below: float = _setting(0.5, Bounds(0, 1, low_open=True, high_open=True))
     scale_down_windows: int = _setting(6, _at_least(1))
     cooldown_seconds: int = _setting(1800, _at_least(0, high=MAX_SECONDS))
     # Metrics whose newest window ended longer ago than this are stale: the autosharder changes nothing.
