@@ -198,6 +198,15 @@ def test_ingest_follow_stops_cleanly_on_ctrl_c_after_the_run_in_progress(tmp_pat
         (["compact", "--min-files", "1"], "--min-files", "a whole number >= 2", "'1'"),
         (["route", "--batch-files", "-4"], "--batch-files", "a whole number >= 1", "'-4'"),
         (["ingest", "--shards", "2", "-1"], "--shards", "a whole number >= 0", "'-1'"),
+        # inf printed an OverflowError's Python traceback, nan argparse's "invalid _minutes value"
+        (["buckets", "close", "--grace-minutes", "inf"], "--grace-minutes", "a number of minutes in [0, 5260320]",
+         "'inf'"),
+        (["buckets", "close", "--quiet-minutes", "nan"], "--quiet-minutes", "a number of minutes in [0, 5260320]",
+         "'nan'"),
+        # a clock before the epoch ran into an unexpected OverflowError looking back from it
+        (["autoshard", "--as-of", "0001-01-01"], "--as-of", "an ISO timestamp from 1970 to 8999", "'0001-01-01'"),
+        (["balance", "--as-of", "9999-12-31T23:59:59"], "--as-of", "an ISO timestamp from 1970 to 8999",
+         "'9999-12-31T23:59:59'"),
     ],
 )
 def test_a_flag_out_of_range_is_one_line_naming_it_and_its_range(
@@ -233,11 +242,27 @@ def test_a_landing_zone_that_is_a_file_is_one_line(tmp_path: Path, capsys: pytes
     assert err.count("\n") == 1 and f"found the file {single}" in err
 
 
+@pytest.mark.parametrize("argv", [["query", "--tenant", "a", "--start", "2026-01-01", "--end", "2026-01-02"],
+                                  ["ingest"], ["fsck"]])
+def test_a_lakehouse_that_is_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                argv: list[str]) -> None:
+    """``query`` over it raised an unexpected NotADirectoryError, ``ingest`` printed delta-rs' two-line OS error,
+    ``fsck`` said there was no table and exited 0."""
+    single = tmp_path / "lakehouse.parquet"
+    single.write_bytes(b"PAR1")
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    assert main([*argv, "--lakehouse", str(single), *(["--landing", str(landing)] if argv == ["ingest"] else [])]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: lakehouse: expected a directory (the lakehouse), found the file {single}\n", err
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "expected"),
     [
         ("LAKESHARD_DEDUPE_ID_CACHE_BYTE", "5", "(did you mean LAKESHARD_DEDUPE_ID_CACHE_BYTES?)"),
-        ("LAKESHARD_ROUTING_WINDOW_SECONDS", "0", "LAKESHARD_ROUTING_WINDOW_SECONDS: expected > 0, found 0"),
+        ("LAKESHARD_ROUTING_WINDOW_SECONDS", "0",
+         "LAKESHARD_ROUTING_WINDOW_SECONDS: expected in (0, 315619200], found 0"),
     ],
 )
 def test_a_bad_environment_is_one_line_and_exit_2(tmp_path: Path, variable: str, value: str, expected: str) -> None:
@@ -247,3 +272,60 @@ def test_a_bad_environment_is_one_line_and_exit_2(tmp_path: Path, variable: str,
                           str(tmp_path / "landing")], capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.count("\n") == 1 and expected in run.stderr
+
+
+def test_a_demo_over_a_lakehouse_with_a_damaged_events_file_is_one_line_naming_it(
+    spark: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's check against the ground truth read ``events`` with Spark: a damaged file of a lakehouse given with
+    --lakehouse printed ~20 Java frames through the unexpected-error path."""
+    from urllib.parse import unquote
+
+    from lakeshard.config import load_config
+    from lakeshard.lake import open_lazy_store
+
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    landing.mkdir()
+    (landing / "a.jsonl").write_bytes(b"".join(_record(i) for i in range(12)))
+    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
+    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+    victim = store.files(str(lakehouse / "events"))[0]
+    on_disk = lakehouse / "events" / unquote(victim.path)
+    on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+    capsys.readouterr()
+
+    assert main(["demo", "--lakehouse", str(lakehouse), "--out", str(tmp_path / "demo"), "--events", "40",
+                 "--tenants", "2", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Py4J" not in err and "unexpected" not in err, err
+    assert f"events: data file {victim.path}" in err and "is damaged" in err, err
+
+
+@pytest.mark.parametrize("command", ["autoshard", "balance"])
+def test_load_management_over_a_damaged_metrics_file_is_one_line_naming_it(
+    spark: object, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """The tenants' rates are read from ``routing_metrics`` with Spark: a damaged file of it printed the Java trace
+    through the unexpected-error path (and the flow's event-log entry held it too)."""
+    import time
+    from datetime import UTC, datetime
+    from urllib.parse import unquote
+
+    from lakeshard.config import load_config
+    from lakeshard.lake import open_lazy_store
+
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    landing.mkdir()
+    (landing / "a.jsonl").write_bytes(b"".join(_record(i) for i in range(12)))
+    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
+    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+    victim = store.files(str(lakehouse / "routing_metrics"))[0]
+    on_disk = lakehouse / "routing_metrics" / unquote(victim.path)
+    on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+    capsys.readouterr()
+
+    as_of = datetime.fromtimestamp(time.time() - 3_000, UTC).isoformat()  # the metrics of _record's hour are fresh
+    assert main([command, "--lakehouse", str(lakehouse), "--as-of", as_of]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Py4J" not in err and "unexpected" not in err, err
+    assert f"routing_metrics: data file {victim.path}" in err and "is damaged" in err, err

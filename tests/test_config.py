@@ -58,14 +58,26 @@ def test_compaction_section_becomes_compaction_settings(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("setting", "value", "allowed"),
     [
-        ("LAKESHARD_ROUTING_WINDOW_SECONDS", "-3", "> 0"),
+        ("LAKESHARD_ROUTING_WINDOW_SECONDS", "-3", "in (0, 315619200]"),
         ("LAKESHARD_DEDUPE_ID_CACHE_BYTES", "-1", ">= 0"),
         ("LAKESHARD_LANDING_FORMAT_MAX_RECORD_BYTES", "0", ">= 1"),
         ("LAKESHARD_LANDING_FORMAT_MAX_TENANT_ID_CHARS", "-7", ">= 1"),
-        ("LAKESHARD_LANDING_FORMAT_MAX_FUTURE_SECONDS", "-1", ">= 0"),
-        ("LAKESHARD_ROUTING_DEFAULT_SHARD_COUNT", "-2", ">= 1"),
-        ("LAKESHARD_LANDING_FORMAT_SETTLE_SECONDS", "-60", ">= 0"),
-        ("LAKESHARD_BALANCING_SCALE_DOWN_BELOW", "nan", "in [0, 1]"),
+        ("LAKESHARD_LANDING_FORMAT_MAX_FUTURE_SECONDS", "-1", "in [0, 315619200]"),
+        ("LAKESHARD_ROUTING_DEFAULT_SHARD_COUNT", "-2", "in [1, 65536]"),
+        ("LAKESHARD_LANDING_FORMAT_SETTLE_SECONDS", "-60", "in [0, 315619200]"),
+        ("LAKESHARD_BALANCING_SCALE_DOWN_BELOW", "nan", "in (0, 1)"),
+        # The autosharder refuses both ends (0 never scales down, 1 scales down at full load): so does the range.
+        ("LAKESHARD_BALANCING_SCALE_DOWN_BELOW", "1.0", "in (0, 1)"),
+        ("LAKESHARD_BALANCING_SCALE_DOWN_BELOW", "0.0", "in (0, 1)"),
+        # Values inside the lower bound that no run can work with: an infinite duration or rate, a ring whose
+        # every shard an ingest run walks (MemoryError), a window whose microseconds overflow (OverflowError).
+        ("LAKESHARD_DEDUPE_ID_RETENTION_HOURS", "inf", "in (0, 87672]"),
+        ("LAKESHARD_BALANCING_TARGET_BYTES_PER_SECOND", "inf", "> 0"),
+        ("LAKESHARD_DEDUPE_RETRY_TOTAL_SECONDS", "inf", "in [0, 315619200]"),
+        ("LAKESHARD_ROUTING_TOTAL_SHARDS", "99999999999", "in [1, 65536]"),
+        ("LAKESHARD_BALANCING_MAX_SHARDS", "70000", "in [1, 65536]"),
+        ("LAKESHARD_ROUTING_WINDOW_SECONDS", "99999999999999", "in (0, 315619200]"),
+        ("LAKESHARD_ROUTING_ALLOCATION_RETRIES", "99999999999999999999", ">= 1 and at most 9223372036854775807"),
     ],
 )
 def test_an_environment_value_out_of_range_names_the_variable_the_value_and_the_range(
@@ -79,7 +91,7 @@ def test_an_environment_value_out_of_range_names_the_variable_the_value_and_the_
 def test_a_file_value_out_of_range_names_the_key(tmp_path: Path) -> None:
     toml = tmp_path / "c.toml"
     toml.write_text("[routing]\ntotal_shards = 0\n")
-    with pytest.raises(ConfigError, match=r"^routing.total_shards: expected >= 1, found 0$"):
+    with pytest.raises(ConfigError, match=r"^routing.total_shards: expected in \[1, 65536\]( \(.*\))?, found 0$"):
         load_config(toml, env={})
     with pytest.raises(ConfigError, match=r"^maintenance.vacuum_hour_utc: expected in \[-1, 23\]"):
         load_config(None, env={}, overrides={"maintenance": {"vacuum_hour_utc": 24}})
@@ -114,6 +126,8 @@ def test_a_landing_zone_that_is_a_file_is_refused(tmp_path: Path) -> None:
     not_a_dir.write_text("{}\n")
     with pytest.raises(ConfigError, match=rf"landing: expected a directory .*, found the file {not_a_dir}$"):
         load_config(None, env={}, overrides={"landing": str(not_a_dir)})
+    with pytest.raises(ConfigError, match=rf"lakehouse: expected a directory .*, found the file {not_a_dir}$"):
+        load_config(None, env={"LAKESHARD_LAKEHOUSE": str(not_a_dir)})
 
 
 def test_the_settings_table_in_the_docs_is_current() -> None:

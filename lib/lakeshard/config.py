@@ -76,8 +76,9 @@ class Bounds:
     note: str = ""
 
     def admits(self, value: float) -> bool:
-        """Return whether ``value`` lies inside the bounds."""
-        if math.isnan(value):
+        """Return whether ``value`` lies inside the bounds (an infinite float never does: no setting can work
+        with an endless duration, size or rate)."""
+        if isinstance(value, float) and not math.isfinite(value):
             return False
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
             return False
@@ -99,18 +100,30 @@ def _setting(default: _T, bounds: Bounds) -> _T:
     return field(default=default, metadata={"bounds": bounds})
 
 
-def _at_least(low: float, note: str = "") -> Bounds:
-    return Bounds(low, note=note)
+def _at_least(low: float, note: str = "", high: float | None = None) -> Bounds:
+    return Bounds(low, high, note=note)
 
 
-def _above(low: float) -> Bounds:
-    return Bounds(low, low_open=True)
+def _above(low: float, high: float | None = None) -> Bounds:
+    return Bounds(low, high, low_open=True)
+
+
+# The most shards a ring may have: an ingest run without ``--shards`` walks every shard of it (65,536 shards cost
+# a run ~4 s, 2^20 ~30 s and 500 MB, 10^11 a MemoryError).
+MAX_SHARDS = 65_536
+# The longest duration a setting may give: ten years, in seconds and in hours (longer ones overflow a window's
+# microseconds or a ``timedelta``).
+MAX_SECONDS = 3653 * 86_400
+MAX_HOURS = 3653 * 24
+_INT64 = 2**63 - 1  # every integer setting ends up in a 64-bit column or array
 
 
 def _check(f: dataclasses.Field[Any], value: Any, where: str) -> None:
     bounds = f.metadata.get("bounds")
     if bounds is not None and isinstance(value, (int, float)) and not bounds.admits(value):
         raise ConfigError(f"{where}: expected {bounds}, found {value!r}")
+    if bounds is not None and isinstance(value, int) and not -_INT64 - 1 <= value <= _INT64:
+        raise ConfigError(f"{where}: expected {bounds} and at most {_INT64}, found {value!r}")
 
 
 class _Section:
@@ -164,11 +177,11 @@ class LandingConfig(_Section):
     max_event_id_chars: int = _setting(256, _at_least(1))
     # Timestamps outside [earliest, now + max_future] are "absurd" and quarantined.
     earliest_ts: str = "2000-01-01T00:00:00Z"
-    max_future_seconds: int = _setting(24 * 3600, _at_least(0))
+    max_future_seconds: int = _setting(24 * 3600, _at_least(0, high=MAX_SECONDS))
     # An unterminated last line of a landing file is routed when it is a whole JSON object, or once the file has
     # not changed for this long (then it is final, and quarantined if it is not a record); until then the router
     # holds it back as a record still being written. Also how long a fresh gzip file may stay unfinished.
-    settle_seconds: int = _setting(60, _at_least(0))
+    settle_seconds: int = _setting(60, _at_least(0, high=MAX_SECONDS))
     # The bytes one landing file may hold once decompressed (plain files: their size). A file past it is
     # quarantined whole as unreadable_file, and decompression stops there, so a gzip bomb costs at most this
     # much memory. Its decompressed bytes and their parsed rows (~2-3x) must fit a Spark Python worker (and
@@ -182,9 +195,9 @@ class RoutingConfig(_Section):
 
     section: ClassVar[str] = "routing"
 
-    total_shards: int = _setting(16, _at_least(1))
-    window_seconds: int = _setting(300, _above(0))
-    default_shard_count: int = _setting(1, _at_least(1))
+    total_shards: int = _setting(16, _at_least(1, high=MAX_SHARDS))
+    window_seconds: int = _setting(300, _above(0, MAX_SECONDS))
+    default_shard_count: int = _setting(1, _at_least(1, high=MAX_SHARDS))
     # Allocators racing for the same placements retry this often before giving up with an error.
     allocation_retries: int = _setting(25, _at_least(1))
     # A route batch whose landing files hold at most this many bytes is parsed, placed, hashed and written in
@@ -216,15 +229,15 @@ class BalancingConfig(_Section):
     # The bytes/s one shard should take from one tenant. Keep it a fraction (about a quarter) of what a
     # shard's writer sustains: then no tenant fills a shard alone and the balancer has pieces to pack.
     target_bytes_per_second: float = _setting(1024.0 * 1024.0, _above(0))
-    min_shards: int = _setting(1, _at_least(1))
-    max_shards: int = _setting(64, _at_least(1))
+    min_shards: int = _setting(1, _at_least(1, high=MAX_SHARDS))
+    max_shards: int = _setting(64, _at_least(1, high=MAX_SHARDS))
     # Scale down only when the peak rate stayed below this share of the current capacity (count x target)
     # for ``scale_down_windows`` windows in a row, and the last count change is ``cooldown_seconds`` old.
-    scale_down_below: float = _setting(0.5, Bounds(0, 1))
+    scale_down_below: float = _setting(0.5, Bounds(0, 1, low_open=True, high_open=True))
     scale_down_windows: int = _setting(6, _at_least(1))
-    cooldown_seconds: int = _setting(1800, _at_least(0))
+    cooldown_seconds: int = _setting(1800, _at_least(0, high=MAX_SECONDS))
     # Metrics whose newest window ended longer ago than this are stale: the autosharder changes nothing.
-    metrics_max_age_seconds: int = _setting(900, _above(0))
+    metrics_max_age_seconds: int = _setting(900, _above(0, MAX_SECONDS))
     # The balancer acts while the per-shard load's variance over its squared mean (sigma^2 / mu^2) is above this.
     variance_threshold: float = _setting(0.005, _at_least(0))
     max_moves: int = _setting(50, _at_least(0))
@@ -242,7 +255,7 @@ class DedupeConfig(_Section):
 
     # Duplicates whose event time is more than this before the newest committed hour of their shard are not
     # detected (their IDs may have expired from the index); keep it above the longest redelivery delay.
-    id_retention_hours: float = _setting(7 * 24.0, _above(0))
+    id_retention_hours: float = _setting(7 * 24.0, _above(0, MAX_HOURS))
     # Byte bound of each writer's in-memory LRU of ID intervals (16 bytes per ID).
     id_cache_bytes: int = _setting(256 * 1024 * 1024, _at_least(0))
     # Memory gate on intake: one writer step takes routed commits only up to this many Parquet bytes (at least
@@ -253,9 +266,9 @@ class DedupeConfig(_Section):
     # retry_initial_seconds, the wait doubling up to retry_max_delay_seconds, for retry_total_seconds in all;
     # then the run stops with an error naming the shards and the routed version, nothing of the batch committed
     # or quarantined (lakeshard.dedupe.faults). Only rows proven unwritable by themselves are dead-lettered.
-    retry_initial_seconds: float = _setting(0.5, _at_least(0))
-    retry_max_delay_seconds: float = _setting(10.0, _at_least(0))
-    retry_total_seconds: float = _setting(60.0, _at_least(0))
+    retry_initial_seconds: float = _setting(0.5, _at_least(0, high=MAX_SECONDS))
+    retry_max_delay_seconds: float = _setting(10.0, _at_least(0, high=MAX_SECONDS))
+    retry_total_seconds: float = _setting(60.0, _at_least(0, high=MAX_SECONDS))
     # A writer step whose new routed files hold at most this many Parquet bytes runs in the driver process
     # (pyarrow + numpy: read, hash, dedupe, sort, write Parquet, commit) instead of as Spark jobs, whose fixed
     # cost dominates a micro-batch (an expectation gate's checks still run on Spark); bigger steps use Spark. Both paths
@@ -266,7 +279,7 @@ class DedupeConfig(_Section):
     # old, so a trickle makes fewer, bigger commits (fewer log entries and small files). 0 = commit whatever
     # is there. A run that processes what is available and stops (batch mode, the pipeline) never waits.
     commit_min_bytes: int = _setting(0, _at_least(0, "0 = commit whatever is there"))
-    commit_max_wait_seconds: float = _setting(60.0, _at_least(0))
+    commit_max_wait_seconds: float = _setting(60.0, _at_least(0, high=MAX_SECONDS))
     # Expiry of consumed routed data: once a writer consumed this many routed files since it last did, it removes
     # from ``routed`` every file of its shards that their committed progress has passed (one commit; the rows
     # are in ``events`` or were dropped as duplicates; vacuum reclaims the storage). ``routed`` then holds
@@ -315,14 +328,14 @@ class MaintenanceConfig(_Section):
     # ``routing_metrics`` rows whose window started longer ago than this are dropped by the maintenance job's
     # ``compact_books``: the autosharder and the balancer read only their newest few windows (at most
     # ``max(scale_down_windows, lookback_windows) x routing.window_seconds``, half an hour by default).
-    routing_metrics_retention_hours: float = _setting(24.0, _above(0))
+    routing_metrics_retention_hours: float = _setting(24.0, _above(0, MAX_HOURS))
     # Once a day, in the maintenance run of this UTC hour (-1: every run), ``compact_books`` vacuums every table:
     # deletes the data files no version of the last ``vacuum_retention_hours`` references (files compaction and
     # expiry removed, a crashed write's orphans) and what a killed commit left. Older versions can no longer be
     # read (``lakeshard versions show``, time travel). 168 h is Delta's default; Delta on Spark refuses less
     # unless its retention check is turned off.
     vacuum_hour_utc: int = _setting(3, Bounds(-1, 23, note="-1 = every run"))
-    vacuum_retention_hours: float = _setting(168.0, _at_least(0))
+    vacuum_retention_hours: float = _setting(168.0, _at_least(0, high=MAX_HOURS))
 
 
 @dataclass(frozen=True)
@@ -489,6 +502,8 @@ def load_config(
         cfg = _build(LakeshardConfig, merged, {}, "")
     if Path(cfg.landing).is_file():
         raise ConfigError(f"landing: expected a directory (the landing zone), found the file {cfg.landing}")
+    if Path(cfg.lakehouse).is_file():
+        raise ConfigError(f"lakehouse: expected a directory (the lakehouse), found the file {cfg.lakehouse}")
     return cfg
 
 

@@ -239,3 +239,27 @@ def test_fsck_flags_only_statistics_that_exclude_a_value_of_the_file(
     else:
         line = next(x for x in out.splitlines() if x.startswith("  damaged: "))
         assert f"its footer's {damaged} is " in line, line
+
+
+def test_a_torn_commit_is_named_with_its_table_and_the_other_tables_are_still_checked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A commit file cut short makes its table unreadable: fsck names the table and the commit, checks every other
+    table, and exits 1 (damage left), instead of stopping at the first table it cannot load."""
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    landing.mkdir()
+    (landing / "a.jsonl").write_text("".join(json.dumps({"tenant_id": t, "event_id": f"{t}{i}", "service": "s",
+                                                         "ts": int(datetime.now(UTC).timestamp() * 1000) - 7_200_000})
+                                             + "\n" for i in range(20) for t in ("Ωmega", "a b")))
+    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
+    newest = sorted((lakehouse / EVENTS / "_delta_log").glob("*.json"))[-1]
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 3])
+    capsys.readouterr()
+
+    assert main(["fsck", "--lakehouse", str(lakehouse)]) == 1
+    captured = capsys.readouterr()
+    assert f"{EVENTS}: cannot be checked: {lakehouse / EVENTS}: commit " in captured.out, captured
+    assert "Traceback" not in captured.out + captured.err
+    for name in (ID_INDEX, LANDING_BATCHES, PLACEMENTS):  # checked all the same
+        assert f"\n{name}: " in captured.out and f"{name}: cannot" not in captured.out
+    assert "1 table's log cannot be read" in captured.out
+    assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 1  # a log fsck does not mend

@@ -81,3 +81,30 @@ def test_a_tenant_with_characters_java_uris_quote_reads_back_every_row(
     df, report = read_events(store.spark, store, uri, tenant=tenant, start=datetime(2026, 1, 1, tzinfo=UTC),
                              end=datetime(2026, 1, 2, tzinfo=UTC))
     assert df.count() == 20 and len(report.read) == 4
+
+
+def test_a_damaged_fragments_file_costs_regex_pruning_not_the_query(
+        spark: SparkSession, store: TableStore, events_table: tuple[str, AppendEvents]) -> None:
+    """The fragments table only lets a query skip more files: with one of its files damaged, a query of any tenant
+    of that hour failed (``DamagedDataFile`` of ``fragments``); it now reads those files unpruned by regex and gives
+    the same rows."""
+    from pathlib import Path
+    from urllib.parse import unquote
+
+    from lakeshard.compaction.fragment_table import fragments_uri
+
+    uri, append = events_table
+    append("t1", 6, 60)
+    Compactor(store, uri, settings=small_settings()).run(apply=True)
+    predicates = {"service": "catalog"}  # absent: regexes prune every file
+    expected, pruned = read_events(spark, store, uri, tenant="t1", start=T0, end=T1, predicates=predicates)
+    assert pruned.pruned_by_regex >= 1
+    expected_ids = _ids(expected)
+    fragments = fragments_uri(uri)
+    for f in store.files(fragments):
+        on_disk = Path(fragments.removeprefix("file://")) / unquote(f.path)
+        on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+
+    df, report = read_events(spark, store, uri, tenant="t1", start=T0, end=T1, predicates=predicates)
+    assert _ids(df) == expected_ids
+    assert report.pruned_by_regex == 0 and len(report.read) > len(pruned.read)

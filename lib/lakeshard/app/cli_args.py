@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from lakeshard.config import Bounds, LakeshardConfig, load_config
 from lakeshard.utc import aware
 
-__all__ = ["LakeshardParser", "bucket", "config_from_args", "count", "iso_timestamp", "number"]
+__all__ = ["LakeshardParser", "bucket", "clock", "config_from_args", "count", "iso_timestamp", "number"]
 
 
 class LakeshardParser(argparse.ArgumentParser):
@@ -76,6 +76,15 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> LakeshardConfig:
     if getattr(args, "landing", None):
         overrides["landing"] = args.landing
     return load_config(getattr(args, "config", None), overrides=overrides)
+
+
+def clock(text: str) -> datetime:
+    """Parse an ISO timestamp argument standing for the current time (``--as-of``): from 1970 to 8999, so that the
+    windows looked back over and ahead of it stay within what a datetime holds."""
+    when = iso_timestamp(text)
+    if not 1970 <= when.year < 9000:
+        raise argparse.ArgumentTypeError(f"expected an ISO timestamp from 1970 to 8999, found {text!r}")
+    return when
 
 
 def iso_timestamp(text: str) -> datetime:

@@ -28,7 +28,7 @@ from lakeshard.app.plots.routing import shard_load_plot
 from lakeshard.app.progress import landing_bar
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.writer import EVENTS
-from lakeshard.lake import TableStore
+from lakeshard.lake import TableStore, naming_damaged_files
 from lakeshard.landing import reasons
 from lakeshard.report import format_table
 from lakeshard.report.routing import ShardLoad, shard_load
@@ -273,14 +273,20 @@ def run_demo(
         # Every file ever routed, also those the writers expired once consumed (on disk until a vacuum).
         routed_uri = cfg.table_uri(ROUTED)
         ever = [c.file for e in store.log_entries(routed_uri) for c in e.changes if c.action == "add"]
-        routed = check_against_truth(spark, store.read_files(routed_uri, ever), cfg.landing)
-        events = check_against_truth(spark, store.read(cfg.table_uri(EVENTS)), cfg.landing)
-        by_cat = store.read(cfg.table_uri(QUARANTINE)).groupBy("category").agg(F.count(F.lit(1)).alias("n"))
+        # A damaged data file of a lakehouse given to the demo is one line naming it, not Spark's Java trace.
+        with naming_damaged_files(routed_uri, ever):
+            routed = check_against_truth(spark, store.read_files(routed_uri, ever), cfg.landing)
+        events_uri, quarantine_uri = cfg.table_uri(EVENTS), cfg.table_uri(QUARANTINE)
+        with naming_damaged_files(events_uri, store.files(events_uri)):
+            events = check_against_truth(spark, store.read(events_uri), cfg.landing)
+        with naming_damaged_files(quarantine_uri, store.files(quarantine_uri)):
+            by_cat = [(str(r["category"]), int(r["n"])) for r in store.read(quarantine_uri).groupBy("category")
+                      .agg(F.count(F.lit(1)).alias("n")).collect()]
         counts = ("rows_in", "rows_out", "duplicates_dropped", "quarantined", "dropped")
         log = {str(r["flow"]): {c: int(r[c] or 0) for c in counts}
                for r in EventLog(store, cfg).read(run.run_id).where("event = 'completed'").collect()}
         completionist = Completionist(spark, store, cfg)
-        return (routed, events, {str(r["category"]): int(r["n"]) for r in by_cat.collect()}, log,
+        return (routed, events, dict(by_cat), log,
                 len(completionist.closed()), len(completionist.verify()))
 
     routed_truth, truth, by_category, log, closed, changed = step(3, "check against ground truth and the event log",

@@ -24,7 +24,7 @@ from lakeshard.balancing.balancer import BalancePlan, Balancer, TenantLoad
 from lakeshard.balancing.exclusions import plan_exclusion
 from lakeshard.balancing.simulation import Trace
 from lakeshard.config import LakeshardConfig
-from lakeshard.lake import TableStore
+from lakeshard.lake import TableStore, naming_damaged_files
 from lakeshard.routing.tables import RoutingTables, ShardTopology, TenantSetting
 from lakeshard.tables import ROUTING_METRICS
 from lakeshard.utc import as_utc, from_micros, micros
@@ -88,11 +88,12 @@ def read_tenant_rates(store: TableStore, cfg: LakeshardConfig, *, now: datetime,
     if windows < 1 or not store.exists(uri):
         return TenantRates((), ws, {})
     start_us = F.unix_micros("window_start")
-    metrics, starts = _newest_windows(store, uri, now=now, windows=windows, window_seconds=ws)
-    if not starts:
-        return TenantRates((), ws, {})
-    rows = (metrics.where(start_us.isin(starts)).groupBy("tenant_id", start_us.alias("w"))
-            .agg(F.sum("bytes").alias("b")).collect())
+    with naming_damaged_files(uri, store.files(uri)):  # a damaged metrics file: one line naming it, no Java trace
+        metrics, starts = _newest_windows(store, uri, now=now, windows=windows, window_seconds=ws)
+        if not starts:
+            return TenantRates((), ws, {})
+        rows = (metrics.where(start_us.isin(starts)).groupBy("tenant_id", start_us.alias("w"))
+                .agg(F.sum("bytes").alias("b")).collect())
     now_us = micros(now)
     seconds = [min(ws, max(_MIN_ELAPSED_SECONDS, (now_us - s) / 1e6)) for s in starts]
     index = {s: i for i, s in enumerate(starts)}
@@ -266,8 +267,11 @@ def trace_from_metrics(store: TableStore, cfg: LakeshardConfig) -> Trace:
 
     ws = cfg.routing.window_seconds
     uri = cfg.table_uri(ROUTING_METRICS)
-    rows = (store.read(uri).groupBy("tenant_id", F.unix_micros("window_start").alias("w"))
-            .agg(F.sum("bytes").alias("b")).collect()) if store.exists(uri) else []
+    rows = []
+    if store.exists(uri):
+        with naming_damaged_files(uri, store.files(uri)):
+            rows = (store.read(uri).groupBy("tenant_id", F.unix_micros("window_start").alias("w"))
+                    .agg(F.sum("bytes").alias("b")).collect())
     if not rows:
         return Trace((), datetime(1970, 1, 1, tzinfo=UTC), ws, np.zeros((0, 0)), np.zeros(0))
     tenants = sorted({r["tenant_id"] for r in rows})

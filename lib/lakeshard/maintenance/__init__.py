@@ -2,7 +2,7 @@
 no recent version references vacuumed (the maintenance job's ``compact_books`` flow, docs/pipelines.md), and
 every live data file checked against the log (``lakeshard fsck``), and the events a repair removed restored from
 the landing zone (``lakeshard refill``: a bucket's events, or a ``routed`` file's batch routed again) or, for
-the ID index, from ``events``.
+the ID index, from ``events``, and for ``placements``, from the shards the events of each window went to.
 
 Example::
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
     from lakeshard.maintenance.errors import MaintenanceError, RefillRefused
     from lakeshard.maintenance.fsck import FSCK_OPERATION, TableCheck, check_table, repair_table
+    from lakeshard.maintenance.placements import PlacementRefills, plan_placement_refills, refill_placements
     from lakeshard.maintenance.refill import REFILL_OPERATION, RefillPlan, plan_refill, refill_bucket
     from lakeshard.maintenance.reindex import IdRefill, IdRefills, plan_id_refills, refill_ids
     from lakeshard.maintenance.reroute import RoutedRefill, RoutedRefills, plan_routed_refills, refill_routed
@@ -49,6 +50,7 @@ __all__ = [
     "IdRefill",
     "IdRefills",
     "MaintenanceError",
+    "PlacementRefills",
     "RefillPlan",
     "RefillRefused",
     "RoutedRefill",
@@ -59,10 +61,12 @@ __all__ = [
     "clean_logs",
     "compact_bookkeeping",
     "plan_id_refills",
+    "plan_placement_refills",
     "plan_refill",
     "plan_routed_refills",
     "refill_bucket",
     "refill_ids",
+    "refill_placements",
     "refill_routed",
     "repair_table",
     "small_files",

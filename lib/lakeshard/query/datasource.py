@@ -46,10 +46,9 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from lakeshard.compaction.fragment_table import read_fragments
 from lakeshard.lake import FileInfo
 from lakeshard.query.errors import QueryError
-from lakeshard.query.read import PruningReport, TimeBounds, choose_files_by_values
+from lakeshard.query.read import PruningReport, TimeBounds, choose_files_by_values, pruning_fragments
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -160,7 +159,7 @@ class LakeshardReader(DataSourceReader):
         store = _store()
         files = store.files(self.table)
         parts = store.partition_columns(self.table)
-        return choose_files_by_values(files, lambda left: read_fragments(store, self.table, left), self.values,
+        return choose_files_by_values(files, lambda left: pruning_fragments(store, self.table, left), self.values,
                                       partition_columns=parts, time=self.time, timestamp=_TIMESTAMP)
 
     def partitions(self) -> Sequence[InputPartition]:

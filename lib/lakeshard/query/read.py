@@ -31,6 +31,7 @@ from urllib.parse import unquote
 
 from lakeshard.compaction.fragment_table import read_fragments
 from lakeshard.compaction.fragments import FragmentMeta
+from lakeshard.errors import DamagedDataFile
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.pruning import may_contain
 from lakeshard.query.errors import QueryError
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["Predicates", "PruningReport", "TimeBounds", "choose_files", "choose_files_by_values",
-           "in_partitions", "plan_read", "read_events"]
+           "in_partitions", "plan_read", "pruning_fragments", "read_events"]
 
 Predicates = Mapping[str, "str | Sequence[str | None] | None"]
 """``{column: value}`` (equality; ``None`` means IS NULL) or ``{column: [v1, v2]}`` (IN)."""
@@ -274,8 +275,18 @@ def plan_read(store: TableStore, table: str, *, tenant: str, start: datetime, en
         if unknown:
             raise QueryError(f"{table}: predicates name unknown columns {unknown}; columns are {columns}")
     # Metadata of the files the partition stage keeps only: a needle query reads its buckets' rows, no more.
-    return choose_files(files, lambda candidates: read_fragments(store, table, candidates), tenant=tenant,
+    return choose_files(files, lambda candidates: pruning_fragments(store, table, candidates), tenant=tenant,
                         start=start, end=end, predicates=predicates, use_regex=use_regex)
+
+
+def pruning_fragments(store: TableStore, table: str, files: Sequence[FileInfo]) -> dict[str, FragmentMeta]:
+    """Return the fragment metadata a query prunes ``files`` by: :func:`read_fragments`, or none when a file of the
+    fragments table is damaged. The metadata only lets a query skip files, so without it the query reads them and
+    gives the same rows; ``lakeshard fsck`` names the damaged file."""
+    try:
+        return read_fragments(store, table, files)
+    except DamagedDataFile:
+        return {}
 
 
 def read_events(spark: SparkSession, store: TableStore, table: str, *, tenant: str, start: datetime,

@@ -86,6 +86,7 @@ __all__ = [
     "PIPELINE_EVENTS",
     "PIPELINE_EVENTS_SCHEMA",
     "PLACEMENTS",
+    "PLACEMENTS_REFILL_APP_ID",
     "PLACEMENT_SCHEMA",
     "QUARANTINE",
     "QUARANTINE_SCHEMA",
@@ -161,6 +162,8 @@ FUSED_HANDOFF = "fused"  # landing_batches.handoff of a batch delivered in memor
 ALLOCATOR_APP_ID = "allocator"  # on placements: the placements version the allocator read, plus one
 COMPLETIONIST_APP_ID = "completionist"  # on buckets: the buckets version the completionist read, plus one
 FENCE_APP_ID = "completionist/fence"  # on events: the completionist's fence against racing writers
+# on placements: how many placements files fsck removed whose placements ``lakeshard refill --placements`` restored
+PLACEMENTS_REFILL_APP_ID = "refill-placements"
 COMPACTOR_APP_ID = "compactor"  # on events: the version the last compaction that finished its work planned at
 
 

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lakeshard.app.cli_args import config_from_args, count, iso_timestamp
+from lakeshard.app.cli_args import clock, config_from_args, count
 from lakeshard.config import LakeshardConfig
 
 __all__ = ["add_commands", "cmd_autoshard", "cmd_balance", "cmd_exclude"]
@@ -136,7 +136,7 @@ def add_commands(
                               description=cmd_autoshard.__doc__)
     common(p, False)
     p.add_argument("--apply", action="store_true", help="commit the plan to tenant_settings")
-    p.add_argument("--as-of", type=iso_timestamp, default=None,
+    p.add_argument("--as-of", type=clock, default=None,
                    help="plan as if it were this time (ISO; default now), e.g. to replay old metrics")
     p.set_defaults(func=cmd_autoshard, run_flow=run_flow)
 
@@ -145,7 +145,7 @@ def add_commands(
     common(p, False)
     p.add_argument("--apply", action="store_true", help="commit the new salts to tenant_settings")
     p.add_argument("--max-moves", type=count(0), default=None, help="cap on tenants moved this run (default: config)")
-    p.add_argument("--as-of", type=iso_timestamp, default=None, help="use metrics up to this time (ISO; default now)")
+    p.add_argument("--as-of", type=clock, default=None, help="use metrics up to this time (ISO; default now)")
     p.set_defaults(func=cmd_balance, run_flow=run_flow)
 
     p = subparsers.add_parser("exclude", help="exclude shards from new placements, or --include them again",

@@ -11,12 +11,13 @@ The top-level parser wires them in with :func:`add_commands`.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.app.cli_args import config_from_args, iso_timestamp
-from lakeshard.config import LakeshardConfig
+from lakeshard.config import MAX_SECONDS, LakeshardConfig
 
 if TYPE_CHECKING:
     from lakeshard.buckets.completionist import CompletionReport
@@ -31,9 +32,9 @@ def _minutes(text: str) -> timedelta:
     try:
         value = float(text)
     except ValueError:
-        value = -1.0
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative number of minutes, found {text!r}")
+        value = math.nan
+    if not 0 <= value <= MAX_SECONDS // 60:  # NaN and inf too: a timedelta cannot hold them
+        raise argparse.ArgumentTypeError(f"expected a number of minutes in [0, {MAX_SECONDS // 60}], found {text!r}")
     return timedelta(minutes=value)
 
 
