@@ -24,12 +24,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.app.cli_args import LakeshardParser, bucket, config_from_args, count, number
+from lakeshard.app.cli_args import LakeshardParser, config_from_args, count, number
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
 
 if TYPE_CHECKING:
-    from lakeshard.lake import TableStore
     from lakeshard.routing.lifecycle import Intake
 
 __all__ = ["main"]
@@ -241,182 +240,6 @@ def _stop_on_interrupt() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
-def cmd_fsck(args: argparse.Namespace) -> int:
-    """Check every live data file of every lakehouse table against the log (exists, reads as Parquet, rows and
-    key ranges as the log says); with --repair, remove the damaged ones from their table's log (one commit per
-    table) and record what they held in fsck_repairs. Exit 1 when damage was found and left, or a table's log cannot
-    be read."""
-    from lakeshard.errors import TableStoreError
-    from lakeshard.lake import open_lazy_store
-    from lakeshard.maintenance import check_table, repair_table
-    from lakeshard.tables import FSCK_REPAIRS, TABLES
-
-    cfg = config_from_args(args)
-    store = open_lazy_store(cfg)
-    left = 0
-    present = [name for name in TABLES if store.exists(cfg.table_uri(name))]
-    if not present:
-        print(f"no lakeshard table in {cfg.lakehouse}")
-    unreadable = 0
-    for name in present:
-        uri = cfg.table_uri(name)
-        try:
-            check = check_table(store, uri)
-        except TableStoreError as exc:  # its log cannot be read (a torn commit): the other tables are still checked
-            print(f"{name}: cannot be checked: {exc}")
-            unreadable += 1
-            continue
-        print(f"{name}: {check.files:,} live files at version {check.version}, {len(check.damaged)} damaged")
-        for _, damage in check.damaged:
-            print(f"  damaged: {damage}")
-        if check.damaged and args.repair:
-            done = repair_table(store, check, cfg.table_uri(FSCK_REPAIRS))
-            print(f"  removed {len(done.damaged)} files ({done.lost_rows:,} rows by the log) from {name} in version "
-                  f"{done.repaired_version}; recorded in {FSCK_REPAIRS}")
-            if name in _REFILLS:
-                print(f"  {_REFILLS[name]}")
-        elif check.damaged:
-            left += len(check.damaged)
-    if left:
-        print(f"{left} damaged files left in the log: lakeshard fsck --repair removes them and records what they held")
-    if unreadable:
-        print(f"{unreadable} table's log cannot be read: fsck checks data files against a log, it does not mend one"
-              if unreadable == 1 else f"{unreadable} tables' logs cannot be read: fsck checks data files against a "
-              "log, it does not mend one")
-    return 1 if left or unreadable else 0
-
-
-# What restores the rows a repair removed from each table ``lakeshard refill`` knows.
-_REFILLS = {
-    "events": "lakeshard refill --bucket TENANT/HOUR restores a repaired bucket's events from the landing zone",
-    "routed": "lakeshard refill --routed routes the removed files' batches again",
-    "event_ids": "lakeshard refill --ids rebuilds the removed IDs from events; run it before the next ingest",
-    "placements": "lakeshard refill --placements restores the removed placements from their events' shards; run it "
-                  "before the next ingest",
-}
-
-
-def cmd_refill(args: argparse.Namespace) -> int:
-    """Restore the events lakeshard fsck --repair removed. With --bucket (a damaged events file): parse again the
-    landing bytes of the batches that fed the bucket, and commit back to events the ones the ID index holds and the
-    bucket does not; a closed bucket is refused. With --routed (damaged routed files): route each removed file's
-    batch again from its plan, for the file's shard; the writers then write the events not written yet and drop
-    the rest as duplicates. With --ids (damaged event_ids files): rebuild each repaired partition's IDs from the
-    events they index. With --placements (damaged placements files): restore the placement of each window the
-    events hold and placements lacks, when exactly one placement the tenant could have had sends every event of
-    the window to the shard it went to. Exit 1 when some removed rows or windows cannot be restored."""
-    from lakeshard.lake import open_lazy_store
-    from lakeshard.maintenance import plan_refill, refill_bucket
-
-    cfg = config_from_args(args)
-    store = open_lazy_store(cfg)
-    if args.routed:
-        return _refill_routed(store, cfg, dry_run=args.dry_run)
-    if args.ids:
-        return _refill_ids(store, cfg, dry_run=args.dry_run)
-    if args.placements:
-        return _refill_placements(store, cfg, dry_run=args.dry_run)
-    tenant_id, hour = args.bucket
-    plan = plan_refill(store, cfg, tenant_id, hour)
-    print(f"bucket {tenant_id}/{hour}: {plan.found:,} events in the landing bytes of {len(plan.batches)} batches, "
-          f"{plan.rows.num_rows:,} of them lost (fsck removed {plan.removed:,} rows)")
-    if args.dry_run:
-        return 0
-    done = refill_bucket(store, cfg, plan)
-    if done is not None:
-        print(f"restored {plan.rows.num_rows:,} events to {tenant_id}/{hour} in events version {done.version}")
-    if plan.missing:
-        print(f"{plan.missing:,} removed rows were not found in the landing zone: their landing bytes changed or "
-              "are gone", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _refill_routed(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool) -> int:
-    """Route again the batches of the routed files fsck removed (``lakeshard refill --routed``)."""
-    from lakeshard.maintenance import plan_routed_refills, refill_routed
-    from lakeshard.tables import ROUTED
-
-    refills = plan_routed_refills(store, cfg)
-    if not refills.pending and not refills.unknown:
-        print(f"nothing to refill in {ROUTED}: {refills.done} removed files' batches were routed again already")
-    for refill in refills.pending:
-        what = (f"batch {refill.batch}, shard {refill.shard}: {refill.rows.num_rows:,} events in its landing bytes "
-                f"(fsck removed {refill.removed:,} rows)")
-        if dry_run:
-            print(f"{what}; would route them again")
-            continue
-        done = refill_routed(store, cfg, refill)
-        state = "committed already" if done.skipped else f"{ROUTED} version {done.version}"
-        print(f"{what}; routed again in {state}: the writers write those not written yet")
-    for path, why in refills.unknown:
-        print(f"cannot refill {ROUTED} file {path}: {why}", file=sys.stderr)
-    return 1 if refills.unknown else 0
-
-
-def _refill_ids(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool) -> int:
-    """Rebuild from events the ID index partitions fsck removed files of (``lakeshard refill --ids``)."""
-    from lakeshard.maintenance import plan_id_refills, refill_ids
-    from lakeshard.tables import ID_INDEX
-
-    refills = plan_id_refills(store, cfg)
-    if not refills.pending:
-        print(f"nothing to refill in {ID_INDEX}: {refills.done} repaired partitions were rebuilt already")
-    for refill in refills.pending:
-        what = (f"shard {refill.shard}, interval {refill.interval}: {refill.rows.num_rows:,} IDs of events in events "
-                f"the index lacks (fsck removed {refill.removed:,} rows)")
-        if dry_run:
-            print(f"{what}; would commit them")
-            continue
-        done = refill_ids(store, cfg, refill)
-        state = "committed already" if done.skipped else f"committed in {ID_INDEX} version {done.version}"
-        print(f"{what}; {state}")
-    return 0
-
-
-def _refill_placements(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool) -> int:
-    """Restore the placements of the placements files fsck removed (``lakeshard refill --placements``)."""
-    from lakeshard.errors import CommitConflict
-    from lakeshard.maintenance import plan_placement_refills, refill_placements
-    from lakeshard.tables import PLACEMENTS
-
-    done = None
-    for _ in range(cfg.routing.allocation_retries):
-        refills = plan_placement_refills(store, cfg)
-        if dry_run:
-            break
-        try:  # prepared at the plan's read: an allocator or another refill that committed since means plan again
-            done = refill_placements(store, cfg, refills)
-            break
-        except CommitConflict:
-            continue
-    else:
-        print(f"could not restore placements in {PLACEMENTS}: allocators kept committing first; run it again",
-              file=sys.stderr)
-        return 1
-    if not refills.version:
-        print(f"nothing to refill in {PLACEMENTS}: fsck removed none of its files")
-        return 0
-    for p in refills.restored[:_SHOWN_WINDOWS]:
-        print(f"{p.tenant_id} window {p.window_start.isoformat()}: shards {list(p.shards)} (hash {p.hash_version}, "
-              f"salt {p.salt}, ring {p.total_shards}, excluded {list(p.excluded)})")
-    if len(refills.restored) > _SHOWN_WINDOWS:
-        print(f"... and {len(refills.restored) - _SHOWN_WINDOWS:,} more windows")
-    for tenant_id, start, why in refills.unresolved:
-        print(f"cannot restore the placement of {tenant_id} window {start.isoformat()}: {why}", file=sys.stderr)
-    if dry_run or done is None:
-        print(f"{'would restore' if dry_run else 'restored'} {len(refills.restored):,} placements; "
-              f"{len(refills.unresolved):,} windows left as they are")
-    else:
-        state = "committed already" if done.skipped else f"{PLACEMENTS} version {done.version}"
-        print(f"restored {len(refills.restored):,} placements in {state}; {len(refills.unresolved):,} windows left "
-              "as they are")
-    return 1 if refills.unresolved else 0
-
-
-_SHOWN_WINDOWS = 20
-
-
 def _spec(args: argparse.Namespace) -> Any:
     from lakeshard.synth import SynthSpec
 
@@ -535,29 +358,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--poll-seconds", type=number(0), default=10.0, help="pause between polls with --follow")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("fsck", help="check every live data file of every table; --repair removes damaged ones",
-                       description=cmd_fsck.__doc__)
-    common(p, landing=False)
-    p.add_argument("--repair", action="store_true",
-                   help="remove damaged files from their table's log (one commit per table), recorded in fsck_repairs")
-    p.set_defaults(func=cmd_fsck)
-
-    p = sub.add_parser("refill", help="restore what fsck --repair removed: events, routed files, IDs, placements",
-                       description=cmd_refill.__doc__)
-    common(p, landing=False)
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--bucket", type=bucket, metavar="TENANT/HOUR",
-                       help="an events bucket fsck repaired, e.g. acme/2026-01-01T10")
-    which.add_argument("--routed", action="store_true",
-                       help="every routed file fsck removed: route its batch again for its shard")
-    which.add_argument("--ids", action="store_true",
-                       help="every event_ids partition fsck removed files of: rebuild its IDs from events")
-    which.add_argument("--placements", action="store_true",
-                       help="every window whose placements file fsck removed: restore its placement from the "
-                            "shards its events went to")
-    p.add_argument("--dry-run", action="store_true", help="say what would be restored, commit nothing")
-    p.set_defaults(func=cmd_refill)
-
     p = sub.add_parser("demo", help="run the pipeline end to end on a fresh lakehouse and report",
                        description=cmd_demo.__doc__)
     common(p, landing=True)
@@ -569,6 +369,7 @@ def _parser() -> argparse.ArgumentParser:
     from lakeshard.app.commands.buckets import add_commands as add_buckets_commands
     from lakeshard.app.commands.compaction import add_commands as add_compaction_commands
     from lakeshard.app.commands.pipelines import add_commands as add_pipeline_commands
+    from lakeshard.app.commands.repair import add_commands as add_repair_commands
     from lakeshard.app.commands.versions import add_commands as add_versions_commands
     from lakeshard.pipelines.commands import run_flow
 
@@ -577,6 +378,7 @@ def _parser() -> argparse.ArgumentParser:
     add_versions_commands(sub, common)
     add_buckets_commands(sub, common, run_flow=run_flow)
     add_pipeline_commands(sub, common)
+    add_repair_commands(sub, common)
     return parser
 
 
