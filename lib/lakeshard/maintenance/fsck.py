@@ -20,16 +20,17 @@ Example::
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from lakeshard.errors import DamagedDataFile
-from lakeshard.lake import FileInfo, TableStore, check_data_file
+from lakeshard.errors import DamagedDataFile, LakeshardError
+from lakeshard.lake import CommitInfo, FileInfo, TableStore, check_data_file
 from lakeshard.tables.schemas import FSCK_REPAIRS_SCHEMA
 
-__all__ = ["FSCK_OPERATION", "TableCheck", "check_table", "repair_table"]
+__all__ = ["FSCK_OPERATION", "TableCheck", "check_table", "repair_commits", "repair_table"]
 
 FSCK_OPERATION = "lakeshard.fsck"  # the commit metadata key listing what a repair removed
 
@@ -82,3 +83,24 @@ def repair_table(store: TableStore, check: TableCheck, record: str, *, now: date
     result = store.replace_files(check.table, [f.path for f, _ in check.damaged], None, data_change=True,
                                  metadata={FSCK_OPERATION: {"removed": removed}}, read_version=check.version)
     return replace(check, repaired_version=result.version)
+
+
+def repair_commits(store: TableStore, uri: str, paths: Collection[str]
+                   ) -> Iterator[tuple[CommitInfo, dict[str, FileInfo] | None]]:
+    """Yield each repair commit of ``uri`` (newest first) that removed some of ``paths``, with those files' entries
+    in the snapshot before it (their statistics, partition values), or None when the log no longer reaches that
+    snapshot."""
+    for commit in store.history(uri):
+        removed = commit.custom_metadata.get(FSCK_OPERATION)
+        if isinstance(removed, str):
+            removed = json.loads(removed)
+        wanted = {str(r["path"]) for r in removed.get("removed", [])} & set(paths) if isinstance(removed, dict) \
+            else set()
+        if not wanted or commit.version < 1:
+            continue
+        try:
+            before = store.files(uri, version=commit.version - 1)
+        except LakeshardError:  # the log no longer reaches that version
+            yield commit, None
+            continue
+        yield commit, {f.path: f for f in before if f.path in wanted}

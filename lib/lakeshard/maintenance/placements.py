@@ -42,7 +42,6 @@ Example::
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -54,7 +53,7 @@ import pyarrow.compute as pc
 
 from lakeshard.errors import LakeshardError
 from lakeshard.lake import AppTransaction
-from lakeshard.maintenance.fsck import FSCK_OPERATION
+from lakeshard.maintenance.fsck import repair_commits
 from lakeshard.routing.hashing import HASH_MMH3
 from lakeshard.tables import (
     ALLOCATOR_APP_ID,
@@ -269,19 +268,10 @@ def _removed_files(store: TableStore, uri: str, paths: set[str]
     holds it)."""
     found: dict[str, tuple[FileInfo, datetime | None]] = {}
     repaired: datetime | None = None
-    for commit in store.history(uri):
-        removed = commit.custom_metadata.get(FSCK_OPERATION)
-        if isinstance(removed, str):
-            removed = json.loads(removed)
-        wanted = {str(r["path"]) for r in removed.get("removed", [])} & paths if isinstance(removed, dict) else set()
-        if not wanted or commit.version < 1:
-            continue
+    for commit, before in repair_commits(store, uri, paths):
         repaired = commit.timestamp if repaired is None else min(repaired, commit.timestamp)
-        try:
-            before = store.files(uri, version=commit.version - 1)
-        except LakeshardError:  # the log no longer reaches that version
-            continue
-        found |= {f.path: (f, None) for f in before if f.path in wanted}
+        if before is not None:
+            found |= {path: (f, None) for path, f in before.items()}
     try:
         for entry in store.log_entries(uri):
             for change in entry.changes:

@@ -34,7 +34,6 @@ Example::
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -44,9 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeshard.dedupe.keyhash import key_hashes
-from lakeshard.errors import LakeshardError
 from lakeshard.maintenance.errors import RefillRefused
-from lakeshard.maintenance.fsck import FSCK_OPERATION
+from lakeshard.maintenance.fsck import repair_commits
 from lakeshard.tables import (
     BUCKETS,
     EVENTS,
@@ -222,19 +220,11 @@ def _removed_span(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour:
     if not wanted:
         return None
     ranges = []
-    for commit in store.history(uri):
-        removed = commit.custom_metadata.get(FSCK_OPERATION)
-        if isinstance(removed, str):
-            removed = json.loads(removed)
-        paths = {str(r["path"]) for r in removed.get("removed", [])} & wanted if isinstance(removed, dict) else set()
-        if not paths or commit.version < 1:
-            continue
-        try:
-            before = store.files(uri, version=commit.version - 1)
-        except LakeshardError:  # the log no longer reaches that version
+    for _, before in repair_commits(store, uri, set(wanted)):
+        if before is None:
             return None
-        ranges += [r for f in before if f.path in paths and (r := f.time_range("ts")) is not None]
-        wanted -= {f.path for f in before if f.path in paths and f.time_range("ts") is not None}
+        ranges += [r for f in before.values() if (r := f.time_range("ts")) is not None]
+        wanted -= {f.path for f in before.values() if f.time_range("ts") is not None}
     if wanted or not ranges:
         return None
     return min(r[0] for r in ranges), max(r[1] for r in ranges)
