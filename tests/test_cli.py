@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lakeshard.app.cli import main
+from lakeshard.lake import FileInfo
 
 LAKESHARD = [sys.executable, "-m", "lakeshard.app.cli"]
 
@@ -279,19 +280,10 @@ def test_a_demo_over_a_lakehouse_with_a_damaged_events_file_is_one_line_naming_i
 ) -> None:
     """The demo's check against the ground truth read ``events`` with Spark: a damaged file of a lakehouse given with
     --lakehouse printed ~20 Java frames through the unexpected-error path."""
-    from urllib.parse import unquote
 
-    from lakeshard.config import load_config
-    from lakeshard.lake import open_lazy_store
 
-    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
-    landing.mkdir()
-    (landing / "a.jsonl").write_bytes(b"".join(_record(i) for i in range(12)))
-    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
-    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
-    victim = store.files(str(lakehouse / "events"))[0]
-    on_disk = lakehouse / "events" / unquote(victim.path)
-    on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+    lakehouse = tmp_path / "lh"
+    victim = _ingested_with_one_file_cut(tmp_path, "events")
     capsys.readouterr()
 
     assert main(["demo", "--lakehouse", str(lakehouse), "--out", str(tmp_path / "demo"), "--events", "40",
@@ -309,6 +301,21 @@ def test_load_management_over_a_damaged_metrics_file_is_one_line_naming_it(
     through the unexpected-error path (and the flow's event-log entry held it too)."""
     import time
     from datetime import UTC, datetime
+
+
+    lakehouse = tmp_path / "lh"
+    victim = _ingested_with_one_file_cut(tmp_path, "routing_metrics")
+    capsys.readouterr()
+
+    as_of = datetime.fromtimestamp(time.time() - 3_000, UTC).isoformat()  # the metrics of _record's hour are fresh
+    assert main([command, "--lakehouse", str(lakehouse), "--as-of", as_of]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Py4J" not in err and "unexpected" not in err, err
+    assert f"routing_metrics: data file {victim.path}" in err and "is damaged" in err, err
+
+
+def _ingested_with_one_file_cut(tmp_path: Path, table: str) -> FileInfo:
+    """Ingest a small zone into ``tmp_path/lh`` and cut one live file of ``table`` in half; return that file."""
     from urllib.parse import unquote
 
     from lakeshard.config import load_config
@@ -319,13 +326,7 @@ def test_load_management_over_a_damaged_metrics_file_is_one_line_naming_it(
     (landing / "a.jsonl").write_bytes(b"".join(_record(i) for i in range(12)))
     assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
     store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
-    victim = store.files(str(lakehouse / "routing_metrics"))[0]
-    on_disk = lakehouse / "routing_metrics" / unquote(victim.path)
+    victim = store.files(str(lakehouse / table))[0]
+    on_disk = lakehouse / table / unquote(victim.path)
     on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
-    capsys.readouterr()
-
-    as_of = datetime.fromtimestamp(time.time() - 3_000, UTC).isoformat()  # the metrics of _record's hour are fresh
-    assert main([command, "--lakehouse", str(lakehouse), "--as-of", as_of]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Py4J" not in err and "unexpected" not in err, err
-    assert f"routing_metrics: data file {victim.path}" in err and "is damaged" in err, err
+    return victim

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.app.cli_args import bucket, config_from_args
 from lakeshard.config import LakeshardConfig
 
 if TYPE_CHECKING:
-    from lakeshard.lake import TableStore
+    from lakeshard.lake import CommitResult, TableStore
 
 __all__ = ["add_commands", "cmd_fsck", "cmd_refill"]
 
@@ -123,15 +123,10 @@ def _refill_routed(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool) ->
     refills = plan_routed_refills(store, cfg)
     if not refills.pending and not refills.unknown:
         print(f"nothing to refill in {ROUTED}: {refills.done} removed files' batches were routed again already")
-    for refill in refills.pending:
-        what = (f"batch {refill.batch}, shard {refill.shard}: {refill.rows.num_rows:,} events in its landing bytes "
-                f"(fsck removed {refill.removed:,} rows)")
-        if dry_run:
-            print(f"{what}; would route them again")
-            continue
-        done = refill_routed(store, cfg, refill)
-        state = "committed already" if done.skipped else f"{ROUTED} version {done.version}"
-        print(f"{what}; routed again in {state}: the writers write those not written yet")
+    _commit_each(refills.pending, lambda r: refill_routed(store, cfg, r), dry_run=dry_run, table=ROUTED,
+                 what=lambda r: f"batch {r.batch}, shard {r.shard}: {r.rows.num_rows:,} events in its landing bytes "
+                                f"(fsck removed {r.removed:,} rows)",
+                 would="would route them again", did="routed again in {}: the writers write those not written yet")
     for path, why in refills.unknown:
         print(f"cannot refill {ROUTED} file {path}: {why}", file=sys.stderr)
     return 1 if refills.unknown else 0
@@ -145,16 +140,24 @@ def _refill_ids(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool) -> in
     refills = plan_id_refills(store, cfg)
     if not refills.pending:
         print(f"nothing to refill in {ID_INDEX}: {refills.done} repaired partitions were rebuilt already")
-    for refill in refills.pending:
-        what = (f"shard {refill.shard}, interval {refill.interval}: {refill.rows.num_rows:,} IDs of events in events "
-                f"the index lacks (fsck removed {refill.removed:,} rows)")
-        if dry_run:
-            print(f"{what}; would commit them")
-            continue
-        done = refill_ids(store, cfg, refill)
-        state = "committed already" if done.skipped else f"committed in {ID_INDEX} version {done.version}"
-        print(f"{what}; {state}")
+    _commit_each(refills.pending, lambda r: refill_ids(store, cfg, r), dry_run=dry_run, table=ID_INDEX,
+                 what=lambda r: f"shard {r.shard}, interval {r.interval}: {r.rows.num_rows:,} IDs of events in "
+                                f"events the index lacks (fsck removed {r.removed:,} rows)",
+                 would="would commit them", did="committed in {}")
     return 0
+
+
+def _commit_each(pending: Sequence[Any], commit: Callable[[Any], CommitResult], *, dry_run: bool, table: str,
+                 what: Callable[[Any], str], would: str, did: str) -> None:
+    """Commit each of ``pending`` refills (or, dry, say what would be) and print one line each: ``what`` it is, then
+    ``would`` or ``did`` (formatted with the version committed, or "committed already" on a replay)."""
+    for refill in pending:
+        if dry_run:
+            print(f"{what(refill)}; {would}")
+            continue
+        done = commit(refill)
+        print(f"{what(refill)}; " + ("committed already" if done.skipped else did.format(f"{table} version "
+                                                                                           f"{done.version}")))
 
 
 def _refill_placements(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool) -> int:
