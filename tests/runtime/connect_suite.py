@@ -43,6 +43,16 @@ def test_the_small_demo_passes_on_delta_engine(spark: SparkSession, native_store
     assert report.runtime == runtime_name(spark)
 
 
+@pytest.mark.delta_jvm
+def test_a_fused_ingest_writes_each_event_once_on_delta_engine(spark: SparkSession, native_store: TableStore,
+                                                               test_config: LakeshardConfig, tmp_path: Path) -> None:
+    """``lakeshard ingest``'s fused hand-off under Spark Connect: a fused batch's rows reach Delta's public writer as
+    a DataFrame (no py4j to commit files this process wrote)."""
+    from native_demo import run_native_fused_ingest
+
+    run_native_fused_ingest(spark, native_store, test_config, tmp_path)
+
+
 def test_doctor_names_the_runtime_and_proves_a_round_trip(spark: SparkSession, test_config: LakeshardConfig) -> None:
     from lakeshard.app.cli import _doctor_session
     from lakeshard.runtime import detect_runtime

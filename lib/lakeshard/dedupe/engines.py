@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from lakeshard.dedupe.commit import Layout, ShardCommits, StepRows, commits_per_shard
+from lakeshard.dedupe.commit import Layout, ShardCommits, StepRows, append_shard, commits_per_shard
 from lakeshard.dedupe.faults import event_keys, write_or_blame
 from lakeshard.dedupe.feed import RoutedFeed
 from lakeshard.dedupe.index import IdIndex, own_hour, own_hour_arrow
@@ -45,6 +45,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["ArrowStep", "ClosedBuckets", "Gate", "SparkStep", "Step", "StepContext", "StepEngine"]
+
+# How a step's rows are laid out in ``events`` and in the ID index: one file per partition value, sorted.
+EVENTS_LAYOUT = Layout(tuple(EVENTS_PARTITIONING), tuple(EVENTS_SORT_COLUMNS))
+IDS_LAYOUT = Layout(("shard", "interval"), ("key_hi", "key_lo"))
 
 class Gate(Protocol):
     """The expectation gate a writer hands each step's new events to (the pipeline's
@@ -214,18 +218,17 @@ class StepEngine(ABC):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from lakeshard.tables import EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS
 
         commits = ShardCommits(self.store, self._spark, self._before_commit)
         committed, lost = commits.events(self.events_uri, rows.events,
-                                         Layout(tuple(EVENTS_PARTITIONING), tuple(EVENTS_SORT_COLUMNS)), step.todo,
+                                         EVENTS_LAYOUT, step.todo,
                                          step.routed_version, metadata=rows.metadata, read_version=step.read_version,
                                          seam=EVENTS,
                                          buckets=self.buckets.buckets_uri if self.store.writes_guard_closing else None)
         if committed:
             self.feed.committed(committed, step.routed_version)
-            commits.ids(self.ids_uri, rows.ids, Layout(("shard", "interval"), ("key_hi", "key_lo")),
-                        dict.fromkeys(committed, step.routed_version), metadata={}, seam=ID_INDEX)
+            commits.ids(self.ids_uri, rows.ids, IDS_LAYOUT, dict.fromkeys(committed, step.routed_version), metadata={},
+                        seam=ID_INDEX)
             self.index.remember(new_keys.filter(pc.is_in(new_keys.column("shard"),
                                                          pa.array(committed, new_keys.schema.field("shard").type))))
         if lost:
@@ -402,7 +405,16 @@ class ArrowStep(StepEngine):
         meta = self.metadata(step, rows_in, n_unique, n_new, kept.num_rows)
         events_schema, ids_schema = self._events_schema(), self.index.arrow_schema()
 
+        # A store that cannot commit files this process wrote (Delta's engine under Spark Connect) takes a fused
+        # step's rows, which carry one app transaction, as a DataFrame through Delta's public writer.
+        public = not self.store.writes_in_process and len(txns) == 1
+
         def append_events() -> bool:
+            if public:
+                return append_shard(self.store, self._spark, self.events_uri, kept, EVENTS_LAYOUT, txns[0],
+                                    metadata=meta, read_version=step.read_version,
+                                    buckets=self.buckets.buckets_uri if self.store.writes_guard_closing else None
+                                    ).skipped
             return self.store.append(
                 self.events_uri, None, app_transactions=txns, metadata=meta, read_version=step.read_version,
                 # One file per (tenant, hour), sorted by the sort schema: the layout the Spark path writes.
@@ -413,6 +425,10 @@ class ArrowStep(StepEngine):
         def append_ids() -> None:
             # Every new key's ID, rejected rows' too (as on Spark): a re-sent copy of a row an expectation
             # took is a duplicate, not a second chance.
+            if public:
+                append_shard(self.store, self._spark, self.ids_uri, survivors, IDS_LAYOUT, txns[0],
+                             metadata=self.ids_metadata(step))
+                return
             self.store.append(self.ids_uri, None, app_transactions=txns, metadata=self.ids_metadata(step),
                               write=lambda target: write_partitioned(survivors, target, ids_schema,
                                                                      ["shard", "interval"], HASH))
