@@ -23,7 +23,7 @@ from lakeshard.lake.native.log import commit_timestamps
 
 @pytest.mark.parametrize(("setting", "delta_jvm", "gateway", "expected", "why"), [
     ("auto", True, True, "native", "load in this session"),
-    ("auto", False, True, "embedded", "are not on this session's classpath"),
+    ("auto", False, True, "embedded", "are not on the Spark session's classpath"),
     ("auto", False, False, "embedded", "Spark Connect session"),
     ("embedded", True, True, "embedded", "(configured)"),
     ("native", True, True, "native", "(configured)"),

@@ -117,7 +117,7 @@ def choose_adapter(setting: str, *, delta_jvm: bool, gateway: bool = True, datab
                                          "process")
     if delta_jvm:
         return AdapterChoice("native", f"auto: Delta's JVM classes ({_DELTA_CLASS}) load in this session")
-    return AdapterChoice("embedded", f"auto: Delta's JVM classes ({_DELTA_CLASS}) are not on this session's "
+    return AdapterChoice("embedded", f"auto: Delta's JVM classes ({_DELTA_CLASS}) are not on the Spark session's "
                                      "classpath; Spark writes Parquet, delta-rs commits")
 
 

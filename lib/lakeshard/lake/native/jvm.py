@@ -103,7 +103,7 @@ class DeltaJvm:
             if jvm_has_class(self.jvm, f"{package}.DeltaLog"):
                 return package
         raise EnvironmentProblem(
-            f"Delta's DeltaLog class is in none of {list(DELTA_PACKAGES)} on this session's classpath; the native "
+            f"Delta's DeltaLog class is in none of {list(DELTA_PACKAGES)} on the Spark session's classpath; the native "
             "adapter needs delta-spark's jars or a Databricks runtime"
         )
 
