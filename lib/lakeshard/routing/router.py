@@ -310,7 +310,9 @@ class Router:
         files = [r.file for r in looked.result().ranges]
         if not files or sum(f.read_bytes for f in files) > self._driver_bytes:
             return None
-        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms)
+        # One thread: the batch in hand's writer step (its Parquet writes on a thread per core) is the critical
+        # path, and a parse on every core beside it slowed it more than the parse gained (docs/routing.md).
+        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms, threads=1)
         if self._fused and self._handoff is not None:
             events = self._handoff.prepare(events)
         return events, quarantine
