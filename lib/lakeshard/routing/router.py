@@ -311,7 +311,7 @@ class Router:
         if not files or sum(f.read_bytes for f in files) > self._driver_bytes:
             return None
         # One thread: the batch in hand's writer step (its Parquet writes on a thread per core) is the critical
-        # path, and a parse on every core beside it slowed it more than the parse gained (docs/routing.md).
+        # path, and a parse on every core beside it cost CPU and memory and gained no time (docs/routing.md).
         events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms, threads=1)
         if self._fused and self._handoff is not None:
             events = self._handoff.prepare(events)
