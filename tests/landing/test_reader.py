@@ -275,6 +275,30 @@ def test_the_driver_parse_on_threads_gives_the_rows_of_one_thread_in_the_same_or
     assert any("vanished.jsonl" in p for p in together[1].column("source_file").to_pylist())
 
 
+def test_a_parse_given_one_thread_parses_on_the_calling_thread_whatever_the_cores(
+        landed: Landed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The router's look ahead parses on its own thread only (``threads=1``), beside the batch in hand's writes;
+    the rows are those of the parse on every core."""
+    import threading
+
+    from lakeshard.landing import driver
+
+    files = list_landing_files(landed.root)
+    monkeypatch.setattr(driver, "parse_threads", lambda _files: 4)
+    everywhere = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms)
+    parsed_on: set[str] = set()
+    real_parse = driver.ParseFiles.parse
+
+    def parse(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        parsed_on.add(threading.current_thread().name)
+        return real_parse(self, *args, **kwargs)
+
+    monkeypatch.setattr(driver.ParseFiles, "parse", parse)
+    alone = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms, threads=1)
+    assert parsed_on == {threading.current_thread().name}
+    assert alone[0].equals(everywhere[0]) and alone[1].equals(everywhere[1])
+
+
 def test_a_batch_is_split_into_runs_of_consecutive_files_of_about_equal_bytes() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st

@@ -399,6 +399,37 @@ def test_a_run_lists_the_landing_zone_once_per_batch_and_stops_when_a_batch_took
         assert Router(None, store, cfg).run() == [] and len(scans) == 1  # a run with nothing new looks once
 
 
+def test_the_next_plan_is_taken_on_the_look_ahead_thread_beside_the_batch_in_hand(
+    spark: SparkSession, tmp_path: Path, landing: tuple[str, Manifest], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only the first batch's look (listing, consumed ranges, checksums) runs on the router's own thread; each
+    later plan is taken on the look-ahead thread, by a clock read on the router's thread after the batch's parse."""
+    import threading
+
+    from lakeshard.lake.embedded import EmbeddedTableStore
+    from lakeshard.routing import router as router_module
+
+    path, m = landing
+    limit = sum(f.size_bytes for f in list_landing_files(path)) // 4 + 1
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": path,
+                                 "routing": {"total_shards": 8, "default_shard_count": 2, "arrow_max_bytes": limit}},
+                      env={})
+    looks: list[str] = []
+    real_scan = router_module.scan_landing
+
+    def scan(where):  # type: ignore[no-untyped-def]
+        looks.append(threading.current_thread().name)
+        return real_scan(where)
+
+    monkeypatch.setattr(router_module, "scan_landing", scan)
+    store = EmbeddedTableStore(None, start_spark=lambda: spark)
+    reports = Router(None, store, cfg).run()
+    assert len(reports) >= 3 and len(looks) == len(reports)
+    assert looks[0] == threading.main_thread().name
+    assert all(name.startswith("landing-ahead") for name in looks[1:]), looks
+    _assert_routed_exactly(spark, store, cfg, path, m)
+
+
 @pytest.mark.parametrize("failing_looks", [1, 2])
 def test_a_look_ahead_that_fails_never_costs_the_batch_in_hand(
     spark: SparkSession, tmp_path: Path, landing: tuple[str, Manifest], monkeypatch: pytest.MonkeyPatch,

@@ -24,7 +24,7 @@ __all__ = ["parse_landing_arrow"]
 
 
 def parse_landing_arrow(
-    files: Sequence[LandingFile], *, limits: LandingConfig, now_ms: int | None = None
+    files: Sequence[LandingFile], *, limits: LandingConfig, now_ms: int | None = None, threads: int | None = None
 ) -> tuple[pa.Table, pa.Table]:
     """Return ``(events, quarantine)`` of these landing files, parsed in this process as Arrow tables.
 
@@ -34,7 +34,8 @@ def parse_landing_arrow(
     (Arrow types as the parse makes them; a store's write casts them to the table's).
 
     A file that cannot be read here (vanished, permission denied) is one ``unreadable_file`` quarantine
-    row, like a file that cannot be decoded; the other files go on.
+    row, like a file that cannot be decoded; the other files go on. ``threads`` bounds the threads parsing files
+    side by side (default: :func:`~lakeshard.landing.threads.parse_threads`); the rows do not depend on it.
 
     Raises:
         LandingReadError: a file's location is not understood.
@@ -58,7 +59,7 @@ def parse_landing_arrow(
             out.extend(parse.parse([(f, content, f.start)]))
         return out
 
-    parts = split_by_bytes(files, parse_threads(files))
+    parts = split_by_bytes(files, min(threads, parse_threads(files)) if threads else parse_threads(files))
     if len(parts) == 1:
         batches = parse_files(parts[0])
     else:

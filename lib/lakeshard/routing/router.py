@@ -18,6 +18,7 @@ growing and rewritten files, held-back tails, symbolic links — is :mod:`lakesh
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -67,13 +68,14 @@ __all__ = ["RouteReport", "Router"]
 
 @dataclass(frozen=True)
 class _Ahead:
-    """The plan a router takes next (not committed yet) and its parse, started while the batch before commits."""
+    """The plan a router takes next (not committed yet) and its parse, both made on the look-ahead thread while the
+    batch before routes and commits: ``parsed`` is None when the plan is not the driver's to parse."""
 
     batch: int
     landing: str
     now: datetime
-    intake: Intake
-    parsed: Future[tuple[pa.Table, pa.Table]]
+    intake: Future[Intake]
+    parsed: Future[tuple[pa.Table, pa.Table] | None]
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ class Router:
         self._parser: ThreadPoolExecutor | None = None
         self.uris = {name: cfg.table_uri(name) for name in (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS)}
         self._consumed = ConsumedRanges(store, self.uris[LANDING_BATCHES])  # what the batch plans consumed
+        self._looking = threading.Lock()  # one look at the landing zone at a time (the look ahead's or this one's)
         # The fused hand-off (docs/decisions.md, record 19): ``handoff`` finishes batches planned as fused; with
         # ``fused`` this router also plans every batch the driver takes that way (its process writes events).
         if fused and handoff is None:
@@ -210,8 +213,10 @@ class Router:
             return self._execute(planned, self._planned(planned), replayed=True)
         batch = planned + 1
         if ahead is not None and (ahead.batch != batch or ahead.landing != self._landing):
+            ahead.parsed.cancel()
             ahead = None  # another router planned the batch looked ahead at (or another zone is asked for)
-        now, intake = (ahead.now, ahead.intake) if ahead is not None else self._look(self._landing)
+        looked = self._looked(ahead) if ahead is not None else None
+        now, intake = looked if looked is not None else self._look(self._landing)
         self.last_intake = intake
         self._more = intake.more
         if not intake.ranges:
@@ -230,7 +235,7 @@ class Router:
             self._more = None
             return self._execute(batch, self._planned(batch), replayed=True)
         report = self._execute(batch, PlannedBatch([r.file for r in ranges], millis(now), handoff), replayed=False,
-                               parsed=ahead.parsed if ahead is not None else None)
+                               parsed=ahead.parsed if looked is not None and ahead is not None else None)
         return dataclasses.replace(report, rewritten_files=sum(r.rewritten for r in ranges),
                                    held_back_files=len(intake.held_back), held_back_bytes=intake.held_back_bytes,
                                    dangling_links=tuple(intake.dangling))
@@ -258,42 +263,56 @@ class Router:
 
     def _look(self, landing: str) -> tuple[datetime, Intake]:
         """Return the clock of the next plan and what it takes of ``landing``."""
-        # The plan's clock, in whole milliseconds: the parse validates by it, on this attempt and on any replay.
-        now = self._clock()
-        now = now.replace(microsecond=now.microsecond // 1000 * 1000)
+        now = self._plan_clock()
         return now, self._next_files(landing, now)
 
-    def _look_ahead(self, batch: int) -> None:
-        """Start parsing the batch after ``batch`` (whose plan is committed) while ``batch`` routes and commits.
+    def _plan_clock(self) -> datetime:
+        """Return the clock of a plan, in whole milliseconds: its parse validates by it, on this attempt and on
+        any replay."""
+        now = self._clock()
+        return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
-        The next plan is taken now, from the plans committed so far (``batch``'s included), and parsed on another
-        thread; the next :meth:`route_once` commits exactly that plan and uses that parse, or drops both when
-        another router planned that batch meanwhile. Nothing of the next batch is committed before ``batch``'s
-        commits are: a crash leaves the log as a router without look-ahead would. Only batches the driver path
-        takes are looked ahead at; at most one parse is held beside the batch in hand.
+    def _look_ahead(self, batch: int) -> None:
+        """Start planning and parsing the batch after ``batch`` (whose plan is committed) on another thread while
+        ``batch`` routes and commits.
+
+        The next plan is taken from the plans committed so far (``batch``'s included) by the clock read here, and
+        parsed on the same thread; the next :meth:`route_once` commits exactly that plan and uses that parse, or
+        drops both when another router planned that batch meanwhile. Nothing of the next batch is committed before
+        ``batch``'s commits are: a crash leaves the log as a router without look-ahead would. Only batches the
+        driver path takes are parsed ahead; at most one parse is held beside the batch in hand.
         """
         if self._more is False:
             return  # this batch took all the zone held: nothing to look ahead at
-        try:
-            now, intake = self._look(self._landing)
-        except Exception:  # the look ahead is an optimisation, never a reason to lose the batch in hand
-            # Whatever the look hits (a zone gone, a table unreadable), this batch still commits, and the next
-            # route_once looks again: there the problem is raised if it lasts. Failing here would leave this batch
-            # planned but not routed, its replay reading files that may be gone by then.
-            return
-        files = [r.file for r in intake.ranges]
-        limit = self._driver_bytes
-        if not files or sum(f.read_bytes for f in files) > limit:
-            return
         if self._parser is None:
             self._parser = ThreadPoolExecutor(1, thread_name_prefix="landing-ahead")
-        parsed = self._parser.submit(self._parse_ahead, files, millis(now))
+        now = self._plan_clock()
+        # One thread, so the parse runs after the look it parses and never beside it.
+        intake = self._parser.submit(self._next_files, self._landing, now)
+        parsed = self._parser.submit(self._parse_ahead, intake, millis(now))
         self._ahead = _Ahead(batch + 1, self._landing, now, intake, parsed)
 
-    def _parse_ahead(self, files: Sequence[LandingFile], now_ms: int) -> tuple[pa.Table, pa.Table]:
-        """Return the parse of the next batch's files, with what the fused hand-off derives from the rows alone
-        (this router plans the batches it looks ahead at as fused: they fit the driver)."""
-        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms)
+    @staticmethod
+    def _looked(ahead: _Ahead) -> tuple[datetime, Intake] | None:
+        """Return the plan the look ahead took, or None when it failed: the look ahead is an optimisation, never
+        a reason to lose a batch, so the next batch then looks again (where the problem is raised if it lasts)."""
+        try:
+            return ahead.now, ahead.intake.result()
+        except Exception:
+            return None
+
+    def _parse_ahead(self, looked: Future[Intake], now_ms: int) -> tuple[pa.Table, pa.Table] | None:
+        """Return the parse of the files the look ahead planned, with what the fused hand-off derives from the
+        rows alone (this router plans the batches it looks ahead at as fused: they fit the driver); None when
+        the look failed, found nothing or planned more than the driver takes."""
+        if looked.exception() is not None:
+            return None
+        files = [r.file for r in looked.result().ranges]
+        if not files or sum(f.read_bytes for f in files) > self._driver_bytes:
+            return None
+        # One thread: the batch in hand's writer step (its Parquet writes on a thread per core) is the critical
+        # path, and a parse on every core beside it cost CPU and memory and gained no time (docs/routing.md).
+        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms, threads=1)
         if self._fused and self._handoff is not None:
             events = self._handoff.prepare(events)
         return events, quarantine
@@ -306,10 +325,12 @@ class Router:
 
     def _next_files(self, landing: str, now: datetime) -> Intake:
         settle = self.cfg.landing_format.settle_seconds
-        scan = scan_landing(landing)
-        consumed = self._consumed.of({f.identity for f in scan.files})
-        return plan_intake(scan, consumed, now=now, settle_seconds=settle,
-                           max_files=self.max_batch_files, max_bytes=self.max_batch_bytes)
+        # A look ahead left running (its batch dropped) and this router's own look share what was consumed.
+        with self._looking:
+            scan = scan_landing(landing)
+            consumed = self._consumed.of({f.identity for f in scan.files})
+            return plan_intake(scan, consumed, now=now, settle_seconds=settle,
+                               max_files=self.max_batch_files, max_bytes=self.max_batch_bytes)
 
     def _added_files(self, version: int) -> list[FileInfo]:
         """Return the data files the ``routed`` commit ``version`` added."""
@@ -317,7 +338,7 @@ class Router:
         return [c.file for e in entries for c in e.changes if c.action == "add"]
 
     def _execute(self, batch: int, plan: PlannedBatch, *, replayed: bool,
-                 parsed: Future[tuple[pa.Table, pa.Table]] | None = None) -> RouteReport:
+                 parsed: Future[tuple[pa.Table, pa.Table] | None] | None = None) -> RouteReport:
         files, now_ms = plan.files, plan.now_ms
         limit = self.cfg.routing.arrow_max_bytes
         covered = sum(f.read_bytes for f in files)
@@ -354,12 +375,13 @@ class Router:
         return self.store.append(self.uris[table], rows, app_transactions=txn, metadata=meta)
 
     def _execute_in_driver(self, batch: int, files: Sequence[LandingFile], now_ms: int,
-                           parsed: Future[tuple[pa.Table, pa.Table]] | None = None, *, fused: bool = False,
+                           parsed: Future[tuple[pa.Table, pa.Table] | None] | None = None, *, fused: bool = False,
                            ) -> tuple[dict[str, CommitResult], int, dict[str, int]]:
         """Route a small batch in this process: parse (or take the parse looked ahead), place, hash and write
         with pyarrow (no Spark job); a fused batch's routed rows go to the writers' hand-off, not to ``routed``
         (its result stands in the report for ``routed``'s)."""
-        events, quarantine = (parsed.result() if parsed is not None else
+        ahead = parsed.result() if parsed is not None else None
+        events, quarantine = (ahead if ahead is not None else
                               parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms))
         self._look_ahead(batch)
         routed = route_arrow(events, self.allocator)
