@@ -10,7 +10,8 @@ every version and a concurrent append (a file the swap does not remove) is kept.
 ``maintenance.bookkeeping_max_bytes`` of Parquet, smallest files first, and only files of about the size of
 those already chosen (size tiers: a file larger than all smaller chosen files together waits until enough small
 ones have gathered), so a merged file is not rewritten on every run and the driver's memory stays bounded
-however old the table is.
+however old the table is. On a store whose swaps replace whole partitions (Delta's public writer:
+:func:`whole_partitions`) a rewrite takes whole partitions instead, its rows handed over as a DataFrame.
 
 ``routing_metrics`` also expires: rows whose window started more than
 ``maintenance.routing_metrics_retention_hours`` (never less than the autosharder's and the balancer's longest
