@@ -69,6 +69,24 @@ def test_the_guard_reads_bucket_states_when_the_write_runs_not_when_the_rows_wer
     assert [tuple(r) for r in store.read(events).collect()] == [("zeta", H2, 3)]  # columns kept, in order
 
 
+def test_the_guard_narrowed_to_the_rows_hours_refuses_a_closing_bucket_of_those_hours(
+    spark: SparkSession, native_store: TableStore, tmp_path: Path
+) -> None:
+    """The writers name the hours of their rows (known from the Arrow batch): the check then reads only those
+    hours' bucket states, and still refuses a bucket of them that began closing after the rows were built."""
+    store = native_store
+    events, buckets = _tables(store, tmp_path)
+    _mark(spark, store, buckets, "acme", H2, "closed")  # another hour: outside the narrowed read
+    guarded = guard_open_buckets(store, buckets, _rows(spark, ("acme", H1, 1)), [H1])
+    open_hour = guard_open_buckets(store, buckets, _rows(spark, ("zeta", H1, 2)), [H1])
+    _mark(spark, store, buckets, "acme", H1, "closing")
+    before = store.version(events)
+    with pytest.raises(Exception) as refused:
+        store.append(events, guarded, app_transactions=[AppTransaction("writer/0", 1)], read_version=before)
+    assert refused_by_guard(refused.value, events, before, ("writer/0",)) is not None
+    assert store.append(events, open_hour, app_transactions=[AppTransaction("writer/1", 1)]).rows_added == 1
+
+
 def test_a_fence_fails_a_public_append_whose_transaction_overlaps_it(
     spark: SparkSession, native_store: TableStore, tmp_path: Path
 ) -> None:

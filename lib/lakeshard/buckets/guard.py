@@ -19,6 +19,7 @@ its commit (:class:`~lakeshard.errors.CommitConflict`), redoes its step and read
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lakeshard.errors import CommitConflict
@@ -35,13 +36,16 @@ GUARD_REFUSAL = "lakeshard: bucket closing while this write ran"
 _MATCHED = "__lakeshard_closing"
 
 
-def guard_open_buckets(store: TableStore, buckets_uri: str, rows: DataFrame) -> DataFrame:
+def guard_open_buckets(store: TableStore, buckets_uri: str, rows: DataFrame,
+                       hours: Sequence[str] | None = None) -> DataFrame:
     """Return ``rows`` (with ``tenant_id`` and ``hour`` columns) with the check that none of their buckets is
     ``closing`` or ``closed`` in ``buckets_uri`` when the write that consumes them runs (same columns, same order).
 
     ``buckets`` is created when missing, so that a completionist starting later closes buckets in the table
     this write reads. The lookup is a broadcast join on the distinct ``(tenant_id, hour)`` of the closing and
-    closed rows: a few small rows per bucket.
+    closed rows: a few small rows per bucket. ``hours``, when the caller knows every hour of ``rows``, narrows
+    the read of ``buckets`` to them (a bucket of another hour cannot match any row), so the lookup stays the
+    size of a batch rather than of every bucket ever closed.
     """
     from pyspark.sql import functions as F
 
@@ -51,8 +55,10 @@ def guard_open_buckets(store: TableStore, buckets_uri: str, rows: DataFrame) -> 
         ensure_buckets(store, buckets_uri)
     keys = ["tenant_id", "hour"]
     # store.read is Delta's reader at the latest version: resolved when the query runs, not here.
-    closing = (store.read(buckets_uri).where(F.col("state").isin("closing", "closed")).select(*keys).distinct()
-               .withColumn(_MATCHED, F.lit(True)))
+    states = store.read(buckets_uri).where(F.col("state").isin("closing", "closed"))
+    if hours is not None:
+        states = states.where(F.col("hour").isin(sorted(set(hours))))
+    closing = states.select(*keys).distinct().withColumn(_MATCHED, F.lit(True))
     joined = rows.join(F.broadcast(closing), keys, "left")
     refusal = F.raise_error(F.concat(F.lit(f"{GUARD_REFUSAL}: "), F.col("tenant_id"), F.lit("/"), F.col("hour"),
                                      F.lit(f" is closing or closed in {buckets_uri}")))

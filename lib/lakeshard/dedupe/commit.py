@@ -77,6 +77,7 @@ def append_shard(store: TableStore, spark: Callable[[], SparkSession], table: st
         CommitConflict: a concurrent commit carried the same app id, or one after ``read_version`` did, or one of
             the rows' buckets was closing when the write ran.
     """
+    hours: list[str] | None = None
     if _is_arrow(rows):
         if store.writes_in_process:
             from lakeshard.lake import write_partitioned
@@ -89,12 +90,16 @@ def append_shard(store: TableStore, spark: Callable[[], SparkSession], table: st
         from lakeshard.runtime import arrow_dataframe
 
         names = set(store.schema(table).fieldNames())
+        if buckets is not None:  # the rows' hours, known here without a Spark job: the guard reads only those
+            import pyarrow.compute as pc
+
+            hours = [str(h) for h in pc.unique(rows.column("hour")).to_pylist() if h is not None]
         rows = arrow_dataframe(spark(), rows.select([c for c in rows.column_names if c in names]))
     df: DataFrame = rows
     if buckets is not None:
         from lakeshard.buckets.guard import guard_open_buckets
 
-        df = guard_open_buckets(store, buckets, df)
+        df = guard_open_buckets(store, buckets, df, hours)
     ordered = (df.repartition(*layout.partition_by).sortWithinPartitions(*layout.partition_by, *layout.sort_by)
                if layout.partition_by else df.coalesce(1).sortWithinPartitions(*layout.sort_by))
     try:

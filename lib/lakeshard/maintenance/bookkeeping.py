@@ -10,7 +10,8 @@ every version and a concurrent append (a file the swap does not remove) is kept.
 ``maintenance.bookkeeping_max_bytes`` of Parquet, smallest files first, and only files of about the size of
 those already chosen (size tiers: a file larger than all smaller chosen files together waits until enough small
 ones have gathered), so a merged file is not rewritten on every run and the driver's memory stays bounded
-however old the table is.
+however old the table is. On a store whose swaps replace whole partitions (Delta's public writer:
+:func:`whole_partitions`) a rewrite takes whole partitions instead, its rows handed over as a DataFrame.
 
 ``routing_metrics`` also expires: rows whose window started more than
 ``maintenance.routing_metrics_retention_hours`` (never less than the autosharder's and the balancer's longest
@@ -51,10 +52,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 from lakeshard.compaction.fragment_table import live_fragment_rows
 from lakeshard.config import LakeshardConfig
@@ -72,7 +77,7 @@ from lakeshard.tables import (
 )
 
 __all__ = ["BOOKKEEPING_TABLES", "CHECKPOINT_INTERVAL", "SORTED_LAYOUTS", "BookkeepingReport", "TableUpkeep",
-           "clean_logs", "compact_bookkeeping", "small_files", "vacuum_tables", "write_sorted"]
+           "clean_logs", "compact_bookkeeping", "small_files", "vacuum_tables", "whole_partitions", "write_sorted"]
 
 # Every table of the catalog but the event data and its ID index, which have compaction and expiry of their own.
 BOOKKEEPING_TABLES: tuple[str, ...] = tuple(t for t in TABLES if t not in (EVENTS, ROUTED, ID_INDEX))
@@ -208,7 +213,10 @@ def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int, ret
     expired = [] if cutoff is None else [f for f in files if (r := f.time_range("window_start")) and r[1] < cutoff]
     gone = {f.path for f in expired}
     kept = [f for f in files if f.path not in gone]
-    chosen = small_files(kept, budget) if len(kept) > limit else []
+    if store.swaps_whole_partitions:
+        chosen, expired = whole_partitions(kept, expired, budget, grown=len(kept) > limit)
+    else:
+        chosen = small_files(kept, budget) if len(kept) > limit else []
     if chosen or expired:
         upkeep = _rewrite(store, uri, name, version, files, chosen, expired, cutoff, group_rows)
     else:
@@ -231,12 +239,15 @@ def _rewrite(store: TableStore, uri: str, name: str, version: int, live: Sequenc
         live_rows = live_fragment_rows(store, uri, rows)
         dropped, rows = dropped or live_rows.num_rows < rows.num_rows, live_rows
     schema, parts = store.arrow_schema(uri), store.partition_columns(uri)
-    kept = rows
+    kept = None if rows is None or rows.num_rows == 0 else rows
+    whole = store.swaps_whole_partitions
     try:
         result = store.replace_files(
-            uri, [f.path for f in (*chosen, *expired)], None, data_change=dropped, read_version=version,
+            uri, [f.path for f in (*chosen, *expired)],
+            _dataframe(store, name, kept, schema, parts) if whole and kept is not None else None,
+            data_change=dropped, read_version=version,
             metadata={"lakeshard.operation": "compact_bookkeeping", "expired_files": len(expired)},
-            write=None if kept is None or kept.num_rows == 0 else _writer(name, kept, schema, parts, group_rows))
+            write=None if whole or kept is None else _writer(name, kept, schema, parts, group_rows))
     except CommitConflict:
         return TableUpkeep(name, len(live), len(live), conflict=True)
     return TableUpkeep(name, len(live), len(live) - result.files_removed + result.files_added,
@@ -252,10 +263,54 @@ def _writer(name: str, rows: pa.Table, schema: pa.Schema, parts: Sequence[str], 
     return lambda target: write_partitioned(rows, target, schema, parts)
 
 
+def _dataframe(store: TableStore, name: str, rows: pa.Table, schema: pa.Schema, parts: Sequence[str]) -> DataFrame:
+    """Return a rewrite's rows as a DataFrame for a store whose swaps go through Delta's public writer: sorted
+    into one file for a table of :data:`SORTED_LAYOUTS` without partition columns, else one file per partition.
+    Row groups are then sized by the Parquet writer's bytes, not ``bookkeeping_row_group_rows``."""
+    from lakeshard.runtime import arrow_dataframe
+
+    body = rows.select(schema.names).cast(schema)
+    sort_by = SORTED_LAYOUTS.get(name, ()) if not parts else ()
+    if sort_by:
+        body = body.take(pc.sort_indices(body.select(list(sort_by)),
+                                         sort_keys=[(c, "ascending", "at_start") for c in sort_by]))
+    df = arrow_dataframe(store.spark, body)
+    return df.repartition(*parts) if parts else df.coalesce(1)
+
+
+def whole_partitions(kept: Sequence[FileInfo], expired: Sequence[FileInfo], budget: int, *, grown: bool
+                     ) -> tuple[list[FileInfo], list[FileInfo]]:
+    """Return (files to rewrite, expired files to drop) in whole partitions, for a store whose swap replaces
+    whole partitions (Delta's public writer: ``replaceWhere``): every partition holding an expired file, and
+    (``grown``: the table has too many files) every partition of more than one file, smallest partitions
+    first while their Parquet bytes add up to at most ``budget`` (a partition past it is left as it is)."""
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[FileInfo]] = {}
+    for f in (*kept, *expired):
+        by_partition.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
+    gone = {f.path for f in expired}
+    wanted = [files for files in by_partition.values()
+              if any(f.path in gone for f in files) or (grown and len(files) > 1)]
+    chosen: list[FileInfo] = []
+    dropped: list[FileInfo] = []
+    total = 0
+    for files in sorted(wanted, key=lambda fs: (not any(f.path in gone for f in fs), sum(f.size_bytes for f in fs))):
+        size = sum(f.size_bytes for f in files)
+        if total + size > budget:
+            continue
+        total += size
+        chosen += [f for f in files if f.path not in gone]
+        dropped += [f for f in files if f.path in gone]
+    return chosen, dropped
+
+
 def _ensure_checkpoint(store: TableStore, uri: str) -> int | None:
-    """Return the version a checkpoint was written at, when the newest one is more than an interval behind."""
+    """Return the version a checkpoint was written at, when the newest one is more than an interval behind (None
+    too when writing it lost a race with a commit: the next run tries again)."""
     latest = store.version(uri)
     newest = max(store.checkpoint_versions(uri), default=-1)
     if latest - newest < CHECKPOINT_INTERVAL:
         return None
-    return store.create_checkpoint(uri)
+    try:
+        return store.create_checkpoint(uri)
+    except CommitConflict:
+        return None

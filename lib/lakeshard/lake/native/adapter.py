@@ -513,9 +513,21 @@ class NativeTableStore(AdapterBase):
                 for r in self._log.checkpoint_rows(parts) if r.get("add")]
 
     def create_checkpoint(self, table: str) -> int:
-        """Write a checkpoint of the latest version with Delta's ``DeltaLog.checkpoint`` and return that version."""
+        """Write a checkpoint and return its version, on any session.
+
+        With py4j, Delta's ``DeltaLog.checkpoint`` of the latest version (no commit). Without (Spark Connect),
+        Delta's public SQL: a commit setting ``delta.checkpointInterval`` to 1, which Delta checkpoints after
+        committing, and one giving it back its value (:meth:`PublicCommits.checkpoint
+        <lakeshard.lake.native.public.PublicCommits.checkpoint>`).
+
+        Raises:
+            CommitConflict: (without py4j) the property change lost a race with a concurrent commit.
+        """
         uri = normalise_uri(table)
-        self._needs_jvm(uri, "writing a checkpoint")
+        if gateway(self.spark) is None:
+            state = self._log.state(uri)
+            supported(uri, state, "create_checkpoint", write=True)
+            return self._public.checkpoint(uri, state, {"lakeshard.operation": "checkpoint"})
         log = self._delta.delta_log(uri)
         snapshot = scala_call(log, "update")
         scala_call(log, "checkpoint", snapshot)

@@ -36,8 +36,8 @@ from lakeshard.errors import CommitConflict, TableStoreError
 from lakeshard.lake.base import DEFAULT_PROPERTIES, txn_text
 from lakeshard.lake.native.conflicts import conflict_or_raise
 from lakeshard.lake.protocol.datafiles import conform
-from lakeshard.lake.protocol.log import COMMIT_ID, LogState, encode_user_metadata
-from lakeshard.lake.types import ROWS_ADDED, AppTransaction, CommitResult, FileInfo
+from lakeshard.lake.protocol.log import COMMIT_ID, LogState, checkpoint_parts, encode_user_metadata
+from lakeshard.lake.types import ROWS_ADDED, AppTransaction, CommitResult, FileInfo, LogEntry
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 
     from lakeshard.lake.native.log import NativeLog
 
-__all__ = ["FENCE_PROPERTY", "NATIVE_PROPERTIES", "SWAP_REFUSAL", "PublicCommits", "create_table_sql",
-           "delta_table_name", "guard_partition_files", "whole_partitions_predicate"]
+__all__ = ["CHECKPOINT_INTERVAL_PROPERTY", "FENCE_PROPERTY", "NATIVE_PROPERTIES", "SWAP_REFUSAL", "PublicCommits",
+           "create_table_sql", "delta_table_name", "guard_partition_files", "whole_partitions_predicate"]
 
 # What the swap's in-write check says when the partitions it rewrites changed: how its failure is told apart.
 SWAP_REFUSAL = "lakeshard: the partitions changed while this swap ran"
@@ -72,6 +72,10 @@ NATIVE_PROPERTIES = {
 # The table property a closing fence sets (to its commit id): a metadata change, which fails every transaction
 # that overlaps it (PublicCommits.fence).
 FENCE_PROPERTY = "lakeshard.fence"
+# The table property whose multiples Delta checkpoints at (PublicCommits.checkpoint), and how often the change
+# giving it back its value is tried when it loses a race.
+CHECKPOINT_INTERVAL_PROPERTY = "delta.checkpointInterval"
+_RESTORE_ATTEMPTS = 3
 
 
 def delta_table_name(uri: str) -> str:
@@ -219,22 +223,8 @@ class PublicCommits:
             CommitConflict: a commit after ``read_version`` carried one of ``app_ids`` or changed data, or the
                 property change lost a race.
         """
-        from lakeshard.lake.native.commit import COMMIT_LOCK, USER_METADATA_CONF, session_conf
-
-        commit_id = uuid.uuid4().hex
-        text = encode_user_metadata({**(metadata or {}), COMMIT_ID: commit_id})
-        spark = self._log.spark
         ids = tuple(app_ids)
-        try:
-            with COMMIT_LOCK, session_conf(spark, USER_METADATA_CONF, text):
-                spark.sql(f"ALTER TABLE {delta_table_name(uri)} SET TBLPROPERTIES "
-                          f"({_literal(FENCE_PROPERTY)} = {_literal(commit_id)})").collect()
-        except Exception as exc:
-            conflict_or_raise(exc, uri, read_version, ids)
-        entry = self._log.find_commit(uri, read_version, commit_id)
-        if entry is None:
-            raise TableStoreError(f"{uri}: the fence's property change ({FENCE_PROPERTY}) left no commit of its own "
-                                  f"in the log after version {read_version}")
+        entry = self._set_property(uri, read_version, FENCE_PROPERTY, None, metadata, ids, "the fence's")
         if entry.version > read_version + 1:
             ours = set(ids)
             for between, _ in self._log.entries(uri, read_version + 1, entry.version - 1):
@@ -244,6 +234,61 @@ class PublicCommits:
                     raise CommitConflict(uri, read_version, ids,
                                          f"commit {between.version} (after the version read) {what}")
         return CommitResult(uri, entry.version, reason="fence")
+
+    def checkpoint(self, uri: str, state: LogState, metadata: Mapping[str, Any] | None) -> int:
+        """Return the version of a checkpoint Delta wrote for ``uri`` through its public SQL alone.
+
+        Delta has no public statement that writes a checkpoint; it writes one itself after a commit whose version
+        is a multiple of the table's ``delta.checkpointInterval``, read from the metadata that commit leaves. So
+        ``ALTER TABLE ... SET TBLPROPERTIES ('delta.checkpointInterval' = '1')`` commits and is checkpointed,
+        and a second change gives the property its value back (or unsets it). Both are metadata changes: a
+        commit of the table overlapping either fails, as it would against a closing fence, and is retried by
+        its writer.
+
+        Raises:
+            CommitConflict: the first property change lost a race (nothing changed; the next run tries again).
+            TableStoreError: Delta wrote no checkpoint at that commit.
+        """
+        entry = self._set_property(uri, state.version, CHECKPOINT_INTERVAL_PROPERTY, "1", metadata, (),
+                                   "the checkpoint's")
+        before = (state.metadata.get("configuration") or {}).get(CHECKPOINT_INTERVAL_PROPERTY)
+        for attempt in range(_RESTORE_ATTEMPTS):
+            try:
+                self._set_property(uri, entry.version, CHECKPOINT_INTERVAL_PROPERTY, before, metadata, (),
+                                   "the checkpoint interval's restoring")
+                break
+            except CommitConflict:
+                if attempt == _RESTORE_ATTEMPTS - 1:
+                    raise
+        written = checkpoint_parts((n, loc) for n, loc, _ in self._log.listing(uri))
+        if not written.get(entry.version):
+            raise TableStoreError(f"{uri}: Delta wrote no checkpoint at version {entry.version}, the commit that set "
+                                  f"{CHECKPOINT_INTERVAL_PROPERTY} = 1")
+        return entry.version
+
+    def _set_property(self, uri: str, read_version: int, key: str, value: str | None,
+                      metadata: Mapping[str, Any] | None, app_ids: tuple[str, ...], what: str) -> LogEntry:
+        """Return the commit of ``ALTER TABLE ... SET TBLPROPERTIES (key = value)`` (``UNSET`` when ``value`` is
+        None and the key is not the fence's, whose value is the commit's id), carrying lakeshard's metadata."""
+        from lakeshard.lake.native.commit import COMMIT_LOCK, USER_METADATA_CONF, session_conf
+
+        commit_id = uuid.uuid4().hex
+        text = encode_user_metadata({**(metadata or {}), COMMIT_ID: commit_id})
+        if key == FENCE_PROPERTY:
+            value = commit_id
+        change = (f"UNSET TBLPROPERTIES IF EXISTS ({_literal(key)})" if value is None
+                  else f"SET TBLPROPERTIES ({_literal(key)} = {_literal(value)})")
+        spark = self._log.spark
+        try:
+            with COMMIT_LOCK, session_conf(spark, USER_METADATA_CONF, text):
+                spark.sql(f"ALTER TABLE {delta_table_name(uri)} {change}").collect()
+        except Exception as exc:
+            conflict_or_raise(exc, uri, read_version, app_ids)
+        entry = self._log.find_commit(uri, read_version, commit_id)
+        if entry is None:
+            raise TableStoreError(f"{uri}: {what} property change ({key}) left no commit of its own in the log "
+                                  f"after version {read_version}")
+        return entry
 
     def _save(self, uri: str, writer: DataFrameWriter, state: LogState, app_transactions: Sequence[AppTransaction],
               metadata: Mapping[str, Any] | None, reason: str, *, removed: int) -> CommitResult:
