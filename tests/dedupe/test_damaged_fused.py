@@ -16,10 +16,14 @@ import pytest
 from deltalake import DeltaTable  # an independent reader of what the commands committed
 
 from lakeshard.app.cli import main
-from lakeshard.config import load_config
-from lakeshard.lake import open_lazy_store
+from lakeshard.config import LakeshardConfig, load_config
+from lakeshard.dedupe.fused import FusedWriter
+from lakeshard.errors import LakeshardError
+from lakeshard.lake import FileInfo, open_lazy_store
+from lakeshard.routing.router import Router
 from lakeshard.synth.manifest import read_truth_events
-from lakeshard.tables import EVENTS, FSCK_REPAIRS, FUSED_APP_ID, ID_INDEX, ROUTED, ROUTER_APP_ID
+from lakeshard.tables import EVENTS, FSCK_REPAIRS, FUSED_APP_ID, ID_INDEX, QUARANTINE, ROUTED, ROUTER_APP_ID
+from phase_kills import kill_seed
 
 KEY = ("tenant_id", "event_id", "ts")
 
@@ -106,3 +110,93 @@ def test_a_damaged_id_file_met_by_the_fused_hand_off_stops_only_its_shard_and_th
     assert main(["ingest", *common]) == 0
     assert DeltaTable(str(lakehouse / EVENTS)).transaction_version(FUSED_APP_ID) != fused_before
     assert _keys(lakehouse, EVENTS) == written
+
+
+class Crash(LakeshardError):
+    """Stands in for the process dying at a commit point."""
+
+
+def _damaged_zone(tmp_path: Path, rng: random.Random, seed: int) -> tuple[Path, Path, FileInfo, set[tuple[object, ...]]]:
+    """Return a lakehouse ingested once (fused), one of its ``event_ids`` files cut short, and the landing zone with
+    more events for every shard (a new zone, the first one again under new names); and the generators' keys."""
+    landing, more, lakehouse = tmp_path / "landing", tmp_path / "more", tmp_path / "lh"
+    for zone, zone_seed in ((landing, seed), (more, seed + 1000)):
+        assert main(["generate", "--landing", str(zone), "--events", str(rng.randint(150, 300)), "--tenants",
+                     str(rng.randint(3, 5)), "--seed", str(zone_seed), "--quiet"]) == 0
+    truth = _truth(landing) | _truth(more)
+    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
+    victim = rng.choice(open_lazy_store(_config(lakehouse, landing)).files(str(lakehouse / ID_INDEX)))
+    on_disk = lakehouse / ID_INDEX / unquote(victim.path)
+    on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+    shutil.copytree(more, landing / "more", ignore=shutil.ignore_patterns("_truth"))
+    for f in [p for p in landing.rglob("*.json*") if p.is_file() and "more" not in p.parts and "_truth" not in p.parts]:
+        shutil.copy2(f, f.with_name(f"again-{f.name}"))
+    return lakehouse, landing, victim, truth
+
+
+def _config(lakehouse: Path, landing: Path) -> LakeshardConfig:
+    return load_config(overrides={"lakehouse": str(lakehouse), "landing": str(landing)}, env={})
+
+
+def _fused_run(lakehouse: Path, landing: Path, *, die_at: int = 0, die_when: tuple[str, str] | None = None,
+               seed: int = 0) -> tuple[int, dict[int, object]]:
+    """Run the fused hand-off (router and writers of every shard in this process) over the zone; return how many
+    commit points it passed and the shards it stopped. With ``die_at``, raise :class:`Crash` at that commit point;
+    with ``die_when`` (``(first, then)``), at the first ``then`` commit point after a ``first`` one."""
+    cfg = _config(lakehouse, landing)
+    store = open_lazy_store(cfg)
+    calls: list[str] = []
+
+    def point(table: str, *batch: int) -> None:
+        calls.append(table)
+        if die_at and len(calls) == die_at or (die_when is not None and table == die_when[1]
+                                                and die_when[0] in calls[:-1]):
+            raise Crash(f"killed at commit point {len(calls)} ({table}); LAKESHARD_KILL_SEED={seed}")
+
+    writer = FusedWriter(None, store, cfg, list(range(cfg.routing.total_shards)), before_commit=point)
+    Router(None, store, cfg, handoff=writer, fused=True, before_commit=point).run()
+    writer.drain()
+    return len(calls), dict(writer.stopped)
+
+
+def _repair_and_finish(lakehouse: Path, landing: Path, victim: FileInfo, truth: set[tuple[object, ...]]) -> None:
+    """Restart after a crash, then repair: the restart stops the victim's shard, ``fsck --repair`` and
+    ``refill --ids`` mend the index, the next ingest ends with ``truth`` exactly once, each event indexed once."""
+    common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
+    assert main(["ingest", *common]) == 1  # the stopped shard's rows still wait in routed
+    assert set(_keys(lakehouse, EVENTS)) | set(_keys(lakehouse, ROUTED, victim.partition_values["shard"])) == truth
+    assert main(["fsck", *common[:2], "--repair"]) == 0
+    assert main(["refill", *common[:2], "--ids"]) == 0
+    assert main(["ingest", *common]) == 0
+    written = _keys(lakehouse, EVENTS)
+    assert set(written) == truth and max(written.values()) == 1
+    ids = _ids(lakehouse)
+    assert max(ids.values()) == 1 and sum(ids.values()) == len(written)
+
+
+@pytest.mark.parametrize("between", [(ROUTED, EVENTS), (ROUTED, QUARANTINE), (ROUTED, ID_INDEX)])
+def test_a_crash_after_a_fused_batch_went_through_routed_is_replayed_the_same_way(
+        tmp_path: Path, between: tuple[str, str]) -> None:
+    """Killed after the batch's routed commit, before the shard writers' commits (or the router's quarantine
+    commit): the restart finds routed at the batch and finishes it through routed, never fused as well."""
+    lakehouse, landing, victim, truth = _damaged_zone(tmp_path, random.Random(29), 29)
+    with pytest.raises(Crash):
+        _fused_run(lakehouse, landing, die_when=between)
+    assert DeltaTable(str(lakehouse / ROUTED)).transaction_version(ROUTER_APP_ID) is not None
+    _repair_and_finish(lakehouse, landing, victim, truth)
+
+
+def test_a_crash_at_a_random_commit_point_of_a_run_that_hands_a_batch_back_ends_exactly_once(tmp_path: Path) -> None:
+    seed = kill_seed()
+    print(f"LAKESHARD_KILL_SEED={seed}")
+    rng = random.Random(seed)
+    lakehouse, landing, victim, truth = _damaged_zone(tmp_path, rng, rng.randint(1, 10_000))
+    # The commit points an undisturbed run passes (on a copy): the crash lands at one of them.
+    rehearsal = tmp_path / "rehearsal"
+    shutil.copytree(lakehouse, rehearsal)
+    points, stopped = _fused_run(rehearsal, landing)
+    assert stopped.keys() == {int(victim.partition_values["shard"] or -1)}, seed
+    die_at = rng.randint(1, points)
+    with pytest.raises(Crash):
+        _fused_run(lakehouse, landing, die_at=die_at, seed=seed)
+    _repair_and_finish(lakehouse, landing, victim, truth)
