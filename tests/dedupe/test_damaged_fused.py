@@ -116,7 +116,10 @@ class Crash(LakeshardError):
     """Stands in for the process dying at a commit point."""
 
 
-def _damaged_zone(tmp_path: Path, rng: random.Random, seed: int) -> tuple[Path, Path, FileInfo, set[tuple[object, ...]]]:
+Keys = set[tuple[object, ...]]
+
+
+def _damaged_zone(tmp_path: Path, rng: random.Random, seed: int) -> tuple[Path, Path, FileInfo, Keys]:
     """Return a lakehouse ingested once (fused), one of its ``event_ids`` files cut short, and the landing zone with
     more events for every shard (a new zone, the first one again under new names); and the generators' keys."""
     landing, more, lakehouse = tmp_path / "landing", tmp_path / "more", tmp_path / "lh"
@@ -149,8 +152,8 @@ def _fused_run(lakehouse: Path, landing: Path, *, die_at: int = 0, die_when: tup
 
     def point(table: str, *batch: int) -> None:
         calls.append(table)
-        if die_at and len(calls) == die_at or (die_when is not None and table == die_when[1]
-                                                and die_when[0] in calls[:-1]):
+        if (die_at and len(calls) == die_at) or (die_when is not None and table == die_when[1]
+                                                  and die_when[0] in calls[:-1]):
             raise Crash(f"killed at commit point {len(calls)} ({table}); LAKESHARD_KILL_SEED={seed}")
 
     writer = FusedWriter(None, store, cfg, list(range(cfg.routing.total_shards)), before_commit=point)
