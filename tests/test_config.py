@@ -135,3 +135,16 @@ def test_the_settings_table_in_the_docs_is_current() -> None:
 
     doc = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
     assert settings_table() in doc, "docs/configuration.md is stale: run python scripts/settings_doc.py"
+
+
+@pytest.mark.parametrize("source", ["toml", "env", "overrides"])
+def test_min_shards_above_max_shards_is_refused_where_the_configuration_enters(tmp_path: Path, source: str) -> None:
+    toml = tmp_path / "c.toml"
+    toml.write_text("[balancing]\nmin_shards = 8\nmax_shards = 4\n" if source == "toml" else "")
+    env = {"LAKESHARD_BALANCING_MIN_SHARDS": "8", "LAKESHARD_BALANCING_MAX_SHARDS": "4"} if source == "env" else {}
+    overrides = {"balancing": {"min_shards": 8, "max_shards": 4}} if source == "overrides" else None
+    with pytest.raises(ConfigError, match=r"^balancing.min_shards = 8 is above balancing.max_shards = 4"):
+        load_config(toml, env=env, overrides=overrides)
+    # Equal bounds are a fixed shard count: accepted.
+    fixed = load_config(None, env={}, overrides={"balancing": {"min_shards": 4, "max_shards": 4}})
+    assert (fixed.balancing.min_shards, fixed.balancing.max_shards) == (4, 4)

@@ -246,6 +246,14 @@ class BalancingConfig(_Section):
     # The balancer balances each tenant's mean bytes over this many recent windows.
     lookback_windows: int = _setting(6, _at_least(1))
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # Each bound is in its range alone; together they must leave the autosharder a shard count to choose.
+        if self.min_shards > self.max_shards:
+            raise ConfigError(f"balancing.min_shards = {self.min_shards} is above balancing.max_shards = "
+                              f"{self.max_shards} (LAKESHARD_BALANCING_MIN_SHARDS, LAKESHARD_BALANCING_MAX_SHARDS): "
+                              "expected min_shards <= max_shards")
+
 
 @dataclass(frozen=True)
 class DedupeConfig(_Section):

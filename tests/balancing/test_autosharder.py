@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from lakeshard.balancing.autosharder import (
     Autosharder,
-    AutoshardError,
     TenantRates,
     plan_shard_counts,
 )
 from lakeshard.config import BalancingConfig
+from lakeshard.errors import ConfigError
 from lakeshard.routing.allocator import plan_placements
 from lakeshard.routing.hashing import HASH_XXHASH64
 from lakeshard.routing.placement import Placement
@@ -93,7 +93,8 @@ def test_counts_set_outside_the_bounds_come_back_inside() -> None:
 
 
 def test_bad_configuration_is_one_clear_error() -> None:
-    with pytest.raises(AutoshardError, match=r"max_shards \(1\) must be >= min_shards \(2\)"):
+    # Refused when the settings are built, before any autosharder sees them.
+    with pytest.raises(ConfigError, match=r"balancing.min_shards = 2 is above balancing.max_shards = 1"):
         Autosharder(dataclasses.replace(CFG, min_shards=2, max_shards=1))
 
 

@@ -12,6 +12,10 @@ step on them (:class:`~lakeshard.dedupe.engines.ArrowStep`, every shard at once)
 * A batch whose ``events`` commit is in but whose IDs are not (a crash between the two) is completed by rebuilding
   its IDs from its rows in ``events`` (:meth:`~lakeshard.dedupe.index.IdIndex.repair_fused`), as a lagging
   ``writer/<shard>`` is: neither a landing file rewritten meanwhile nor the expectation gate can change the answer.
+* A shard's damaged ID file met by the batch's index check (:class:`~lakeshard.errors.DamagedDataFile`, before any
+  commit of the batch) hands the batch back: the router commits it to ``routed`` with ``router`` → the batch, and
+  the shard writers commit every shard but that one, which stays stopped with its rows waiting in ``routed``. A
+  replay finds ``routed`` at the batch and takes that path again, so a batch is delivered one way only.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from lakeshard.dedupe.engines import Gate, Step
 from lakeshard.dedupe.faults import RecordLevelFailure, dead_letter_arrow, event_keys, retry_step
 from lakeshard.dedupe.report import WriteReport
 from lakeshard.dedupe.writer import ShardWriter
+from lakeshard.errors import DamagedDataFile
 from lakeshard.lake import AppTransaction, CommitResult, TableStore
-from lakeshard.tables import FUSED_APP_ID, ID_INDEX
+from lakeshard.tables import FUSED_APP_ID, ID_INDEX, ROUTER_APP_ID
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,10 +79,11 @@ class FusedWriter:
         hi, lo = key_hashes(events)
         return events.append_column("key_hi", pa.array(hi)).append_column("key_lo", pa.array(lo))
 
-    def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
+    def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
         """Return the ``events`` commit of fused batch plan ``batch`` (``routed``: its routed rows), after its IDs'
         commit; skipped when another process had committed the batch's events (then only missing IDs are
-        committed)."""
+        committed). None when the batch goes through ``routed`` instead: a shard's ID file it must read is damaged
+        (that shard is stopped, see :attr:`stopped`), or an earlier attempt already handed it over that way."""
         started = time.perf_counter()
         w = self.writer
         w.ensure_tables()
@@ -92,6 +98,8 @@ class FusedWriter:
             self._before_commit(ID_INDEX)
             w.index.repair_fused(batch)
             return CommitResult(events_uri, read_version, skipped=True)
+        if self._handed_to_routed(batch):
+            return None
         progress = w.progress()
         # Another process's commits (a writer's, or a fused batch's) may hold IDs this cache has not seen.
         w.cache.drop_shards(w.feed.moved_by_others(progress, in_events))
@@ -105,6 +113,15 @@ class FusedWriter:
                 report = retry_step(partial(w.arrow_step.run, step), w.retry_policy, shards=w.shards,
                                     routed_version=-batch, on_fault=self._count_failure)
                 break
+            except DamagedDataFile as exc:
+                shard = exc.partition_values.get("shard")
+                if shard is None or not shard.isdigit() or int(shard) not in w.shards:
+                    raise
+                # One commit delivers every shard, so it cannot leave one out: the batch goes through routed, where
+                # the shard writers stop this shard and commit the others. Nothing of the batch is committed yet.
+                w.feed.stop(int(shard), exc)
+                w.cache.drop_shards([int(shard)])
+                return None
             except RecordLevelFailure as exc:
                 if not exc.keys:
                     raise
@@ -118,6 +135,20 @@ class FusedWriter:
         self.reports.append(report)
         return CommitResult(events_uri, self.store.version(events_uri), skipped=report.conflict,
                             rows_added=report.written)
+
+    @property
+    def stopped(self) -> dict[int, DamagedDataFile]:
+        """The shards stopped on a damaged file (:attr:`ShardWriter.stopped`), by this hand-off or its drains."""
+        return self.writer.stopped
+
+    def _handed_to_routed(self, batch: int) -> bool:
+        """Return whether fused batch plan ``batch`` went through ``routed`` (``router`` → ``batch`` there).
+
+        Only the newest plan is ever delivered and ``routed``'s ``router`` version never passes the newest plan,
+        so it reaches ``batch`` only when this batch's rows were committed there: a replay then goes the same way.
+        """
+        uri = self.writer.routed_uri
+        return self.store.exists(uri) and (self.store.transaction_version(uri, ROUTER_APP_ID) or 0) >= batch
 
     def compact_ids(self) -> int:
         """Return how many ID files merging the sealed intervals removed (:meth:`ShardWriter.compact_ids`).

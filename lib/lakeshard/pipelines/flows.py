@@ -99,7 +99,7 @@ class _FinishFused:
     def __init__(self, ctx: FlowContext) -> None:
         self.ctx = ctx
 
-    def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
+    def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
         ctx = self.ctx
         gate = ctx.gate_of(INGEST_FLOW)
         if gate is None:  # a context outside a pipeline run: the declared ingest flow's rules
@@ -125,10 +125,11 @@ class _Observed:
     def prepare(self, events: pa.Table) -> pa.Table:
         return self.writer.prepare(events)
 
-    def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
+    def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
         result = self.writer.deliver(batch, routed)
         gate = self.ctx.gate
-        if not result.skipped and self.ctx.flow.expectations:
+        # A batch handed back goes to routed, whose added rows the route flow counts after the run.
+        if result is not None and not result.skipped and self.ctx.flow.expectations:
             if gate.runs_in_arrow(routed.schema):
                 gate.observe_arrow(routed)
             else:
@@ -151,10 +152,10 @@ def ingest_fused(route_ctx: FlowContext, ingest_ctx: FlowContext) -> tuple[FlowR
     before = _version(route_ctx, ROUTED)
     reports = router.run()
     _observe(route_ctx, ROUTED, before)
-    writer.drain()  # batches too big for the driver went through routed
+    writer.drain()  # batches too big for the driver, or met by a shard's damaged file, went through routed
     writer.compact_ids()
     return _route_result(router, reports), _ingest_result(ingest_ctx, writer.reports, writer.writer.conflicts,
-                                                      writer.writer.stopped)
+                                                      writer.stopped)
 
 
 def _route_result(router: Router, reports: Sequence[RouteReport]) -> FlowResult:

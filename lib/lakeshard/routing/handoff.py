@@ -2,7 +2,9 @@
 
 A batch's plan names its hand-off (``landing_batches.handoff``, docs/decisions.md record 19). The router commits a
 ``routed`` batch itself; a ``fused`` batch it hands to a :class:`FusedHandoff`, which dedupes it and commits it to
-``events`` and ``event_ids`` with the app transaction ``fused`` → the batch. The writers' package implements it
+``events`` and ``event_ids`` with the app transaction ``fused`` → the batch, or hands back (None) when a shard's
+damaged file keeps it from committing every shard at once: the router then commits the batch to ``routed``, whose
+``router`` → the batch makes any replay take that path too. The writers' package implements it
 (:class:`lakeshard.dedupe.fused.FusedWriter`); the router only needs this face.
 """
 
@@ -21,10 +23,11 @@ __all__ = ["FusedHandoff"]
 class FusedHandoff(Protocol):
     """Takes a fused batch's routed rows (landing event columns, ``window_start``, ``shard``) in memory."""
 
-    def deliver(self, batch: int, routed: pa.Table) -> CommitResult:
+    def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
         """Return the ``events`` commit of batch plan ``batch`` (skipped: another process had committed it),
         having committed its IDs too; called again for a batch whose ``events`` commit was made, it commits
-        only the IDs."""
+        only the IDs. None when the batch must go through ``routed`` instead (the router commits it there): the
+        writers met a shard's damaged file, or ``routed`` already holds the batch."""
 
     def prepare(self, events: pa.Table) -> pa.Table:
         """Return a fused batch's parsed events with columns the hand-off derives from each row alone, computed

@@ -385,11 +385,14 @@ class Router:
                               parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms))
         self._look_ahead(batch)
         routed = route_arrow(events, self.allocator)
+        delivered = None
         if fused:
             assert self._handoff is not None  # checked by _execute
             delivered = self._handoff.deliver(batch, routed)
-        else:
-            delivered = self._commit(ROUTED, batch, files, routed)
+        if delivered is None:
+            # A fused batch the writers cannot take in memory (a shard's damaged file: one commit cannot leave that
+            # shard out) goes through routed like any other; routed's ``router`` → batch then records that path.
+            delivered = self._commit(ROUTED, batch, files, routed.select(ROUTED_SCHEMA.fieldNames()))
         results = {ROUTED: delivered,
                    QUARANTINE: self._commit(QUARANTINE, batch, files, quarantine)}
         metrics = arrow_metrics(routed, batch)
