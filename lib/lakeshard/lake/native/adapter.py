@@ -513,16 +513,9 @@ class NativeTableStore(AdapterBase):
                 for r in self._log.checkpoint_rows(parts) if r.get("add")]
 
     def create_checkpoint(self, table: str) -> int:
-        """Write a checkpoint and return its version, on any session.
-
-        With py4j, Delta's ``DeltaLog.checkpoint`` of the latest version (no commit). Without (Spark Connect),
-        Delta's public SQL: a commit setting ``delta.checkpointInterval`` to 1, which Delta checkpoints after
-        committing, and one giving it back its value (:meth:`PublicCommits.checkpoint
-        <lakeshard.lake.native.public.PublicCommits.checkpoint>`).
-
-        Raises:
-            CommitConflict: (without py4j) the property change lost a race with a concurrent commit.
-        """
+        """Write a checkpoint and return its version: with py4j, Delta's ``DeltaLog.checkpoint`` (no commit);
+        without (Spark Connect), Delta's public SQL (:meth:`~lakeshard.lake.native.public.PublicCommits.checkpoint`,
+        which raises :class:`~lakeshard.errors.CommitConflict` when it loses a race)."""
         uri = normalise_uri(table)
         if gateway(self.spark) is None:
             state = self._log.state(uri)
@@ -535,11 +528,9 @@ class NativeTableStore(AdapterBase):
 
     # --------------------------------------------------------------------------------- metadata
     def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:
-        """Return the commits still in the log, newest first, with lakeshard's metadata from ``userMetadata``.
-
-        Read from the commit files (as ``DeltaTable.history()`` does); timestamps are the ones Delta's time
-        travel resolves ``timestampAsOf`` against (see the module doc), as UTC datetimes.
-        """
+        """Return the commits still in the log, newest first, with lakeshard's metadata from ``userMetadata``, read
+        from the commit files (as ``DeltaTable.history()`` does); timestamps are the ones Delta's time travel
+        resolves ``timestampAsOf`` against (see the module doc), as UTC datetimes."""
         uri = normalise_uri(table)
         listing = self._log.listing(uri)
         first = min(commit_versions(n for n, _, _ in listing), default=0)
