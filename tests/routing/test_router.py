@@ -307,10 +307,7 @@ def test_a_batch_parsed_ahead_is_dropped_when_another_router_planned_it_meanwhil
     from lakeshard.routing import router as router_module
 
     path, m = landing
-    limit = sum(f.size_bytes for f in list_landing_files(path)) // 4 + 1
-    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": path,
-                                 "routing": {"total_shards": 8, "default_shard_count": 2, "arrow_max_bytes": limit}},
-                      env={})
+    cfg = _quarter_batches(path, tmp_path)
     threads: list[str] = []
     real_parse = router_module.parse_landing_arrow
 
@@ -410,10 +407,7 @@ def test_the_next_plan_is_taken_on_the_look_ahead_thread_beside_the_batch_in_han
     from lakeshard.routing import router as router_module
 
     path, m = landing
-    limit = sum(f.size_bytes for f in list_landing_files(path)) // 4 + 1
-    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": path,
-                                 "routing": {"total_shards": 8, "default_shard_count": 2, "arrow_max_bytes": limit}},
-                      env={})
+    cfg = _quarter_batches(path, tmp_path)
     looks: list[str] = []
     real_scan = router_module.scan_landing
 
@@ -442,10 +436,7 @@ def test_a_look_ahead_that_fails_never_costs_the_batch_in_hand(
     from lakeshard.routing import router as router_module
 
     path, m = landing
-    limit = sum(f.size_bytes for f in list_landing_files(path)) // 4 + 1
-    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": path,
-                                 "routing": {"total_shards": 8, "default_shard_count": 2, "arrow_max_bytes": limit}},
-                      env={})
+    cfg = _quarter_batches(path, tmp_path)
     looks = {"n": 0}
     real_scan = router_module.scan_landing
 
@@ -466,3 +457,12 @@ def test_a_look_ahead_that_fails_never_costs_the_batch_in_hand(
         assert store.transaction_version(cfg.table_uri(ROUTED), "router") == 1  # batch 1 committed all the same
         assert not any(r.replayed for r in Router(None, store, cfg).run())
     _assert_routed_exactly(spark, store, cfg, path, m)
+
+
+def _quarter_batches(path: str, tmp_path: Path) -> LakeshardConfig:
+    """Return a config whose driver batches each take about a quarter of the zone at ``path``, so a router runs
+    several batches and looks ahead."""
+    limit = sum(f.size_bytes for f in list_landing_files(path)) // 4 + 1
+    return load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": path,
+                                  "routing": {"total_shards": 8, "default_shard_count": 2, "arrow_max_bytes": limit}},
+                       env={})
