@@ -175,6 +175,34 @@ def test_a_malformed_stats_property_is_named_in_the_error() -> None:
     assert stats_columns({}, ["a", "b"]) is None  # fewer columns than the default 32: all of them
 
 
+def test_an_arrow_append_writes_its_files_flat_and_any_partition_value_reads_back(
+    table_store: TableStore, tmp_path: Path
+) -> None:
+    """``append_arrow`` puts every file directly in its write's directory (no ``col=value`` directories: a
+    directory is a file system's dearest creation); partition values live in the add actions and the footers,
+    and every reader (the store, delta-rs, fsck's footer check) gets them back exactly."""
+    names = ["acme", "a/b", "x=y", "%2F", "tab\tx", "..", "é漢", "🦆" * 128]
+    uri = str(tmp_path / "flat")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id", "hour"])
+    rows = pa.Table.from_pylist([{"tenant_id": n, "hour": h, "event_id": f"{n}-{h}", "ts": None, "attributes": None}
+                                 for n in names for h in (1, 2)], schema=table_store.arrow_schema(uri))
+    table_store.append_arrow(uri, rows)
+    files = table_store.files(uri)
+    assert {(f.partition_values["tenant_id"], f.partition_values["hour"]) for f in files} == {
+        (n, str(h)) for n in names for h in (1, 2)}
+    write_dirs = {f.path.split("/")[0] for f in files}
+    assert len(write_dirs) == 1 and all(f.path.count("/") == 1 for f in files)
+    (written,) = [p for p in Path(uri).iterdir() if not p.name.startswith("_delta_log")]
+    assert [p for p in written.iterdir() if p.is_dir()] == []
+    expected = sorted(zip(rows.column("tenant_id").to_pylist(), rows.column("hour").to_pylist(),
+                          rows.column("event_id").to_pylist(), strict=True))
+    got = sorted((r.tenant_id, r.hour, r.event_id) for r in table_store.read(uri).collect())
+    assert got == expected
+    independent = DeltaTable(uri).to_pyarrow_table(columns=["tenant_id", "hour", "event_id"]).to_pylist()
+    assert sorted((r["tenant_id"], r["hour"], r["event_id"]) for r in independent) == expected
+    assert [d for f in files if (d := check_data_file(uri, f)) is not None] == []
+
+
 def test_arrow_reads_of_file_groups_give_each_group_its_rows_with_partition_values(
     table_store: TableStore, spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -1,5 +1,5 @@
-"""Hive-style partition directories written from Arrow: what a store's ``write=`` function produces, one
-Parquet file per partition value, and the footer key holding values a directory name cannot."""
+"""Partitioned Parquet written from Arrow (what a store's ``write=`` function produces: one file per partition
+value, the values in its footer), and the Hive-style ``col=value`` directories compaction writes into."""
 
 from __future__ import annotations
 
@@ -65,9 +65,10 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     commits it without opening it again.
 
     ``schema`` is the table's Arrow schema: files hold its columns minus ``partition_by``, in its order and
-    types, inside ``col=value`` directories (values escaped as Spark escapes them), which is what
-    :meth:`~lakeshard.lake.TableStore.append`'s ``write`` contract asks for. Partition columns must be
-    non-null.
+    types. Every file sits directly in ``directory``, its partition values in its footer
+    (:data:`PARTITION_VALUES_KEY`), where :meth:`~lakeshard.lake.TableStore.append`'s ``write`` contract lets a
+    store find them: no ``col=value`` directories, which cost more to create than the files themselves
+    (docs/decisions.md, record 21). Partition columns must be non-null.
     """
     if not rows.num_rows:
         return []
@@ -93,22 +94,21 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     starts = np.flatnonzero(change)
     firsts = [v.take(pa.array(starts)).to_pylist() for v in values]
     fs, base = filesystem(directory)
+    fs.create_dir(base, recursive=True)
     tag = uuid.uuid4().hex[:12]
 
     def write(i: int, start: int, end: int) -> WrittenFile:
         values = {c: _partition_text(firsts[j][i]) for j, c in enumerate(partition_by)}
-        parts, footer = partition_directory(values)
-        where = f"{base}/{parts}" if parts else base
-        fs.create_dir(where, recursive=True)
         piece = body.slice(start, end - start)
-        if footer:
+        if values:
+            footer = {PARTITION_VALUES_KEY: json.dumps(values).encode()}
             piece = piece.replace_schema_metadata({**(piece.schema.metadata or {}), **footer})
         name = f"part-{i:05d}-{tag}.parquet"
         written: list[pq.FileMetaData] = []
-        with fs.open_output_stream(f"{where}/{name}") as out:
+        with fs.open_output_stream(f"{base}/{name}") as out:
             pq.write_table(piece, out, metadata_collector=written)
             size = out.tell()
-        return WrittenFile(f"{parts}/{name}" if parts else name, size, values, written[0])
+        return WrittenFile(name, size, values, written[0])
 
     ranges = list(zip(starts.tolist(), [*starts[1:].tolist(), n], strict=True))
     threads = min(driver_threads(), len(ranges) // _FILES_PER_THREAD)
