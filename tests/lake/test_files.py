@@ -1,7 +1,8 @@
-"""Hive-style partitioned Parquet writes from Arrow (``lakeshard.lake.protocol.partitions.write_partitioned``)."""
+"""Partitioned Parquet writes from Arrow (``lakeshard.lake.protocol.partitions.write_partitioned``), and file URIs."""
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from pathlib import Path
@@ -24,22 +25,25 @@ rows = st.lists(st.tuples(st.sampled_from(["a", "b/c", "d=e", "%", "ü"]) | tena
 
 
 def _written(table: pa.Table, root: Path) -> dict[tuple[str, str], list[dict[str, object]]]:
-    """Return every file written, by (partition directory, file number), with its rows."""
+    """Return every file written, by (partition values its footer carries, file number), with its rows; every
+    file sits directly in ``root``."""
     files.write_partitioned(table, str(root), SCHEMA, ["tenant_id", "hour"], ["ts"])
     out = {}
-    for path in root.rglob("*.parquet"):
-        if path.is_dir():  # a partition value may itself end in ".parquet"
-            continue
+    for path in root.iterdir():
+        assert path.is_file() and path.suffix == ".parquet", path
         number = re.match(r"part-(\d+)-", path.name)
         assert number is not None
-        out[(str(path.parent.relative_to(root)), number.group(1))] = pq.read_table(path).to_pylist()
+        content = pq.read_table(path)
+        values = (content.schema.metadata or {})[files.PARTITION_VALUES_KEY].decode()
+        out[(values, number.group(1))] = content.to_pylist()
     return out
 
 
 @settings(max_examples=60, deadline=None)
 @given(rows)
 def test_files_written_side_by_side_are_the_files_written_one_by_one(data: list[tuple[str, int, str, int]]) -> None:
-    """Each partition's file, its directory, its rows and their order do not depend on how many threads write."""
+    """Each partition's file, its partition values, its rows and their order do not depend on how many threads
+    write."""
     table = pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in data], schema=SCHEMA)
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
         patch.setattr(files, "driver_threads", lambda: 1)
@@ -54,7 +58,8 @@ def test_files_written_side_by_side_are_the_files_written_one_by_one(data: list[
     assert together == alone
     assert ordered == alone
     partitions = {(r[0], r[1]) for r in data}
-    assert len({d for d, _ in alone}) == len(partitions) == len(alone)  # one file per partition
+    assert {tuple(json.loads(v).values()) for v, _ in alone} == {(t, str(h)) for t, h in partitions}
+    assert len(alone) == len(partitions)  # one file per partition
     assert sum(len(v) for v in alone.values()) == len(data)
     for content in alone.values():
         assert [r["ts"] for r in content] == sorted(r["ts"] for r in content)
