@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import unquote
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable  # an independent reader of what the commands committed
@@ -37,7 +38,10 @@ def test_a_damaged_routed_file_stops_only_its_shard_and_fsck_repair_lets_it_go_o
     routed_uri = str(lakehouse / ROUTED)
     routed = DeltaTable(routed_uri)
     by_file = {unquote(u): pq.read_table(unquote(u).removeprefix("file://")).to_pylist() for u in routed.file_uris()}
-    shard_of = {f: Path(f).parent.name.removeprefix("shard=") for f in by_file}  # routed is partitioned by shard
+    # routed is partitioned by shard: each file's shard as its add action says
+    adds = pa.table(routed.get_add_actions(flatten=True)).select(["path", "partition.shard"]).to_pylist()
+    shard_by_path = {unquote(a["path"]): str(a["partition.shard"]) for a in adds}
+    shard_of = {f: shard_by_path[Path(f).relative_to(lakehouse / ROUTED).as_posix()] for f in by_file}
     assert len(set(shard_of.values())) >= 2  # a shard to stop and one to go on
     victim = rng.choice(sorted(by_file))
     on_disk = Path(victim.removeprefix("file://"))
