@@ -12,6 +12,7 @@ import json
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,8 @@ from lakeshard.config import LandingConfig, load_config
 from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.landing import list_landing_files, parse_landing_arrow, reasons
 from lakeshard.landing.gzip import GZIP_HEADER_BYTES, is_gzip
+from lakeshard.landing.listing import scan_landing
+from lakeshard.routing.lifecycle import plan_intake
 from lakeshard.routing.router import Router
 from lakeshard.tables import EVENTS, QUARANTINE, ROUTED
 
@@ -143,6 +146,14 @@ def _parse_zone(zone: Zone) -> None:
         write(zone, Path(tmp) / "landing")
         events, quarantine = parse_landing_arrow(list_landing_files(Path(tmp) / "landing"), limits=LIMITS,
                                                  now_ms=NOW_MS)
+        # The bytes a batch plan kept parse as those read back from the files (checked against the plan).
+        intake = plan_intake(scan_landing(str(Path(tmp) / "landing")), {}, now=datetime.now(UTC), settle_seconds=0,
+                             max_files=10, max_bytes=1 << 30, keep_bytes=1 << 30)
+        planned = [r.file for r in intake.ranges]
+        assert set(intake.contents) == {f.path for f in planned}
+        read_back = parse_landing_arrow(planned, limits=LIMITS, now_ms=NOW_MS)
+        kept = parse_landing_arrow(planned, limits=LIMITS, now_ms=NOW_MS, contents=intake.contents)
+        assert kept[0].equals(read_back[0]) and kept[1].equals(read_back[1]) and not intake.contents
     assert events.num_rows + quarantine.num_rows == zone.non_blank
     # Every rejection is a parse rule: nothing needed the column builder's fallback, no file was unreadable.
     assert set(quarantine.column("category").to_pylist()) <= set(reasons.CATEGORIES)

@@ -23,9 +23,10 @@ def _step(data: bytes, mtime: datetime, last: Consumed | None, *, now: datetime,
           ) -> tuple[PlannedRange | HeldBack | None, Consumed | None]:
     """Plan one run over ``data``; return the plan and what is consumed after it."""
     f = LandingFile("file:///landing/a.jsonl", len(data), mtime)
-    got = next_range(f, last, _read(data), now=now, settle_seconds=settle)
+    got = next_range(f, last, _read(data), now=now, settle_seconds=settle, keep=True)
     if isinstance(got, PlannedRange):
         assert got.file.end is not None
+        assert got.content == data[got.file.start : got.file.end]  # the bytes kept are the bytes planned
         return got, Consumed(f.path, got.file.end, f.size_bytes, mtime, got.anchor, got.next_line)
     return got, last
 

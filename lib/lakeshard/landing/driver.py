@@ -8,8 +8,9 @@ batch of 4 MiB or more is spread over threads (:mod:`lakeshard.landing.threads`)
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -24,7 +25,8 @@ __all__ = ["parse_landing_arrow"]
 
 
 def parse_landing_arrow(
-    files: Sequence[LandingFile], *, limits: LandingConfig, now_ms: int | None = None, threads: int | None = None
+    files: Sequence[LandingFile], *, limits: LandingConfig, now_ms: int | None = None, threads: int | None = None,
+    contents: MutableMapping[str, bytes] | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Return ``(events, quarantine)`` of these landing files, parsed in this process as Arrow tables.
 
@@ -36,6 +38,9 @@ def parse_landing_arrow(
     A file that cannot be read here (vanished, permission denied) is one ``unreadable_file`` quarantine
     row, like a file that cannot be decoded; the other files go on. ``threads`` bounds the threads parsing files
     side by side (default: :func:`~lakeshard.landing.threads.parse_threads`); the rows do not depend on it.
+    ``contents`` holds, by path, ranges a batch plan read and hashed moments before
+    (:attr:`~lakeshard.routing.lifecycle.Intake.contents`): those bytes are the ones the plan's checksum was taken
+    of, so they are parsed without reading or hashing them again, and each is taken out of ``contents`` once used.
 
     Raises:
         LandingReadError: a file's location is not understood.
@@ -46,6 +51,10 @@ def parse_landing_arrow(
     def parse_files(part: Sequence[LandingFile]) -> list[pa.RecordBatch]:
         out: list[pa.RecordBatch] = []
         for f in part:
+            kept = contents.pop(f.path, None) if contents else None
+            if kept is not None:
+                out.extend(parse.parse([(dataclasses.replace(f, checksum=None), kept, f.start)]))
+                continue
             try:
                 with open_landing_file(f.path) as stream:  # exactly the planned bytes
                     stream.seek(f.start)

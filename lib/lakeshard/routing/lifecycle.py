@@ -17,7 +17,8 @@ range (:func:`next_range`):
   fresh one whose stream does not end yet is held back like a half-written line.
 
 Each range records a checksum of its bytes (:func:`content_checksum`); the parse verifies it, so a replay reads
-exactly the bytes the first attempt planned or says that it could not.
+exactly the bytes the first attempt planned or says that it could not. A plan made to be parsed at once can keep the
+bytes it hashed (:attr:`Intake.contents`): the parse then takes those, neither reading nor hashing them again.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class PlannedRange:
     anchor: str
     next_line: int
     rewritten: bool  # True when the file was consumed before and changed other than by an append
+    content: bytes | None = field(default=None, repr=False, compare=False)  # the range's bytes, when kept
 
 
 @dataclass(frozen=True)
@@ -127,12 +129,13 @@ def _start_of(f: LandingFile, last: Consumed | None, read: Read, gzip: bool) -> 
     return last.end, last.next_line, False
 
 
-def next_range(f: LandingFile, last: Consumed | None, read: Read, *, now: datetime, settle_seconds: int
-               ) -> PlannedRange | HeldBack | None:
+def next_range(f: LandingFile, last: Consumed | None, read: Read, *, now: datetime, settle_seconds: int,
+               keep: bool = False) -> PlannedRange | HeldBack | None:
     """Return the range of ``f`` the next batch routes, what is held back of it, or None when nothing is new.
 
     ``f`` is the file as listed now (its size bounds what is read: bytes a producer adds meanwhile wait for the
-    next run), ``last`` what the router consumed of it before (None: nothing), ``read`` reads its bytes.
+    next run), ``last`` what the router consumed of it before (None: nothing), ``read`` reads its bytes. With
+    ``keep`` the range carries the bytes its checksum was taken of (:attr:`PlannedRange.content`).
     """
     if last is not None and _consumed_whole(f, last):
         return None
@@ -153,6 +156,7 @@ def next_range(f: LandingFile, last: Consumed | None, read: Read, *, now: dateti
     digest = hashlib.sha256()
     newlines = 0
     offset = start
+    kept: list[bytes] = []
     while offset < end:
         chunk = read(offset, min(_CHUNK, end - offset))
         if not chunk:
@@ -160,10 +164,12 @@ def next_range(f: LandingFile, last: Consumed | None, read: Read, *, now: dateti
         digest.update(chunk)
         newlines += chunk.count(b"\n")
         offset += len(chunk)
+        if keep:
+            kept.append(chunk)
     anchor_begin = max(0, end - ANCHOR_BYTES)
     planned = replace(f, start=start, end=end, first_line=first_line, checksum=digest.hexdigest())
     return PlannedRange(planned, content_checksum(read(anchor_begin, end - anchor_begin)),
-                        first_line + newlines, rewritten)
+                        first_line + newlines, rewritten, b"".join(kept) if keep else None)
 
 
 def _end_of(read: Read, start: int, size: int, settled: bool) -> int:
@@ -195,6 +201,8 @@ class Intake:
     held_back: list[HeldBack] = field(default_factory=list)
     dangling: list[str] = field(default_factory=list)
     more: bool = False
+    # The ranges' bytes by path, when the plan kept them (``keep_bytes``); the parse takes each out as it uses it.
+    contents: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def held_back_bytes(self) -> int:
@@ -203,37 +211,46 @@ class Intake:
 
 
 def plan_intake(scan: LandingScan, consumed: Mapping[str, Consumed], *, now: datetime, settle_seconds: int,
-                max_files: int, max_bytes: int) -> Intake:
+                max_files: int, max_bytes: int, keep_bytes: int = 0) -> Intake:
     """Return the ranges of the next batch (in path order, up to ``max_files`` files and ``max_bytes`` bytes but
     at least one), and what was held back of the files looked at.
 
     ``consumed`` maps a file's identity (:attr:`LandingFile.identity`) to what was routed of it. A file that
-    vanishes before it is read is left out: it is no longer input.
+    vanishes before it is read is left out: it is no longer input. A batch of at most ``keep_bytes`` bytes keeps
+    them (:attr:`Intake.contents`) for a parse that follows at once; a bigger one keeps none.
     """
     ranges: list[PlannedRange] = []
     held: list[HeldBack] = []
+    contents: dict[str, bytes] = {}
     total = 0
+    more = False
     for f in scan.files:
         last = consumed.get(f.identity)
         if last is not None and _consumed_whole(f, last):
             continue  # the common case decided without opening the file
         estimate = f.size_bytes - (last.end if last is not None and last.end <= f.size_bytes else 0)
         if ranges and (len(ranges) >= max_files or total + estimate > max_bytes):
-            return Intake(ranges, held, list(scan.dangling), more=True)
+            more = True
+            break
         try:
             with open_landing_file(f.path) as handle:
-                got = next_range(f, last, _reader(handle), now=now, settle_seconds=settle_seconds)
+                got = next_range(f, last, _reader(handle), now=now, settle_seconds=settle_seconds,
+                                 keep=total + estimate <= keep_bytes)
         except (OSError, pa.ArrowException):
             continue
         if isinstance(got, HeldBack):
             held.append(got)
         elif got is not None:
+            if got.content is not None:
+                contents[f.path] = got.content
+                got = replace(got, content=None)
             ranges.append(got)
             total += got.file.read_bytes
             if got.file.read_bytes < f.size_bytes - got.file.start:
                 held.append(HeldBack(f.path, f.size_bytes - got.file.start - got.file.read_bytes,
                                      "last line still being written"))
-    return Intake(ranges, held, list(scan.dangling))
+    return Intake(ranges, held, list(scan.dangling), more=more,
+                  contents=contents if total <= keep_bytes else {})
 
 
 def _reader(handle: pafs.NativeFile) -> Read:

@@ -235,7 +235,8 @@ class Router:
             self._more = None
             return self._execute(batch, self._planned(batch), replayed=True)
         report = self._execute(batch, PlannedBatch([r.file for r in ranges], millis(now), handoff), replayed=False,
-                               parsed=ahead.parsed if looked is not None and ahead is not None else None)
+                               parsed=ahead.parsed if looked is not None and ahead is not None else None,
+                               contents=intake.contents)
         return dataclasses.replace(report, rewritten_files=sum(r.rewritten for r in ranges),
                                    held_back_files=len(intake.held_back), held_back_bytes=intake.held_back_bytes,
                                    dangling_links=tuple(intake.dangling))
@@ -312,7 +313,8 @@ class Router:
             return None
         # One thread: the batch in hand's writer step (its Parquet writes on a thread per core) is the critical
         # path, and a parse on every core beside it cost CPU and memory and gained no time (docs/routing.md).
-        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms, threads=1)
+        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms, threads=1,
+                                                 contents=looked.result().contents)
         if self._fused and self._handoff is not None:
             events = self._handoff.prepare(events)
         return events, quarantine
@@ -329,8 +331,9 @@ class Router:
         with self._looking:
             scan = scan_landing(landing)
             consumed = self._consumed.of({f.identity for f in scan.files})
-            return plan_intake(scan, consumed, now=now, settle_seconds=settle,
-                               max_files=self.max_batch_files, max_bytes=self.max_batch_bytes)
+            # A batch the driver takes is parsed right after this look: the bytes hashed here are the ones parsed.
+            return plan_intake(scan, consumed, now=now, settle_seconds=settle, max_files=self.max_batch_files,
+                               max_bytes=self.max_batch_bytes, keep_bytes=self._driver_bytes)
 
     def _added_files(self, version: int) -> list[FileInfo]:
         """Return the data files the ``routed`` commit ``version`` added."""
@@ -338,7 +341,8 @@ class Router:
         return [c.file for e in entries for c in e.changes if c.action == "add"]
 
     def _execute(self, batch: int, plan: PlannedBatch, *, replayed: bool,
-                 parsed: Future[tuple[pa.Table, pa.Table] | None] | None = None) -> RouteReport:
+                 parsed: Future[tuple[pa.Table, pa.Table] | None] | None = None,
+                 contents: dict[str, bytes] | None = None) -> RouteReport:
         files, now_ms = plan.files, plan.now_ms
         limit = self.cfg.routing.arrow_max_bytes
         covered = sum(f.read_bytes for f in files)
@@ -348,7 +352,7 @@ class Router:
                                "to finish it, found a route-only router: run `lakeshard ingest` on this lakehouse")
         if plan.handoff == FUSED_HANDOFF or (limit > 0 and covered <= limit):
             # A fused plan fitted the driver when planned: its replay reads the same ranges.
-            results, n_events, by_cat = self._execute_in_driver(batch, files, now_ms, parsed,
+            results, n_events, by_cat = self._execute_in_driver(batch, files, now_ms, parsed, contents,
                                                                 fused=plan.handoff == FUSED_HANDOFF)
         else:
             results, n_events, by_cat = self._execute_on_spark(batch, files, now_ms)
@@ -375,14 +379,16 @@ class Router:
         return self.store.append(self.uris[table], rows, app_transactions=txn, metadata=meta)
 
     def _execute_in_driver(self, batch: int, files: Sequence[LandingFile], now_ms: int,
-                           parsed: Future[tuple[pa.Table, pa.Table] | None] | None = None, *, fused: bool = False,
+                           parsed: Future[tuple[pa.Table, pa.Table] | None] | None = None,
+                           contents: dict[str, bytes] | None = None, *, fused: bool = False,
                            ) -> tuple[dict[str, CommitResult], int, dict[str, int]]:
-        """Route a small batch in this process: parse (or take the parse looked ahead), place, hash and write
-        with pyarrow (no Spark job); a fused batch's routed rows go to the writers' hand-off, not to ``routed``
-        (its result stands in the report for ``routed``'s)."""
+        """Route a small batch in this process: parse (or take the parse looked ahead; ``contents``: the bytes
+        its plan kept), place, hash and write with pyarrow (no Spark job); a fused batch's routed rows go to the
+        writers' hand-off, not to ``routed`` (its result stands in the report for ``routed``'s)."""
         ahead = parsed.result() if parsed is not None else None
         events, quarantine = (ahead if ahead is not None else
-                              parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms))
+                              parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms,
+                                                  contents=contents))
         self._look_ahead(batch)
         routed = route_arrow(events, self.allocator)
         delivered = None
