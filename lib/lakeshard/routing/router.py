@@ -233,6 +233,7 @@ class Router:
                                          metadata={"batch": batch, "files": n})
         if result.skipped:  # another router planned this batch first: finish its plan instead
             self._more = None
+            intake.contents.clear()  # bytes of a plan that was not committed
             return self._execute(batch, self._planned(batch), replayed=True)
         report = self._execute(batch, PlannedBatch([r.file for r in ranges], millis(now), handoff), replayed=False,
                                parsed=ahead.parsed if looked is not None and ahead is not None else None,
