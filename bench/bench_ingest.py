@@ -30,7 +30,10 @@ psutil; rows out, duplicates let through (rows out minus distinct event keys out
 (distinct keys out against the zone's ground truth ``_truth/events.parquet``). An event's key is the record
 format's ``(tenant_id, event_id, ts)``. Writes ``bench/results/ingest.json``, ``ingest.md`` and ``ingest.png``.
 
-    .venv/bin/python bench/bench_ingest.py [--events 1000000] [--cases cli,one-table,...] [--landing ZONE]
+    .venv/bin/python bench/bench_ingest.py [--events 1000000] [--cases cli,one-table,...] [--landing ZONE] [--repeat 3]
+
+``--repeat N`` runs ``lakeshard ingest`` and the two floors N times, in turn, and reports each by its median run:
+one run of each on a shared machine moves their ratio by 10% either way.
 
 ``--events 20000 --tenants 20`` is the smoke size: seconds per in-process case; each Spark case starts its own JVM
 (tens of seconds on a quiet 2-core machine, minutes on a loaded one). A generated zone has ~120 files at any
@@ -69,6 +72,8 @@ CASES: dict[str, str] = {
     "stream-delta": "Structured Streaming, watermark 6 h, dropDuplicatesWithinWatermark, Delta sink",
     "merge": "Structured Streaming foreachBatch: dedupe in the batch + insert-only MERGE into Delta",
 }
+# The cases --repeat runs more than once (a few seconds each): lakeshard and the floors its ratios are taken against.
+REPEATED = ("cli", "one-table", "machine")
 STREAMING_LIKE_EVENTS = ("stream-parquet-6h", "stream-parquet-15min", "stream-delta", "merge")
 
 
@@ -397,11 +402,12 @@ def _against_truth(keys: Any, truth: Any) -> dict[str, int]:
             "events_dropped": truth.num_rows - found, "extra_events": distinct.num_rows - found}
 
 
-def run_case(case: str, landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
-    """Return the figures of one case run as a child process on ``landing``."""
+def run_case(case: str, landing: Path, work: Path, opts: dict[str, Any], attempt: int = 0) -> dict[str, Any]:
+    """Return the figures of one case run as a child process on ``landing`` (``attempt``: which run of the case,
+    each ``lakeshard ingest`` into a lakehouse of its own)."""
     load_before = os.getloadavg()[0]
     if case == "cli":
-        lakehouse = work / "lakehouse"
+        lakehouse = work / f"lakehouse-{attempt}"
         wall, peak, cpu = _run_child([sys.executable, "-m", "lakeshard.app.cli", "ingest", "--lakehouse",
                                       str(lakehouse), "--landing", str(landing)], case)
         from deltalake import DeltaTable
@@ -477,10 +483,12 @@ def write_results(doc: dict[str, Any]) -> None:
              "| dropped | extra | load avg | note |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for c in doc["cases"]:
+        runs = c.get("wall_runs_s")
+        note = f"{c['note']}; median of {len(runs)} runs ({', '.join(map(str, runs))} s)" if runs else c["note"]
         lines.append(f"| {c['name']} | {c['wall_s']} | {c['process_wall_s']} | {c['mb_per_s']} | {c['files_out']:,} "
                      f"| {c['peak_rss_mib']:,} | {c['cpu_s']} | {c['rows_out']:,} "
                      f"| {c['duplicates_let_through']:,} | {c['events_dropped']:,} | {c['extra_events']:,} "
-                     f"| {c['load_before']} to {c['load_after']} | {c['note']} |")
+                     f"| {c['load_before']} to {c['load_after']} | {note} |")
     r = doc.get("ratios", {})
     if r:
         lines += ["", "Ratios (lower is better for lakeshard's own; the streaming one is the peer's time over "
@@ -542,6 +550,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--files-per-trigger", type=int, default=40,
                    help="maxFilesPerTrigger of the streaming peers (a generated zone has ~120 files at any size)")
     p.add_argument("--landing", default=None, help="an existing zone of `lakeshard generate --events N` to use")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs of lakeshard and its two floors, in turn; each is reported by its median run")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     p.add_argument("--no-save", action="store_true", help="print the figures, write nothing to bench/results")
     p.add_argument("--render", action="store_true", help="write ingest.md and ingest.png again from ingest.json")
@@ -578,18 +588,35 @@ def run(args: argparse.Namespace, work: Path, say: Callable[[str], None] = print
     load_start = os.getloadavg()[0]
     if "machine" in chosen:
         run_case("prepare", landing, work, opts)
+    # lakeshard and its two floors are run --repeat times, in turn (cli, one-table, machine, cli, ...): the ratios
+    # are then taken of medians, and a drift of the machine's speed weighs on each case alike.
+    repeated = [c for c in chosen if c in REPEATED]
+    sequence = [*([c for _ in range(max(1, args.repeat)) for c in repeated]), *(c for c in chosen if c not in REPEATED)]
+    runs: dict[str, list[dict[str, Any]]] = {}
     cases: list[dict[str, Any]] = []
-    for case in chosen:
-        figures = run_case(case, landing, work, opts)
+    for case in sequence:
+        figures = run_case(case, landing, work, opts, attempt=len(runs.get(case, [])))
         fmt, path = figures.pop("output")
         figures.update(_against_truth(_keys_out(fmt, path), truth))
-        cases.append(_rounded(figures, mb))
-        say(json.dumps(cases[-1]))
+        runs.setdefault(case, []).append(_rounded(figures, mb))
+        say(json.dumps(runs[case][-1]))
+        cases = [_median_run(r) for r in runs.values()]
         if on_case is not None:
             on_case(_document(args, manifest, mb, load_start, cases))
         if case != "cli":
             shutil.rmtree(path, ignore_errors=True)  # the disk is small; the figures are taken
     return _document(args, manifest, mb, load_start, cases)
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return the run of median wall time among a case's runs, with every run's wall time and the worst
+    correctness figures of them all (each run is checked against the truth, not only the median one)."""
+    middle = dict(sorted(runs, key=lambda r: r["wall_s"])[(len(runs) - 1) // 2])
+    if len(runs) > 1:
+        middle["wall_runs_s"] = [r["wall_s"] for r in runs]
+        for key in ("duplicates_let_through", "events_dropped", "extra_events"):
+            middle[key] = max(r[key] for r in runs)
+    return middle
 
 
 def _document(args: argparse.Namespace, manifest: Any, mb: float, load_start: float,
