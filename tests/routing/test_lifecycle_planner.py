@@ -67,6 +67,18 @@ def test_a_log_written_in_arbitrary_pieces_is_taken_once_in_whole_lines(cuts: li
     assert [line for _, _, line in taken] == [full[:s].count(b"\n") + 1 for s, _, _ in taken]
 
 
+def test_a_file_that_shrank_after_its_listing_hands_no_bytes_to_the_parse() -> None:
+    """The listing saw more bytes than a read finds (the file was rewritten shorter meanwhile): the plan keeps
+    nothing, so the parse reads the file and checks the plan's checksum, as a replay would."""
+    data = b"".join(_record(i) + b"\n" for i in range(5))
+    listed = LandingFile("file:///landing/a.jsonl", len(data) + 40, T0)
+    got = next_range(listed, None, _read(data), now=T0 + timedelta(hours=1), settle_seconds=60, keep=True)
+    assert isinstance(got, PlannedRange) and got.content is None
+    whole = next_range(LandingFile(listed.path, len(data), T0), None, _read(data), now=T0 + timedelta(hours=1),
+                       settle_seconds=60, keep=True)
+    assert isinstance(whole, PlannedRange) and whole.content == data
+
+
 def test_an_empty_file_is_neither_routed_nor_held_back_until_it_has_bytes() -> None:
     assert _step(b"", T0, None, now=T0 + timedelta(hours=1)) == (None, None)
     got, _ = _step(_record(0) + b"\n", T0 + timedelta(seconds=1), None, now=T0 + timedelta(seconds=1))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -155,21 +155,29 @@ def next_range(f: LandingFile, last: Consumed | None, read: Read, *, now: dateti
                 else None
     digest = hashlib.sha256()
     newlines = 0
+    # Bytes kept are read in one piece (no second copy to join them); others a chunk at a time.
+    kept = read(start, end - start) if keep else None
+    for chunk in [kept] if kept is not None else _chunks(read, start, end):
+        digest.update(chunk)
+        newlines += chunk.count(b"\n")
+    anchor_begin = max(0, end - ANCHOR_BYTES)
+    planned = replace(f, start=start, end=end, first_line=first_line, checksum=digest.hexdigest())
+    # A short read (the file shrank since it was listed) is not handed over: the parse then reads the file and
+    # finds it changed, as a replay of this plan would.
+    content = kept if kept is not None and len(kept) == end - start else None
+    return PlannedRange(planned, content_checksum(read(anchor_begin, end - anchor_begin)),
+                        first_line + newlines, rewritten, content)
+
+
+def _chunks(read: Read, start: int, end: int) -> Iterator[bytes]:
+    """Return the bytes of ``[start, end)`` a chunk at a time, up to where the file ends."""
     offset = start
-    kept: list[bytes] = []
     while offset < end:
         chunk = read(offset, min(_CHUNK, end - offset))
         if not chunk:
-            break
-        digest.update(chunk)
-        newlines += chunk.count(b"\n")
+            return
+        yield chunk
         offset += len(chunk)
-        if keep:
-            kept.append(chunk)
-    anchor_begin = max(0, end - ANCHOR_BYTES)
-    planned = replace(f, start=start, end=end, first_line=first_line, checksum=digest.hexdigest())
-    return PlannedRange(planned, content_checksum(read(anchor_begin, end - anchor_begin)),
-                        first_line + newlines, rewritten, b"".join(kept) if keep else None)
 
 
 def _end_of(read: Read, start: int, size: int, settled: bool) -> int:

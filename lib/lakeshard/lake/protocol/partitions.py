@@ -19,7 +19,8 @@ from lakeshard.lake.protocol.filesystem import filesystem
 from lakeshard.lake.types import WrittenFile
 from lakeshard.runtime.cores import driver_threads
 
-__all__ = ["PARTITION_VALUES_KEY", "hive_escape", "partition_directory", "partition_order", "write_partitioned"]
+__all__ = ["PARTITION_VALUES_KEY", "hive_escape", "partition_directory", "partition_footer", "partition_order",
+           "write_partitioned"]
 
 PARTITION_VALUES_KEY = b"lakeshard.partition_values"
 """Parquet footer key holding a file's partition values (JSON) when its directory names cannot hold them."""
@@ -53,8 +54,12 @@ def partition_directory(values: Mapping[str, str]) -> tuple[str, dict[bytes, byt
             segment = f"{head}~{digest}"
             shortened = True
         segments.append(segment)
-    footer = {PARTITION_VALUES_KEY: json.dumps(dict(values)).encode()} if shortened else {}
-    return "/".join(segments), footer
+    return "/".join(segments), partition_footer(values) if shortened else {}
+
+
+def partition_footer(values: Mapping[str, str]) -> dict[bytes, bytes]:
+    """Return the Parquet footer metadata that carries a file's exact partition values."""
+    return {PARTITION_VALUES_KEY: json.dumps(dict(values)).encode()}
 
 
 def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partition_by: Sequence[str],
@@ -101,8 +106,7 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
         values = {c: _partition_text(firsts[j][i]) for j, c in enumerate(partition_by)}
         piece = body.slice(start, end - start)
         if values:
-            footer = {PARTITION_VALUES_KEY: json.dumps(values).encode()}
-            piece = piece.replace_schema_metadata({**(piece.schema.metadata or {}), **footer})
+            piece = piece.replace_schema_metadata({**(piece.schema.metadata or {}), **partition_footer(values)})
         name = f"part-{i:05d}-{tag}.parquet"
         written: list[pq.FileMetaData] = []
         with fs.open_output_stream(f"{base}/{name}") as out:
