@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import MutableMapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait
+from functools import partial
 
 import pyarrow as pa
 
@@ -20,13 +21,15 @@ from lakeshard.landing.batches import PARSED, ParseFiles, path_key, unreadable
 from lakeshard.landing.listing import LandingFile, open_landing_file
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from lakeshard.landing.threads import parse_threads, split_by_bytes
+from lakeshard.runtime.cores import worker_pool
+from lakeshard.runtime.sharing import SharedJobs
 
 __all__ = ["parse_landing_arrow"]
 
 
 def parse_landing_arrow(
     files: Sequence[LandingFile], *, limits: LandingConfig, now_ms: int | None = None, threads: int | None = None,
-    contents: MutableMapping[str, bytes] | None = None,
+    contents: MutableMapping[str, bytes] | None = None, shared: SharedJobs[list[pa.RecordBatch]] | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Return ``(events, quarantine)`` of these landing files, parsed in this process as Arrow tables.
 
@@ -41,6 +44,8 @@ def parse_landing_arrow(
     ``contents`` holds, by path, ranges a batch plan read and hashed moments before
     (:attr:`~lakeshard.routing.lifecycle.Intake.contents`): those bytes are the ones the plan's checksum was taken
     of, so they are parsed without reading or hashing them again, and each is taken out of ``contents`` once used.
+    Given ``shared``, the files are parsed one by one as its jobs (``threads`` is then not used): this thread runs
+    them, and a thread waiting for this parse may join in (:meth:`~lakeshard.runtime.sharing.SharedJobs.join`).
 
     Raises:
         LandingReadError: a file's location is not understood.
@@ -68,14 +73,20 @@ def parse_landing_arrow(
             out.extend(parse.parse([(f, content, f.start)]))
         return out
 
+    if shared is not None:
+        return _tables([b for out in shared.run([partial(parse_files, [f]) for f in files]) for b in out])
     parts = split_by_bytes(files, min(threads, parse_threads(files)) if threads else parse_threads(files))
     if len(parts) == 1:
-        batches = parse_files(parts[0])
-    else:
-        # Arrow's JSON reader and compute kernels release the GIL: files parsed on a thread per core, the
-        # batches kept in file order (the result does not depend on the split).
-        with ThreadPoolExecutor(len(parts), thread_name_prefix="landing-parse") as pool:
-            batches = [b for out in pool.map(parse_files, parts) for b in out]
+        return _tables(parse_files(parts[0]))
+    # Arrow's JSON reader and compute kernels release the GIL: files parsed on a thread per core, the batches kept
+    # in file order (the result does not depend on the split). Every part is waited for before a failure is raised.
+    parsing = [worker_pool().submit(parse_files, part) for part in parts]
+    wait(parsing)
+    return _tables([b for part in parsing for b in part.result()])
+
+
+def _tables(batches: Sequence[pa.RecordBatch]) -> tuple[pa.Table, pa.Table]:
+    """Return ``(events, quarantine)`` of the parse's batches, in their order."""
     # The parse yields each batch all events or all rejections: split by batch, without copying a column.
     kinds = [(b, b.num_rows and b.column(0)[0].as_py()) for b in batches]
     events = pa.Table.from_batches([b for b, is_event in kinds if is_event], schema=PARSED)

@@ -43,6 +43,7 @@ from lakeshard.routing.lifecycle import Intake, plan_intake
 from lakeshard.routing.metrics import arrow_metrics, spark_metrics
 from lakeshard.routing.plan import PlannedBatch, plan_rows, planned_batch
 from lakeshard.routing.spark_route import route
+from lakeshard.runtime.sharing import SharedJobs
 from lakeshard.tables import (
     EVENTS,
     FUSED_APP_ID,
@@ -69,13 +70,20 @@ __all__ = ["RouteReport", "Router"]
 @dataclass(frozen=True)
 class _Ahead:
     """The plan a router takes next (not committed yet) and its parse, both made on the look-ahead thread while the
-    batch before routes and commits: ``parsed`` is None when the plan is not the driver's to parse."""
+    batch before routes and commits: ``parsed`` is None when the plan is not the driver's to parse. The parse's
+    files are ``parsing``'s jobs, which the router joins once the batch before is done instead of waiting."""
 
     batch: int
     landing: str
     now: datetime
     intake: Future[Intake]
     parsed: Future[tuple[pa.Table, pa.Table] | None]
+    parsing: SharedJobs[list[pa.RecordBatch]]
+
+    def result(self) -> tuple[pa.Table, pa.Table] | None:
+        """Return the parse, parsing on this thread the files the look-ahead thread has not begun."""
+        self.parsing.join()
+        return self.parsed.result()
 
 
 @dataclass(frozen=True)
@@ -236,8 +244,7 @@ class Router:
             intake.contents.clear()  # bytes of a plan that was not committed
             return self._execute(batch, self._planned(batch), replayed=True)
         report = self._execute(batch, PlannedBatch([r.file for r in ranges], millis(now), handoff), replayed=False,
-                               parsed=ahead.parsed if looked is not None and ahead is not None else None,
-                               contents=intake.contents)
+                               ahead=ahead if looked is not None else None, contents=intake.contents)
         return dataclasses.replace(report, rewritten_files=sum(r.rewritten for r in ranges),
                                    held_back_files=len(intake.held_back), held_back_bytes=intake.held_back_bytes,
                                    dangling_links=tuple(intake.dangling))
@@ -291,8 +298,10 @@ class Router:
         now = self._plan_clock()
         # One thread, so the parse runs after the look it parses and never beside it.
         intake = self._parser.submit(self._next_files, self._landing, now)
-        parsed = self._parser.submit(self._parse_ahead, intake, millis(now))
-        self._ahead = _Ahead(batch + 1, self._landing, now, intake, parsed)
+        parsing: SharedJobs[list[pa.RecordBatch]] = SharedJobs()
+        parsed = self._parser.submit(self._parse_ahead, intake, millis(now), parsing)
+        parsed.add_done_callback(lambda _: parsing.close())  # done, failed or cancelled: nothing left to join
+        self._ahead = _Ahead(batch + 1, self._landing, now, intake, parsed, parsing)
 
     @staticmethod
     def _looked(ahead: _Ahead) -> tuple[datetime, Intake] | None:
@@ -303,7 +312,8 @@ class Router:
         except Exception:
             return None
 
-    def _parse_ahead(self, looked: Future[Intake], now_ms: int) -> tuple[pa.Table, pa.Table] | None:
+    def _parse_ahead(self, looked: Future[Intake], now_ms: int, parsing: SharedJobs[list[pa.RecordBatch]]
+                     ) -> tuple[pa.Table, pa.Table] | None:
         """Return the parse of the files the look ahead planned, with what the fused hand-off derives from the
         rows alone (this router plans the batches it looks ahead at as fused: they fit the driver); None when
         the look failed, found nothing or planned more than the driver takes."""
@@ -312,10 +322,11 @@ class Router:
         files = [r.file for r in looked.result().ranges]
         if not files or sum(f.read_bytes for f in files) > self._driver_bytes:
             return None
-        # One thread: the batch in hand's writer step (its Parquet writes on a thread per core) is the critical
-        # path, and a parse on every core beside it cost CPU and memory and gained no time (docs/routing.md).
-        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms, threads=1,
-                                                 contents=looked.result().contents)
+        # One thread while the batch in hand's writer step (its Parquet writes on a thread per core) runs: a parse on
+        # every core beside it cost CPU and memory and gained no time (docs/routing.md). The router joins the parse
+        # once that step is done, so the files left are parsed on both threads.
+        events, quarantine = parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms,
+                                                 contents=looked.result().contents, shared=parsing)
         if self._fused and self._handoff is not None:
             events = self._handoff.prepare(events)
         return events, quarantine
@@ -342,8 +353,7 @@ class Router:
         return [c.file for e in entries for c in e.changes if c.action == "add"]
 
     def _execute(self, batch: int, plan: PlannedBatch, *, replayed: bool,
-                 parsed: Future[tuple[pa.Table, pa.Table] | None] | None = None,
-                 contents: dict[str, bytes] | None = None) -> RouteReport:
+                 ahead: _Ahead | None = None, contents: dict[str, bytes] | None = None) -> RouteReport:
         files, now_ms = plan.files, plan.now_ms
         limit = self.cfg.routing.arrow_max_bytes
         covered = sum(f.read_bytes for f in files)
@@ -353,7 +363,7 @@ class Router:
                                "to finish it, found a route-only router: run `lakeshard ingest` on this lakehouse")
         if plan.handoff == FUSED_HANDOFF or (limit > 0 and covered <= limit):
             # A fused plan fitted the driver when planned: its replay reads the same ranges.
-            results, n_events, by_cat = self._execute_in_driver(batch, files, now_ms, parsed, contents,
+            results, n_events, by_cat = self._execute_in_driver(batch, files, now_ms, ahead, contents,
                                                                 fused=plan.handoff == FUSED_HANDOFF)
         else:
             results, n_events, by_cat = self._execute_on_spark(batch, files, now_ms)
@@ -380,14 +390,14 @@ class Router:
         return self.store.append(self.uris[table], rows, app_transactions=txn, metadata=meta)
 
     def _execute_in_driver(self, batch: int, files: Sequence[LandingFile], now_ms: int,
-                           parsed: Future[tuple[pa.Table, pa.Table] | None] | None = None,
-                           contents: dict[str, bytes] | None = None, *, fused: bool = False,
+                           ahead: _Ahead | None = None, contents: dict[str, bytes] | None = None, *,
+                           fused: bool = False,
                            ) -> tuple[dict[str, CommitResult], int, dict[str, int]]:
         """Route a small batch in this process: parse (or take the parse looked ahead; ``contents``: the bytes
         its plan kept), place, hash and write with pyarrow (no Spark job); a fused batch's routed rows go to the
         writers' hand-off, not to ``routed`` (its result stands in the report for ``routed``'s)."""
-        ahead = parsed.result() if parsed is not None else None
-        events, quarantine = (ahead if ahead is not None else
+        parsed = ahead.result() if ahead is not None else None
+        events, quarantine = (parsed if parsed is not None else
                               parse_landing_arrow(files, limits=self.cfg.landing_format, now_ms=now_ms,
                                                   contents=contents))
         self._look_ahead(batch)

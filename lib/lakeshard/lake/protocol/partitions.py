@@ -7,7 +7,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait
 from urllib.parse import quote
 
 import numpy as np
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from lakeshard.lake.protocol.filesystem import filesystem
 from lakeshard.lake.types import WrittenFile
-from lakeshard.runtime.cores import driver_threads
+from lakeshard.runtime.cores import driver_threads, worker_pool
 
 __all__ = ["PARTITION_VALUES_KEY", "hive_escape", "partition_directory", "partition_footer", "partition_order",
            "write_partitioned"]
@@ -115,13 +115,13 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
         return WrittenFile(name, size, values, written[0])
 
     ranges = list(zip(starts.tolist(), [*starts[1:].tolist(), n], strict=True))
-    threads = min(driver_threads(), len(ranges) // _FILES_PER_THREAD)
-    if threads < 2:
+    if min(driver_threads(), len(ranges) // _FILES_PER_THREAD) < 2:
         return [write(i, start, end) for i, (start, end) in enumerate(ranges)]
-    # Parquet encoding and the file writes release the GIL: many partitions' files are written side by side.
-    # Leaving the pool waits for every write, so a failure is raised only once nothing is still writing.
-    with ThreadPoolExecutor(threads, thread_name_prefix="parquet-write") as pool:
-        return [done.result() for done in [pool.submit(write, i, start, end) for i, (start, end) in enumerate(ranges)]]
+    # Parquet encoding and the file writes release the GIL: many partitions' files are written side by side. Every
+    # write is waited for before a failure is raised, so nothing is still writing once this returns or raises.
+    writing = [worker_pool().submit(write, i, start, end) for i, (start, end) in enumerate(ranges)]
+    wait(writing)
+    return [w.result() for w in writing]
 
 
 def partition_order(rows: pa.Table, partition_by: Sequence[str], sort_by: Sequence[str] = ()) -> pa.Array:
