@@ -424,6 +424,39 @@ def test_the_next_plan_is_taken_on_the_look_ahead_thread_beside_the_batch_in_han
     _assert_routed_exactly(spark, store, cfg, path, m)
 
 
+def test_the_router_parses_the_look_aheads_files_left_once_its_batch_is_done(
+    spark: SparkSession, tmp_path: Path, landing: tuple[str, Manifest], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A look-ahead parse still running when the batch in hand is committed is finished on both threads: the
+    router's thread joins it (SharedJobs.join) and parses files the look-ahead thread has not begun, and the
+    routed rows are exactly those of the zone whichever thread parsed which file."""
+    import inspect
+    import threading
+    import time
+
+    from lakeshard.lake.embedded import EmbeddedTableStore
+    from lakeshard.landing.batches import ParseFiles
+
+    path, m = landing
+    cfg = _quarter_batches(path, tmp_path)
+    joined: list[str] = []
+    real_parse = ParseFiles.parse
+
+    def parse(self, ranges):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name.startswith("landing-ahead"):
+            time.sleep(0.3)  # a slow look ahead: the router is done with its batch before this parse is
+        elif any(frame.function == "join" and "sharing" in frame.filename for frame in inspect.stack()):
+            joined.append(threading.current_thread().name)
+        return real_parse(self, ranges)
+
+    monkeypatch.setattr(ParseFiles, "parse", parse)
+    store = EmbeddedTableStore(None, start_spark=lambda: spark)
+    reports = Router(None, store, cfg).run()
+    assert len(reports) >= 3
+    assert joined and set(joined) == {threading.main_thread().name}, joined
+    _assert_routed_exactly(spark, store, cfg, path, m)
+
+
 @pytest.mark.parametrize("failing_looks", [1, 2])
 def test_a_look_ahead_that_fails_never_costs_the_batch_in_hand(
     spark: SparkSession, tmp_path: Path, landing: tuple[str, Manifest], monkeypatch: pytest.MonkeyPatch,
