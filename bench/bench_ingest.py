@@ -60,6 +60,7 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results"
 KEY = ["tenant_id", "event_id", "ts"]  # the record format's event key (docs/design.md §2)
 SAMPLE_S = 0.1
+SETTLE_S = 3.0  # default rest between two cases, after the first one's output is synced
 
 CASES: dict[str, str] = {
     "cli": "lakeshard ingest",
@@ -472,7 +473,8 @@ def write_results(doc: dict[str, Any]) -> None:
              f"{doc['load_end']:.1f} at the end. Zone from `lakeshard generate --events {doc['events']}`: "
              f"{doc['records']:,} records, {unique:,} unique events, {doc['duplicates']:,} duplicates, "
              f"{doc['bad']:,} malformed. Streaming peers read {doc['files_per_trigger']} files per micro-batch.", "",
-             "Each case ran in a process of its own. Wall s is the case's work (a Spark case's session start apart; "
+             "Each case ran in a process of its own, after the previous case's output was deleted and synced and "
+             "a few seconds of rest (`--settle`). Wall s is the case's work (a Spark case's session start apart; "
              "`lakeshard ingest`'s whole process); process s includes the interpreter's and the JVM's start. MB/s is "
              "landing bytes over wall s. Peak RSS and CPU are those of the case's whole process tree (the Spark JVM "
              "included), sampled every 0.1 s. Duplicates let through: rows out minus distinct event keys "
@@ -552,6 +554,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--landing", default=None, help="an existing zone of `lakeshard generate --events N` to use")
     p.add_argument("--repeat", type=int, default=1,
                    help="runs of lakeshard and its two floors, in turn; each is reported by its median run")
+    p.add_argument("--settle", type=float, default=SETTLE_S,
+                   help="seconds of rest between two cases, once the first one's output is deleted and synced")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     p.add_argument("--no-save", action="store_true", help="print the figures, write nothing to bench/results")
     p.add_argument("--render", action="store_true", help="write ingest.md and ingest.png again from ingest.json")
@@ -605,6 +609,10 @@ def run(args: argparse.Namespace, work: Path, say: Callable[[str], None] = print
             on_case(_document(args, manifest, mb, load_start, cases))
         if case != "cli":
             shutil.rmtree(path, ignore_errors=True)  # the disk is small; the figures are taken
+        # The next case starts once this one's writes and deletions are on disk and the file system's deferred work
+        # is done: a run right after a 1M case's output was deleted spent several more seconds in the kernel.
+        os.sync()
+        time.sleep(args.settle)
     return _document(args, manifest, mb, load_start, cases)
 
 

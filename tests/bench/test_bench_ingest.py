@@ -26,7 +26,7 @@ def _bench() -> ModuleType:
 def _run(tmp_path: Path, cases: str, *more: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     bench = _bench()
     args = bench.parser().parse_args(["--events", "1500", "--tenants", "4", "--cases", cases,
-                                      "--files-per-trigger", "61", *more])
+                                      "--files-per-trigger", "61", "--settle", "0", *more])
     doc = bench.run(args, tmp_path, say=lambda line: None)
     return doc, {c["case"]: c for c in doc["cases"]}
 
