@@ -22,9 +22,10 @@ def driver_threads(at_most: int = 4) -> int:
 def worker_pool() -> ThreadPoolExecutor:
     """Return this process's pool of :func:`driver_threads` threads for short jobs that release the GIL.
 
-    The threads live as long as the process: a pool made per call started new threads each time, and each new
-    thread's allocator heap and stack were new memory, faulted in again for every batch (docs/routing.md). A
-    process forked from this one gets a pool of its own (the parent's threads do not exist in the child).
+    The threads live as long as the process: a pool made per call started new threads each time, each with an
+    allocator heap and a stack of new memory (bench/results/ingest-profile.md). A process forked from this one
+    gets a pool of its own (the parent's threads do not exist in the child). A job must not wait for other jobs
+    of this pool: with every thread waiting, none would be left to run them.
     """
     global _pool
     with _pool_lock:
