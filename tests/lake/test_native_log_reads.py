@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from pyspark.sql import SparkSession
@@ -82,6 +83,66 @@ def test_log_reads_equal_the_embedded_adapters(store: TableStore, reader: Native
     rows = reader.read_files(uri, reader.files(uri)).collect()
     assert sorted(r.event_id for r in rows) == sorted(r.event_id for r in store.read(uri).collect())
     assert {r.tenant_id for r in rows} == {"a:b c", "d"}
+
+
+def test_looking_at_a_log_again_starts_no_spark_job_on_a_classic_session(store: TableStore, spark: SparkSession,
+                                                                          tmp_path: Path) -> None:
+    # A writer step looks at the log some thirty times; each look a Spark job made a small native run a minute.
+    uri = str(tmp_path / "t")
+    _table(store, spark, uri)
+    reader = NativeTableStore.for_log_reads(spark)
+    reader.files(uri)  # the first read of the table replays from its checkpoint, which is Parquet read by Spark
+    store.append(uri, _rows(spark, "e", 2), app_transactions=[AppTransaction("writer/2", 1)])
+    sc = spark.sparkContext
+    sc.setJobGroup("log-looks", "the native adapter looking at a log")
+    try:
+        assert reader.exists(uri) and not reader.exists(str(tmp_path / "nothing"))
+        assert reader.version(uri) == store.version(uri)
+        assert reader.transaction_version(uri, "writer/2") == 1
+        assert len(reader.files(uri)) == len(store.files(uri))
+        assert [c.version for c in reader.history(uri, limit=2)] == [5, 4]
+        assert reader.partition_columns(uri) == ["tenant_id"]
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert list(sc.statusTracker().getJobIdsForGroup("log-looks")) == []
+
+
+def test_the_hadoop_filesystem_and_binaryfile_see_the_same_files(store: TableStore, spark: SparkSession,
+                                                                  tmp_path: Path) -> None:
+    # Under Spark Connect the log is read with binaryFile, on a classic session through Hadoop: one view of it.
+    from lakeshard.lake.native.files import SparkFiles
+    from lakeshard.lake.native.jvm import HadoopFiles
+
+    uri = str(tmp_path / "odd name")
+    _table(store, spark, uri)
+    log = Path(uri) / "_delta_log"
+    (log / ".00000000000000000001.json.crc").write_text("hidden")
+    (log / "_commits").mkdir(exist_ok=True)
+    (log / "_commits" / "00000000000000000009.uuid.json").write_text("{}")
+    (Path(uri) / "_tmp_write").mkdir()
+    (Path(uri) / "_tmp_write" / "part-0.parquet").write_text("not data")
+    hadoop, binary = HadoopFiles.of(spark), SparkFiles(spark)
+    assert hadoop is not None
+
+    listed = sorted(hadoop.list_dir(str(log)))
+    assert listed == sorted(binary.list_dir(str(log)))
+    names = [n for n, _, _ in listed]
+    assert f"{4:020d}.json" in names and "_last_checkpoint" not in names
+    assert not any(n.startswith(".") or n.startswith("_") for n in names)
+    commits = [loc for n, loc, _ in listed if n.endswith(".json")]
+    texts = hadoop.read_texts(commits)
+    assert texts == binary.read_texts(commits)
+    assert len(texts) == 5 and all(t.startswith("{") for t in texts.values())
+    assert sorted(hadoop.list_files(uri)) == sorted(binary.list_files(uri))
+    # Every file written is listed, the replaced ones too (what vacuum compares); nothing under _tmp_write.
+    assert {unquote(f.path) for f in store.files(uri)} < set(hadoop.list_files(uri))
+    assert not any(p.startswith("_") for p in hadoop.list_files(uri))
+    for files in (hadoop, binary):
+        assert files.list_dir(str(tmp_path / "nothing" / "_delta_log")) == []
+        assert files.list_files(str(tmp_path / "nothing")) == []
+        assert files.read_texts([f"{log}/{99:020d}.json"]) == {}
+        with pytest.raises(FileNotFoundError):
+            files.read_text(f"{log}/{99:020d}.json")
 
 
 def test_missing_tables_and_versions_are_clear_errors(store: TableStore, reader: NativeTableStore,

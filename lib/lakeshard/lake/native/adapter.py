@@ -11,7 +11,8 @@ code runs on a classic session and under Spark Connect:
   ``txnAppId`` / ``txnVersion`` / ``userMetadata`` as write options, ``replaceWhere`` + ``dataChange=false``
   for a swap (:mod:`lakeshard.lake.native.public`).
 - **live files, per-version deltas, checkpoints, history, app transaction versions**: the log files, listed
-  and read with Spark's ``binaryFile`` source (:mod:`lakeshard.lake.native.files`) and replayed by
+  and read through the session's Hadoop filesystem (py4j) or, under Spark Connect, Spark's ``binaryFile``
+  source (:mod:`lakeshard.lake.native.files`), and replayed by
   :mod:`lakeshard.lake.protocol.log` (the documented protocol, identical on delta-spark and Databricks). History
   timestamps are what Delta's time travel resolves timestamps against.
 - **the closing fence** (:meth:`NativeTableStore.fence`): ``ALTER TABLE ... SET TBLPROPERTIES`` (a metadata change,
@@ -61,7 +62,7 @@ from lakeshard.lake.base import (
     check_read_point,
 )
 from lakeshard.lake.native.commit import NativeCommits, session_conf
-from lakeshard.lake.native.files import SparkFiles
+from lakeshard.lake.native.files import log_files
 from lakeshard.lake.native.jvm import DeltaJvm, gateway, scala_call
 from lakeshard.lake.native.log import NativeLog, supported
 from lakeshard.lake.native.public import (
@@ -148,7 +149,7 @@ class NativeTableStore(AdapterBase):
     def _setup(self, spark: SparkSession) -> None:
         self.spark = spark
         self._delta_jvm: DeltaJvm | None = None
-        self._files = SparkFiles(spark)
+        self._files = log_files(spark)
         self._log = NativeLog(spark, self._files)
         self._commits = NativeCommits(spark, lambda: self._delta, self._log)
         self._public = PublicCommits(self._log)

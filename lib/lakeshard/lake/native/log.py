@@ -1,4 +1,4 @@
-"""The native adapter's view of a table's Delta log: read with Spark's public file sources and replayed.
+"""The native adapter's view of a table's Delta log: listed and read through the session's storage, replayed.
 
 :class:`NativeLog` lists the log, replays it (from the newest checkpoint or an already replayed version) into
 a :class:`~lakeshard.lake.protocol.log.LogState` per version, keeps the latest replayed states, and reads commits
@@ -34,7 +34,7 @@ from lakeshard.lake.types import LogEntry
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakeshard.lake.native.files import SparkFiles
+    from lakeshard.lake.native.files import LogFiles
 
 __all__ = ["NativeLog", "commit_timestamps", "supported"]
 
@@ -80,14 +80,15 @@ def supported(uri: str, state: LogState, operation: str, *, write: bool = False)
 
 
 class NativeLog:
-    """A table's Delta log read through Spark (``binaryFile``, checkpoints as Parquet), replayed states cached.
+    """A table's Delta log read through the session (its Hadoop filesystem or ``binaryFile``, checkpoints as
+    Parquet), replayed states cached.
 
     Args:
         spark: the session whose Hadoop filesystem reaches the table (checkpoints are read with it).
-        files: the :class:`~lakeshard.lake.native.files.SparkFiles` that list and read the log.
+        files: what lists and reads the log (:func:`~lakeshard.lake.native.files.log_files`).
     """
 
-    def __init__(self, spark: SparkSession, files: SparkFiles) -> None:
+    def __init__(self, spark: SparkSession, files: LogFiles) -> None:
         self.spark = spark
         self._files = files
         # (table, version) -> (replayed state, modification time of that version's commit file)
