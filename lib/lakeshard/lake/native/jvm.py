@@ -189,7 +189,7 @@ class HadoopFiles:
         try:
             statuses = fs.listStatus(path)
         except Exception as exc:
-            if "FileNotFoundException" in java_class_names(exc) or "FileNotFoundException" in str(exc):
+            if _not_found(exc):
                 return []
             raise
         out = []
@@ -220,7 +220,7 @@ class HadoopFiles:
         try:
             stream = fs.open(path)
         except Exception as exc:
-            if "FileNotFoundException" in java_class_names(exc) or "FileNotFoundException" in str(exc):
+            if _not_found(exc):
                 raise FileNotFoundError(location) from None
             raise
         try:
@@ -246,6 +246,12 @@ class HadoopFiles:
     def delete(self, location: str) -> None:
         fs, path = self._path(location)
         fs.delete(path, True)
+
+
+def _not_found(exc: BaseException) -> bool:
+    """Return whether a py4j error is Java's ``FileNotFoundException`` (a path that is not there)."""
+    return any(n.endswith(".FileNotFoundException") for n in java_class_names(exc)) or \
+        "java.io.FileNotFoundException" in str(exc)
 
 
 def gateway(spark: Any) -> Any:
