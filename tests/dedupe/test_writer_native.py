@@ -4,6 +4,7 @@ stale writer (docs/decisions.md record 2)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -47,15 +48,23 @@ def _exactly_once(spark: SparkSession, store: TableStore, cfg: LakeshardConfig, 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["arrow", "spark"])
 def test_a_step_of_k_shards_makes_k_events_commits_each_carrying_one_writer_app_id(
-    spark: SparkSession, native_store: TableStore, tmp_path: Path, engine: str
+    spark: SparkSession, native_store: TableStore, tmp_path: Path, engine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg, landing = _routed(spark, native_store, tmp_path, engine)
     events, ids = cfg.table_uri(EVENTS), cfg.table_uri(ID_INDEX)
     writer = ShardWriter(spark, native_store, cfg, list(range(SHARDS)))
     writer.ensure_tables()
     before = native_store.version(events)
+    # Each look at a table's schema is a look at its log (a Spark job under Spark Connect): once a table a step,
+    # not once a shard's commit.
+    looks: Counter[tuple[str, str]] = Counter()
+    for name in ("schema", "arrow_schema"):
+        real = getattr(native_store, name)
+        monkeypatch.setattr(native_store, name, lambda table, real=real, name=name: looks.update([(name, table)])
+                            or real(table))
     reports = writer.run()
     assert [r.engine for r in reports] == [engine] and not reports[0].conflict
+    assert all(n <= 2 for n in looks.values()), looks
     step_commits = native_store.log_entries(events, start=before + 1)
     # One commit per shard, each carrying exactly its own progress.
     assert sorted(t.app_id for e in step_commits for t in e.app_transactions) == \

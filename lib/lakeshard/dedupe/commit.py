@@ -66,8 +66,12 @@ def _shard_rows(rows: DataFrame | pa.Table, shard: int) -> DataFrame | pa.Table:
 
 def append_shard(store: TableStore, spark: Callable[[], SparkSession], table: str, rows: DataFrame | pa.Table,
                  layout: Layout, txn: AppTransaction, *, metadata: Mapping[str, Any],
-                 read_version: int | None = None, buckets: str | None = None) -> CommitResult:
+                 read_version: int | None = None, buckets: str | None = None,
+                 schema: pa.Schema | None = None) -> CommitResult:
     """Return the result of appending ``rows`` (one shard's) in one commit carrying ``txn`` alone.
+
+    ``schema``: the table's Arrow schema when the caller has it (a step commits shard after shard to one table):
+    Arrow rows are written or handed over in its columns, without another look at the log for it.
 
     ``buckets``: the ``buckets`` table whose closing buckets rows written as a DataFrame must not go into, checked
     inside the write (:mod:`lakeshard.buckets.guard`); given for ``events`` on a store that asks for it
@@ -82,14 +86,14 @@ def append_shard(store: TableStore, spark: Callable[[], SparkSession], table: st
         if store.writes_in_process:
             from lakeshard.lake import write_partitioned
 
-            schema = store.arrow_schema(table)
+            columns = schema if schema is not None else store.arrow_schema(table)
             arrow: pa.Table = rows
             return store.append(table, None, app_transactions=[txn], metadata=metadata, read_version=read_version,
-                                write=lambda target: write_partitioned(arrow, target, schema, list(layout.partition_by),
-                                                                       list(layout.sort_by)))
+                                write=lambda target: write_partitioned(arrow, target, columns,
+                                                                       list(layout.partition_by), list(layout.sort_by)))
         from lakeshard.runtime import arrow_dataframe
 
-        names = set(store.schema(table).fieldNames())
+        names = set(schema.names if schema is not None else store.schema(table).fieldNames())
         if buckets is not None:  # the rows' hours, known here without a Spark job: the guard reads only those
             import pyarrow.compute as pc
 
@@ -135,13 +139,14 @@ class ShardCommits:
         of ``buckets`` closing while the write ran: see :func:`append_shard`)."""
         committed: list[int] = []
         lost: list[int] = []
+        schema = self._arrow_schema(table, rows)
         for shard in shards:
             self._before_commit(seam)
             try:
                 result = append_shard(self.store, self._spark, table, _shard_rows(rows, shard), layout,
                                       AppTransaction(writer_app_id(shard), routed_version),
                                       metadata={**metadata, "shards": [shard]}, read_version=read_version,
-                                      buckets=buckets)
+                                      buckets=buckets, schema=schema)
             except CommitConflict:
                 lost.append(shard)
                 continue
@@ -151,11 +156,18 @@ class ShardCommits:
     def ids(self, table: str, rows: DataFrame | pa.Table, layout: Layout, versions: Mapping[int, int], *,
             metadata: Mapping[str, Any], seam: str | None = None) -> None:
         """Commit each shard's IDs with ``writer/<shard>`` → ``versions[shard]`` (a replay is skipped)."""
+        schema = self._arrow_schema(table, rows) if versions else None
         for shard, version in sorted(versions.items()):
             if seam is not None:
                 self._before_commit(seam)
             append_shard(self.store, self._spark, table, _shard_rows(rows, shard), layout,
-                         AppTransaction(writer_app_id(shard), version), metadata={**metadata, "shards": [shard]})
+                         AppTransaction(writer_app_id(shard), version), metadata={**metadata, "shards": [shard]},
+                         schema=schema)
+
+    def _arrow_schema(self, table: str, rows: DataFrame | pa.Table) -> pa.Schema | None:
+        """Return the table's Arrow schema for Arrow rows, looked up once for all the shards' commits (each look at
+        the log costs a Spark job under Spark Connect); None for a DataFrame, which needs none."""
+        return self.store.arrow_schema(table) if _is_arrow(rows) else None
 
 
 @dataclass(frozen=True)
