@@ -108,7 +108,8 @@ def test_looking_at_a_log_again_starts_no_spark_job_on_a_classic_session(store: 
 
 
 def test_the_hadoop_filesystem_and_binaryfile_see_the_same_files(store: TableStore, spark: SparkSession,
-                                                                  tmp_path: Path) -> None:
+                                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
     # Under Spark Connect the log is read with binaryFile, on a classic session through Hadoop: one view of it.
     from lakeshard.lake.native.files import SparkFiles
     from lakeshard.lake.native.jvm import HadoopFiles
@@ -126,6 +127,11 @@ def test_the_hadoop_filesystem_and_binaryfile_see_the_same_files(store: TableSto
 
     listed = sorted(hadoop.list_dir(str(log)))
     assert listed == sorted(binary.list_dir(str(log)))
+    # Statuses read from one line of text each (two py4j calls) or asked one by one: the same listing.
+    assert hadoop._described(hadoop._path(str(log))[0].listStatus(hadoop._path(str(log))[1])) is not None
+    monkeypatch.setattr(hadoop, "_described", lambda statuses: None)
+    assert sorted(hadoop.list_dir(str(log))) == listed
+    monkeypatch.undo()
     names = [n for n, _, _ in listed]
     assert f"{4:020d}.json" in names and "_last_checkpoint" not in names
     assert not any(n.startswith(".") or n.startswith("_") for n in names)

@@ -9,7 +9,7 @@ does not need.
 Each of its calls is a Spark job (60 ms on two local cores, more on a cluster), and a writer step looks at the
 log some thirty times. Where the session has py4j, :func:`log_files` gives
 :class:`~lakeshard.lake.native.jvm.HadoopFiles` instead: the same filesystem and configuration, the same names
-left out, a call of a millisecond or two.
+left out, a listing of a few milliseconds (80 to 100 ms for 2,000 files, where ``binaryFile`` takes ~500).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ unconverted py4j error) and :func:`gateway` (a session's py4j view, None under S
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -152,6 +153,11 @@ class DeltaJvm:
         self.files.delete(location)
 
 
+# One Hadoop FileStatus as its toString writes it (Hadoop 3: "...{path=P; isDirectory=B; ...; modification_time=N;").
+_STATUS = re.compile(
+    r"\{path=(?P<path>.+?); isDirectory=(?P<directory>true|false);(?:.*?;)? modification_time=(?P<mtime>\d+);")
+
+
 class HadoopFiles:
     """Lists and reads files through the session's Hadoop filesystem over py4j: no Spark job per call.
 
@@ -192,12 +198,38 @@ class HadoopFiles:
             if _not_found(exc):
                 return []
             raise
+        described = self._described(statuses)
+        if described is None:  # each py4j call costs ~0.2 ms: four a file
+            described = [(str(s.getPath().toString()), not s.isDirectory(), int(s.getModificationTime()))
+                         for s in statuses]
         out = []
-        for status in statuses:  # each py4j call costs ~0.2 ms: the name is cut from the location here
-            location = str(status.getPath().toString())
+        for location, is_file, mtime in described:
             name = location.rstrip("/").rsplit("/", 1)[-1]
-            if not name.startswith(("_", ".")) and status.isFile():
-                out.append((name, location, int(status.getModificationTime())))
+            if is_file and not name.startswith(("_", ".")):
+                out.append((name, location, mtime))
+        return out
+
+    def _described(self, statuses: Any) -> list[tuple[str, bool, int]] | None:
+        """Return (location, is a file, modification millis) of each status, from one line of text per status made
+        in the JVM (Hadoop's ``FileStatus.toString``, joined by Scala's ``mkString``): two py4j calls for a whole
+        listing, where a log kept 30 days holds thousands of files. None when the text does not read back as
+        exactly one status a line (another Hadoop's format, another Scala): then the statuses are asked one by one.
+        """
+        try:
+            arrays = getattr(getattr(self.jvm, "scala.collection.immutable.ArraySeq$"), "MODULE$")
+            text = str(arrays.unsafeWrapArray(statuses).mkString("\n"))
+            count = len(statuses)
+        except Exception:
+            return None
+        lines = text.split("\n") if text else []
+        if len(lines) != count:
+            return None
+        out = []
+        for line in lines:
+            found = _STATUS.search(line)
+            if found is None:
+                return None
+            out.append((found["path"], found["directory"] == "false", int(found["mtime"])))
         return out
 
     def read_texts(self, locations: Sequence[str]) -> dict[str, str]:
