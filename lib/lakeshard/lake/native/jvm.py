@@ -89,7 +89,8 @@ class DeltaJvm:
             )
         self.jvm = jvm
         self.jspark = spark._jsparkSession
-        self.files = HadoopFiles(jvm, spark.sparkContext._jsc.hadoopConfiguration())
+        # The session's Hadoop configuration with its SQL settings (credentials set with spark.conf.set included).
+        self.files = HadoopFiles(jvm, self.jspark.sessionState().newHadoopConf())
         self._package: str | None = None
 
     @property
@@ -213,7 +214,8 @@ class HadoopFiles:
         """Return (location, is a file, modification millis) of each status, from one line of text per status made
         in the JVM (Hadoop's ``FileStatus.toString``, joined by Scala's ``mkString``): two py4j calls for a whole
         listing, where a log kept 30 days holds thousands of files. None when the text does not read back as
-        exactly one status a line (another Hadoop's format, another Scala): then the statuses are asked one by one.
+        exactly one status a line, or the first status asked directly disagrees with its line (another Hadoop's
+        format, another Scala, a wrapping status class): then the statuses are asked one by one.
         """
         try:
             arrays = getattr(getattr(self.jvm, "scala.collection.immutable.ArraySeq$"), "MODULE$")
@@ -230,6 +232,13 @@ class HadoopFiles:
             if found is None:
                 return None
             out.append((found["path"], found["directory"] == "false", int(found["mtime"])))
+        # A status class that answers its getters from another object (viewfs' ViewFsFileStatus) prints empty fields
+        # ("path=null"): the first status, asked directly, must say what its line says.
+        if out:
+            first = statuses[0]
+            asked = (str(first.getPath().toString()), not first.isDirectory(), int(first.getModificationTime()))
+            if asked != out[0]:
+                return None
         return out
 
     def read_texts(self, locations: Sequence[str]) -> dict[str, str]:
