@@ -173,6 +173,7 @@ class HadoopFiles:
     def __init__(self, jvm: Any, conf: Any) -> None:
         self.jvm = jvm
         self.conf = conf
+        self._arrays: Any = None  # Scala's ArraySeq object, looked up at the first listing
 
     @classmethod
     def of(cls, spark: SparkSession) -> HadoopFiles | None:
@@ -218,8 +219,9 @@ class HadoopFiles:
         format, another Scala, a wrapping status class): then the statuses are asked one by one.
         """
         try:
-            arrays = getattr(getattr(self.jvm, "scala.collection.immutable.ArraySeq$"), "MODULE$")
-            text = str(arrays.unsafeWrapArray(statuses).mkString("\n"))
+            if self._arrays is None:
+                self._arrays = getattr(getattr(self.jvm, "scala.collection.immutable.ArraySeq$"), "MODULE$")
+            text = str(self._arrays.unsafeWrapArray(statuses).mkString("\n"))
             count = len(statuses)
         except Exception:
             return None
