@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakeshard.dedupe.cache import IdCache, IdInterval
+from lakeshard.dedupe.index import group_indices
 
 int64s = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 pairs = st.lists(st.tuples(int64s, int64s), max_size=200)
@@ -93,3 +95,18 @@ def test_an_interval_is_sorted_by_both_halves_whether_built_from_sorted_runs_or_
     for given_order in (as_runs, ids, sorted(ids)):
         built = _interval(given_order)
         assert list(zip(built.hi.tolist(), built.lo.tolist(), strict=True)) == sorted(ids)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["2026-01-01T00", "2026-01-01T01", "2025-12-31T23"])),
+                max_size=150), st.booleans())
+def test_rows_are_grouped_by_shard_and_hour_in_their_order(rows: list[tuple[int, str]], as_arrow: bool) -> None:
+    expected: dict[tuple[int, str], list[int]] = {}
+    for i, key in enumerate(rows):
+        expected.setdefault(key, []).append(i)
+    shard = np.array([s for s, _ in rows], np.int32)
+    hours = [h for _, h in rows]
+    hour = pa.chunked_array([hours[:7], hours[7:]], pa.string()) if as_arrow else np.array(hours, dtype=object)
+    got = group_indices(shard, hour)
+    assert {k: v.tolist() for k, v in got.items()} == expected
+    assert all(v.dtype == np.int64 for v in got.values())

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from lakeshard.dedupe.keyhash import key_hashes
+from lakeshard.dedupe.keyhash import first_of_each_key, key_hashes
 from lakeshard.dedupe.writer import key_hash_columns
 from lakeshard.sparkhash import xxhash64_strings
 
@@ -56,3 +56,18 @@ def test_a_long_batch_mixing_every_length_matches_spark(spark: SparkSession) -> 
     hi, lo = key_hashes(batch)
     assert np.array_equal(hi, expected.column("key_hi").to_numpy())
     assert np.array_equal(lo, expected.column("key_lo").to_numpy())
+
+
+# Few distinct halves, so batches hold re-sent keys and high halves shared by different keys (a 64-bit collision).
+halves = st.integers(min_value=-3, max_value=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(halves, halves), max_size=120))
+def test_the_first_row_of_each_key_hash_is_kept_whatever_repeats(rows: list[tuple[int, int]]) -> None:
+    first: dict[tuple[int, int], int] = {}
+    for i, key in enumerate(rows):
+        first.setdefault(key, i)
+    hi = np.array([h for h, _ in rows], np.int64)
+    lo = np.array([low for _, low in rows], np.int64)
+    assert first_of_each_key(hi, lo).tolist() == sorted(first.values())

@@ -24,7 +24,7 @@ from lakeshard.dedupe.commit import Layout, ShardCommits, StepRows, append_shard
 from lakeshard.dedupe.faults import event_keys, write_or_blame
 from lakeshard.dedupe.feed import RoutedFeed
 from lakeshard.dedupe.index import IdIndex, own_hour, own_hour_arrow
-from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
+from lakeshard.dedupe.keyhash import HASH, KEY, first_of_each_key, key_hash_columns
 from lakeshard.dedupe.report import IndexCheck, WriteReport, step_report
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
@@ -384,10 +384,8 @@ class ArrowStep(StepEngine):
             batch = batch.drop_columns(list(HASH))
         else:
             hi, lo = key_hashes(batch)
-        # Within the batch: the first row of each exact key (Spark's dropDuplicates keeps one of them too).
-        numbered = batch.select(KEY).append_column("__row", pa.array(np.arange(rows_in, dtype=np.int64)))
-        first = np.sort(numbered.group_by(KEY, use_threads=False).aggregate([("__row", "min")])
-                        .column("__row_min").to_numpy())
+        # Within the batch: the first row of each key (Spark's dropDuplicates keeps one of them too).
+        first = first_of_each_key(hi, lo)
         keys = pa.table({"shard": batch.column("shard").take(first), "interval": batch.column("interval").take(first),
                          "key_hi": hi[first], "key_lo": lo[first]})
         check = self.index.check(keys)

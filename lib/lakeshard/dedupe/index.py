@@ -73,9 +73,8 @@ class IdIndex:
         """Return which unique batch keys (``shard``, ``interval``, ``key_hi``, ``key_lo``) the index already
         holds, paging missing intervals in."""
         shard = keys.column("shard").to_numpy()
-        hour = keys.column("interval").to_numpy(zero_copy_only=False)
         hi, lo = keys.column("key_hi").to_numpy(), keys.column("key_lo").to_numpy()
-        groups = group_indices(shard, hour)
+        groups = group_indices(shard, keys.column("interval"))
         self.saw_intervals(groups)
         expired = np.zeros(len(hi), dtype=bool)
         live = {}
@@ -163,9 +162,8 @@ class IdIndex:
     def remember(self, committed: pa.Table) -> None:
         """Add the keys just committed to the cached intervals they belong to."""
         shard = committed.column("shard").to_numpy()
-        hour = committed.column("interval").to_numpy(zero_copy_only=False)
         hi, lo = committed.column("key_hi").to_numpy(), committed.column("key_lo").to_numpy()
-        groups = group_indices(shard, hour)
+        groups = group_indices(shard, committed.column("interval"))
         for key, idx in groups.items():
             self.cache.add(key, hi[idx], lo[idx])
         self.saw_intervals(groups)
@@ -362,15 +360,29 @@ def interval_of(f: FileInfo) -> Interval:
     return int(f.partition_values["shard"] or -1), f.partition_values["interval"] or ""
 
 
-def group_indices(shard: np.ndarray, hour: np.ndarray) -> dict[Interval, np.ndarray]:
-    """Return the row indices of each distinct ``(shard, hour)`` pair."""
+def group_indices(shard: np.ndarray, hour: np.ndarray | pa.Array | pa.ChunkedArray) -> dict[Interval, np.ndarray]:
+    """Return the row indices of each distinct ``(shard, hour)`` pair, ascending within a pair (``hour``: strings,
+    as numpy or Arrow; never null)."""
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     if not len(shard):
         return {}
-    groups = pd.DataFrame({"shard": shard, "hour": hour}).groupby(["shard", "hour"], sort=False).indices
-    return {(int(k[0]), str(k[1])): np.asarray(idx, dtype=np.int64)  # type: ignore[index]
-            for k, idx in groups.items()}
+    if isinstance(hour, (pa.Array, pa.ChunkedArray)):
+        encoded = pc.dictionary_encode(hour)
+        encoded = encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
+        hour_code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        hours = encoded.dictionary.to_pylist()
+    else:
+        hour_code, hours = pd.factorize(hour)
+    # One integer per pair; a stable sort keeps each pair's rows in ascending order.
+    key = shard.astype(np.int64) * max(len(hours), 1) + hour_code
+    order = np.argsort(key, kind="stable")
+    ranked = key[order]
+    starts = np.flatnonzero(np.concatenate([[True], ranked[1:] != ranked[:-1]]))
+    return {(int(k) // max(len(hours), 1), str(hours[int(k) % max(len(hours), 1)])): idx.astype(np.int64, copy=False)
+            for k, idx in zip(ranked[starts].tolist(), np.split(order, starts[1:]), strict=True)}
 
 
 def _may_hold(f: FileInfo, column: str, low: int | None, high: int | None) -> bool:

@@ -27,7 +27,7 @@ from lakeshard.sparkhash import SPARK_HASH_SEED, U64, xxhash64_longs, xxhash64_s
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-__all__ = ["HASH", "KEY", "key_hash_columns", "key_hashes"]
+__all__ = ["HASH", "KEY", "first_of_each_key", "key_hash_columns", "key_hashes"]
 
 KEY = ["tenant_id", "event_id", "ts"]  # what makes two events the same event
 HASH = ["key_hi", "key_lo"]  # the key's 128-bit hash, as two long columns
@@ -70,3 +70,21 @@ def key_hashes(events: pa.Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
         h = np.where(ts_valid, xxhash64_longs(ts, h), h) if n else h
         out.append(h.view(np.int64))
     return out[0], out[1]
+
+
+def first_of_each_key(hi: npt.NDArray[np.int64], lo: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Return, in ascending order, the index of the first row of each distinct key hash ``(hi, lo)``: the rows a
+    batch keeps of its in-batch duplicates.
+
+    The 128-bit hash stands for the key here as it does in the ID index the batch is checked against next. One hash
+    table over the high halves finds the rows whose high half repeats (a few percent: re-sent events), and only
+    those are compared on both halves; grouping the three key columns (strings) cost five times as much.
+    """
+    import pandas as pd
+
+    repeats = np.flatnonzero(pd.Series(hi).duplicated(keep=False).to_numpy())
+    keep = np.ones(len(hi), dtype=bool)
+    if len(repeats):
+        later = pd.DataFrame({"hi": hi[repeats], "lo": lo[repeats]}).duplicated(keep="first").to_numpy()
+        keep[repeats[later]] = False
+    return np.flatnonzero(keep).astype(np.int64, copy=False)

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakeshard.routing.allocator import ShardAllocator
+from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.hashing import event_hashes
 
 __all__ = ["route_arrow"]
@@ -21,18 +22,11 @@ def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
     size = allocator.window_seconds * 1_000_000
     us = events.column("ts").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy()
     window_us = us - np.mod(us, size)  # floor, like Spark's pmod: pre-1970 times stay on the grid
-    tenants = events.column("tenant_id")
-    pairs = (pa.table({"tenant_id": tenants, "_window_us": window_us})
-             .group_by(["tenant_id", "_window_us"], use_threads=False).aggregate([]))
-    ordered = allocator.resolve_windows(pairs.column("tenant_id").to_pylist(), pairs.column("_window_us").to_pylist())
+    tenant, window, k = _pairs(events.column("tenant_id"), window_us)
+    ordered = allocator.resolve_windows(tenant, window)
     counts = np.array([len(p.shards) for p in ordered], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     flat = np.fromiter((s for p in ordered for s in p.shards), dtype=np.int32, count=int(counts.sum()))
-    # Each row's placement: its (tenant, window)'s position in ``pairs``, found by a join on the two keys.
-    lookup = pairs.append_column("_k", pa.array(np.arange(len(ordered), dtype=np.int64)))
-    rows = (pa.table({"tenant_id": tenants, "_window_us": window_us, "_row": np.arange(len(us), dtype=np.int64)})
-            .join(lookup, ["tenant_id", "_window_us"], join_type="inner", use_threads=False).sort_by("_row"))
-    k = rows.column("_k").to_numpy()
     row_versions = np.array([p.hash_version for p in ordered], dtype=np.int32)[k]
     hashes = np.zeros(len(us), dtype=np.int64)
     for version in np.unique(row_versions):
@@ -42,3 +36,26 @@ def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
     shard = flat[offsets[k] + np.mod(hashes, counts[k])]  # np.mod of a negative hash is >= 0, like Spark's pmod
     return (events.append_column("window_start", pa.array(window_us).cast(pa.timestamp("us", tz="UTC")))
             .append_column("shard", pa.array(shard, pa.int32())))
+
+
+def _pairs(tenants: pa.ChunkedArray, window_us: np.ndarray) -> tuple[list[str], list[int], np.ndarray]:
+    """Return the distinct ``(tenant, window start)`` pairs of a batch (tenants, window starts), and each row's
+    position among them: two factorizations of integers instead of a group-by and a join on strings.
+
+    Raises:
+        RoutingError: a row has no tenant (the parse quarantines those; nothing routes them).
+    """
+    import pandas as pd
+    import pyarrow.compute as pc
+
+    if tenants.null_count:
+        raise RoutingError(f"routing: expected every event to have a tenant_id, found {tenants.null_count} without")
+    encoded = pc.dictionary_encode(tenants).combine_chunks()
+    tenant_code = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    window_code, windows = pd.factorize(window_us)
+    width = max(len(windows), 1)
+    k, pairs = pd.factorize(tenant_code * width + window_code)
+    names = encoded.dictionary.to_pylist()
+    tenant_of, window_of = np.divmod(pairs, width)
+    return ([names[t] for t in tenant_of.tolist()], [int(w) for w in windows[window_of].tolist()],
+            k.astype(np.int64, copy=False))
