@@ -109,12 +109,15 @@ def test_python_reads_a_dbfs_location_where_a_databricks_runtime_mounts_it(locat
 keys = st.none() | st.sampled_from(["", "a", "A", "é", "e\u0301", "z", "🦆", "a" * 40]) | st.text(max_size=3)
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(keys, keys, st.none() | st.integers(-3, 3), keys), max_size=80))
-def test_partition_order_is_the_stable_sort_of_the_key_columns(data: list[tuple[object, ...]]) -> None:
-    """Strings ranked among their distinct values sort as the strings themselves: nulls first, code point order,
-    rows equal on every key in their original order."""
-    types = {"p": pa.string(), "q": pa.string(), "n": pa.int64(), "s": pa.string()}
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(keys, keys, st.none() | st.integers(-3, 3), keys, st.none() | st.integers(-(2**63), 2**63 - 1)), max_size=80),
+       st.permutations(["p", "q", "n", "s", "w"]), st.integers(0, 5))
+def test_partition_order_is_the_stable_sort_of_the_key_columns(data: list[tuple[object, ...]], columns: list[str],
+                                                               split: int) -> None:
+    """Strings and integers ranked among their distinct values (and folded into one) sort as the values themselves,
+    in any order of the keys: nulls first, code point order, rows equal on every key in their original order."""
+    types = {"p": pa.string(), "q": pa.string(), "n": pa.int64(), "s": pa.string(), "w": pa.int64()}
     table = pa.table({c: pa.array([r[i] for r in data], t) for i, (c, t) in enumerate(types.items())})
-    expected = pc.sort_indices(table, sort_keys=[(c, "ascending", "at_start") for c in ("p", "q", "n", "s")])
-    assert files.partition_order(table, ["p", "q"], ["n", "s"]).to_pylist() == expected.to_pylist()
+    expected = pc.sort_indices(table, sort_keys=[(c, "ascending", "at_start") for c in columns])
+    got = files.partition_order(table, columns[:split], columns[split:])
+    assert got.to_pylist() == expected.to_pylist()

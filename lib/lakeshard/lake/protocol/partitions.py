@@ -134,21 +134,46 @@ def partition_order(rows: pa.Table, partition_by: Sequence[str], sort_by: Sequen
     keys = [*partition_by, *sort_by]
     if not keys:
         return pa.array(np.arange(rows.num_rows, dtype=np.int64))
-    # Strings are sorted by their rank among the column's distinct values: the same order (equal strings, equal
-    # ranks; nulls stay null), and a multi-key sort compares integers instead of strings (tenants, hours, services:
-    # few distinct values, many rows).
-    columns = {c: _string_ranks(rows.column(c)) if pa.types.is_string(rows.schema.field(c).type) else rows.column(c)
-               for c in keys}
-    return pc.sort_indices(pa.table(columns), sort_keys=[(c, "ascending", "at_start") for c in keys])
+    # The leading keys of few distinct values (tenants, hours, services, shards) are ranked among their distinct
+    # values (the same order: equal values, equal ranks; nulls first) and folded into one integer, so the sort
+    # compares one or two integers a row instead of six columns: a third of the time at 200k events.
+    folded, code, width = 0, np.zeros(rows.num_rows, dtype=np.int64), 1
+    for c in keys:
+        ranked = _ranks(rows.column(c), rows.num_rows)
+        if ranked is None or width * ranked[1] >= _FOLD_LIMIT:
+            break
+        code = code * ranked[1] + ranked[0]
+        width *= ranked[1]
+        folded += 1
+    columns = {"__folded": code} if folded else {}
+    columns.update({c: rows.column(c) for c in keys[folded:]})
+    sort_keys = [(c, "ascending", "at_start") for c in columns]
+    return pc.sort_indices(pa.table(columns), sort_keys=sort_keys)
 
 
-def _string_ranks(column: pa.ChunkedArray) -> pa.Array:
-    """Return each value's rank in the sorted distinct values of a string column (null where it is null)."""
+_FOLD_LIMIT = 1 << 62  # the folded ranks stay a positive int64
+
+
+def _ranks(column: pa.ChunkedArray, n: int) -> tuple[np.ndarray, int] | None:
+    """Return each value's rank among the column's distinct values, 0 for null and 1 for the least value, with the
+    number of ranks; None when the column is not strings or integers, or holds too many distinct values to be worth
+    ranking (a sort key of its own then)."""
+    kind = column.type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_integer(kind)):
+        return None
     encoded = pc.dictionary_encode(column.combine_chunks())
+    distinct = len(encoded.dictionary)
+    if distinct > max(n // _RANKED_SHARE, 16):
+        return None
     order = pc.sort_indices(encoded.dictionary).to_numpy()
-    rank = np.empty(len(order), dtype=np.int32)
-    rank[order] = np.arange(len(order), dtype=np.int32)
-    return pc.take(pa.array(rank), encoded.indices)
+    rank = np.empty(distinct + 1, dtype=np.int64)
+    rank[order] = np.arange(1, distinct + 1, dtype=np.int64)
+    rank[distinct] = 0  # nulls first
+    indices = encoded.indices.fill_null(distinct).to_numpy(zero_copy_only=False)
+    return rank[indices], distinct + 1
+
+
+_RANKED_SHARE = 8  # a column is ranked when it holds at most one distinct value in this many rows
 
 
 # write_partitioned writes files side by side on a thread per core once each thread gets this many files.
