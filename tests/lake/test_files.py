@@ -7,6 +7,7 @@ import re
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -24,10 +25,10 @@ rows = st.lists(st.tuples(st.sampled_from(["a", "b/c", "d=e", "%", "ü"]) | tena
                           st.text(max_size=5), st.integers(-5, 5)), min_size=1, max_size=60)
 
 
-def _written(table: pa.Table, root: Path) -> dict[tuple[str, str], list[dict[str, object]]]:
+def _written(table: pa.Table, root: Path, *, presorted: bool = False) -> dict[tuple[str, str], list[dict[str, object]]]:
     """Return every file written, by (partition values its footer carries, file number), with its rows; every
     file sits directly in ``root``."""
-    files.write_partitioned(table, str(root), SCHEMA, ["tenant_id", "hour"], ["ts"])
+    files.write_partitioned(table, str(root), SCHEMA, ["tenant_id", "hour"], ["ts"], presorted=presorted)
     out = {}
     for path in root.iterdir():
         assert path.is_file() and path.suffix == ".parquet", path
@@ -106,11 +107,12 @@ def test_python_reads_a_dbfs_location_where_a_databricks_runtime_mounts_it(locat
     assert isinstance(fs, LocalFileSystem) and path == local
 
 
+longs = st.integers(-(2**63), 2**63 - 1)
 keys = st.none() | st.sampled_from(["", "a", "A", "é", "e\u0301", "z", "🦆", "a" * 40]) | st.text(max_size=3)
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.lists(st.tuples(keys, keys, st.none() | st.integers(-3, 3), keys, st.none() | st.integers(-(2**63), 2**63 - 1)), max_size=80),
+@given(st.lists(st.tuples(keys, keys, st.none() | st.integers(-3, 3), keys, st.none() | longs), max_size=80),
        st.permutations(["p", "q", "n", "s", "w"]), st.integers(0, 5))
 def test_partition_order_is_the_stable_sort_of_the_key_columns(data: list[tuple[object, ...]], columns: list[str],
                                                                split: int) -> None:
@@ -121,3 +123,24 @@ def test_partition_order_is_the_stable_sort_of_the_key_columns(data: list[tuple[
     expected = pc.sort_indices(table, sort_keys=[(c, "ascending", "at_start") for c in columns])
     got = files.partition_order(table, columns[:split], columns[split:])
     assert got.to_pylist() == expected.to_pylist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows, st.booleans())
+def test_rows_said_to_be_presorted_are_written_as_sorted_rows_are(data: list[tuple[str, int, str, int]],
+                                                                  shuffle: bool) -> None:
+    """A caller's promise that its rows are in partition order is checked for what makes the files: rows of one
+    partition value in more than one run are sorted first. Each file then holds the rows the unsorted table's
+    file holds (in the same order when the rows really were in order)."""
+    table = pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in data], schema=SCHEMA)
+    in_order = table.take(files.partition_order(table, ["tenant_id", "hour"], ["ts"]))
+    handed = in_order.take(pa.array(np.random.default_rng(len(data)).permutation(len(data)))) if shuffle else in_order
+    with tempfile.TemporaryDirectory() as tmp:
+        expected = _written(table, Path(tmp) / "plain")
+        got = _written(handed, Path(tmp) / "presorted", presorted=True)
+    def by_partition(written: dict[tuple[str, str], list[dict[str, object]]]) -> dict[str, list[str]]:
+        return {values: sorted(map(repr, content)) for (values, _), content in written.items()}
+
+    assert len(got) == len(expected) and by_partition(got) == by_partition(expected)  # one file a partition
+    if not shuffle:
+        assert got == expected

@@ -418,7 +418,7 @@ class ArrowStep(StepEngine):
                 # One file per (tenant, hour), sorted by the sort schema: the layout the Spark path writes.
                 # Rows failing alone are named (RecordLevelFailure); any other failure is a fault.
                 write=lambda target: write_or_blame(kept, target, lambda rows, to: write_partitioned(
-                    rows, to, events_schema, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS))).skipped
+                    rows, to, events_schema, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS, presorted=True))).skipped
 
         def append_ids() -> None:
             # Every new key's ID, rejected rows' too (as on Spark): a re-sent copy of a row an expectation

@@ -63,7 +63,7 @@ def partition_footer(values: Mapping[str, str]) -> dict[bytes, bytes]:
 
 
 def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partition_by: Sequence[str],
-                      sort_by: Sequence[str] = ()) -> list[WrittenFile]:
+                      sort_by: Sequence[str] = (), *, presorted: bool = False) -> list[WrittenFile]:
     """Return the files written: ``rows`` under ``directory`` as one Parquet file per distinct partition value,
     each sorted by ``sort_by`` (ascending, nulls first: Spark's order; the sort is stable, so rows equal on every
     key keep their order); no rows, no file. Each file comes with its footer as the writer closed it, so a store
@@ -74,30 +74,27 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     (:data:`PARTITION_VALUES_KEY`), where :meth:`~lakeshard.lake.TableStore.append`'s ``write`` contract lets a
     store find them: no ``col=value`` directories, which cost more to create than the files themselves
     (docs/decisions.md, record 21). Partition columns must be non-null.
+
+    ``presorted``: the caller gathered ``rows`` in :func:`partition_order`'s order already (a writer step does, for
+    the whole events it gathers anyway), so they are neither sorted again nor gathered a second time; only their
+    grouping by partition is checked (each partition value in one run of rows), and rows that fail it are sorted.
     """
     if not rows.num_rows:
         return []
-    order = partition_order(rows, partition_by, sort_by)
-    # Rows handed over in this order already (gathered so by the caller) are not gathered a second time: a
-    # gather of whole events (long messages, attribute maps) is one of a writer step's dearest parts.
-    ordered = bool(np.array_equal(order.to_numpy(), np.arange(rows.num_rows)))
+    ordered = False
+    if presorted:
+        starts, firsts = _runs(rows, partition_by)
+        ordered = len(set(zip(*firsts, strict=True))) == len(starts)
     file_schema = pa.schema([f for f in schema if f.name not in partition_by])
-    body = rows.select(file_schema.names).cast(file_schema)
     if not ordered:
-        body = body.take(order)
+        order = partition_order(rows, partition_by, sort_by)
+        # Rows handed over in this order already are not gathered a second time: a gather of whole events (long
+        # messages, attribute maps) is one of a writer step's dearest parts.
+        if not np.array_equal(order.to_numpy(), np.arange(rows.num_rows)):
+            rows = rows.select([*partition_by, *file_schema.names]).take(order)
+        starts, firsts = _runs(rows, partition_by)
+    body = rows.select(file_schema.names).cast(file_schema)
     n = body.num_rows
-    change = np.zeros(n, dtype=bool)
-    change[0] = True
-    values = []
-    for col in partition_by:
-        column = rows.column(col) if ordered else rows.column(col).take(order)
-        if column.null_count:
-            raise ValueError(f"partition column {col!r} holds nulls; partition values must be set")
-        if n > 1:
-            change[1:] |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-        values.append(column)
-    starts = np.flatnonzero(change)
-    firsts = [v.take(pa.array(starts)).to_pylist() for v in values]
     fs, base = filesystem(directory)
     fs.create_dir(base, recursive=True)
     tag = uuid.uuid4().hex[:12]
@@ -122,6 +119,23 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     writing = [worker_pool().submit(write, i, start, end) for i, (start, end) in enumerate(ranges)]
     wait(writing)
     return [w.result() for w in writing]
+
+
+def _runs(rows: pa.Table, partition_by: Sequence[str]) -> tuple[np.ndarray, list[list[object]]]:
+    """Return where each run of rows with one partition value starts, and each run's values (per column)."""
+    n = rows.num_rows
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    values = []
+    for col in partition_by:
+        column = rows.column(col)
+        if column.null_count:
+            raise ValueError(f"partition column {col!r} holds nulls; partition values must be set")
+        if n > 1:
+            change[1:] |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        values.append(column)
+    starts = np.flatnonzero(change)
+    return starts, [v.take(pa.array(starts)).to_pylist() for v in values]
 
 
 def partition_order(rows: pa.Table, partition_by: Sequence[str], sort_by: Sequence[str] = ()) -> pa.Array:
