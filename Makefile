@@ -38,7 +38,7 @@ typecheck: env
 	$(BIN)/mypy
 
 unit: env
-	$(BIN)/pytest tests notebooks --nbval-lax -p no:cacheprovider
+	$(BIN)/pytest tests notebooks --nbval-lax -p no:cacheprovider --durations=20
 
 bench: env
 	$(BIN)/python bench/bench_synth.py
