@@ -377,11 +377,12 @@ def group_indices(shard: np.ndarray, hour: np.ndarray | pa.Array | pa.ChunkedArr
     else:
         hour_code, hours = pd.factorize(hour)
     # One integer per pair; a stable sort keeps each pair's rows in ascending order.
-    key = shard.astype(np.int64) * max(len(hours), 1) + hour_code
+    width = max(len(hours), 1)
+    key = shard.astype(np.int64) * width + hour_code
     order = np.argsort(key, kind="stable")
     ranked = key[order]
     starts = np.flatnonzero(np.concatenate([[True], ranked[1:] != ranked[:-1]]))
-    return {(int(k) // max(len(hours), 1), str(hours[int(k) % max(len(hours), 1)])): idx.astype(np.int64, copy=False)
+    return {(k // width, str(hours[k % width])): idx.astype(np.int64, copy=False)
             for k, idx in zip(ranked[starts].tolist(), np.split(order, starts[1:]), strict=True)}
 
 
