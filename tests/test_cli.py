@@ -330,3 +330,22 @@ def _ingested_with_one_file_cut(tmp_path: Path, table: str) -> FileInfo:
     on_disk = lakehouse / table / unquote(victim.path)
     on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
     return victim
+
+
+def test_a_reader_closing_the_output_early_stops_the_command_quietly(tmp_path: Path) -> None:
+    """``lakeshard ingest | head -1`` printed "error: unexpected BrokenPipeError" after its work was done. The
+    work stays done: a second ingest finds nothing new."""
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    landing.mkdir()
+    (landing / "a.jsonl").write_text("".join(f'{{"tenant_id": "t{i % 3}", "event_id": "e{i}", '
+                                             f'"ts": {1767225600000 + i}}}\n' for i in range(50)))
+    command = [*LAKESHARD, "ingest", "--landing", str(landing), "--lakehouse", str(lakehouse)]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert run.stdout is not None and run.stderr is not None
+    run.stdout.close()  # the reader goes away before the command prints
+    err = run.stderr.read()
+    assert run.wait(timeout=300) == 141, err
+    assert err == ""
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("routed 0 events (0 quarantined); wrote 0 events"), again.stdout

@@ -395,12 +395,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug or an unforeseen fault: one line for the user, the traceback in a file
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():
+            # The output's reader went away (``lakeshard ingest | head -1``): stop quietly, as Unix tools do. What
+            # ran is committed or not, never half: every flow is exactly once across a stop at any point.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the interpreter's last flush passes
+            return 141  # 128 + SIGPIPE: what a shell reports for a command its pipe stopped
         if os.environ.get("LAKESHARD_DEBUG"):
             raise
         trace = _save_traceback(exc)
         print(f"error: unexpected {type(exc).__name__}: {exc}\n(the full traceback is in {trace}; "
               "set LAKESHARD_DEBUG=1 to print it)", file=sys.stderr)
         return 1
+
+
+def _stdout_gone() -> bool:
+    """Return whether standard output is a pipe whose reader has closed it (a broken pipe elsewhere, a socket to
+    Spark say, is a fault to report)."""
+    import select
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor, or no poll on this platform
+        return False
 
 
 def _keep_arrow_pages() -> None:
