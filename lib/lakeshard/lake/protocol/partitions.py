@@ -169,15 +169,28 @@ _FOLD_LIMIT = 1 << 62  # the folded ranks stay a positive int64
 
 
 def _ranks(column: pa.ChunkedArray, n: int) -> tuple[np.ndarray, int] | None:
-    """Return each value's rank among the column's distinct values, 0 for null and 1 for the least value, with the
-    number of ranks; None when the column is not strings or integers, or holds too many distinct values to be worth
-    ranking (a sort key of its own then)."""
+    """Return a rank per value that sorts as the values do, 0 for null and 1 for the least value, with the number of
+    ranks: a string's rank among the column's distinct values, an integer's distance from the least one. None when
+    the column is not strings or integers, or holds too many values to be worth ranking (a sort key of its own
+    then): more distinct strings, or a wider integer range, than one in eight rows."""
     kind = column.type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_integer(kind)):
+    most = max(n // _RANKED_SHARE, 16)
+    if pa.types.is_integer(kind):
+        # Integers rank by their distance from the least value: no dictionary, and a wide range (hashes) is
+        # refused from its bounds alone.
+        bounds = pc.min_max(column)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is None:  # all null
+            return np.zeros(n, dtype=np.int64), 1
+        if high - low + 1 > most or high > np.iinfo(np.int64).max:
+            return None
+        ranks = pc.add(pc.subtract(column.cast(pa.int64()), low), 1).fill_null(0)
+        return np.asarray(ranks.to_numpy(), dtype=np.int64), high - low + 2
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         return None
     encoded = pc.dictionary_encode(column.combine_chunks())
     distinct = len(encoded.dictionary)
-    if distinct > max(n // _RANKED_SHARE, 16):
+    if distinct > most:
         return None
     order = pc.sort_indices(encoded.dictionary).to_numpy()
     rank = np.empty(distinct + 1, dtype=np.int64)
