@@ -106,7 +106,7 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
             piece = piece.replace_schema_metadata({**(piece.schema.metadata or {}), **partition_footer(values)})
         name = f"part-{i:05d}-{tag}.parquet"
         written: list[pq.FileMetaData] = []
-        with fs.open_output_stream(f"{base}/{name}") as out:
+        with fs.open_output_stream(f"{base}/{name}", buffer_size=_WRITE_BUFFER) as out:
             pq.write_table(piece, out, metadata_collector=written)
             size = out.tell()
         return WrittenFile(name, size, values, written[0])
@@ -205,6 +205,9 @@ _RANKED_SHARE = 8  # a column is ranked when it holds at most one distinct value
 
 # write_partitioned writes files side by side on a thread per core once each thread gets this many files.
 _FILES_PER_THREAD = 4
+# A Parquet writer hands its stream every page header and page on its own and asks for its position after each:
+# unbuffered, a 40 kB file cost about 60 write and lseek system calls. Buffered, a file that fits goes out in one.
+_WRITE_BUFFER = 1 << 20
 
 
 def _partition_text(value: object) -> str:
