@@ -12,7 +12,9 @@ import json
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -323,3 +325,66 @@ def test_a_fused_batch_a_route_only_run_finishes_goes_through_the_ingest_flows_g
     assert store.transaction_version(cfg.table_uri(ID_INDEX), FUSED_APP_ID) == 1
     # Dropped by the rule, not lost: their IDs are indexed (a re-sent copy is a duplicate, as on the writers' path).
     assert store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi"]).num_rows == 12
+
+
+@pytest.mark.parametrize("kept_bytes", [None, 0], ids=["own-files-kept", "nothing-kept"])
+def test_the_id_merge_reads_back_only_the_id_files_this_writer_did_not_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept_bytes: int | None
+) -> None:
+    import lakeshard.dedupe.index as index
+
+    if kept_bytes is not None:  # an index that keeps nothing reads every file, as an index built after a restart
+        monkeypatch.setattr(index, "_OWN_BYTES", kept_bytes)
+    landing, stash = tmp_path / "landing", tmp_path / "stash"
+    generate_landing(landing, SynthSpec(events=2500, tenants=4, hours=4, seed=41, file_seconds=600, late_rate=0.2,
+                                        retry_rate=0.02, redelivered_files=0.0, bad_rate=0.0, gzip_rate=0.0))
+    cfg = _cfg(tmp_path, "lh", landing)
+    files = sorted(p for p in landing.rglob("*.jsonl") if "_truth" not in p.parts)
+    later = files[len(files) // 2:]
+    for p in later:  # an earlier run sees the first half of the zone
+        (stash / p.relative_to(landing)).parent.mkdir(parents=True, exist_ok=True)
+        p.rename(stash / p.relative_to(landing))
+
+    def run() -> FusedWriter:
+        store = open_lazy_store(cfg)
+        writer = FusedWriter(None, store, cfg, list(range(SHARDS)))
+        Router(None, store, cfg, max_batch_files=4, handoff=writer, fused=True).run()
+        writer.drain()
+        return writer
+
+    run()
+    store = open_lazy_store(cfg)
+    ids_uri = cfg.table_uri(ID_INDEX)
+    earlier = {f.path for f in store.files(ids_uri)}
+    for p in later:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        (stash / p.relative_to(landing)).rename(p)
+    writer = run()  # this run's late events add ID files to the intervals the earlier run wrote
+    before = {f.path for f in writer.store.files(ids_uri)}
+    columns = ["shard", "interval", "key_hi", "key_lo"]
+
+    def ids() -> list[tuple[object, ...]]:
+        rows = store.read_table_arrow(ids_uri, columns)
+        return sorted(zip(*(rows.column(c).to_pylist() for c in columns), strict=True))
+
+    committed = ids()
+    read: list[str] = []
+    reader = writer.store.read_arrow_groups
+
+    def spy(table: str, groups: Any, *args: Any, **kwargs: Any) -> Any:
+        read.extend(f.path for files in groups.values() for f in files)
+        return reader(table, groups, *args, **kwargs)
+
+    monkeypatch.setattr(writer.store, "read_arrow_groups", spy)
+    merged = writer.compact_ids()
+
+    after = {f.path: f for f in store.files(ids_uri)}
+    doomed = before - set(after)
+    ours, theirs = doomed - earlier, doomed & earlier
+    assert merged == len(doomed) and ours and theirs  # the merge took files of both runs
+    assert sorted(read) == sorted(theirs if kept_bytes is None else doomed)
+    assert ids() == committed  # no ID lost, none doubled, none changed
+    for path in set(after) - before:  # each merged file holds its interval sorted by the key hash
+        rows = pq.read_table(f"{ids_uri}/{unquote(path)}", columns=["key_hi", "key_lo"])
+        pairs = list(zip(rows.column("key_hi").to_pylist(), rows.column("key_lo").to_pylist(), strict=True))
+        assert pairs == sorted(pairs)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import gzip
 import json
 from datetime import UTC, datetime, timedelta
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakeshard.landing.listing import LandingFile, content_checksum
+from lakeshard.routing import lifecycle
 from lakeshard.routing.lifecycle import Consumed, HeldBack, PlannedRange, next_range
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -106,3 +108,21 @@ def test_a_gzip_file_is_taken_whole_once_its_stream_ends_and_again_whole_when_it
     again, _ = _step(grown, T0 + timedelta(seconds=1), last, now=T0 + timedelta(seconds=1))
     assert isinstance(again, PlannedRange) and (again.file.start, again.file.end, again.rewritten) == (0, len(grown),
                                                                                                      True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b" ", b"\n", b"{", b"}", b'"k":1']), max_size=80), st.integers(0, 30),
+       st.integers(1, 40), st.booleans())
+def test_a_range_ends_after_its_last_newline_however_the_file_is_read_back(
+    pieces: list[bytes], start: int, first_step: int, settled: bool
+) -> None:
+    """The end of a range is found by reading back from the file's end in growing steps: wherever the last newline
+    is, and however short the first step, the end is the one a whole-file search gives."""
+    data = b"".join(pieces)
+    start = min(start, len(data))
+    cut = data.rfind(b"\n", start)
+    position = cut + 1 if cut >= 0 else start
+    tail = data[position:]
+    expected = len(data) if not tail.strip() or settled or lifecycle._is_whole_record(tail) else position
+    with patch.object(lifecycle, "_TAIL", first_step):
+        assert lifecycle._end_of(_read(data), start, len(data), settled) == expected

@@ -374,7 +374,7 @@ class ArrowStep(StepEngine):
         import pyarrow as pa
 
         from lakeshard.dedupe.keyhash import key_hashes
-        from lakeshard.lake import partition_order, write_partitioned
+        from lakeshard.lake import WrittenFile, partition_order, write_partitioned
 
         batch = (self.batch(step.files, step.routed_version, step.excluded) if step.rows is None
                  else self.assign(step.rows, step.routed_version, step.excluded))
@@ -427,9 +427,13 @@ class ArrowStep(StepEngine):
                 append_shard(self.store, self._spark, self.ids_uri, survivors, IDS_LAYOUT, txns[0],
                              metadata=self.ids_metadata(step))
                 return
+            def write_ids(target: str) -> list[WrittenFile]:
+                written = write_partitioned(survivors, target, ids_schema, ["shard", "interval"], HASH)
+                self.index.wrote(target, written)  # the end-of-run merge takes these from memory
+                return written
+
             self.store.append(self.ids_uri, None, app_transactions=txns, metadata=self.ids_metadata(step),
-                              write=lambda target: write_partitioned(survivors, target, ids_schema,
-                                                                     ["shard", "interval"], HASH))
+                              write=write_ids)
 
         conflict = self.commit(step, append_events, append_ids, keys.filter(new), StepRows(kept, survivors, meta))
         return self.report(step, rows_in=rows_in, n_unique=n_unique, n_new=n_new, kept=kept.num_rows, check=check,

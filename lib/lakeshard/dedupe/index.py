@@ -12,9 +12,11 @@ hour is the event's own UTC hour, computed by :func:`own_hour` in Spark and :fun
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 import numpy as np
 
@@ -23,12 +25,15 @@ from lakeshard.dedupe.commit import commits_per_shard
 from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
 from lakeshard.dedupe.report import IndexCheck
 from lakeshard.errors import CommitConflict
-from lakeshard.lake import AppTransaction, FileInfo, TableStore
+from lakeshard.lake import AppTransaction, FileInfo, TableStore, WrittenFile
 from lakeshard.tables import FUSED_APP_ID, HOUR_FORMAT, SPARK_HOUR_FORMAT, writer_app_id
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
+
+# The ID rows of its own files an index keeps for the merge (IdIndex.wrote): a 1M-event run writes about 20 MB.
+_OWN_BYTES = 64 << 20
 
 __all__ = ["IdIndex", "group_indices", "interval_of", "own_hour", "own_hour_arrow"]
 
@@ -56,6 +61,9 @@ class IdIndex:
         self._newest_hour: dict[int, str] = {}  # per shard, the newest interval committed to the index
         self._schema: pa.Schema | None = None  # event_ids' Arrow schema, read once
         self._listing: tuple[int, dict[Interval, list[FileInfo]]] | None = None  # (event_ids version, files)
+        # The rows of the ID files this index wrote, by their path in the table, oldest first (see wrote()).
+        self._own: OrderedDict[str, pa.Table] = OrderedDict()
+        self._own_bytes = 0
 
     def arrow_schema(self) -> pa.Schema:
         """Return the Arrow schema of ``event_ids`` (read once)."""
@@ -279,6 +287,55 @@ class IdIndex:
         ShardCommits(self.store, self._spark, lambda _: None).ids(
             self.ids_uri, rows, Layout(("shard", "interval"), tuple(HASH)), versions, metadata={"repair": True})
 
+    def wrote(self, directory: str, written: Sequence[WrittenFile]) -> None:
+        """Keep the rows of the ID files just written under ``directory``, a store's fresh write directory whose
+        files are committed as ``<directory's name>/<file>``: merging their interval later takes them from memory
+        instead of opening each file again (a run's own files are most of what its end-of-run merge reads).
+
+        Only what the writer kept (:attr:`WrittenFile.rows`) is kept, up to :data:`_OWN_BYTES`, oldest dropped
+        first. A file whose commit failed is never listed, so its rows are never used. Exact either way: a path
+        names one immutable file, and the rows are the ones that file was written from.
+        """
+        name = directory.rstrip("/").rsplit("/", 1)[-1]
+        for f in written:
+            if f.rows is None:
+                continue
+            path = f"{name}/{f.path}"
+            self._own[path] = f.rows
+            self._own_bytes += f.rows.nbytes
+        while self._own_bytes > _OWN_BYTES and self._own:
+            self._own_bytes -= self._own.popitem(last=False)[1].nbytes
+
+    def _forget(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            if (rows := self._own.pop(path, None)) is not None:
+                self._own_bytes -= rows.nbytes
+
+    def _merge_rows(self, merge: dict[Interval, list[FileInfo]]) -> dict[Interval, list[pa.Table]]:
+        """Return the rows of each interval's files, in the columns and types of ``event_ids``: the files this
+        index wrote from memory (:meth:`wrote`), the others read on the store's reader threads."""
+        import pyarrow as pa
+
+        schema = self.arrow_schema()
+        common = pa.schema([schema.field(n).with_nullable(True) for n in schema.names])
+        parts: dict[Interval, list[pa.Table]] = {key: [] for key in merge}
+        unread: dict[Interval, list[FileInfo]] = {}
+        for key, files in merge.items():
+            for f in files:
+                rows = self._own.get(unquote(f.path))
+                if rows is None:
+                    unread.setdefault(key, []).append(f)
+                    continue
+                n = rows.num_rows
+                values = {"shard": pa.array(np.full(n, key[0])), "interval": pa.array([key[1]] * n, pa.string())}
+                own = pa.table({name: values[name] if name in values else rows.column(name)
+                                for name in schema.names})
+                parts[key].append(own.cast(common))
+        if unread:
+            for key, group in self.store.read_arrow_groups(self.ids_uri, unread).items():
+                parts[key].append(group.select(schema.names).cast(common))
+        return parts
+
     def compact(self, intervals: Iterable[Interval] | None = None) -> int:
         """Merge the ID files of each sealed interval of these shards with more than one file (``intervals``:
         only these; :meth:`mergeable`) into one file sorted by the key hash; return how many files were merged
@@ -293,7 +350,8 @@ class IdIndex:
         import pyarrow as pa
 
         runs = []
-        for group in self.store.read_arrow_groups(self.ids_uri, merge).values():
+        for parts in self._merge_rows(merge).values():
+            group = pa.concat_tables(parts)
             # Each file is sorted by the hash: a stable sort of the high half merges the runs.
             order = hash_order(group.column("key_hi").to_numpy(), group.column("key_lo").to_numpy())
             runs.append(group if order is None else group.take(pa.array(order)))
@@ -316,6 +374,7 @@ class IdIndex:
                 self.store.replace_files(self.ids_uri, doomed, merged, data_change=False, metadata=metadata)
         except CommitConflict:
             return 0  # an expiry or another writer's merge removed some of these files first: merged next time
+        self._forget(unquote(path) for path in doomed)
         return len(doomed)
 
     def expire(self) -> int:
@@ -330,6 +389,7 @@ class IdIndex:
             self.store.replace_files(self.ids_uri, [f.path for f in doomed], None, data_change=True,
                                      metadata={"expired_before": {str(s): self.cutoff_hour(s) for s in self.shards}})
             self.cache.drop_shards(self.shards)
+            self._forget(unquote(f.path) for f in doomed)
         return len(doomed)
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from lakeshard.utc import aware
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
 __all__ = [
@@ -81,6 +82,9 @@ class WrittenFile:
     size_bytes: int
     partition_values: Mapping[str, str | None]
     footer: pq.FileMetaData  # the footer as written: row count and each column chunk's statistics
+    # The rows the file holds (its columns, without the partition columns) when the writer keeps them: a zero-copy
+    # slice of what it was given, for a caller that would otherwise read the file back (the ID merge).
+    rows: pa.Table | None = field(default=None, compare=False, repr=False)
 
 
 WriteFiles = Callable[[str], Sequence[WrittenFile] | None]

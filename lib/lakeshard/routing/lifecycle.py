@@ -54,6 +54,7 @@ ANCHOR_BYTES = 1024
 """How many bytes before a consumed end are hashed to recognise an append (versus a rewrite)."""
 
 _CHUNK = 8 << 20  # bytes read at a time: a big file is hashed without holding it whole
+_TAIL = 64 << 10  # the first read back from a file's end for its last line; longer lines take more reads
 _BOM = b"\xef\xbb\xbf"
 
 Read = Callable[[int, int], bytes]
@@ -185,8 +186,9 @@ def _end_of(read: Read, start: int, size: int, settled: bool) -> int:
     unterminated last line is a whole record, blank, or final because the file is quiet."""
     tail = b""
     position = size
+    step = _TAIL  # the last line is short next to the file: read back from the end in growing steps
     while position > start:
-        step = min(_CHUNK, position - start)
+        step = min(step, position - start)
         chunk = read(position - step, step)
         cut = chunk.rfind(b"\n")
         if cut >= 0:
@@ -195,6 +197,7 @@ def _end_of(read: Read, start: int, size: int, settled: bool) -> int:
             break
         tail = chunk + tail
         position -= step
+        step = min(2 * step, _CHUNK)
     if not tail.strip() or settled or _is_whole_record(tail):
         return size
     return position

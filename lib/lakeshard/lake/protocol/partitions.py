@@ -67,7 +67,7 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     """Return the files written: ``rows`` under ``directory`` as one Parquet file per distinct partition value,
     each sorted by ``sort_by`` (ascending, nulls first: Spark's order; the sort is stable, so rows equal on every
     key keep their order); no rows, no file. Each file comes with its footer as the writer closed it, so a store
-    commits it without opening it again.
+    commits it without opening it again, and with the rows it holds (zero-copy slices).
 
     ``schema`` is the table's Arrow schema: files hold its columns minus ``partition_by``, in its order and
     types. Every file sits directly in ``directory``, its partition values in its footer
@@ -109,7 +109,7 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
         with fs.open_output_stream(f"{base}/{name}", buffer_size=_WRITE_BUFFER) as out:
             pq.write_table(piece, out, metadata_collector=written)
             size = out.tell()
-        return WrittenFile(name, size, values, written[0])
+        return WrittenFile(name, size, values, written[0], piece)
 
     ranges = list(zip(starts.tolist(), [*starts[1:].tolist(), n], strict=True))
     if min(driver_threads(), len(ranges) // _FILES_PER_THREAD) < 2:
