@@ -217,9 +217,9 @@ class BlockParser:
 
     def _accept(self, table: pa.Table, is_string: bool) -> tuple[npt.NDArray[np.bool_], dict[str, pa.Array]]:
         """Return which rows of ``table`` are valid events, and the event columns of all its rows."""
-        tenant_id = table.column("tenant_id").combine_chunks()
-        event_id = table.column("event_id").combine_chunks()
-        ts = table.column("ts").combine_chunks()
+        tenant_id = _one(table.column("tenant_id"))
+        event_id = _one(table.column("event_id"))
+        ts = _one(table.column("ts"))
         ok = _valid(tenant_id) & _valid(event_id) & _valid(ts)
         tenant_len = _ints(pc.utf8_length(tenant_id))
         event_len = _ints(pc.utf8_length(event_id))
@@ -240,15 +240,21 @@ class BlockParser:
             "ts": pa.array(np.where(ok, ts_us, 0)).cast(_TIMESTAMP),
         }
         for name in OPTIONAL_STRING_FIELDS:
-            columns[name] = table.column(name).combine_chunks()
+            columns[name] = _one(table.column(name))
         columns["attributes"] = attributes
         return ok, columns
+
+
+def _one(values: pa.ChunkedArray) -> pa.Array:
+    """Return a column as one array: its only chunk as it is (``combine_chunks`` copies a single chunk too, and
+    the message column of a part is most of its bytes)."""
+    return values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
 
 
 def _true(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
     """Return a boolean column as numpy, null counted as false (read from its bitmaps, no conversion)."""
     if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
+        values = _one(values)
     truth = _bits(values.buffers()[1], values.offset, len(values))
     return truth & _valid(values) if values.null_count else truth
 
@@ -294,7 +300,7 @@ def _not_null(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
         values.validate(full=True)
     except pa.ArrowInvalid:
         return np.ones(len(values), dtype=bool)
-    return _valid(values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values)
+    return _valid(_one(values) if isinstance(values, pa.ChunkedArray) else values)
 
 
 def _ints(values: pa.Array | pa.ChunkedArray) -> IntArray:
@@ -403,7 +409,7 @@ def _attributes(table: pa.Table) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
     only members this parser can encode exactly."""
     n = table.num_rows
     ok = np.ones(n, dtype=bool)
-    explicit = table.column("attributes").combine_chunks()
+    explicit = _one(table.column("attributes"))
     present = _valid(explicit)
     values: dict[str, pa.Array] = {}
     for i, field in enumerate(explicit.type):
@@ -420,7 +426,7 @@ def _attributes(table: pa.Table) -> tuple[pa.Array, npt.NDArray[np.bool_]]:
         if not any(check(chunked.type) for check in _FOLDABLE):
             ok &= ~_not_null(chunked)
             continue
-        column = chunked.combine_chunks()
+        column = _one(chunked)
         text = column if pa.types.is_string(column.type) else pc.cast(column, _STRING)
         values[name] = pc.coalesce(values[name], text) if name in values else text
     if not values:
