@@ -144,3 +144,25 @@ def test_rows_said_to_be_presorted_are_written_as_sorted_rows_are(data: list[tup
     assert len(got) == len(expected) and by_partition(got) == by_partition(expected)  # one file a partition
     if not shuffle:
         assert got == expected
+
+
+def test_columns_said_to_be_distinct_are_written_without_a_dictionary_and_read_back_the_same(tmp_path: Path) -> None:
+    """``plain`` columns (a map's leaves included) carry no dictionary page; every other column keeps one, and the
+    rows read back are the rows written."""
+    schema = pa.schema([("tenant_id", pa.string()), ("event_id", pa.string()), ("service", pa.string()),
+                        ("attributes", pa.map_(pa.string(), pa.string())), ("tags", pa.list_(pa.string())),
+                        ("where", pa.struct([("city", pa.string())]))])
+    n = 300
+    table = pa.table({"tenant_id": ["t"] * n, "event_id": [f"e{i}" for i in range(n)],
+                      "service": [f"s{i % 3}" for i in range(n)],
+                      "attributes": pa.array([[("k", f"v{i % 2}")] for i in range(n)], schema.field("attributes").type),
+                      "tags": [["a", "b"]] * n, "where": [{"city": "Zürich"}] * n}, schema=schema)
+    for plain in (("event_id",), ("event_id", "attributes", "tags", "where")):
+        written = files.write_partitioned(table, str(tmp_path / "-".join(plain)), schema, ["tenant_id"], plain=plain)
+        (only,) = written
+        path = tmp_path / "-".join(plain) / only.path
+        chunks = pq.ParquetFile(path).metadata.row_group(0)
+        encoded = {chunks.column(i).path_in_schema.split(".")[0]: chunks.column(i).has_dictionary_page
+                   for i in range(chunks.num_columns)}
+        assert encoded == {c: c not in plain for c in schema.names if c != "tenant_id"}
+        assert pq.read_table(path).to_pylist() == table.drop_columns(["tenant_id"]).to_pylist()

@@ -31,6 +31,7 @@ from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.runtime import arrow_dataframe
 from lakeshard.tables import (
     EVENTS,
+    EVENTS_DISTINCT_COLUMNS,
     EVENTS_PARTITIONING,
     EVENTS_SORT_COLUMNS,
     FUSED_APP_ID,
@@ -418,7 +419,8 @@ class ArrowStep(StepEngine):
                 # One file per (tenant, hour), sorted by the sort schema: the layout the Spark path writes.
                 # Rows failing alone are named (RecordLevelFailure); any other failure is a fault.
                 write=lambda target: write_or_blame(kept, target, lambda rows, to: write_partitioned(
-                    rows, to, events_schema, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS, presorted=True))).skipped
+                    rows, to, events_schema, EVENTS_PARTITIONING, EVENTS_SORT_COLUMNS, presorted=True,
+                    plain=EVENTS_DISTINCT_COLUMNS))).skipped
 
         def append_ids() -> None:
             # Every new key's ID, rejected rows' too (as on Spark): a re-sent copy of a row an expectation
@@ -428,7 +430,7 @@ class ArrowStep(StepEngine):
                              metadata=self.ids_metadata(step))
                 return
             def write_ids(target: str) -> list[WrittenFile]:
-                written = write_partitioned(survivors, target, ids_schema, ["shard", "interval"], HASH)
+                written = write_partitioned(survivors, target, ids_schema, ["shard", "interval"], HASH, plain=HASH)
                 self.index.wrote(target, written)  # the end-of-run merge takes these from memory
                 return written
 

@@ -365,7 +365,8 @@ class IdIndex:
                 self.store.replace_files(
                     self.ids_uri, doomed, None, data_change=False, metadata=metadata,
                     # The partition sort is stable: each interval keeps its hash order.
-                    write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"]))
+                    write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
+                                                           plain=HASH))
             else:  # the merged rows go to Spark (a Spark Connect session: no files written by this process)
                 from lakeshard.runtime import arrow_dataframe
 

@@ -58,6 +58,7 @@ __all__ = [
     "COMPACTOR_APP_ID",
     "COMPLETIONIST_APP_ID",
     "EVENTS",
+    "EVENTS_DISTINCT_COLUMNS",
     "EVENTS_PARTITIONING",
     "EVENTS_SCHEMA",
     "EVENTS_SORT_COLUMNS",
@@ -153,6 +154,8 @@ FRAGMENTS_PARTITIONING = ("data_table", "hour")
 # The order rows of an ``events`` file are written in (Husky's typical log schema), within a (tenant, hour);
 # lakeshard.compaction.sort_schema builds its EVENTS_SORT_SCHEMA (and the pruning regexes) from it.
 EVENTS_SORT_COLUMNS = ("service", "status", "env", "ts")
+# The columns of ``events`` whose values are nearly all distinct within a file: written without a dictionary.
+EVENTS_DISTINCT_COLUMNS = ("event_id", "ts")
 
 # --- App transaction ids: whose progress a Delta ``txn`` action carries -----------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import wait
 from urllib.parse import quote
 
@@ -63,7 +63,8 @@ def partition_footer(values: Mapping[str, str]) -> dict[bytes, bytes]:
 
 
 def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partition_by: Sequence[str],
-                      sort_by: Sequence[str] = (), *, presorted: bool = False) -> list[WrittenFile]:
+                      sort_by: Sequence[str] = (), *, presorted: bool = False, plain: Collection[str] = ()
+                      ) -> list[WrittenFile]:
     """Return the files written: ``rows`` under ``directory`` as one Parquet file per distinct partition value,
     each sorted by ``sort_by`` (ascending, nulls first: Spark's order; the sort is stable, so rows equal on every
     key keep their order); no rows, no file. Each file comes with its footer as the writer closed it, so a store
@@ -78,6 +79,10 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     ``presorted``: the caller gathered ``rows`` in :func:`partition_order`'s order already (a writer step does, for
     the whole events it gathers anyway), so they are neither sorted again nor gathered a second time; only their
     grouping by partition is checked (each partition value in one run of rows), and rows that fail it are sorted.
+
+    ``plain``: columns written without dictionary encoding, for values that are nearly all distinct within a file
+    (ids, hashes, timestamps): a dictionary there costs a hash of every value and makes the file no smaller.
+    Every other column is dictionary-encoded, as by default.
     """
     if not rows.num_rows:
         return []
@@ -94,6 +99,8 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
             rows = rows.select([*partition_by, *file_schema.names]).take(order)
         starts, firsts = _runs(rows, partition_by)
     body = rows.select(file_schema.names).cast(file_schema)
+    dictionary: bool | list[str] = [path for f in file_schema if f.name not in plain for path in _leaf_paths(f)] \
+        if plain else True
     n = body.num_rows
     fs, base = filesystem(directory)
     fs.create_dir(base, recursive=True)
@@ -107,7 +114,7 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
         name = f"part-{i:05d}-{tag}.parquet"
         written: list[pq.FileMetaData] = []
         with fs.open_output_stream(f"{base}/{name}", buffer_size=_WRITE_BUFFER) as out:
-            pq.write_table(piece, out, metadata_collector=written)
+            pq.write_table(piece, out, metadata_collector=written, use_dictionary=dictionary)
             size = out.tell()
         return WrittenFile(name, size, values, written[0], piece)
 
@@ -119,6 +126,19 @@ def write_partitioned(rows: pa.Table, directory: str, schema: pa.Schema, partiti
     writing = [worker_pool().submit(write, i, start, end) for i, (start, end) in enumerate(ranges)]
     wait(writing)
     return [w.result() for w in writing]
+
+
+def _leaf_paths(field: pa.Field) -> list[str]:
+    """Return the Parquet column paths of an Arrow field's leaves, as the writer names them (``a.key_value.key``
+    for a map's keys, ``a.list.element`` for a list's items, ``a.b`` for a struct's member)."""
+    t = field.type
+    if pa.types.is_map(t):
+        return [f"{field.name}.key_value.{p}" for f in (t.key_field, t.item_field) for p in _leaf_paths(f)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [f"{field.name}.list.{p}" for p in _leaf_paths(t.value_field.with_name("element"))]
+    if pa.types.is_struct(t):
+        return [f"{field.name}.{p}" for i in range(t.num_fields) for p in _leaf_paths(t.field(i))]
+    return [field.name]
 
 
 def _runs(rows: pa.Table, partition_by: Sequence[str]) -> tuple[np.ndarray, list[list[object]]]:
