@@ -52,15 +52,8 @@ TEST_JVM_DEFAULTS = {
 
 def pytest_configure(config: pytest.Config) -> None:
     """Point the Spark launcher at the tests' JVM defaults (:data:`TEST_JVM_DEFAULTS`)."""
-    from lakeshard.runtime import delta_jars
-
-    # Delta's jars in every JVM too: a test that starts Spark through lakeshard with a config of its own (no jars)
-    # before the shared session starts would otherwise leave that session, which reuses the JVM, with Delta's SQL
-    # catalog set and its classes missing (every later query fails: a subset of the suite run on its own did).
-    jars = os.environ.get("LAKESHARD_SPARK_JARS") or delta_jars()
-    defaults = {**TEST_JVM_DEFAULTS, **({"spark.jars": jars} if jars else {})}
     folder = Path(tempfile.mkdtemp(prefix="lakeshard-spark-conf-"))
-    (folder / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in defaults.items()))
+    (folder / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in TEST_JVM_DEFAULTS.items()))
     os.environ["SPARK_CONF_DIR"] = str(folder)
 
 
