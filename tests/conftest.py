@@ -96,6 +96,13 @@ def spark(test_config: LakeshardConfig) -> Iterator[SparkSession]:
     session.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_session_first(spark: SparkSession) -> None:
+    """Start the shared session before any test runs. A command a test runs in this process (the CLI with the
+    Spark dedupe engine) otherwise may launch the process's one JVM first, without Delta's jars, and the shared
+    session could not have them (lakeshard refuses: ``runtime.session._local_session``)."""
+
+
 @pytest.fixture(scope="session")
 def store(spark: SparkSession, test_config: LakeshardConfig) -> TableStore:
     """Return the embedded TableStore over the shared session."""

@@ -4,6 +4,8 @@ and its session settings (UTC first) on sessions it did not start (Databricks, d
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,42 @@ def test_a_session_refusing_the_utc_time_zone_is_an_environment_problem() -> Non
 
     with pytest.raises(EnvironmentProblem, match=r"spark\.sql\.session\.timeZone = 'UTC'"):
         apply_session_settings(_Session(refused={"spark.sql.session.timeZone"}), load_config(env={}))  # type: ignore[arg-type]
+
+
+# Run in a process of its own: the test process's JVM is the shared session's.
+_JARS_AFTER_START = """
+import sys
+from lakeshard.config import load_config
+from lakeshard.errors import EnvironmentProblem
+from lakeshard.runtime import get_spark
+
+def cfg(jars):
+    return load_config(overrides={"spark": {"master": "local[1]", "shuffle_partitions": 1, "adapter": "embedded",
+                                            "jars": jars}}, env={})
+
+first = get_spark(cfg(""))
+try:
+    get_spark(cfg(sys.argv[1]))
+except EnvironmentProblem as exc:
+    print("refused:", exc)
+first.sql("SHOW TABLES").collect()  # the session still works: nobody set a catalog it cannot load
+first.stop()
+try:  # nor does a new session on the same JVM get them
+    get_spark(cfg(sys.argv[1]))
+except EnvironmentProblem as exc:
+    print("refused after stop:", exc)
+get_spark(cfg("")).sql("SHOW TABLES").collect()
+print("usable")
+"""
+
+
+def test_deltas_jars_asked_of_a_jvm_already_started_without_them_are_refused_and_the_session_still_works(
+        tmp_path: Path) -> None:
+    jar = _folder(tmp_path, "delta-spark_4.2_2.13-4.4.0.jar") / "delta-spark_4.2_2.13-4.4.0.jar"
+    run = subprocess.run([sys.executable, "-c", _JARS_AFTER_START, str(jar)], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [refused] = [line for line in run.stdout.splitlines() if line.startswith("refused:")]
+    assert "already runs Spark's JVM" in refused and "without Delta's jars" in refused and "new process" in refused
+    assert any(line.startswith("refused after stop:") for line in run.stdout.splitlines())
+    assert run.stdout.splitlines()[-1] == "usable"

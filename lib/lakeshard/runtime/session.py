@@ -282,11 +282,39 @@ def _options(conf: Mapping[str, str]) -> dict[str, bool | float | int | str | No
     return dict(conf)
 
 
+def _jvm_without_delta() -> bool:
+    """Return whether this process already launched Spark's JVM and that JVM cannot load Delta's catalog.
+
+    pyspark launches one JVM per process and keeps it across ``spark.stop()``; jars join its class path only at
+    launch. The class is looked up the way Spark loads a catalog plugin (the context class loader).
+    """
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm
+    return jvm is not None and not jvm.org.apache.spark.util.Utils.classIsLoadable(
+        DELTA_SQL_CONF["spark.sql.catalog.spark_catalog"])
+
+
 def _local_session(cfg: LakeshardConfig) -> SparkSession:
+    """Return the local session under ``cfg``: the one running in this process, else one started on its JVM.
+
+    Raises:
+        EnvironmentProblem: ``cfg`` asks for Delta's jars and this process launched Spark's JVM without them.
+            Setting Delta's catalog on that JVM's session would break every later query of the session ("Cannot
+            find catalog plugin class").
+    """
     find_java()
     from pyspark.sql import SparkSession
 
-    return SparkSession.builder.master(cfg.spark.master).config(map=_options(local_spark_conf(cfg))).getOrCreate()
+    conf = local_spark_conf(cfg)
+    if "spark.sql.extensions" in conf and _jvm_without_delta():
+        raise EnvironmentProblem(
+            "this process already runs Spark's JVM, started without Delta's jars; jars join a JVM only when it "
+            "starts, and pyspark keeps one JVM per process (spark.stop() does not end it): run lakeshard with "
+            f"Delta's jars in a new process, or start this process's first session with them "
+            f"(spark.jars = {conf['spark.jars']!r})"
+        )
+    return SparkSession.builder.master(cfg.spark.master).config(map=_options(conf)).getOrCreate()
 
 
 def _connect_session(cfg: LakeshardConfig) -> SparkSession:
