@@ -14,9 +14,11 @@ A line is accepted here only when each of these holds, all checked on whole colu
   integer or a string, ``attributes`` as an object whose members are inferred, other members inferred), and
   it made exactly one row of it. Arrow refuses duplicate keys, NaN/Infinity, integers beyond 64 bits for
   ``ts``, a lone surrogate escape, control characters in strings, trailing commas, a value of another JSON
-  type where the schema names one, and trailing garbage after the object — Arrow is handed parts of at most
-  :data:`_PART_BYTES`, and a part that fails is cut at the row Arrow names (or halved) until the failing lines
-  are found, so a refused line costs at most one part read again;
+  type where the schema names one, and trailing garbage after the object. Arrow is handed parts of at most
+  :data:`_PART_BYTES` and stops at the first line it refuses, naming its row: that line goes to the exact rules
+  and the reader goes on past it in windows about as long as the gap before it, so a refused line costs about one
+  read. Where refusals come every few dozen lines, the rest of the part goes to the exact rules, which then cost
+  less than Arrow's reads (:data:`_DENSE`);
 * ``tenant_id``, ``event_id`` and ``ts`` are present, the ids non-empty and within their length limits, ``ts``
   an RFC 3339 string (the same grammar as :func:`lakeshard.landing.parse.parse_rfc3339_us`) or integer
   milliseconds, inside ``[earliest_ts, now + max_future_seconds]``;
@@ -69,6 +71,12 @@ _SUSPECT = (
 # costs some forty numpy and Arrow calls whose Python side holds the GIL the writer's threads wait for: 4 MiB parts
 # parsed the 1M zone in 0.9x the CPU of 1 MiB ones (lines of the wrong JSON types are screened out before).
 _PART_BYTES = 1 << 22
+# Lines read at least at once past a refused line, while looking for the part's next refusal.
+_MIN_WINDOW = 32
+# After this many refusals in a part, at less than this many lines apart on average, the rest of the part goes to the
+# exact rules: a refusal costs about 0.3 ms (a read of the window, the lines before it read again), some fifty lines'
+# worth of the exact rules.
+_DENSE = (8, 64)
 _MAX_RUNS = 16  # runs of accepted rows kept as slices of a part; more are gathered with one take
 _DAYS_IN_MONTH = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
 
@@ -96,12 +104,14 @@ class ParsedBlock:
 
     ``columns`` holds ``tenant_id`` … ``attributes``, ``size_bytes`` and ``line_number`` of the accepted lines
     (Arrow arrays of the reader's types); ``exact`` the block-relative indexes of every other line;
-    ``arrow_bytes`` how many bytes were handed to Arrow's JSON reader (a refused part read again counts again).
+    ``arrow_bytes`` how many bytes were handed to Arrow's JSON reader (a refused part read again counts again),
+    ``arrow_reads`` in how many calls.
     """
 
     columns: dict[str, pa.Array]
     exact: IntArray
     arrow_bytes: int = 0
+    arrow_reads: int = 0
 
 
 class BlockParser:
@@ -149,7 +159,7 @@ class BlockParser:
         ts_string = _true(pc.match_substring_regex(lines, _TS_STRING))
         accepted: list[dict[str, pa.Array]] = []
         exact: list[IntArray] = [np.flatnonzero(~candidate)]
-        handed = [0]
+        handed = [0, 0]  # bytes, reads
         for is_string in (False, True):
             group = np.flatnonzero(candidate & (ts_string == is_string))
             for table, part in self._arrow_parts(lines, lengths, group, is_string, exact, handed):
@@ -160,9 +170,9 @@ class BlockParser:
                 accepted.extend(_runs(columns, ok))
         exact_rows = np.sort(np.concatenate(exact))
         if not accepted:
-            return ParsedBlock({}, exact_rows, handed[0])
+            return ParsedBlock({}, exact_rows, *handed)
         chunked = {name: pa.chunked_array([a[name] for a in accepted]) for name in accepted[0]}
-        return ParsedBlock(chunked, exact_rows, handed[0])
+        return ParsedBlock(chunked, exact_rows, *handed)
 
     def _arrow_parts(
         self, lines: pa.LargeBinaryArray, lengths: IntArray, group: IntArray, is_string: bool,
@@ -170,11 +180,14 @@ class BlockParser:
     ) -> list[tuple[pa.Table, IntArray]]:
         """Return Arrow tables of ``group``'s lines, one row per line; lines Arrow refuses are added to ``exact``.
 
-        Parts hold at most :data:`_PART_BYTES`, so a refused line costs at most one part read again. A part that
-        fails is cut at the row Arrow names: that line goes to the exact rules, the lines before it (which Arrow
-        read) are read again, the lines after it are halved; a part Arrow names no row of is halved. A part that
-        parses into another number of rows than it has lines (a line holding two objects) is halved too, down to
-        single lines. ``handed`` counts the bytes given to Arrow.
+        Parts hold at most :data:`_PART_BYTES`. Arrow stops at the first line it refuses and names its row: that
+        line goes to the exact rules and the reader goes on from the line after it, in a window twice as long as
+        the gap before it (at least :data:`_MIN_WINDOW` lines, doubled after each window read whole). So a refused
+        line costs about one read of a window past it, not a read of its part's rest. The lines read in windows are
+        read once more, all together as one part, so the column checks run once per part. After :data:`_DENSE`
+        refusals close together, the rest of the part goes to the exact rules. A window Arrow names no row of is
+        halved into new parts; so is one that parses into another number of rows than it has lines (a line holding
+        two objects), down to single lines. ``handed`` counts the bytes given to Arrow and the reads.
         """
         schema = self._schemas[_STRING if is_string else pa.int64()]
         done: list[tuple[pa.Table, IntArray]] = []
@@ -183,37 +196,33 @@ class BlockParser:
             part = todo.pop()
             chosen = lines.take(pa.array(part)) if part[-1] - part[0] + 1 != len(part) else (
                 lines.slice(int(part[0]), len(part)))  # consecutive lines: no copy
-            data = chosen.buffers()[2]
-            offsets = np.frombuffer(chosen.buffers()[1], dtype=np.int64, count=len(part) + 1,
-                                    offset=chosen.offset * 8)
-            size = int(offsets[-1] - offsets[0])
-            body = data.slice(int(offsets[0]), size) if data is not None else pa.py_buffer(b"")
-            handed[0] += size
-            try:
-                table = pj.read_json(
-                    pa.BufferReader(body),
-                    read_options=pj.ReadOptions(use_threads=False, block_size=max(size + 1, 1 << 16)),
-                    parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
-                )
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                if len(part) == 1:
-                    exact.append(part)
-                    continue
-                found = _ROW.search(str(exc))
-                row = int(found.group(1)) if found else -1
-                if 0 <= row < len(part):
-                    exact.append(part[row : row + 1])
-                    after = part[row + 1 :]
-                    todo.extend(p for p in (part[:row], after[: len(after) // 2], after[len(after) // 2 :]) if len(p))
-                else:
-                    todo.extend((part[: len(part) // 2], part[len(part) // 2 :]))
-                continue
-            if table.num_rows == len(part) and _sound(table):
-                done.append((table, part))
-            elif len(part) == 1:
-                exact.append(part)
-            else:
-                todo.extend((part[: len(part) // 2], part[len(part) // 2 :]))
+            again: list[IntArray] = []  # lines read before a refusal: read once more, together, at the end
+            at, window, refused = 0, len(part), 0
+            while at < len(part):
+                if refused >= _DENSE[0] and at < _DENSE[1] * refused:
+                    exact.append(part[at:])  # a refusal every few lines: the exact rules cost less than Arrow here
+                    break
+                n = min(window, len(part) - at)
+                read = _read_json(chosen.slice(at, n), schema, handed)
+                if isinstance(read, pa.Table) and read.num_rows == n and _sound(read):
+                    if n == len(part):
+                        done.append((read, part))
+                    else:  # read again with the rest: one table per part keeps the column work per part
+                        again.append(part[at : at + n])
+                    at, window = at + n, 2 * window
+                elif isinstance(read, int) and 0 <= read < n:
+                    exact.append(part[at + read : at + read + 1])
+                    again.append(part[at : at + read])
+                    at, window, refused = at + read + 1, max(2 * read, _MIN_WINDOW), refused + 1
+                elif n == 1:
+                    exact.append(part[at : at + 1])
+                    at += 1
+                else:  # no row named, or another number of rows than lines (a line holding two objects)
+                    todo.extend(_halves(part[at : at + n]))
+                    at += n
+            rest = np.concatenate(again) if again else part[:0]
+            if len(rest):
+                todo.append(rest)
         return done
 
     def _accept(self, table: pa.Table, is_string: bool) -> tuple[npt.NDArray[np.bool_], dict[str, pa.Array]]:
@@ -244,6 +253,29 @@ class BlockParser:
             columns[name] = _one(table.column(name))
         columns["attributes"] = attributes
         return ok, columns
+
+
+def _read_json(chosen: pa.LargeBinaryArray, schema: pa.Schema, handed: list[int]) -> pa.Table | int:
+    """Return Arrow's table of the lines ``chosen``, or the row it refused (-1: it named none)."""
+    data = chosen.buffers()[2]
+    offsets = np.frombuffer(chosen.buffers()[1], dtype=np.int64, count=len(chosen) + 1, offset=chosen.offset * 8)
+    size = int(offsets[-1] - offsets[0])
+    body = data.slice(int(offsets[0]), size) if data is not None else pa.py_buffer(b"")
+    handed[0] += size
+    handed[1] += 1
+    try:
+        return pj.read_json(
+            pa.BufferReader(body),
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(size + 1, 1 << 16)),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        found = _ROW.search(str(exc))
+        return int(found.group(1)) if found else -1
+
+
+def _halves(part: IntArray) -> tuple[IntArray, IntArray]:
+    return part[: len(part) // 2], part[len(part) // 2 :]
 
 
 def _one(values: pa.ChunkedArray) -> pa.Array:
