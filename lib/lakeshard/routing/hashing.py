@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import mmh3
 import numpy as np
+import pandas as pd  # at module level: pandas_udf/arrow_udf resolve the type hints below in this module's globals
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -120,12 +121,10 @@ def event_hash_column(event_id: Column, version: int) -> Column:
 
 
 def _pandas_event_hash(event_id: Column) -> Column:
-    import pandas as pd  # here, not at the top: only this fallback needs it, and it costs ~0.2 s to import
     from pyspark.sql.pandas.functions import pandas_udf
 
+    @pandas_udf("bigint")  # type: ignore[call-overload, untyped-decorator]
     def _event_hash(ids: pd.Series) -> pd.Series:
         return pd.Series([None if i is None else event_hash(i, HASH_MMH3) for i in ids], dtype="Int64")
 
-    # pandas_udf reads the type hints; postponed (string) annotations would be looked up in this module's globals
-    _event_hash.__annotations__ = {"ids": pd.Series, "return": pd.Series}
-    return pandas_udf("bigint")(_event_hash)(event_id)  # type: ignore[call-overload, no-any-return]
+    return _event_hash(event_id)  # type: ignore[no-any-return]
