@@ -429,6 +429,7 @@ class ArrowStep(StepEngine):
                 append_shard(self.store, self._spark, self.ids_uri, survivors, IDS_LAYOUT, txns[0],
                              metadata=self.ids_metadata(step))
                 return
+
             def write_ids(target: str) -> list[WrittenFile]:
                 written = write_partitioned(survivors, target, ids_schema, ["shard", "interval"], HASH, plain=HASH)
                 self.index.wrote(target, written)  # the end-of-run merge takes these from memory
