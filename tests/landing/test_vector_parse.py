@@ -25,7 +25,7 @@ from lakeshard.config import LandingConfig
 from lakeshard.landing import list_landing_files, parse_landing_arrow, reasons, vector
 from lakeshard.landing.parse import RecordParser
 from lakeshard.landing.vector import _PART_BYTES, BlockParser, split_lines
-from lakeshard.synth.malformed import BAD_WEIGHTS, base_record, malformed_line
+from lakeshard.synth.malformed import BAD_WEIGHTS, arrow_refused_line, base_record, malformed_line
 
 NOW_MS = int(time.time() * 1000)
 BOM = b"\xef\xbb\xbf"
@@ -257,21 +257,6 @@ def test_a_zone_with_one_percent_bad_lines_goes_through_arrow_about_once() -> No
     assert handed <= 1.3 * len(text), f"Arrow was handed {handed / len(text):.2f}x the zone's bytes"
 
 
-def _refused_by_arrow_only(rng: np.random.Generator, tenant: str, ts_ms: int) -> str:
-    """Return a line the type screen lets through and Arrow's reader refuses (the exact rules decide it)."""
-    rec = json.dumps(base_record(rng, tenant, ts_ms))
-    kind = int(rng.integers(0, 5))
-    if kind == 0:
-        return rec[:-1] + ",}"  # trailing comma
-    if kind == 1:
-        return rec[:-1] + f', "tenant_id": "{tenant}"}}'  # duplicate key
-    if kind == 2:
-        return rec[:-1] + ', "score": NaN}'
-    if kind == 3:
-        return rec[:-1] + ', "big": 123456789012345678901234567890}'
-    return rec[:-1] + ', "note": "a\x01b"}'  # a raw control character in a string
-
-
 @pytest.mark.parametrize("bad", [0.001, 0.01, 0.05, 0.3])
 def test_lines_only_arrow_refuses_cost_about_one_read_each_whatever_their_share(bad: float) -> None:
     """Lines the type screen cannot catch (trailing commas, duplicate keys, NaN, ...) are found by Arrow one at a
@@ -284,7 +269,7 @@ def test_lines_only_arrow_refuses_cost_about_one_read_each_whatever_their_share(
         ts_ms = NOW_MS - int(rng.integers(0, 86_400_000))
         if rng.random() < bad:
             made_bad += 1
-            out.append(_refused_by_arrow_only(rng, f"t{i % 5}", ts_ms).encode())
+            out.append(arrow_refused_line(rng, f"t{i % 5}", ts_ms).encode())
         else:
             out.append(json.dumps(base_record(rng, f"t{i % 5}", ts_ms)).encode())
     text = b"\n".join(out) + b"\n"

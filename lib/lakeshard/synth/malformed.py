@@ -20,7 +20,7 @@ from lakeshard.landing import reasons
 from lakeshard.synth.timestamps import format_rfc3339
 from lakeshard.synth.vocabulary import ENVS, SERVICES, STATUSES
 
-__all__ = ["BAD_WEIGHTS", "base_record", "malformed_line"]
+__all__ = ["BAD_WEIGHTS", "arrow_refused_line", "base_record", "malformed_line"]
 
 # Share of each category among malformed records; oversize records are large, so they stay rare.
 BAD_WEIGHTS: dict[str, float] = {
@@ -182,3 +182,14 @@ def malformed_line(rng: np.random.Generator, category: str, tenant_id: str, ts_m
         KeyError: ``category`` is not one of :data:`lakeshard.landing.reasons.CATEGORIES`.
     """
     return _BUILDERS[category](rng, base_record(rng, tenant_id, ts_ms), max_record_bytes)
+
+
+def arrow_refused_line(rng: np.random.Generator, tenant_id: str, ts_ms: int) -> str:
+    """Return a line of a valid record with one thing a strict JSON reader (Arrow's) refuses and no type screen
+    catches: a trailing comma, a duplicate key, ``NaN``, an integer beyond 64 bits or a raw control character in
+    a string. Not one quarantine category: the exact rules decide it (a duplicate key, ``NaN`` or a big integer
+    in an unknown field leave a valid event; a trailing comma or a raw control character is ``invalid_json``)."""
+    line = _dumps(base_record(rng, tenant_id, ts_ms))[:-1]
+    ending: str = _pick(rng, (",}", f', "tenant_id": {json.dumps(tenant_id)}}}', ', "score": NaN}',
+                              ', "big": 123456789012345678901234567890}', ', "note": "a\x01b"}'))
+    return line + ending
