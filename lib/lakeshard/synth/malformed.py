@@ -187,8 +187,8 @@ def malformed_line(rng: np.random.Generator, category: str, tenant_id: str, ts_m
 def arrow_refused_line(rng: np.random.Generator, tenant_id: str, ts_ms: int) -> str:
     """Return a line of a valid record with one thing a strict JSON reader (Arrow's) refuses and no type screen
     catches: a trailing comma, a duplicate key, ``NaN``, an integer beyond 64 bits or a raw control character in
-    a string. Not one quarantine category: the exact rules decide it (a duplicate key, ``NaN`` or a big integer
-    in an unknown field leave a valid event; a trailing comma or a raw control character is ``invalid_json``)."""
+    a string. Not one quarantine category: the exact rules decide it (a duplicate key or a big integer in an
+    unknown field leaves a valid event; a trailing comma, ``NaN`` or a raw control character is ``invalid_json``)."""
     line = _dumps(base_record(rng, tenant_id, ts_ms))[:-1]
     ending: str = _pick(rng, (",}", f', "tenant_id": {json.dumps(tenant_id)}}}', ', "score": NaN}',
                               ', "big": 123456789012345678901234567890}', ', "note": "a\x01b"}'))
