@@ -281,3 +281,34 @@ def test_lines_only_arrow_refuses_cost_about_one_read_each_whatever_their_share(
     assert got.arrow_bytes <= 4.5 * len(text), f"Arrow was handed {got.arrow_bytes / len(text):.2f}x the bytes"
     half = len(out) // 2  # files under LIMITS.max_file_bytes
     assert_same({"part-000.jsonl": b"\n".join(out[:half]), "part-001.jsonl": b"\n".join(out[half:]) + b"\n"})
+
+
+def _line_of(kind: str, rng: np.random.Generator, i: int) -> str:
+    ts_ms = NOW_MS - int(rng.integers(0, 86_400_000))
+    if kind == "refused":
+        return arrow_refused_line(rng, f"t{i % 3}", ts_ms)
+    rec = base_record(rng, f"t{i % 3}", ts_ms)
+    if kind == "typed":  # an unknown member whose type changes from line to line: refused in its context only
+        rec["region"] = int(rng.integers(0, 9)) if rng.random() < 0.5 else "eu-1"
+    line = json.dumps(rec)
+    return {"two": line + line, "blank": "", "space": " " + line}.get(kind, line)
+
+
+@given(kinds=st.lists(st.sampled_from(["valid", "valid", "refused", "typed", "two", "blank", "space"]),
+                      min_size=1, max_size=200),
+       seed=st.integers(0, 2**31 - 1), min_window=st.sampled_from([1, 2, 32]),
+       dense=st.sampled_from([(1, 1000), (2, 4), (8, 64), (1 << 30, 0)]),
+       part_bytes=st.sampled_from([256, 4096, 1 << 22]))
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+def test_any_mix_of_refused_lines_under_any_windows_gives_the_exact_rules_rows(
+        kinds: list[str], seed: int, min_window: int, dense: tuple[int, int], part_bytes: int) -> None:
+    """Whatever the windows, the switch to the exact rules and the part size, every line comes out as the exact
+    rules decide it: refused lines, lines refused only in context, two objects on a line, blank and indented lines
+    mixed with valid ones of both ``ts`` forms."""
+    rng = np.random.default_rng(seed)
+    text = "\n".join(_line_of(kind, rng, i) for i, kind in enumerate(kinds)) + "\n"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vector, "_MIN_WINDOW", min_window)
+        patch.setattr(vector, "_DENSE", dense)
+        patch.setattr(vector, "_PART_BYTES", part_bytes)
+        assert_same({"part-000.jsonl": text.encode()})
