@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from bench_scripts import load_bench
 from pyspark.sql import SparkSession
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_day.py"
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_day", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow
 def test_a_simulated_hour_ends_exactly_once_and_writes_its_report(spark: SparkSession, tmp_path: Path) -> None:
-    bench = _bench()
+    bench = load_bench("bench_day")
     out = tmp_path / "results"
     # Files quiet for 6 simulated minutes leave the zone after the maintenance job (a lifecycle rule): the runs
     # after it see a zone without them, and the lakehouse still ends exactly once.

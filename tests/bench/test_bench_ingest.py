@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_ingest.py"
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_ingest", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from bench_scripts import load_bench
 
 
 def _run(tmp_path: Path, cases: str, *more: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    bench = _bench()
+    bench = load_bench("bench_ingest")
     args = bench.parser().parse_args(["--events", "1500", "--tenants", "4", "--cases", cases,
                                       "--files-per-trigger", "61", "--settle", "0", *more])
     doc = bench.run(args, tmp_path, say=lambda line: None)

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_refusals.py"
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_refusals", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from bench_scripts import load_bench
 
 
 def test_each_share_gets_three_parses_that_agree_and_the_results_are_written(tmp_path: Path) -> None:
-    bench = _bench()
+    bench = load_bench("bench_refusals")
     assert bench.main(["--lines", "3000", "--file-lines", "1000", "--shares", "0,0.05,0.3", "--repeat", "1",
                        "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "refusals.json").read_text())
