@@ -286,7 +286,9 @@ def _jvm_without_delta() -> bool:
     """Return whether this process already launched Spark's JVM and that JVM cannot load Delta's catalog.
 
     pyspark launches one JVM per process and keeps it across ``spark.stop()``; jars join its class path only at
-    launch. The class is looked up the way Spark loads a catalog plugin (the context class loader).
+    launch. The class is looked up the way Spark loads a catalog plugin (the context class loader). The one py4j
+    call outside :mod:`lakeshard.lake.native.jvm` (tests/test_jvm_internals.py allows it): it runs only where a
+    local classic session starts, never under Spark Connect.
     """
     from pyspark import SparkContext
 
