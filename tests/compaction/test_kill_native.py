@@ -65,13 +65,17 @@ def test_sigkill_of_a_compaction_on_delta_engine_leaves_the_same_rows(
     copy = str(tmp_path / "killed" / "events")
     shutil.copytree(table.uri, copy)
     log = [f"seed {seed}: undisturbed compaction {span:.2f}s, {files_before} files to {compacted}"]
-    for _ in range(KILLS):
-        delay = rng.uniform(0.05, 0.95) * span
+    landed = 0
+    for k in range(KILLS):
+        # A run after a kill has less left to do and may finish before its kill; so may one faster than the
+        # undisturbed run was. The last kill is early when none has landed yet: at least one lands mid-work.
+        delay = rng.uniform(0.05, 0.95 if landed or k < KILLS - 1 else 0.3) * span
         killed = _compact(copy, delay)
         log.append(f"kill at {delay:.2f}s: exit {killed.returncode}, {len(native_store.files(copy))} files")
-        assert killed.returncode == -9 or "rounds=0" in killed.stdout, \
-            f"the compaction ended with work left before its kill: {log}\n{killed.stderr[-2000:]}"
+        assert killed.returncode in (-9, 0), f"the compaction failed: {log}\n{killed.stderr[-2000:]}"
+        landed += killed.returncode == -9
         assert checksum(native_store.read(copy)) == original, f"rows changed after a kill: {log}"
+    assert landed, f"no kill landed while the compaction ran: {log}"
     # A killed attempt's lock lease may hold its bucket for a while; what the next run can take, it finishes.
     again = _compact(copy, -1)
     assert again.returncode == 0, (log, again.stderr[-3000:])
