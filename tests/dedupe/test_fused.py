@@ -388,3 +388,58 @@ def test_the_id_merge_reads_back_only_the_id_files_this_writer_did_not_write(
         rows = pq.read_table(f"{ids_uri}/{unquote(path)}", columns=["key_hi", "key_lo"])
         pairs = list(zip(rows.column("key_hi").to_pylist(), rows.column("key_lo").to_pylist(), strict=True))
         assert pairs == sorted(pairs)
+
+
+def _copy_line(key: int, label: str, exact: bool) -> bytes:
+    """A copy of event ``k{key}`` (tenant ``t{key % 3}``, one ts for all) whose message names the copy; ``exact``:
+    written with a duplicate member, which Arrow's reader refuses and the exact rules keep (the last value wins)."""
+    record = json.dumps({"tenant_id": f"t{key % 3}", "event_id": f"k{key}", "ts": _AN_HOUR_AGO, "message": label})
+    return (record[:-1] + f', "message": {json.dumps(label)}}}' if exact else record).encode() + b"\n"
+
+
+@pytest.mark.parametrize("path", ["fused", "two-jobs-arrow", "two-jobs-spark", "spark-route"])
+def test_of_the_copies_of_a_re_sent_event_the_one_of_the_earliest_landing_file_and_line_is_kept(
+    spark: SparkSession, store: TableStore, tmp_path: Path, path: str
+) -> None:
+    """Copies of one event that differ in payload (a producer re-sending an edited record): whichever path routes and
+    writes the batch, and whichever parse rule accepted each copy, the copy kept is the first in landing order, the
+    smallest (file, line) of the batch. Copies are spread at random over three files among other events; one in
+    ten is a line only the exact rules accept, which the parse hands on after the lines of its block Arrow's reader
+    accepted."""
+    import random
+
+    rng = random.Random(20261129)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    names = ("a.jsonl", "b.jsonl", "c.jsonl")
+    # (event key, exact) of each line; 300 events sent once per file, then 120 keys sent 1-4 times anywhere.
+    lines = {name: [(1000 * (f + 1) + i, False) for i in range(300)] for f, name in enumerate(names)}
+    for key in range(120):
+        for _ in range(rng.randint(1, 4)):
+            name = rng.choice(names)
+            lines[name].insert(rng.randint(0, len(lines[name])), (key, rng.random() < 0.1))
+    first: dict[str, str] = {}  # event id -> message of its copy at the smallest (file, line)
+    for name in names:
+        content = [_copy_line(key, f"k{key}@{name}:{number}", exact)
+                   for number, (key, exact) in enumerate(lines[name], start=1)]
+        (landing / name).write_bytes(b"".join(content))
+        for line in content:
+            record = json.loads(line)
+            first.setdefault(record["event_id"], record["message"])
+    overrides: dict[str, Any] = {"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}
+    if path == "two-jobs-spark":
+        overrides["dedupe"] = {"arrow_max_bytes": 0}
+    if path == "spark-route":
+        overrides["routing"]["arrow_max_bytes"] = 0
+    cfg = load_config(overrides=overrides, env={})
+    if path == "fused":
+        _fused(cfg)
+    else:
+        store_ = open_lazy_store(cfg)
+        Router(spark if path == "spark-route" else None, store_, cfg).run()
+        ShardWriter(spark if path == "two-jobs-spark" else None, store_, cfg, list(range(SHARDS))).run()
+
+    kept = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id", "message"]).to_pylist()
+    assert len(kept) == len(first)
+    assert {r["event_id"]: r["message"] for r in kept} == first

@@ -71,3 +71,25 @@ def test_the_first_row_of_each_key_hash_is_kept_whatever_repeats(rows: list[tupl
     hi = np.array([h for h, _ in rows], np.int64)
     lo = np.array([low for _, low in rows], np.int64)
     assert first_of_each_key(hi, lo).tolist() == sorted(first.values())
+
+
+# Landing paths whose code point order differs from their UTF-16 order, and a missing path (sorted last, as by Spark).
+paths = st.sampled_from(["a", "b", "é", "\uffff", "𝄞", "a/b", None])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(halves, halves, paths, st.integers(min_value=0, max_value=4)), max_size=120))
+def test_of_each_key_hash_the_copy_of_the_smallest_landing_file_and_line_is_kept(
+    rows: list[tuple[int, int, str | None, int]]
+) -> None:
+    """The copy kept is the smallest (file, line) by UTF-8 bytes, a null file last; the first row among equals."""
+    best: dict[tuple[int, int], tuple[tuple[bool, bytes, int], int]] = {}
+    for i, (h, low, path, line) in enumerate(rows):
+        rank = (path is None, (path or "").encode(), line)
+        if (h, low) not in best or rank < best[h, low][0]:
+            best[h, low] = (rank, i)
+    hi = np.array([r[0] for r in rows], np.int64)
+    lo = np.array([r[1] for r in rows], np.int64)
+    lineage = (pa.chunked_array([pa.array([r[2] for r in rows], pa.string())]),
+               pa.array([r[3] for r in rows], pa.int64()))
+    assert first_of_each_key(hi, lo, lineage).tolist() == sorted(i for _, i in best.values())

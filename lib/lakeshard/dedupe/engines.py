@@ -50,6 +50,8 @@ __all__ = ["ArrowStep", "ClosedBuckets", "Gate", "SparkStep", "Step", "StepConte
 # How a step's rows are laid out in ``events`` and in the ID index: one file per partition value, sorted.
 EVENTS_LAYOUT = Layout(tuple(EVENTS_PARTITIONING), tuple(EVENTS_SORT_COLUMNS))
 IDS_LAYOUT = Layout(("shard", "interval"), ("key_hi", "key_lo"))
+# A routed row's landing file and line: of copies of one key in a batch, the smallest is kept (first_of_each_key).
+LINEAGE = ("source_file", "line_number")
 
 class Gate(Protocol):
     """The expectation gate a writer hands each step's new events to (the pipeline's
@@ -256,13 +258,14 @@ class SparkStep(StepEngine):
         return self.assign(self.routed_events(files, routed_version))
 
     def routed_events(self, files: Sequence[FileInfo], routed_version: int) -> DataFrame:
-        """Return the routed rows as events with ``interval`` (the event's own hour), before bucket assignment."""
+        """Return the routed rows as events with ``interval`` (the event's own hour) and their landing lineage,
+        before bucket assignment."""
         from pyspark.sql import functions as F
 
         rows = (self.store.read_files(self.routed_uri, files) if files
                 else self._spark().createDataFrame([], ROUTED_SCHEMA))
         return rows.select(
-            *[F.col(name) for name in EVENT_COLUMNS],
+            *[F.col(name) for name in (*EVENT_COLUMNS, *LINEAGE)],
             F.col("shard"),
             F.lit(routed_version).cast("long").alias("routed_version"),
             own_hour().alias("interval"),
@@ -285,6 +288,7 @@ class SparkStep(StepEngine):
 
     def run(self, step: Step) -> WriteReport:
         from pyspark import StorageLevel
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         # Cached before the buckets are assigned: the pairs read for the assignment come from the cache.
@@ -293,8 +297,12 @@ class SparkStep(StepEngine):
         try:
             rows_in = routed.count()
             batch = self.assign(routed)
-            batch = batch.select(*[c for c in batch.columns if c not in HASH], *HASH)  # the events' column order
-            unique = batch.dropDuplicates(KEY).persist(StorageLevel.MEMORY_AND_DISK)
+            # Of each key, the copy that came first in landing order (as the Arrow step keeps), in the events'
+            # column order.
+            first = Window.partitionBy(*KEY).orderBy(*[F.col(c).asc_nulls_last() for c in LINEAGE])
+            unique = (batch.withColumn("_copy", F.row_number().over(first)).where("_copy = 1")
+                      .select(*[c for c in batch.columns if c not in (*HASH, *LINEAGE)], *HASH)
+                      .persist(StorageLevel.MEMORY_AND_DISK))
             # The keys of a micro-batch are small: the index check runs on the driver, against the cache.
             keys = unique.select("shard", "interval", *HASH).toArrow()
             check = self.index.check(keys)
@@ -347,19 +355,19 @@ class ArrowStep(StepEngine):
               excluded: Mapping[tuple[object, ...], str]) -> pa.Table:
         """Return the routed rows as events, read in the driver, without the rows ``excluded``: the Arrow twin
         of :meth:`SparkStep.batch`."""
-        rows = self.store.read_arrow(self.routed_uri, files, columns=[*EVENT_COLUMNS, "shard"])
+        rows = self.store.read_arrow(self.routed_uri, files, columns=[*EVENT_COLUMNS, "shard", *LINEAGE])
         return self.assign(rows, routed_version, excluded)
 
     def assign(self, routed: pa.Table, routed_version: int, excluded: Mapping[tuple[object, ...], str]) -> pa.Table:
         """Return routed rows (the event columns and ``shard``, read from ``routed`` or handed over in memory) as
-        events assigned to their buckets, without the rows ``excluded``."""
+        events assigned to their buckets, without the rows ``excluded``; their landing lineage (which copy of a key
+        the dedupe keeps) and key hashes computed ahead travel with them."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         from lakeshard.buckets.late import assign_buckets_arrow
 
-        # Key hashes computed ahead (FusedWriter.prepare) travel with their rows.
-        rows = routed.select([*EVENT_COLUMNS, "shard", *[c for c in HASH if c in routed.column_names]])
+        rows = routed.select([*EVENT_COLUMNS, "shard", *[c for c in (*LINEAGE, *HASH) if c in routed.column_names]])
         if excluded:  # rows proven unwritable, dead-lettered already
             rows = rows.filter(pa.array([k not in excluded for k in event_keys(rows)], pa.bool_()))
         own = own_hour_arrow(rows.column("ts"))
@@ -385,8 +393,11 @@ class ArrowStep(StepEngine):
             batch = batch.drop_columns(list(HASH))
         else:
             hi, lo = key_hashes(batch)
-        # Within the batch: the first row of each key (Spark's dropDuplicates keeps one of them too).
-        first = first_of_each_key(hi, lo)
+        # Within the batch: the copy of each key that came first in landing order (as on Spark).
+        lineage = (batch.column(LINEAGE[0]), batch.column(LINEAGE[1])) \
+            if set(LINEAGE) <= set(batch.column_names) else None
+        first = first_of_each_key(hi, lo, lineage)
+        batch = batch.drop_columns([c for c in LINEAGE if c in batch.column_names])
         keys = pa.table({"shard": batch.column("shard").take(first), "interval": batch.column("interval").take(first),
                          "key_hi": hi[first], "key_lo": lo[first]})
         check = self.index.check(keys)
