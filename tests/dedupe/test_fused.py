@@ -38,6 +38,7 @@ from lakeshard.tables import (
     ROUTER_APP_ID,
     ROUTING_METRICS,
 )
+from lakeshard.tables.schemas import EVENT_COLUMNS
 
 SHARDS = 4
 SPEC = SynthSpec(events=1200, tenants=6, hours=0.5, seed=33, file_seconds=60, retry_rate=0.05,
@@ -85,6 +86,12 @@ def _keys(store: TableStore, cfg: LakeshardConfig) -> list[tuple[object, ...]]:
     return sorted(zip(*(rows.column(c).to_pylist() for c in rows.column_names), strict=True))
 
 
+def _events(store: TableStore, cfg: LakeshardConfig) -> list[tuple[object, ...]]:
+    """Return every event column of every row, sorted (attribute maps as sorted pairs)."""
+    rows = store.read_table_arrow(cfg.table_uri(EVENTS), list(EVENT_COLUMNS)).to_pylist()
+    return sorted(tuple(sorted(v) if isinstance(v, list) else v for v in r.values()) for r in rows)
+
+
 def _quarantined(store: TableStore, cfg: LakeshardConfig) -> list[tuple[object, ...]]:
     rows = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["source_file", "line_number", "category"])
     return sorted((r["source_file"], r["line_number"], r["category"]) for r in rows.to_pylist())
@@ -118,6 +125,7 @@ def test_the_fused_path_and_the_two_job_path_end_in_the_same_events_and_quaranti
 
     assert _keys(store, fused) == _keys(store, two)
     assert len(_keys(store, fused)) == m.unique_events
+    assert _events(store, fused) == _events(store, two)  # the same copy of each re-sent event, payload and all
     assert _quarantined(store, fused) == _quarantined(store, two)
     assert len(_quarantined(store, fused)) == m.bad_records
     _assert_exactly_once(spark, store, fused, landing, m.unique_events)

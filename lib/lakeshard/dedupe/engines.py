@@ -288,7 +288,6 @@ class SparkStep(StepEngine):
 
     def run(self, step: Step) -> WriteReport:
         from pyspark import StorageLevel
-        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         # Cached before the buckets are assigned: the pairs read for the assignment come from the cache.
@@ -297,11 +296,11 @@ class SparkStep(StepEngine):
         try:
             rows_in = routed.count()
             batch = self.assign(routed)
-            # Of each key, the copy that came first in landing order (as the Arrow step keeps), in the events'
-            # column order.
-            first = Window.partitionBy(*KEY).orderBy(*[F.col(c).asc_nulls_last() for c in LINEAGE])
-            unique = (batch.withColumn("_copy", F.row_number().over(first)).where("_copy = 1")
-                      .select(*[c for c in batch.columns if c not in (*HASH, *LINEAGE)], *HASH)
+            # Of each key, the copy that came first in landing order (as the Arrow step keeps; nulls last), in the
+            # events' column order: an aggregate, as dropDuplicates was, not a sort of the batch.
+            landed = F.struct(*[x for c in LINEAGE for x in (F.col(c).isNull(), F.col(c))])
+            copy = F.struct(*[c for c in batch.columns if c not in (*HASH, *LINEAGE)], *HASH)
+            unique = (batch.groupBy(*KEY).agg(F.min_by(copy, landed).alias("_copy")).select("_copy.*")
                       .persist(StorageLevel.MEMORY_AND_DISK))
             # The keys of a micro-batch are small: the index check runs on the driver, against the cache.
             keys = unique.select("shard", "interval", *HASH).toArrow()
