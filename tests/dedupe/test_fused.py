@@ -451,3 +451,33 @@ def test_of_the_copies_of_a_re_sent_event_the_one_of_the_earliest_landing_file_a
     kept = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id", "message"]).to_pylist()
     assert len(kept) == len(first)
     assert {r["event_id"]: r["message"] for r in kept} == first
+
+
+@pytest.mark.parametrize("path", ["fused", "two-jobs-arrow", "two-jobs-spark"])
+def test_a_copy_routed_in_an_earlier_batch_is_kept_though_a_later_batchs_file_sorts_first(
+    spark: SparkSession, store: TableStore, tmp_path: Path, path: str
+) -> None:
+    """Copies of one event in two router batches, the later one in a file whose path sorts first (landing files
+    named by producer, not by time): the copy of the earlier batch is kept, also when one writer step takes both
+    batches (the two-job path, whose routed rows carry their batch)."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    overrides: dict[str, Any] = {"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                                 "routing": {"total_shards": SHARDS, "default_shard_count": 2}}
+    if path == "two-jobs-spark":
+        overrides["dedupe"] = {"arrow_max_bytes": 0}
+    cfg = load_config(overrides=overrides, env={})
+    lakehouse = open_lazy_store(cfg)
+    for name in ("producer-b.jsonl", "producer-a.jsonl"):  # b's file lands first, a's (sorting first) later
+        (landing / name).write_bytes(b"".join(_copy_line(k, f"k{k}@{name}", exact=k % 2 == 0) for k in range(12)))
+        if path == "fused":
+            _fused(cfg)
+        else:
+            Router(None, lakehouse, cfg).run()
+    if path != "fused":
+        ShardWriter(spark if path == "two-jobs-spark" else None, lakehouse, cfg, list(range(SHARDS))).run()
+
+    assert store.transaction_version(cfg.table_uri(LANDING_BATCHES), ROUTER_APP_ID) == 2
+    kept = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id", "message"]).to_pylist()
+    assert sorted((r["event_id"], r["message"]) for r in kept) == sorted(
+        (f"k{k}", f"k{k}@producer-b.jsonl") for k in range(12))

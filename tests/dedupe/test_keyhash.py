@@ -75,21 +75,28 @@ def test_the_first_row_of_each_key_hash_is_kept_whatever_repeats(rows: list[tupl
 
 # Landing paths whose code point order differs from their UTF-16 order, and a missing path (sorted last, as by Spark).
 paths = st.sampled_from(["a", "b", "é", "\uffff", "𝄞", "a/b", None])
+lines = st.one_of(st.none(), st.integers(min_value=0, max_value=4))
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(halves, halves, paths, st.integers(min_value=0, max_value=4)), max_size=120))
-def test_of_each_key_hash_the_copy_of_the_smallest_landing_file_and_line_is_kept(
-    rows: list[tuple[int, int, str | None, int]]
+@given(st.lists(st.tuples(halves, halves, lines, paths, lines), max_size=120))
+def test_of_each_key_hash_the_copy_first_in_landing_order_is_kept(
+    rows: list[tuple[int, int, int | None, str | None, int | None]]
 ) -> None:
-    """The copy kept is the smallest (file, line) by UTF-8 bytes, a null file last; the first row among equals."""
-    best: dict[tuple[int, int], tuple[tuple[bool, bytes, int], int]] = {}
-    for i, (h, low, path, line) in enumerate(rows):
-        rank = (path is None, (path or "").encode(), line)
+    """The copy kept is the smallest (batch, file, line): integers as numbers, paths by UTF-8 bytes, nulls last;
+    the first row among equals."""
+    def last_if_null(value: object, key: object) -> tuple[bool, object]:
+        return value is None, key
+
+    best: dict[tuple[int, int], tuple[tuple[tuple[bool, object], ...], int]] = {}
+    for i, (h, low, batch, path, line) in enumerate(rows):
+        rank = (last_if_null(batch, batch or 0), last_if_null(path, (path or "").encode()),
+                last_if_null(line, line or 0))
         if (h, low) not in best or rank < best[h, low][0]:
             best[h, low] = (rank, i)
     hi = np.array([r[0] for r in rows], np.int64)
     lo = np.array([r[1] for r in rows], np.int64)
-    lineage = (pa.chunked_array([pa.array([r[2] for r in rows], pa.string())]),
-               pa.array([r[3] for r in rows], pa.int64()))
-    assert first_of_each_key(hi, lo, lineage).tolist() == sorted(i for _, i in best.values())
+    landed = [pa.array([r[2] for r in rows], pa.int64()),
+              pa.chunked_array([pa.array([r[3] for r in rows], pa.string())]),
+              pa.array([r[4] for r in rows], pa.int64())]
+    assert first_of_each_key(hi, lo, landed).tolist() == sorted(i for _, i in best.values())

@@ -50,8 +50,9 @@ __all__ = ["ArrowStep", "ClosedBuckets", "Gate", "SparkStep", "Step", "StepConte
 # How a step's rows are laid out in ``events`` and in the ID index: one file per partition value, sorted.
 EVENTS_LAYOUT = Layout(tuple(EVENTS_PARTITIONING), tuple(EVENTS_SORT_COLUMNS))
 IDS_LAYOUT = Layout(("shard", "interval"), ("key_hi", "key_lo"))
-# A routed row's landing file and line: of copies of one key in a batch, the smallest is kept (first_of_each_key).
-LINEAGE = ("source_file", "line_number")
+# A routed row's landing order: its router batch (null: routed before rows carried it, so earlier), then its landing
+# file and line. Of the copies of one key in a writer step the first in that order is kept (first_of_each_key).
+LANDED = ("batch", "source_file", "line_number")
 
 class Gate(Protocol):
     """The expectation gate a writer hands each step's new events to (the pipeline's
@@ -258,14 +259,15 @@ class SparkStep(StepEngine):
         return self.assign(self.routed_events(files, routed_version))
 
     def routed_events(self, files: Sequence[FileInfo], routed_version: int) -> DataFrame:
-        """Return the routed rows as events with ``interval`` (the event's own hour) and their landing lineage,
-        before bucket assignment."""
+        """Return the routed rows as events with ``interval`` (the event's own hour) and their landing order
+        (:data:`LANDED`), before bucket assignment."""
         from pyspark.sql import functions as F
 
         rows = (self.store.read_files(self.routed_uri, files) if files
                 else self._spark().createDataFrame([], ROUTED_SCHEMA))
         return rows.select(
-            *[F.col(name) for name in (*EVENT_COLUMNS, *LINEAGE)],
+            *[F.col(name) for name in EVENT_COLUMNS],
+            *[F.col(c) if c in rows.columns else F.lit(None).cast("long").alias(c) for c in LANDED],
             F.col("shard"),
             F.lit(routed_version).cast("long").alias("routed_version"),
             own_hour().alias("interval"),
@@ -298,8 +300,9 @@ class SparkStep(StepEngine):
             batch = self.assign(routed)
             # Of each key, the copy that came first in landing order (as the Arrow step keeps; nulls last), in the
             # events' column order: an aggregate, as dropDuplicates was, not a sort of the batch.
-            landed = F.struct(*[x for c in LINEAGE for x in (F.col(c).isNull(), F.col(c))])
-            copy = F.struct(*[c for c in batch.columns if c not in (*HASH, *LINEAGE)], *HASH)
+            order = [F.coalesce(F.col(LANDED[0]), F.lit(0)), *[F.col(c) for c in LANDED[1:]]]
+            landed = F.struct(*[x for c in order for x in (c.isNull(), c)])
+            copy = F.struct(*[c for c in batch.columns if c not in (*HASH, *LANDED)], *HASH)
             unique = (batch.groupBy(*KEY).agg(F.min_by(copy, landed).alias("_copy")).select("_copy.*")
                       .persist(StorageLevel.MEMORY_AND_DISK))
             # The keys of a micro-batch are small: the index check runs on the driver, against the cache.
@@ -354,19 +357,21 @@ class ArrowStep(StepEngine):
               excluded: Mapping[tuple[object, ...], str]) -> pa.Table:
         """Return the routed rows as events, read in the driver, without the rows ``excluded``: the Arrow twin
         of :meth:`SparkStep.batch`."""
-        rows = self.store.read_arrow(self.routed_uri, files, columns=[*EVENT_COLUMNS, "shard", *LINEAGE])
+        have = self.store.arrow_schema(self.routed_uri).names  # a routed table made before may lack ``batch``
+        rows = self.store.read_arrow(self.routed_uri, files,
+                                     columns=[*EVENT_COLUMNS, "shard", *[c for c in LANDED if c in have]])
         return self.assign(rows, routed_version, excluded)
 
     def assign(self, routed: pa.Table, routed_version: int, excluded: Mapping[tuple[object, ...], str]) -> pa.Table:
         """Return routed rows (the event columns and ``shard``, read from ``routed`` or handed over in memory) as
-        events assigned to their buckets, without the rows ``excluded``; their landing lineage (which copy of a key
-        the dedupe keeps) and key hashes computed ahead travel with them."""
+        events assigned to their buckets, without the rows ``excluded``; their landing order (:data:`LANDED`: which
+        copy of a key the dedupe keeps) and key hashes computed ahead travel with them."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         from lakeshard.buckets.late import assign_buckets_arrow
 
-        rows = routed.select([*EVENT_COLUMNS, "shard", *[c for c in (*LINEAGE, *HASH) if c in routed.column_names]])
+        rows = routed.select([*EVENT_COLUMNS, "shard", *[c for c in (*LANDED, *HASH) if c in routed.column_names]])
         if excluded:  # rows proven unwritable, dead-lettered already
             rows = rows.filter(pa.array([k not in excluded for k in event_keys(rows)], pa.bool_()))
         own = own_hour_arrow(rows.column("ts"))
@@ -380,6 +385,7 @@ class ArrowStep(StepEngine):
         """Return the report of one step run in the driver: the same dedupe, files and commits as
         :meth:`SparkStep.run`, with pyarrow and numpy instead of Spark jobs."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         from lakeshard.dedupe.keyhash import key_hashes
         from lakeshard.lake import WrittenFile, partition_order, write_partitioned
@@ -393,10 +399,10 @@ class ArrowStep(StepEngine):
         else:
             hi, lo = key_hashes(batch)
         # Within the batch: the copy of each key that came first in landing order (as on Spark).
-        lineage = (batch.column(LINEAGE[0]), batch.column(LINEAGE[1])) \
-            if set(LINEAGE) <= set(batch.column_names) else None
-        first = first_of_each_key(hi, lo, lineage)
-        batch = batch.drop_columns([c for c in LINEAGE if c in batch.column_names])
+        landed = [c for c in LANDED if c in batch.column_names]  # a fused step (one batch) has no ``batch``
+        first = first_of_each_key(hi, lo, [pc.fill_null(batch.column(c), 0) if c == LANDED[0] else batch.column(c)
+                                           for c in landed])
+        batch = batch.drop_columns(landed)
         keys = pa.table({"shard": batch.column("shard").take(first), "interval": batch.column("interval").take(first),
                          "key_hi": hi[first], "key_lo": lo[first]})
         check = self.index.check(keys)

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -73,19 +74,19 @@ def key_hashes(events: pa.Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
 
 
 def first_of_each_key(hi: npt.NDArray[np.int64], lo: npt.NDArray[np.int64],
-                      lineage: tuple[pa.Array | pa.ChunkedArray, pa.Array | pa.ChunkedArray] | None = None,
-                      ) -> npt.NDArray[np.int64]:
+                      landed: Sequence[pa.Array | pa.ChunkedArray] = ()) -> npt.NDArray[np.int64]:
     """Return, in ascending order, the index of the row kept of each distinct key hash ``(hi, lo)``: the rows a
     batch keeps of its in-batch duplicates.
 
-    Given ``lineage`` (each row's landing ``source_file`` and ``line_number``), the row kept of a key is its copy of
-    the smallest ``(source_file, line_number)``, paths compared as Spark compares strings (by UTF-8 bytes): the first
-    copy in landing order, whichever order the parse and the route handed the rows over in (copies of a re-sent
-    event may differ in payload). Without it, the first row.
+    ``landed`` ranks the copies of a key (most significant column first; integers or strings, compared as Spark
+    compares them: strings by UTF-8 bytes, nulls last): the copy kept is the smallest, the first row among equals.
+    Writers pass the landing order, router batch then ``source_file`` then ``line_number``, so that which copy of a
+    re-sent event lands (copies may differ in payload) depends on neither the engine nor the order the rows were
+    handed over in.
 
     The 128-bit hash stands for the key here as it does in the ID index the batch is checked against next. One hash
     table over the high halves finds the rows whose high half repeats (a few percent: re-sent events), and only
-    those are sorted, by both halves and their lineage; grouping the three key columns (strings) cost five times as
+    those are sorted, by both halves and their rank; grouping the three key columns (strings) cost five times as
     much.
     """
     import pandas as pd
@@ -93,21 +94,24 @@ def first_of_each_key(hi: npt.NDArray[np.int64], lo: npt.NDArray[np.int64],
     repeats = np.flatnonzero(pd.Series(hi).duplicated(keep=False).to_numpy())
     keep = np.ones(len(hi), dtype=bool)
     if len(repeats):
-        # Keys least significant first (np.lexsort): position, then line, file, and the two hash halves.
-        keys: list[npt.NDArray[np.int64]] = [repeats]
-        if lineage is not None:
-            files, lines = (column.take(pa.array(repeats)) for column in lineage)
-            encoded = pc.dictionary_encode(files)
-            encoded = encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
-            # Each distinct path's rank (code point order is UTF-8 byte order); nulls rank last, as in Spark's sort.
-            paths = np.array(encoded.dictionary.to_pylist(), dtype=object)
-            rank = np.append(np.argsort(np.argsort(paths, kind="stable")), len(paths))
-            keys += [np.asarray(lines.fill_null(np.iinfo(np.int64).max).to_numpy(), np.int64),
-                     rank[encoded.indices.fill_null(len(paths)).to_numpy()]]
-        # Sorted by (hi, lo, then the tie-break): the first row of each key's run is the one kept.
-        order = np.lexsort((*keys, lo[repeats], hi[repeats]))
+        taken = pa.array(repeats)
+        # np.lexsort's keys, least significant first: the row, then ``landed`` backwards, then the two halves.
+        ranks = [repeats, *[_ranks(column.take(taken)) for column in reversed(landed)]]
+        order = np.lexsort((*ranks, lo[repeats], hi[repeats]))
         h, low = hi[repeats][order], lo[repeats][order]
         later = np.zeros(len(order), dtype=bool)
         later[1:] = (h[1:] == h[:-1]) & (low[1:] == low[:-1])
         keep[repeats[order[later]]] = False
     return np.flatnonzero(keep).astype(np.int64, copy=False)
+
+
+def _ranks(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
+    """Return integers ordered as ``values`` (integers, or strings by code point, which is UTF-8 byte order), nulls
+    last."""
+    if pa.types.is_integer(values.type):
+        return np.asarray(values.fill_null(np.iinfo(np.int64).max).to_numpy(), np.int64)
+    encoded = pc.dictionary_encode(values)
+    encoded = encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
+    distinct = np.array(encoded.dictionary.to_pylist(), dtype=object)
+    rank = np.append(np.argsort(np.argsort(distinct, kind="stable")), len(distinct))
+    return np.asarray(rank[encoded.indices.fill_null(len(distinct)).to_numpy()], np.int64)

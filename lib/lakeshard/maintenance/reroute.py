@@ -137,7 +137,7 @@ def _routed_again(store: TableStore, cfg: LakeshardConfig, batch: int) -> pa.Tab
     when ``landing_batches`` holds no plan of it."""
     from lakeshard.landing import parse_landing_arrow
     from lakeshard.routing.allocator import ShardAllocator
-    from lakeshard.routing.arrow_route import route_arrow
+    from lakeshard.routing.arrow_route import route_arrow, routed_rows
     from lakeshard.routing.plan import planned_batch
 
     rows = store.read_table_arrow(cfg.table_uri(LANDING_BATCHES), where=pc.field("batch") == batch).to_pylist()
@@ -145,4 +145,4 @@ def _routed_again(store: TableStore, cfg: LakeshardConfig, batch: int) -> pa.Tab
         return None
     plan = planned_batch(rows)
     events, _ = parse_landing_arrow(plan.files, limits=cfg.landing_format, now_ms=plan.now_ms)
-    return route_arrow(events, ShardAllocator(store, cfg))
+    return routed_rows(route_arrow(events, ShardAllocator(store, cfg)), batch)

@@ -12,8 +12,9 @@ import pyarrow as pa
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.hashing import event_hashes
+from lakeshard.tables.schemas import ROUTED_SCHEMA
 
-__all__ = ["route_arrow"]
+__all__ = ["route_arrow", "routed_rows"]
 
 
 def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
@@ -36,6 +37,13 @@ def route_arrow(events: pa.Table, allocator: ShardAllocator) -> pa.Table:
     shard = flat[offsets[k] + np.mod(hashes, counts[k])]  # np.mod of a negative hash is >= 0, like Spark's pmod
     return (events.append_column("window_start", pa.array(window_us).cast(pa.timestamp("us", tz="UTC")))
             .append_column("shard", pa.array(shard, pa.int32())))
+
+
+def routed_rows(routed: pa.Table, batch: int) -> pa.Table:
+    """Return :func:`route_arrow`'s rows as ``routed`` holds them: its columns, with the router ``batch`` they
+    belong to (which copy of a re-sent event a writer step spanning several batches keeps)."""
+    rows = routed.append_column("batch", pa.array(np.full(routed.num_rows, batch, np.int64)))
+    return rows.select(ROUTED_SCHEMA.fieldNames())
 
 
 def _pairs(tenants: pa.ChunkedArray, window_us: np.ndarray) -> tuple[list[str], list[int], np.ndarray]:

@@ -35,7 +35,7 @@ from lakeshard.landing.listing import LandingFile, scan_landing
 from lakeshard.landing.schema import QUARANTINE_SCHEMA
 from lakeshard.landing.spark_reader import read_landing
 from lakeshard.routing.allocator import ShardAllocator
-from lakeshard.routing.arrow_route import route_arrow
+from lakeshard.routing.arrow_route import route_arrow, routed_rows
 from lakeshard.routing.consumed import ConsumedRanges
 from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.handoff import FusedHandoff
@@ -178,11 +178,11 @@ class Router:
         """Create the router's tables if missing."""
         if self._ready:
             return
-        self.store.create(self.uris[ROUTED], ROUTED_SCHEMA, partition_by=ROUTED_PARTITIONING,
-                          properties=ROUTED_PROPERTIES,
-                          description="landing events with their placement window and shard")
-        # Tables that gained nullable columns (byte ranges, the plan's hand-off) grow them when a lakehouse made
-        # before opens: no migration step; rows written before read them as null (whole files, through routed).
+        # Tables that gained nullable columns (byte ranges, the plan's hand-off, routed rows' batch) grow them when a
+        # lakehouse made before opens: no migration step; rows written before read them as null.
+        self.store.create_or_grow(self.uris[ROUTED], ROUTED_SCHEMA, partition_by=ROUTED_PARTITIONING,
+                                  properties=ROUTED_PROPERTIES,
+                                  description="landing events with their placement window, shard and router batch")
         self.store.create_or_grow(self.uris[QUARANTINE], QUARANTINE_SCHEMA,
                                   description="landing records that broke the format, with the reason")
         self.store.create_or_grow(self.uris[LANDING_BATCHES], LANDING_BATCHES_SCHEMA,
@@ -409,7 +409,7 @@ class Router:
         if delivered is None:
             # A fused batch the writers cannot take in memory (a shard's damaged file: one commit cannot leave that
             # shard out) goes through routed like any other; routed's ``router`` → batch then records that path.
-            delivered = self._commit(ROUTED, batch, files, routed.select(ROUTED_SCHEMA.fieldNames()))
+            delivered = self._commit(ROUTED, batch, files, routed_rows(routed, batch))
         results = {ROUTED: delivered,
                    QUARANTINE: self._commit(QUARANTINE, batch, files, quarantine)}
         metrics = arrow_metrics(routed, batch)
@@ -423,7 +423,7 @@ class Router:
 
         results: dict[str, CommitResult] = {}
         with read_landing(self.spark, list(files), limits=self.cfg.landing_format, now_ms=now_ms) as landed:
-            routed = route(landed.events, self.allocator)
+            routed = route(landed.events, self.allocator).withColumn("batch", F.lit(batch).cast("long"))
             r = results[ROUTED] = self._commit(ROUTED, batch, files, routed)
             results[QUARANTINE] = self._commit(QUARANTINE, batch, files, landed.quarantine)
             # Metrics from the files just committed (four narrow columns of a few files per shard) rather than a

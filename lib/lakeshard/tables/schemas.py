@@ -63,6 +63,8 @@ ROUTED_SCHEMA = StructType([
     *EVENT_SCHEMA.fields,
     StructField("window_start", TimestampType(), False),  # the placement window the event was routed by
     StructField("shard", IntegerType(), False),
+    # The router batch that routed the row (its plan in landing_batches); null in rows routed before the column.
+    StructField("batch", LongType(), True),
 ])
 
 LANDING_BATCHES_SCHEMA = StructType([
