@@ -35,6 +35,21 @@ def _events(lakehouse: Path) -> list[dict[str, object]]:
     return table.select(sorted(table.column_names)).to_pylist()
 
 
+def _edited_copies(path: Path, truth: list[dict[str, object]], rng: random.Random) -> None:
+    """Write a landing file (its path sorting before the generator's) with an edited copy of every event, and for
+    about one in a hundred a second, earlier copy written with a duplicate member: Arrow's reader refuses that line
+    and the exact rules accept it, so the parse hands it on after the later copy (few enough that the lines between
+    stay Arrow's). The writers keep the earlier copy (the first in landing order); a refill must restore that one."""
+    lines: list[str] = []
+    for r in rng.sample(truth, len(truth)):
+        record = {"tenant_id": r["tenant_id"], "event_id": r["event_id"], "ts": r["ts_ms"], "message": "edited"}
+        if rng.random() < 0.01:
+            lines.insert(rng.randint(0, len(lines)), json.dumps({**record, "message": "first"})[:-1]
+                         + ', "message": "first"}')
+        lines.append(json.dumps(record))
+    path.write_text("".join(line + "\n" for line in lines))
+
+
 @pytest.mark.parametrize(("seed", "damage"), [(6, "truncated"), (19, "missing")])
 def test_refill_after_a_repair_restores_exactly_the_lost_events(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int, damage: str) -> None:
@@ -42,13 +57,18 @@ def test_refill_after_a_repair_restores_exactly_the_lost_events(
     landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
     assert main(["generate", "--landing", str(landing), "--events", str(rng.randint(200, 600)), "--tenants",
                  str(rng.randint(3, 6)), "--seed", str(seed), "--quiet"]) == 0
+    truth = read_truth_events(landing)
+    _edited_copies(landing / "0-edits.jsonl", truth.to_pylist(), rng)
     assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
     before = _events(lakehouse)
-    truth = read_truth_events(landing)
     assert len(before) == truth.num_rows  # the ingest wrote the ground truth once
 
     store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
-    victim = rng.choice(store.files(str(lakehouse / EVENTS)))
+    # The bucket holding most of the copies a refill could pick wrongly (the refused first copies).
+    firsts = Counter((r["tenant_id"], r["hour"]) for r in before if r["message"] == "first")
+    assert firsts
+    victim = next(f for f in store.files(str(lakehouse / EVENTS))
+                  if (f.partition_values["tenant_id"], f.partition_values["hour"]) == firsts.most_common(1)[0][0])
     on_disk = lakehouse / EVENTS / unquote(victim.path)
     if damage == "missing":
         on_disk.unlink()

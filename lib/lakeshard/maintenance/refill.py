@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeshard.dedupe.keyhash import key_hashes
+from lakeshard.dedupe.keyhash import first_of_each_key, key_hashes
 from lakeshard.maintenance.errors import RefillRefused
 from lakeshard.maintenance.fsck import repair_commits
 from lakeshard.tables import (
@@ -142,7 +142,8 @@ def _batches_of(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hours: 
 
 
 def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> pa.Table:
-    """Return the events of the batches' planned landing bytes, parsed by each plan's clock, in batch order."""
+    """Return the events of the batches' planned landing bytes, parsed by each plan's clock, in batch order, each
+    with its ``batch``."""
     from lakeshard.landing import parse_landing_arrow
     from lakeshard.routing.plan import planned_file
 
@@ -159,7 +160,7 @@ def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> pa.T
         files = sorted((planned_file(r) for r in rows), key=lambda f: f.path)
         clock = max(millis(aware(r["planned_at"])) for r in rows)
         events, _ = parse_landing_arrow(files, limits=cfg.landing_format, now_ms=clock)
-        parts.append(events)
+        parts.append(events.append_column("batch", pa.array(np.full(events.num_rows, batch, np.int64))))
     return pa.concat_tables(parts) if parts else _parsed(store, cfg, [])
 
 
@@ -171,20 +172,21 @@ def _hours(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
 def _lost(store: TableStore, cfg: LakeshardConfig, parsed: pa.Table, tenant_id: str, hour: str,
           own_hours: list[str], span: tuple[datetime, datetime] | None) -> pa.Table:
     """Return the events of ``parsed`` (of ``own_hours``) the ID index holds and no live row of the tenant does,
-    once each (the first copy), as rows of bucket ``hour`` with the index's ``shard`` and ``routed_version``; an
-    event of another hour is ``late``, and kept only inside the removed files' ``ts`` range ``span`` (when known)."""
+    once each (the copy the writers kept: first in landing order), as rows of bucket ``hour`` with the index's
+    ``shard`` and ``routed_version``; an event of another hour is ``late``, and kept only inside the removed files'
+    ``ts`` range ``span`` (when known)."""
     schema = store.arrow_schema(cfg.table_uri(EVENTS))
     if not parsed.num_rows:
         return schema.empty_table()
     hi, lo = key_hashes(parsed)
-    keys = pa.table({"row": pa.array(np.arange(parsed.num_rows, dtype=np.int64)), "key_hi": hi, "key_lo": lo})
-    first = keys.group_by(["key_hi", "key_lo"], use_threads=False).aggregate([("row", "min")])
+    kept = first_of_each_key(hi, lo, [parsed.column(c) for c in ("batch", "source_file", "line_number")])
+    first = pa.table({"row": pa.array(kept), "key_hi": hi[kept], "key_lo": lo[kept]})
     index = store.read_table_arrow(cfg.table_uri(ID_INDEX), ["shard", "routed_version", "key_hi", "key_lo"],
                                    where=pc.field("interval").isin(pa.array(own_hours, pa.string())))
     committed = first.join(index, ["key_hi", "key_lo"], join_type="inner", use_threads=False)
     live = _live_keys(store, cfg, tenant_id, own_hours[0])
-    lost = committed.join(live, ["key_hi", "key_lo"], join_type="left anti", use_threads=False).sort_by("row_min")
-    events = parsed.take(lost.column("row_min"))
+    lost = committed.join(live, ["key_hi", "key_lo"], join_type="left anti", use_threads=False).sort_by("row")
+    events = parsed.take(lost.column("row"))
     late = pc.not_equal(_hours(events.column("ts")), hour)
     if span is not None:  # a late event outside every removed file's ts range was not in this bucket
         ts = pc.cast(events.column("ts"), pa.timestamp("us", tz="UTC"))
