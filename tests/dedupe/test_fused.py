@@ -9,6 +9,7 @@ rewritten while the process is down; every ending is checked against the generat
 from __future__ import annotations
 
 import json
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -414,8 +415,6 @@ def test_of_the_copies_of_a_re_sent_event_the_one_of_the_earliest_landing_file_a
     smallest (file, line) of the batch. Copies are spread at random over three files among other events; one in
     ten is a line only the exact rules accept, which the parse hands on after the lines of its block Arrow's reader
     accepted."""
-    import random
-
     rng = random.Random(20261129)
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -444,9 +443,9 @@ def test_of_the_copies_of_a_re_sent_event_the_one_of_the_earliest_landing_file_a
     if path == "fused":
         _fused(cfg)
     else:
-        store_ = open_lazy_store(cfg)
-        Router(spark if path == "spark-route" else None, store_, cfg).run()
-        ShardWriter(spark if path == "two-jobs-spark" else None, store_, cfg, list(range(SHARDS))).run()
+        lakehouse = open_lazy_store(cfg)
+        Router(spark if path == "spark-route" else None, lakehouse, cfg).run()
+        ShardWriter(spark if path == "two-jobs-spark" else None, lakehouse, cfg, list(range(SHARDS))).run()
 
     kept = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id", "message"]).to_pylist()
     assert len(kept) == len(first)
