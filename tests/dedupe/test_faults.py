@@ -183,6 +183,11 @@ def test_rows_that_fail_to_write_by_themselves_are_dead_lettered_and_the_rest_co
     expected = routed.where(~routed.event_id.isin(poison)).dropDuplicates(["tenant_id", "event_id", "ts"]).count()
     assert events.count() == events.dropDuplicates(["tenant_id", "event_id", "ts"]).count() == expected
     assert "cannot encode this row" in str(store.read(cfg.table_uri(QUARANTINE)).first()["reason"])  # type: ignore[index]
+    # Each letter names the landing line it came from, as the routed rows do.
+    lines = {(r["source_file"], r["line_number"])
+             for r in routed.where(routed.event_id.isin(poison)).select("source_file", "line_number").collect()}
+    letters = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["source_file", "line_number"]).to_pylist()
+    assert None not in lines and {(r["source_file"], r["line_number"]) for r in letters} == lines
 
 
 def test_a_write_that_fails_for_every_row_is_a_fault_not_bad_data(

@@ -290,8 +290,12 @@ def test_rows_that_fail_to_write_on_the_fused_path_are_dead_lettered_once_across
     assert len(_quarantined(store, cfg)) == 2
     reports = _fused(cfg).reports  # the replay finds the same rows unwritable and commits them no second time
 
-    dead = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["raw", "reason", "category"]).to_pylist()
+    dead = store.read_table_arrow(cfg.table_uri(QUARANTINE),
+                                  ["raw", "reason", "category", "source_file", "line_number"]).to_pylist()
     assert sorted(json.loads(r["raw"])["event_id"] for r in dead) == sorted(poison)
+    # Each letter names the landing line it came from (e2 and e4 are lines 3 and 5 of a.jsonl).
+    assert sorted((r["source_file"].rsplit("/", 1)[-1], r["line_number"]) for r in dead) == [("a.jsonl", 3),
+                                                                                                ("a.jsonl", 5)]
     assert {r["category"] for r in dead} == {"write_failed"}
     assert all("cannot encode this row" in r["reason"] for r in dead)
     assert [r.dead_lettered for r in reports if r.dead_lettered] == [2]

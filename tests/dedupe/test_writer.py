@@ -418,6 +418,11 @@ def test_a_batch_whose_rows_cannot_be_written_is_dead_lettered_once_and_the_writ
     letters = store.read(cfg.table_uri(QUARANTINE)).where(f"category = '{WRITE_FAILED}'")
     assert letters.count() == routed_rows > 0  # each row once, although the first process died midway
     assert letters.where("reason LIKE '%rows too odd to write%' AND raw LIKE '{%event_id%'").count() == routed_rows
+    # Each letter names the landing line it came from, as the routed rows do.
+    lines = store.read(cfg.table_uri(ROUTED)).where("shard IN (0, 1)").select("source_file", "line_number")
+    assert lines.where("source_file IS NULL OR line_number IS NULL").count() == 0
+    assert letters.select("source_file", "line_number").exceptAll(lines).count() == 0
+    assert lines.exceptAll(letters.select("source_file", "line_number")).count() == 0
     assert store.read(cfg.table_uri(EVENTS)).where("shard IN (0, 1)").count() == 0
     others = ShardWriter(spark, store, cfg, [2, 3]).run()  # the other shards are not held back
     assert sum(r.written for r in others) > 0

@@ -63,7 +63,8 @@ class DeadLetters:
             F.substring(raw, 1, QUARANTINE_RAW_LIMIT_BYTES).alias("raw"),
             (F.length(raw) > QUARANTINE_RAW_LIMIT_BYTES).alias("raw_truncated"),
             F.col("size_bytes"), F.lit(reason).alias("reason"), F.lit(WRITE_FAILED).alias("category"),
-            F.lit(None).cast("string").alias("source_file"), F.lit(None).cast("long").alias("line_number"),
+            *[(F.col(name) if name in batch.columns else F.lit(None)).cast(kind).alias(name)
+              for name, kind in (("source_file", "string"), ("line_number", "long"))],
             F.current_timestamp().alias("quarantined_at"), F.col("shard"))
         self.store.create_or_grow(self.quarantine_uri, QUARANTINE_SCHEMA,
                           description="records that broke the format or could not be written, with the reason")

@@ -220,7 +220,7 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
     from lakeshard.landing.reasons import WRITE_FAILED
     from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
-    columns = [f.name for f in EVENT_SCHEMA.fields if f.name not in ("source_file", "line_number")]
+    columns = [f.name for f in EVENT_SCHEMA.fields]
     store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
                  description="records that broke the format or could not be written, with the reason")
     # On a store whose commit carries one app transaction, shard by shard (each shard's files are its rows).
@@ -231,7 +231,7 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
         rows = store.read_arrow(routed, group_files, columns=columns)
         rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
         reasons = [unwritable[k] for k in event_keys(rows)]
-        store.append_arrow(quarantine, dead_letter_arrow(rows, reasons[0] if reasons else "", WRITE_FAILED),
+        store.append_arrow(quarantine, dead_letter_arrow(rows, reasons, WRITE_FAILED),
                            app_transactions=[AppTransaction(f"dead-letter-rows/{s}", routed_version) for s in group],
                            metadata={"dead_letter_rows": rows.num_rows, "shards": list(group),
                                      "routed_version": routed_version})
@@ -239,9 +239,11 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
     return total
 
 
-def dead_letter_arrow(rows: pa.Table, reason: str, category: str) -> pa.Table:
+def dead_letter_arrow(rows: pa.Table, reasons: str | Sequence[str], category: str) -> pa.Table:
     """Return quarantine rows (``lakeshard.landing.schema.QUARANTINE_SCHEMA``) for events given as Arrow rows:
-    each event as JSON in ``raw`` (cut to the quarantine's limit), with the reason."""
+    each event as JSON in ``raw`` (cut to the quarantine's limit), with its reason (``reasons``: one for every
+    row, or one per row), and the landing file and line it came from where ``rows`` carry them (``source_file``,
+    ``line_number``: routed rows do; they are not part of ``raw``)."""
     import json
     from datetime import UTC, datetime
 
@@ -249,14 +251,18 @@ def dead_letter_arrow(rows: pa.Table, reason: str, category: str) -> pa.Table:
 
     from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES
 
-    raws = [json.dumps(r, default=str, ensure_ascii=False) for r in rows.to_pylist()]
+    lineage = {"source_file": pa.string(), "line_number": pa.int64()}
+    events = rows.select([c for c in rows.column_names if c not in lineage])
+    raws = [json.dumps(r, default=str, ensure_ascii=False) for r in events.to_pylist()]
+    why = [reasons] * len(raws) if isinstance(reasons, str) else list(reasons)
     now = datetime.now(UTC)
     return pa.table({
         "raw": [r.encode()[:QUARANTINE_RAW_LIMIT_BYTES].decode(errors="ignore") for r in raws],
         "raw_truncated": [len(r.encode()) > QUARANTINE_RAW_LIMIT_BYTES for r in raws],
         "size_bytes": pa.array([len(r.encode()) for r in raws], pa.int32()),
-        "reason": [f"{category}: {reason}"] * len(raws), "category": [category] * len(raws),
-        "source_file": pa.nulls(len(raws), pa.string()), "line_number": pa.nulls(len(raws), pa.int64()),
+        "reason": [f"{category}: {r}" for r in why], "category": [category] * len(raws),
+        **{name: rows.column(name).cast(kind) if name in rows.column_names else pa.nulls(len(raws), kind)
+           for name, kind in lineage.items()},
         "quarantined_at": pa.array([now] * len(raws), pa.timestamp("us", tz="UTC")),
         "start_byte": pa.nulls(len(raws), pa.int64()), "end_byte": pa.nulls(len(raws), pa.int64()),
     })

@@ -172,14 +172,14 @@ class FusedWriter:
         from lakeshard.landing.reasons import WRITE_FAILED
         from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
-        columns = [f.name for f in EVENT_SCHEMA.fields if f.name not in ("source_file", "line_number")]
-        rows = routed.select(columns)
+        rows = routed.select([f.name for f in EVENT_SCHEMA.fields])
         rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
         quarantine = self.writer.dead_letters.quarantine_uri
         self.store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
                                   description="records that broke the format or could not be written, with the reason")
+        letters = dead_letter_arrow(rows, [unwritable[k] for k in event_keys(rows)], WRITE_FAILED)
         self._before_commit("dead-letter-rows")
-        self.store.append_arrow(quarantine, dead_letter_arrow(rows, next(iter(unwritable.values())), WRITE_FAILED),
+        self.store.append_arrow(quarantine, letters,
                                 app_transactions=[AppTransaction(f"dead-letter-rows/{FUSED_APP_ID}", batch)],
                                 metadata={"dead_letter_rows": rows.num_rows, "fused": batch})
         return int(rows.num_rows)
