@@ -190,6 +190,34 @@ def test_rows_that_fail_to_write_by_themselves_are_dead_lettered_and_the_rest_co
     assert None not in lines and {(r["source_file"], r["line_number"]) for r in letters} == lines
 
 
+def test_rows_dead_lettered_together_for_different_reasons_each_keep_their_own(
+    spark: SparkSession, store: TableStore, tmp_path: Path
+) -> None:
+    import json
+    import random
+
+    from lakeshard.dedupe.faults import quarantine_rows
+
+    cfg, _ = _zone(spark, store, tmp_path)
+    routed = cfg.table_uri(ROUTED)
+    files = [f for f in store.files(routed) if f.partition_values.get("shard") in ("0", "1")]
+    rows = store.read_arrow(routed, files, columns=["tenant_id", "event_id", "ts", "source_file", "line_number"])
+    picked = random.Random(5).sample(rows.to_pylist(), 6)
+    unwritable = {(r["tenant_id"], r["event_id"], r["ts"]): f"reason {i}" for i, r in enumerate(picked)}
+    lettered = quarantine_rows(store, routed, cfg.table_uri(QUARANTINE), files, unwritable, [0, 1],
+                               store.version(routed))
+    letters = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["raw", "reason", "source_file", "line_number"])
+    # Copies of a picked key (re-sent events) are dead-lettered with it, each with the key's reason and its own line.
+    copies = [r for r in rows.to_pylist() if (r["tenant_id"], r["event_id"], r["ts"]) in unwritable]
+    assert lettered == letters.num_rows == len(copies) >= len(picked)
+    by_line = {(r["source_file"], r["line_number"]): r for r in letters.to_pylist()}
+    for copy in copies:
+        letter = by_line[(copy["source_file"], copy["line_number"])]
+        assert json.loads(letter["raw"])["event_id"] == copy["event_id"]
+        key = (copy["tenant_id"], copy["event_id"], copy["ts"])
+        assert letter["reason"] == f"write_failed: {unwritable[key]}"
+
+
 def test_a_write_that_fails_for_every_row_is_a_fault_not_bad_data(
     spark: SparkSession, store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
