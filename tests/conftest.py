@@ -48,24 +48,13 @@ TEST_JVM_DEFAULTS = {
     "spark.hadoop.fs.viewfs.mounttable.default.linkFallback": "file:///",
     "spark.delta.logStore.dbfs.impl": "io.delta.storage.LocalLogStore",
 }
-# JVMs that tests start in child processes (the crash and race tests' routers, writers and compactors: several per
-# test, each living seconds) compile with C1 only and collect with one thread: on two cores, C2's compiler threads
-# cost such a JVM more than they save (the writers' race on Delta's engine: 56 s against 105 s). The shared session
-# and the Spark Connect server live for the whole run, where C2 pays (the small demo on Delta's engine in the shared
-# session: 56 s with C2, 68 s with C1 only).
-CHILD_JVM_DEFAULTS = {**TEST_JVM_DEFAULTS,
-                      "spark.driver.defaultJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
-_spark_conf_dirs: dict[str, str] = {}  # "session" / "child" -> a folder holding spark-defaults.conf
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Point the Spark launcher at the tests' JVM defaults (:data:`TEST_JVM_DEFAULTS`); child processes started
-    once the shared session runs get :data:`CHILD_JVM_DEFAULTS` (``_shared_session_first``)."""
-    for name, defaults in (("session", TEST_JVM_DEFAULTS), ("child", CHILD_JVM_DEFAULTS)):
-        folder = Path(tempfile.mkdtemp(prefix=f"lakeshard-spark-conf-{name}-"))
-        (folder / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in defaults.items()))
-        _spark_conf_dirs[name] = str(folder)
-    os.environ["SPARK_CONF_DIR"] = _spark_conf_dirs["session"]
+    """Point the Spark launcher at the tests' JVM defaults (:data:`TEST_JVM_DEFAULTS`)."""
+    folder = Path(tempfile.mkdtemp(prefix="lakeshard-spark-conf-"))
+    (folder / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in TEST_JVM_DEFAULTS.items()))
+    os.environ["SPARK_CONF_DIR"] = str(folder)
 
 
 def no_delta_jvm() -> None:
@@ -111,9 +100,7 @@ def spark(test_config: LakeshardConfig) -> Iterator[SparkSession]:
 def _shared_session_first(spark: SparkSession) -> None:
     """Start the shared session before any test runs. A command a test runs in this process (the CLI with the
     Spark dedupe engine) otherwise may launch the process's one JVM first, without Delta's jars, and the shared
-    session could not have them (lakeshard refuses: ``runtime.session._local_session``). Once it runs, the
-    processes tests start get the child JVMs' defaults (:data:`CHILD_JVM_DEFAULTS`)."""
-    os.environ["SPARK_CONF_DIR"] = _spark_conf_dirs["child"]
+    session could not have them (lakeshard refuses: ``runtime.session._local_session``)."""
 
 
 @pytest.fixture(scope="session")
@@ -149,8 +136,7 @@ def connect_server() -> Iterator[str]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen([sys.executable, str(CONNECT_SERVER), str(port)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "SPARK_CONF_DIR": _spark_conf_dirs["session"]})  # lives long
+                              stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None and server.stdin is not None
     try:
         line = server.stdout.readline()
