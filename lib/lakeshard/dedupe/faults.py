@@ -214,10 +214,7 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
     """Commit the rows of ``files`` (a step's routed files) whose keys are ``unwritable`` to ``quarantine`` with
     their reason, once (app transactions ``dead-letter-rows/<shard>`` → ``routed_version``: a step redone after
     a crash finds the same rows and commits nothing); return how many rows that is."""
-    import pyarrow as pa
-
     from lakeshard.dedupe.commit import commits_per_shard
-    from lakeshard.landing.reasons import WRITE_FAILED
     from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
     columns = [f.name for f in EVENT_SCHEMA.fields]
@@ -228,39 +225,40 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
               if commits_per_shard(store) else [(tuple(shards), list(files))])
     total = 0
     for group, group_files in groups:
-        rows = store.read_arrow(routed, group_files, columns=columns)
-        rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
-        reasons = [unwritable[k] for k in event_keys(rows)]
-        store.append_arrow(quarantine, dead_letter_arrow(rows, reasons, WRITE_FAILED),
+        letters = dead_letter_arrow(store.read_arrow(routed, group_files, columns=columns), unwritable)
+        store.append_arrow(quarantine, letters,
                            app_transactions=[AppTransaction(f"dead-letter-rows/{s}", routed_version) for s in group],
-                           metadata={"dead_letter_rows": rows.num_rows, "shards": list(group),
+                           metadata={"dead_letter_rows": letters.num_rows, "shards": list(group),
                                      "routed_version": routed_version})
-        total += rows.num_rows
+        total += letters.num_rows
     return total
 
 
-def dead_letter_arrow(rows: pa.Table, reasons: str | Sequence[str], category: str) -> pa.Table:
-    """Return quarantine rows (``lakeshard.landing.schema.QUARANTINE_SCHEMA``) for events given as Arrow rows:
-    each event as JSON in ``raw`` (cut to the quarantine's limit), with its reason (``reasons``: one for every
-    row, or one per row), and the landing file and line it came from where ``rows`` carry them (``source_file``,
-    ``line_number``: routed rows do; they are not part of ``raw``)."""
+def dead_letter_arrow(rows: pa.Table, unwritable: Mapping[tuple[object, ...], str]) -> pa.Table:
+    """Return quarantine rows (``lakeshard.landing.schema.QUARANTINE_SCHEMA``, category ``write_failed``) for the
+    events of ``rows`` (Arrow rows) whose keys are ``unwritable``: each event as JSON in ``raw`` (cut to the
+    quarantine's limit), with its key's reason, and the landing file and line it came from where ``rows`` carry
+    them (``source_file``, ``line_number``: routed rows do; they are not part of ``raw``)."""
     import json
     from datetime import UTC, datetime
 
     import pyarrow as pa
 
+    from lakeshard.landing.reasons import WRITE_FAILED
     from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES
 
+    keys = event_keys(rows)
+    rows = rows.filter(pa.array([k in unwritable for k in keys], pa.bool_()))
+    why = [unwritable[k] for k in keys if k in unwritable]
     lineage = {"source_file": pa.string(), "line_number": pa.int64()}
     events = rows.select([c for c in rows.column_names if c not in lineage])
     raws = [json.dumps(r, default=str, ensure_ascii=False) for r in events.to_pylist()]
-    why = [reasons] * len(raws) if isinstance(reasons, str) else list(reasons)
     now = datetime.now(UTC)
     return pa.table({
         "raw": [r.encode()[:QUARANTINE_RAW_LIMIT_BYTES].decode(errors="ignore") for r in raws],
         "raw_truncated": [len(r.encode()) > QUARANTINE_RAW_LIMIT_BYTES for r in raws],
         "size_bytes": pa.array([len(r.encode()) for r in raws], pa.int32()),
-        "reason": [f"{category}: {r}" for r in why], "category": [category] * len(raws),
+        "reason": [f"{WRITE_FAILED}: {r}" for r in why], "category": [WRITE_FAILED] * len(raws),
         **{name: rows.column(name).cast(kind) if name in rows.column_names else pa.nulls(len(raws), kind)
            for name, kind in lineage.items()},
         "quarantined_at": pa.array([now] * len(raws), pa.timestamp("us", tz="UTC")),

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.engines import Gate, Step
-from lakeshard.dedupe.faults import RecordLevelFailure, dead_letter_arrow, event_keys, retry_step
+from lakeshard.dedupe.faults import RecordLevelFailure, dead_letter_arrow, retry_step
 from lakeshard.dedupe.report import WriteReport
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import DamagedDataFile
@@ -167,19 +167,14 @@ class FusedWriter:
     def _dead_letter(self, batch: int, routed: pa.Table, unwritable: dict[tuple[object, ...], str]) -> int:
         """Commit the rows of ``routed`` whose keys are ``unwritable`` to ``quarantine`` once (app transaction
         ``dead-letter-rows/fused`` → ``batch``); return how many rows that is."""
-        import pyarrow as pa
-
-        from lakeshard.landing.reasons import WRITE_FAILED
         from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
-        rows = routed.select([f.name for f in EVENT_SCHEMA.fields])
-        rows = rows.filter(pa.array([k in unwritable for k in event_keys(rows)], pa.bool_()))
+        letters = dead_letter_arrow(routed.select([f.name for f in EVENT_SCHEMA.fields]), unwritable)
         quarantine = self.writer.dead_letters.quarantine_uri
         self.store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
                                   description="records that broke the format or could not be written, with the reason")
-        letters = dead_letter_arrow(rows, [unwritable[k] for k in event_keys(rows)], WRITE_FAILED)
         self._before_commit("dead-letter-rows")
         self.store.append_arrow(quarantine, letters,
                                 app_transactions=[AppTransaction(f"dead-letter-rows/{FUSED_APP_ID}", batch)],
-                                metadata={"dead_letter_rows": rows.num_rows, "fused": batch})
-        return int(rows.num_rows)
+                                metadata={"dead_letter_rows": letters.num_rows, "fused": batch})
+        return int(letters.num_rows)
