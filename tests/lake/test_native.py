@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakeshard.config import LakeshardConfig, load_config
-from lakeshard.errors import EnvironmentProblem, TableNotFound
+from lakeshard.errors import EnvironmentProblem, TableStoreError
 from lakeshard.lake import TableStore, adapter_choice, choose_adapter, open_store
 from lakeshard.lake.embedded import EmbeddedTableStore
 from lakeshard.lake.native import NativeTableStore
@@ -140,17 +140,56 @@ def test_commit_timestamps_follow_time_travel() -> None:
     assert [times[v] for v in range(4)] == [datetime.fromtimestamp(s, tz=UTC) for s in (1.0, 1.001, 5.0, 7.0)]
 
 
-@pytest.mark.xfail(raises=TableNotFound, reason=(
-    "known bug: a process killed inside Delta's creation of a table leaves `_delta_log/_staged_commits/` and no "
-    "commit; Delta's CREATE TABLE IF NOT EXISTS takes the `_delta_log` folder for a table and commits nothing, so "
-    "the table can never be created (found by tests/compaction/test_kill_native.py on the `fragments` table)"))
+def _shape() -> Any:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    return StructType([StructField("n", LongType(), False), StructField("p", StringType())])
+
+
+@pytest.mark.parametrize("leftover", [("_delta_log",), ("_delta_log", "_staged_commits")])
 def test_a_table_whose_creation_was_killed_before_its_first_commit_is_created_by_the_next_run(
+    native_store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leftover: tuple[str, ...]
+) -> None:
+    """What a process killed inside Delta's creation of a table leaves (found by tests/compaction/test_kill_native.py
+    on the `fragments` table): Delta's CREATE TABLE IF NOT EXISTS takes the folder for a table and commits nothing."""
+    monkeypatch.setattr(native_store, "creation_wait_s", 0.2, raising=False)
+    table = tmp_path / "t"
+    table.joinpath(*leftover).mkdir(parents=True)
+    assert not native_store.exists(str(table))
+    assert native_store.create(str(table), _shape(), partition_by=["p"]) == 0
+    # Created by Delta's CREATE TABLE (a write would have made every column nullable).
+    assert native_store.schema(str(table)) == _shape() and native_store.partition_columns(str(table)) == ["p"]
+
+
+def test_a_creation_that_meets_another_process_creating_the_table_waits_for_its_commit(
     native_store: TableStore, tmp_path: Path
 ) -> None:
-    from pyspark.sql.types import LongType, StructField, StructType
+    import shutil
+    import threading
 
+    other = tmp_path / "other"
+    native_store.create(str(other), _shape(), properties={"lakeshard.test.created_by": "other"})
     table = tmp_path / "t"
-    (table / "_delta_log" / "_staged_commits").mkdir(parents=True)  # what the killed creation left, and no commit
-    assert not native_store.exists(str(table))
-    assert native_store.create(str(table), StructType([StructField("n", LongType())])) == 0
-    assert native_store.exists(str(table))
+    (table / "_delta_log" / "_staged_commits").mkdir(parents=True)  # the other creator has begun
+    first = "_delta_log/00000000000000000000.json"
+    committer = threading.Timer(1.5, lambda: shutil.copyfile(other / first, table / first))
+    committer.start()
+    try:
+        assert native_store.create(str(table), _shape()) == 0
+    finally:
+        committer.join()
+    assert (table / first).read_bytes() == (other / first).read_bytes()  # its commit, not a second creation
+    assert len(list((table / "_delta_log").glob("*.json"))) == 1
+
+
+def test_a_log_folder_holding_files_but_no_commit_is_left_alone_with_a_clear_error(
+    native_store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(native_store, "creation_wait_s", 0.2, raising=False)
+    table = tmp_path / "t"
+    (table / "_delta_log" / "_staged_commits").mkdir(parents=True)
+    stray = table / "_delta_log" / "_staged_commits" / "00000000000000000000.uuid.json"
+    stray.write_text("{}")
+    with pytest.raises(TableStoreError, match=r"holds files but no Delta commit.*remove the folder's contents"):
+        native_store.create(str(table), _shape())
+    assert stray.read_text() == "{}" and not native_store.exists(str(table))

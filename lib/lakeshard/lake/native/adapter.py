@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -140,6 +141,9 @@ class NativeTableStore(AdapterBase):
     # Compaction swaps whole buckets through the public writer on classic sessions and under Connect alike (one
     # code path; docs/decisions.md record 14).
     swaps_whole_partitions = True
+    # How long a create waits for another process that has begun creating the same table (Delta made its
+    # `_delta_log` folder, no commit yet) before taking the folder as left by a killed creation.
+    creation_wait_s = 10.0
 
     def __init__(self, spark: SparkSession) -> None:
         self._setup(spark)
@@ -240,15 +244,47 @@ class NativeTableStore(AdapterBase):
         existing = self._existing_version(uri, schema, partition_by, exist_ok)
         if existing is not None:
             return existing
+        sql = create_table_sql(uri, schema, partition_by, {**NATIVE_PROPERTIES, **(properties or {})}, description)
+        self._create_table(uri, sql)
+        if not self.exists(uri):
+            self._create_over_uncommitted_log(uri, sql)
+        self._check_same_shape(uri, schema, partition_by)
+        return self.version(uri)
+
+    def _create_table(self, uri: str, sql: str) -> None:
         try:
-            self.spark.sql(create_table_sql(uri, schema, partition_by,
-                                            {**NATIVE_PROPERTIES, **(properties or {})}, description))
+            self.spark.sql(sql)
         except Exception as exc:
             # createIfNotExists racing another creator: the loser may still fail; the same shape is fine.
             if not self.exists(uri):
                 raise TableStoreError(f"cannot create the Delta table at {uri}: {exc}") from None
-        self._check_same_shape(uri, schema, partition_by)
-        return self.version(uri)
+
+    def _create_over_uncommitted_log(self, uri: str, sql: str) -> None:
+        """Create the table at ``uri`` whose folder holds a ``_delta_log`` folder but no commit.
+
+        Delta's ``CREATE TABLE IF NOT EXISTS`` on a path takes any folder that holds something for a table, and
+        Delta makes ``_delta_log`` (and ``_delta_log/_staged_commits``) before it writes the first commit. So the
+        statement commits nothing when another process is creating the table right now, or when a process was
+        killed while creating it. The first is waited for (:attr:`creation_wait_s`); after that the log folder is
+        taken as left by a killed creation and removed if it holds nothing but empty folders (only empty folders
+        are removed, never a file), and the table is created.
+
+        Raises:
+            TableStoreError: the log folder holds files but no commit, or is out of this process's reach.
+        """
+        deadline = time.monotonic() + self.creation_wait_s
+        while time.monotonic() < deadline:
+            time.sleep(min(0.25, self.creation_wait_s))
+            if self.exists(uri):
+                return
+        log = f"{uri}/_delta_log"
+        if self._files.remove_empty_folder(log):
+            self._create_table(uri, sql)
+        if not self.exists(uri):
+            raise TableStoreError(
+                f"cannot create the Delta table at {uri}: its folder holds files but no Delta commit (a creation "
+                f"killed before its first commit leaves {log}), and lakeshard removes only empty folders, on a "
+                "filesystem it reaches. Nothing was committed there: remove the folder's contents and run again")
 
     # ------------------------------------------------------------------------------------- read
     def read(

@@ -14,6 +14,7 @@ left out, a listing of a few milliseconds (80 to 100 ms for 2,000 files, where `
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -35,6 +36,8 @@ class LogFiles(Protocol):
     def read_text(self, location: str) -> str: ...
 
     def list_files(self, root: str) -> list[str]: ...
+
+    def remove_empty_folder(self, location: str) -> bool: ...
 
 
 def log_files(spark: SparkSession) -> LogFiles:
@@ -108,6 +111,28 @@ class SparkFiles:
             if not is_hidden(relative):
                 out.append(relative)
         return out
+
+
+    def remove_empty_folder(self, location: str) -> bool:
+        """Remove the folder ``location`` and the empty folders directly in it, when it holds no file; return
+        whether it is gone.
+
+        Spark has no call that removes a folder, so this works where the folder is on this process's own
+        filesystem (a local path, or a Unity Catalog volume mounted at ``/Volumes``); elsewhere it returns False.
+        Only empty folders are removed (``os.rmdir``), so a file written meanwhile by another process stays.
+        """
+        local = _bare(location)
+        if not local.startswith("/"):  # another filesystem (dbfs:, s3:, abfss:), out of this process's reach
+            return False
+        try:
+            for entry in os.scandir(local):
+                os.rmdir(entry.path)  # a file, or a folder that is not empty, raises
+            os.rmdir(local)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+        return not os.path.lexists(local)
 
 
 def _bare(location: str) -> str:

@@ -290,6 +290,20 @@ class HadoopFiles:
         fs, path = self._path(location)
         fs.delete(path, True)
 
+    def remove_empty_folder(self, location: str) -> bool:
+        """Remove the folder ``location`` and the empty folders directly in it, when it holds no file; return
+        whether it is gone. Every delete is non-recursive, so a file written meanwhile by another process stays."""
+        fs, path = self._path(location)
+        try:
+            for status in fs.listStatus(path):
+                if not status.isDirectory() or not fs.delete(status.getPath(), False):
+                    return False
+            fs.delete(path, False)
+        except Exception as exc:  # not empty (the filesystem refuses), or gone meanwhile
+            if not _not_found(exc):
+                return False
+        return not fs.exists(path)
+
 
 def _not_found(exc: BaseException) -> bool:
     """Return whether a py4j error is Java's ``FileNotFoundException`` (a path that is not there)."""
