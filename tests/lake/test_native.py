@@ -146,21 +146,6 @@ def _shape() -> Any:
     return StructType([StructField("n", LongType(), False), StructField("p", StringType())])
 
 
-@pytest.mark.parametrize("leftover", [("_delta_log",), ("_delta_log", "_staged_commits")])
-def test_a_table_whose_creation_was_killed_before_its_first_commit_is_created_by_the_next_run(
-    native_store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leftover: tuple[str, ...]
-) -> None:
-    """What a process killed inside Delta's creation of a table leaves (found by tests/compaction/test_kill_native.py
-    on the `fragments` table): Delta's CREATE TABLE IF NOT EXISTS takes the folder for a table and commits nothing."""
-    monkeypatch.setattr(native_store, "creation_wait_s", 0.2, raising=False)
-    table = tmp_path / "t"
-    table.joinpath(*leftover).mkdir(parents=True)
-    assert not native_store.exists(str(table))
-    assert native_store.create(str(table), _shape(), partition_by=["p"]) == 0
-    # Created by Delta's CREATE TABLE (a write would have made every column nullable).
-    assert native_store.schema(str(table)) == _shape() and native_store.partition_columns(str(table)) == ["p"]
-
-
 def test_a_creation_that_meets_another_process_creating_the_table_waits_for_its_commit(
     native_store: TableStore, tmp_path: Path
 ) -> None:

@@ -331,6 +331,21 @@ def test_delta_rs_reads_what_the_store_wrote(table_store: TableStore, spark: Spa
     assert set(theirs.column("tenant_id").to_pylist()) == {"acme", "b%c d"}
 
 
+@pytest.mark.parametrize("leftover", [("_delta_log",), ("_delta_log", "_staged_commits")])
+def test_a_table_whose_creation_was_killed_before_its_first_commit_is_created_by_the_next_run(
+    table_store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leftover: tuple[str, ...]
+) -> None:
+    """What a process killed inside Delta's creation of a table leaves (Delta's engine makes both folders before the
+    first commit; tests/compaction/test_kill_native.py found it on `fragments`)."""
+    monkeypatch.setattr(table_store, "creation_wait_s", 0.2, raising=False)  # no other creator to wait for
+    uri = str(tmp_path / "t")
+    Path(uri, *leftover).mkdir(parents=True)
+    assert not table_store.exists(uri)
+    assert table_store.create(uri, EVENTS, partition_by=["tenant_id", "hour"]) == 0
+    # The declared shape, NOT NULL kept: created by CREATE TABLE, not by a first write (which makes columns nullable).
+    assert table_store.schema(uri) == EVENTS and table_store.partition_columns(uri) == ["tenant_id", "hour"]
+
+
 def test_create_checks_shape_and_append_checks_columns(
     table_store: TableStore, spark: SparkSession, tmp_path: Path
 ) -> None:

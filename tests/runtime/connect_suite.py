@@ -53,20 +53,6 @@ def test_a_fused_ingest_writes_each_event_once_on_delta_engine(spark: SparkSessi
     run_native_fused_ingest(spark, native_store, test_config, tmp_path)
 
 
-@pytest.mark.delta_jvm
-def test_a_table_whose_creation_was_killed_is_created_by_the_next_run_on_delta_engine(
-        native_store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under Spark Connect there is no Hadoop filesystem to remove the killed creation's empty log folder with: the
-    store removes it through this process's own filesystem (the tests' server shares it, as a volume is shared)."""
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    monkeypatch.setattr(native_store, "creation_wait_s", 0.2, raising=False)
-    table = tmp_path / "t"
-    (table / "_delta_log" / "_staged_commits").mkdir(parents=True)
-    schema = StructType([StructField("n", LongType(), False)])
-    assert native_store.create(str(table), schema) == 0 and native_store.schema(str(table)) == schema
-
-
 def test_doctor_names_the_runtime_and_proves_a_round_trip(spark: SparkSession, test_config: LakeshardConfig) -> None:
     from lakeshard.app.cli import _doctor_session
     from lakeshard.runtime import detect_runtime

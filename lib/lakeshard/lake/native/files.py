@@ -122,7 +122,9 @@ class SparkFiles:
         Only empty folders are removed (``os.rmdir``), so a file written meanwhile by another process stays.
         """
         local = _bare(location)
-        if not local.startswith("/"):  # another filesystem (dbfs:, s3:, abfss:), out of this process's reach
+        if local.startswith("dbfs:/Volumes/"):  # how a Databricks runtime spells a volume path
+            local = local[len("dbfs:"):]
+        if not local.startswith("/"):  # another filesystem (s3:, abfss:, dbfs: outside volumes), out of reach
             return False
         try:
             for entry in os.scandir(local):
