@@ -5,6 +5,7 @@ Its contract tests against real Delta commits are in ``test_store_contract.py`` 
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -178,3 +179,56 @@ def test_a_log_folder_holding_files_but_no_commit_is_left_alone_with_a_clear_err
     with pytest.raises(TableStoreError, match=r"holds files but no Delta commit.*remove the folder's contents"):
         native_store.create(str(table), _shape())
     assert stray.read_text() == "{}" and not native_store.exists(str(table))
+
+
+@pytest.mark.slow
+@pytest.mark.delta_jvm
+def test_a_process_killed_inside_a_table_creation_leaves_nothing_the_next_run_cannot_create(
+    native_store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child creates tables one after another on Delta's engine and is SIGKILLed inside one creation: a random
+    few milliseconds after Delta made that table's `_delta_log` folder, the moment before its first commit (some 30 to
+    60 ms here). This process then creates every table: each is at version 0 with the declared shape."""
+    import json
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from phase_kills import child_env, kill_seed
+
+    seed = kill_seed()
+    rng = random.Random(seed)
+    count, target = 4, rng.randint(1, 2)
+    root = tmp_path / "tables"
+    log = root / f"t{target:03d}" / "_delta_log"
+    child = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("_create_native_tables.py")), str(root), str(count),
+         json.dumps(_shape().jsonValue()), "p"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), start_new_session=True)
+    assert child.stdout is not None
+    try:
+        for line in child.stdout:
+            if line.split() == ["creating", str(target)]:
+                deadline = time.monotonic() + 60
+                while not log.exists() and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                time.sleep(rng.uniform(0.0, 0.06))
+                # The child and its JVM at once: killing the Python process alone lets the JVM (a process of its
+                # own, which exits when its parent's pipe closes) finish the creation first.
+                os.killpg(child.pid, signal.SIGKILL)
+                break
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        _, err = child.communicate(timeout=60)
+    assert log.exists(), f"seed {seed}: the child never began table {target}: {err[-3000:]}"
+    left = sorted(p.name for p in log.iterdir())
+    print(f"seed {seed}: killed inside table {target}'s creation; its log folder held {left}")
+    monkeypatch.setattr(native_store, "creation_wait_s", 0.5, raising=False)  # the killed process commits no more
+    for i in range(count):
+        uri = str(root / f"t{i:03d}")
+        assert native_store.create(uri, _shape(), partition_by=["p"]) == 0, (seed, i, left)
+        assert native_store.schema(uri) == _shape() and native_store.partition_columns(uri) == ["p"], (seed, i)

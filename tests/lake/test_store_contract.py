@@ -331,15 +331,26 @@ def test_delta_rs_reads_what_the_store_wrote(table_store: TableStore, spark: Spa
     assert set(theirs.column("tenant_id").to_pylist()) == {"acme", "b%c d"}
 
 
-@pytest.mark.parametrize("leftover", [("_delta_log",), ("_delta_log", "_staged_commits")])
+_TEMPORARY = "00000000000000000000.json.d38dffd7-b8f8-4e56-9b02-c68d65a3b81e.tmp"
+
+
+@pytest.mark.parametrize("leftover", [
+    ["_delta_log/"], ["_delta_log/_staged_commits/"],
+    # Killed between writing the first commit to its temporary name and renaming it into place.
+    ["_delta_log/_staged_commits/", f"_delta_log/.{_TEMPORARY}", f"_delta_log/..{_TEMPORARY}.crc"],
+], ids=["log folder", "staged commits folder", "temporary commit"])
 def test_a_table_whose_creation_was_killed_before_its_first_commit_is_created_by_the_next_run(
-    table_store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leftover: tuple[str, ...]
+    table_store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leftover: list[str]
 ) -> None:
-    """What a process killed inside Delta's creation of a table leaves (Delta's engine makes both folders before the
-    first commit; tests/compaction/test_kill_native.py found it on `fragments`)."""
+    """What a process killed inside Delta's creation of a table leaves (Delta's engine makes the folders, then
+    writes the first commit; tests/lake/test_native.py kills a creation at that moment)."""
     monkeypatch.setattr(table_store, "creation_wait_s", 0.2, raising=False)  # no other creator to wait for
     uri = str(tmp_path / "t")
-    Path(uri, *leftover).mkdir(parents=True)
+    for name in leftover:
+        if name.endswith("/"):
+            Path(uri, name).mkdir(parents=True)
+        else:
+            Path(uri, name).write_text('{"commitInfo":{}}\n')
     assert not table_store.exists(uri)
     assert table_store.create(uri, EVENTS, partition_by=["tenant_id", "hour"]) == 0
     # The declared shape, NOT NULL kept: created by CREATE TABLE, not by a first write (which makes columns nullable).

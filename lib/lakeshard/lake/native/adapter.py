@@ -266,8 +266,8 @@ class NativeTableStore(AdapterBase):
         Delta makes ``_delta_log`` (and ``_delta_log/_staged_commits``) before it writes the first commit. So the
         statement commits nothing when another process is creating the table right now, or when a process was
         killed while creating it. The first is waited for (:attr:`creation_wait_s`); after that the log folder is
-        taken as left by a killed creation and removed if it holds nothing but empty folders (only empty folders
-        are removed, never a file), and the table is created.
+        taken as left by a killed creation and removed if it holds nothing but empty folders and temporary commit
+        files (a commit written but never renamed into place), and the table is created.
 
         Raises:
             TableStoreError: the log folder holds files but no commit, or is out of this process's reach.
@@ -278,13 +278,14 @@ class NativeTableStore(AdapterBase):
             if self.exists(uri):
                 return
         log = f"{uri}/_delta_log"
-        if self._files.remove_empty_folder(log):
+        if self._files.remove_uncommitted_log(log):
             self._create_table(uri, sql)
         if not self.exists(uri):
             raise TableStoreError(
-                f"cannot create the Delta table at {uri}: its folder holds files but no Delta commit (a creation "
-                f"killed before its first commit leaves {log}), and lakeshard removes only empty folders, on a "
-                "filesystem it reaches. Nothing was committed there: remove the folder's contents and run again")
+                f"cannot create the Delta table at {uri}: its folder holds files but no Delta commit, and lakeshard "
+                f"removes only what a creation killed before its first commit leaves ({log} holding empty folders "
+                "and temporary commit files), on a filesystem it reaches. Nothing was committed there: remove the "
+                "folder's contents and run again")
 
     # ------------------------------------------------------------------------------------- read
     def read(

@@ -15,6 +15,7 @@ left out, a listing of a few milliseconds (80 to 100 ms for 2,000 files, where `
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -23,7 +24,7 @@ from lakeshard.lake.protocol.datafiles import is_hidden
 if TYPE_CHECKING:
     from pyspark.sql import Column, Row, SparkSession
 
-__all__ = ["LogFiles", "SparkFiles", "log_files"]
+__all__ = ["LogFiles", "SparkFiles", "is_temporary_commit", "log_files"]
 
 
 class LogFiles(Protocol):
@@ -37,7 +38,7 @@ class LogFiles(Protocol):
 
     def list_files(self, root: str) -> list[str]: ...
 
-    def remove_empty_folder(self, location: str) -> bool: ...
+    def remove_uncommitted_log(self, location: str) -> bool: ...
 
 
 def log_files(spark: SparkSession) -> LogFiles:
@@ -113,13 +114,13 @@ class SparkFiles:
         return out
 
 
-    def remove_empty_folder(self, location: str) -> bool:
-        """Remove the folder ``location`` and the empty folders directly in it, when it holds no file; return
-        whether it is gone.
+    def remove_uncommitted_log(self, location: str) -> bool:
+        """Remove the log folder ``location`` when it holds nothing but empty folders and temporary commit files
+        (:func:`is_temporary_commit`); return whether it is gone.
 
-        Spark has no call that removes a folder, so this works where the folder is on this process's own
+        Spark has no call that removes a file, so this works where the folder is on this process's own
         filesystem (a local path, or a Unity Catalog volume mounted at ``/Volumes``); elsewhere it returns False.
-        Only empty folders are removed (``os.rmdir``), so a file written meanwhile by another process stays.
+        Folders are removed with ``os.rmdir``, so a file written into one meanwhile stays.
         """
         local = _bare(location)
         if local.startswith("dbfs:/Volumes/"):  # how a Databricks runtime spells a volume path
@@ -127,14 +128,30 @@ class SparkFiles:
         if not local.startswith("/"):  # another filesystem (s3:, abfss:, dbfs: outside volumes), out of reach
             return False
         try:
-            for entry in os.scandir(local):
-                os.rmdir(entry.path)  # a file, or a folder that is not empty, raises
+            entries = list(os.scandir(local))
+            if any(e.is_file(follow_symlinks=False) and not is_temporary_commit(e.name) for e in entries):
+                return False
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    os.rmdir(entry.path)  # a folder that is not empty raises
+                else:
+                    os.remove(entry.path)
             os.rmdir(local)
         except FileNotFoundError:
             pass
         except OSError:
             return False
         return not os.path.lexists(local)
+
+
+# Delta writes a commit file to a hidden temporary name, then renames it into place (HDFSLogStore); Hadoop's local
+# filesystem adds a checksum file beside it. A process killed between the two leaves them: never a commit.
+_TEMPORARY_COMMIT = re.compile(r"\.\.?\d{20}\.json\.[0-9A-Za-z-]+\.tmp(?:\.crc)?")
+
+
+def is_temporary_commit(name: str) -> bool:
+    """Return whether a ``_delta_log`` file name is a commit file's temporary name (or its checksum file)."""
+    return _TEMPORARY_COMMIT.fullmatch(name) is not None
 
 
 def _bare(location: str) -> str:

@@ -290,16 +290,23 @@ class HadoopFiles:
         fs, path = self._path(location)
         fs.delete(path, True)
 
-    def remove_empty_folder(self, location: str) -> bool:
-        """Remove the folder ``location`` and the empty folders directly in it, when it holds no file; return
-        whether it is gone. Every delete is non-recursive, so a file written meanwhile by another process stays."""
+    def remove_uncommitted_log(self, location: str) -> bool:
+        """Remove the log folder ``location`` when it holds nothing but empty folders and temporary commit files
+        (:func:`~lakeshard.lake.native.files.is_temporary_commit`); return whether it is gone. Folders are deleted
+        non-recursively, so a file written into one meanwhile stays."""
+        from lakeshard.lake.native.files import is_temporary_commit
+
         fs, path = self._path(location)
         try:
-            for status in fs.listStatus(path):
-                if not status.isDirectory() or not fs.delete(status.getPath(), False):
+            statuses = list(fs.listStatus(path))
+            kinds = [(s.getPath(), s.isDirectory()) for s in statuses]
+            if any(not folder and not is_temporary_commit(str(p.getName())) for p, folder in kinds):
+                return False
+            for p, folder in kinds:
+                if not fs.delete(p, False) and folder:  # a temporary file's checksum may go with the file
                     return False
             fs.delete(path, False)
-        except Exception as exc:  # not empty (the filesystem refuses), or gone meanwhile
+        except Exception as exc:  # a folder not empty (the filesystem refuses), or gone meanwhile
             if not _not_found(exc):
                 return False
         return not fs.exists(path)
