@@ -13,6 +13,7 @@ miss most of them). Where the kill landed is read from the last line the child w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import select
@@ -28,7 +29,7 @@ from pathlib import Path
 from lakeshard.lake.trace import COMMIT, TRACE_ENV, WRITE
 
 __all__ = ["BETWEEN_COMMITS", "DELTA_COMMIT", "IDLE", "PARQUET_WRITE", "SEED_ENV", "KillAt", "Run", "child_env",
-           "kill_seed", "run_traced"]
+           "die", "kill_process_group", "kill_seed", "run_traced"]
 
 PARQUET_WRITE = "parquet write"
 DELTA_COMMIT = "delta commit"
@@ -38,6 +39,22 @@ SEED_ENV = "LAKESHARD_KILL_SEED"
 LIB = Path(__file__).parents[1] / "lib"
 
 
+def kill_process_group(pid: int) -> None:
+    """SIGKILL the process ``pid``, started in a session of its own, with every process it started (a Spark JVM):
+    killing the Python process alone lets its JVM, which exits only once its parent's pipe closes, finish what it
+    was doing (a Delta commit, a table's creation) first."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def die() -> None:
+    """SIGKILL this process, and the processes it started when it leads its own process group (as the children
+    :func:`run_traced` and the kill tests start do): a crash of the whole driver, JVM included."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def kill_seed() -> int:
     """Return the seed of this run's kill timings: ``LAKESHARD_KILL_SEED`` if set (to reproduce), else fresh."""
     given = os.environ.get(SEED_ENV)
@@ -45,8 +62,10 @@ def kill_seed() -> int:
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    """Return the environment of a child process: this worktree's library first on the path."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")]), **extra}
+    """Return the environment of a child process: this worktree's library first on the path, then the tests' folder
+    (a child script may import :func:`die` from here)."""
+    path = [str(LIB), str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path), **extra}
 
 
 @dataclass(frozen=True)
@@ -124,7 +143,8 @@ def run_traced(argv: Sequence[str], *, kill_at: KillAt | None = None, env: Mappi
     out, err = workdir / "stdout", workdir / "stderr"
     started = time.monotonic()
     with out.open("w") as stdout, err.open("w") as stderr:
-        proc = subprocess.Popen(list(argv), stdout=stdout, stderr=stderr,
+        # In a process group of its own, so a kill takes the child's JVM (Delta's engine) with it, as a crash would.
+        proc = subprocess.Popen(list(argv), stdout=stdout, stderr=stderr, start_new_session=True,
                                 env={**(env or child_env()), TRACE_ENV: str(fifo)})
     lines: list[str] = []
     seen: list[float] = []
@@ -140,7 +160,7 @@ def run_traced(argv: Sequence[str], *, kill_at: KillAt | None = None, env: Mappi
                 if readable:
                     time.sleep(0.005)  # end of file while the child lives: it has not opened the FIFO yet
                 if time.monotonic() - started > timeout:
-                    proc.kill()
+                    kill_process_group(proc.pid)
                     raise TimeoutError(f"{argv} ran longer than {timeout}s")
                 continue
             *complete, pending = (pending + chunk).split(b"\n")
@@ -153,7 +173,7 @@ def run_traced(argv: Sequence[str], *, kill_at: KillAt | None = None, env: Mappi
                     if entered == kill_at.nth:
                         if kill_at.delay > 0:
                             time.sleep(kill_at.delay)
-                        proc.send_signal(signal.SIGKILL)
+                        kill_process_group(proc.pid)
                         fired = True
         proc.wait(timeout=60)
     finally:

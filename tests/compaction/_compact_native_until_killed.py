@@ -8,7 +8,6 @@ aims its kills inside the span an undisturbed run took.
 
 import dataclasses
 import os
-import signal
 import sys
 import threading
 import time
@@ -17,6 +16,7 @@ from lakeshard.compaction import CompactionSettings, Compactor, LocalityPlanner,
 from lakeshard.config import load_config
 from lakeshard.lake import open_store
 from lakeshard.runtime import get_spark
+from phase_kills import die
 
 uri, delay = sys.argv[1], float(sys.argv[2])
 cfg = load_config(overrides={"spark": {"master": "local[1]", "shuffle_partitions": 1, "driver_memory": "1g"}}, env={})
@@ -30,7 +30,7 @@ settings = CompactionSettings(
 compactor = Compactor(store, uri, settings=settings)
 print("started", flush=True)
 if delay >= 0:
-    threading.Timer(delay, os.kill, (os.getpid(), signal.SIGKILL)).start()
+    threading.Timer(delay, die).start()  # the process and its JVM (started in a session of its own)
 started = time.monotonic()
 report = compactor.run(apply=True)
 print(f"rounds={len(report.rounds)} seconds={time.monotonic() - started:.3f}", flush=True)

@@ -36,7 +36,7 @@ KILLS = 2
 
 def _compact(uri: str, delay: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(SCRIPT), uri, f"{delay:.3f}"], capture_output=True, text=True,
-                          env=child_env(), timeout=600, check=False)
+                          env=child_env(), timeout=600, check=False, start_new_session=True)
 
 
 @pytest.mark.slow

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import sys
 import threading
 
@@ -24,6 +23,7 @@ from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.lake import open_lazy_store
 from lakeshard.routing.router import Router
+from phase_kills import die  # the process and its JVM
 
 SHARDS = 4
 
@@ -44,10 +44,10 @@ def main() -> None:
     def commit_point(*where: object) -> None:
         calls[0] += 1
         if mode == "hook" and calls[0] == int(arg):
-            os.kill(os.getpid(), signal.SIGKILL)
+            die()
 
     if mode == "after":
-        threading.Timer(float(arg), os.kill, (os.getpid(), signal.SIGKILL)).start()
+        threading.Timer(float(arg), die).start()
     if handoff == "fused":
         fused = FusedWriter(None, store, cfg, list(range(SHARDS)), before_commit=commit_point)
         router = Router(None, store, cfg, max_batch_files=3, before_commit=commit_point, handoff=fused, fused=True)

@@ -5,7 +5,6 @@ Its contract tests against real Delta commits are in ``test_store_contract.py`` 
 
 from __future__ import annotations
 
-import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -190,14 +189,12 @@ def test_a_process_killed_inside_a_table_creation_leaves_nothing_the_next_run_ca
     few milliseconds after Delta made that table's `_delta_log` folder, the moment before its first commit (some 30 to
     60 ms here). This process then creates every table: each is at version 0 with the declared shape."""
     import json
-    import os
     import random
-    import signal
     import subprocess
     import sys
     import time
 
-    from phase_kills import child_env, kill_seed
+    from phase_kills import child_env, kill_process_group, kill_seed
 
     seed = kill_seed()
     rng = random.Random(seed)
@@ -216,13 +213,10 @@ def test_a_process_killed_inside_a_table_creation_leaves_nothing_the_next_run_ca
                 while not log.exists() and time.monotonic() < deadline:
                     time.sleep(0.001)
                 time.sleep(rng.uniform(0.0, 0.06))
-                # The child and its JVM at once: killing the Python process alone lets the JVM (a process of its
-                # own, which exits when its parent's pipe closes) finish the creation first.
-                os.killpg(child.pid, signal.SIGKILL)
+                kill_process_group(child.pid)  # the child and its JVM at once
                 break
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
+        kill_process_group(child.pid)
         _, err = child.communicate(timeout=60)
     assert log.exists(), f"seed {seed}: the child never began table {target}: {err[-3000:]}"
     left = sorted(p.name for p in log.iterdir())
