@@ -113,7 +113,6 @@ class SparkFiles:
                 out.append(relative)
         return out
 
-
     def remove_uncommitted_log(self, location: str) -> bool:
         """Remove the log folder ``location`` when it holds nothing but empty folders and temporary commit files
         (:func:`is_temporary_commit`); return whether it is gone.
