@@ -15,16 +15,16 @@ left out, a listing of a few milliseconds (80 to 100 ms for 2,000 files, where `
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from lakeshard.lake.protocol.datafiles import is_hidden
+from lakeshard.lake.protocol.log import is_temporary_commit
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, Row, SparkSession
 
-__all__ = ["LogFiles", "SparkFiles", "is_temporary_commit", "log_files"]
+__all__ = ["LogFiles", "SparkFiles", "log_files"]
 
 
 class LogFiles(Protocol):
@@ -141,16 +141,6 @@ class SparkFiles:
         except OSError:
             return False
         return not os.path.lexists(local)
-
-
-# Delta writes a commit file to a hidden temporary name, then renames it into place (HDFSLogStore); Hadoop's local
-# filesystem adds a checksum file beside it. A process killed between the two leaves them: never a commit.
-_TEMPORARY_COMMIT = re.compile(r"\.\.?\d{20}\.json\.[0-9A-Za-z-]+\.tmp(?:\.crc)?")
-
-
-def is_temporary_commit(name: str) -> bool:
-    """Return whether a ``_delta_log`` file name is a commit file's temporary name (or its checksum file)."""
-    return _TEMPORARY_COMMIT.fullmatch(name) is not None
 
 
 def _bare(location: str) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakeshard.errors import EnvironmentProblem
 from lakeshard.lake.protocol.datafiles import is_hidden
+from lakeshard.lake.protocol.log import is_temporary_commit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -292,10 +293,8 @@ class HadoopFiles:
 
     def remove_uncommitted_log(self, location: str) -> bool:
         """Remove the log folder ``location`` when it holds nothing but empty folders and temporary commit files
-        (:func:`~lakeshard.lake.native.files.is_temporary_commit`); return whether it is gone. Folders are deleted
+        (:func:`~lakeshard.lake.protocol.log.is_temporary_commit`); return whether it is gone. Folders are deleted
         non-recursively, so a file written into one meanwhile stays."""
-        from lakeshard.lake.native.files import is_temporary_commit
-
         fs, path = self._path(location)
         try:
             statuses = list(fs.listStatus(path))

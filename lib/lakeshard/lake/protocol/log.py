@@ -20,6 +20,7 @@ table's) and V2 checkpoints (UUID-named checkpoints with sidecar files).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -41,6 +42,7 @@ __all__ = [
     "decode_user_metadata",
     "encode_user_metadata",
     "file_from_action",
+    "is_temporary_commit",
     "parse_commit",
     "remove_action",
     "replay",
@@ -95,6 +97,16 @@ class LogState:
 def commit_versions(names: Iterable[str]) -> set[int]:
     """Return the versions that have a commit file among these ``_delta_log`` file names."""
     return {int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()}
+
+
+# Delta writes a commit file to a hidden temporary name, then renames it into place (its HDFSLogStore); Hadoop's
+# local filesystem adds a checksum file beside it. A process killed between the two leaves them: never a commit.
+_TEMPORARY_COMMIT = re.compile(r"\.\.?\d{20}\.json\.[0-9A-Za-z-]+\.tmp(?:\.crc)?")
+
+
+def is_temporary_commit(name: str) -> bool:
+    """Return whether a ``_delta_log`` file name is a commit file's temporary name (or its checksum file)."""
+    return _TEMPORARY_COMMIT.fullmatch(name) is not None
 
 
 def checkpoint_parts(entries: Iterable[tuple[str, str]]) -> dict[int, list[str]]:
