@@ -19,7 +19,6 @@ from lakeshard.buckets.completionist import ensure_buckets
 from lakeshard.buckets.guard import guard_open_buckets, refused_by_guard
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, TableStore
-from lakeshard.runtime import is_spark_connect
 
 pytestmark = [pytest.mark.delta_jvm, pytest.mark.slow]
 
@@ -92,8 +91,6 @@ def test_a_fence_fails_a_public_append_whose_transaction_overlaps_it(
 ) -> None:
     """Delta fails every transaction that overlaps a metadata change, a blind append too: the append's query
     waits (inside its transaction) until the fence has landed."""
-    if is_spark_connect(spark):
-        pytest.skip("the append is held inside its transaction by a Python UDF waiting on a local file")
     store = native_store
     events, _ = _tables(store, tmp_path)
     release = tmp_path / "release"

@@ -22,14 +22,17 @@ TESTS = Path(__file__).resolve().parents[1]
 # Under Spark Connect: the TableStore contract (the embedded adapter, and the native one on the server's Delta
 # engine), the native adapter's table-feature guards, the demo with every batch through Spark and the demo on
 # Delta's engine, doctor, the pruning data source (format("lakeshard") registered over Connect, planned and read on
-# the server), compaction's whole-bucket swap on Delta's public writer losing to an append (the in-write check), and
-# the hourly upkeep of bookkeeping tables on Delta's engine (rewrite and checkpoint without py4j).
+# the server), compaction's whole-bucket swap on Delta's public writer losing to an append (the in-write check),
+# the hourly upkeep of bookkeeping tables on Delta's engine (rewrite and checkpoint without py4j), and the closing
+# fence failing a public append whose transaction overlaps it.
 SWAP = TESTS / "compaction" / "test_native_swap.py"
+GUARD = TESTS / "buckets" / "test_guard.py"
 CONNECT_SUITE = [TESTS / "lake" / "test_store_contract.py", TESTS / "lake" / "test_native_engine.py",
                  TESTS / "runtime" / "connect_suite.py", TESTS / "query" / "test_datasource.py",
                  f"{SWAP}::test_an_append_landing_after_lakeshards_log_check_fails_the_swap_which_retries",
                  f"{SWAP}::test_the_in_write_check_refuses_a_bucket_that_gained_a_file",
-                 TESTS / "maintenance" / "test_native_bookkeeping.py"]
+                 TESTS / "maintenance" / "test_native_bookkeeping.py",
+                 f"{GUARD}::test_a_fence_fails_a_public_append_whose_transaction_overlaps_it"]
 
 
 @pytest.mark.slow
