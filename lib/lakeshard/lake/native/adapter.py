@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -52,7 +51,6 @@ import pyarrow as pa
 
 from lakeshard.errors import (
     CommitConflict,
-    TableNotFound,
     TableStoreError,
     UnsupportedByAdapter,
 )
@@ -191,11 +189,7 @@ class NativeTableStore(AdapterBase):
     # ----------------------------------------------------------------------------------- lookup
     def exists(self, table: str) -> bool:
         """Return whether a Delta table exists at ``table`` (its log holds a commit or a checkpoint)."""
-        try:
-            self._log.latest(normalise_uri(table))
-        except TableNotFound:
-            return False
-        return True
+        return self._log.exists(normalise_uri(table))
 
     def schema(self, table: str) -> StructType:
         """Return the table's schema (data and partition columns) as a Spark ``StructType``."""
@@ -233,7 +227,8 @@ class NativeTableStore(AdapterBase):
         description: str | None = None,
         exist_ok: bool = True,
     ) -> int:
-        """Create the table with ``DeltaTable.createIfNotExists`` (or check an existing one's shape).
+        """Create the table with ``CREATE TABLE IF NOT EXISTS`` (:meth:`PublicCommits.create`), or check an existing
+        one's shape.
 
         Raises:
             TableExists: the table exists and ``exist_ok`` is False.
@@ -244,48 +239,11 @@ class NativeTableStore(AdapterBase):
         existing = self._existing_version(uri, schema, partition_by, exist_ok)
         if existing is not None:
             return existing
-        sql = create_table_sql(uri, schema, partition_by, {**NATIVE_PROPERTIES, **(properties or {})}, description)
-        self._create_table(uri, sql)
-        if not self.exists(uri):
-            self._create_over_uncommitted_log(uri, sql)
+        self._public.create(uri, create_table_sql(uri, schema, partition_by,
+                                                  {**NATIVE_PROPERTIES, **(properties or {})}, description),
+                            wait_s=self.creation_wait_s)
         self._check_same_shape(uri, schema, partition_by)
         return self.version(uri)
-
-    def _create_table(self, uri: str, sql: str) -> None:
-        try:
-            self.spark.sql(sql)
-        except Exception as exc:
-            # createIfNotExists racing another creator: the loser may still fail; the same shape is fine.
-            if not self.exists(uri):
-                raise TableStoreError(f"cannot create the Delta table at {uri}: {exc}") from None
-
-    def _create_over_uncommitted_log(self, uri: str, sql: str) -> None:
-        """Create the table at ``uri`` whose folder holds a ``_delta_log`` folder but no commit.
-
-        Delta's ``CREATE TABLE IF NOT EXISTS`` on a path takes any folder that holds something for a table, and
-        Delta makes ``_delta_log`` (and ``_delta_log/_staged_commits``) before it writes the first commit. So the
-        statement commits nothing when another process is creating the table right now, or when a process was
-        killed while creating it. The first is waited for (:attr:`creation_wait_s`); after that the log folder is
-        taken as left by a killed creation and removed if it holds nothing but empty folders and temporary commit
-        files (a commit written but never renamed into place), and the table is created.
-
-        Raises:
-            TableStoreError: the log folder holds files but no commit, or is out of this process's reach.
-        """
-        deadline = time.monotonic() + self.creation_wait_s
-        while time.monotonic() < deadline:
-            time.sleep(min(0.25, self.creation_wait_s))
-            if self.exists(uri):
-                return
-        log = f"{uri}/_delta_log"
-        if self._files.remove_uncommitted_log(log):
-            self._create_table(uri, sql)
-        if not self.exists(uri):
-            raise TableStoreError(
-                f"cannot create the Delta table at {uri}: its folder holds files but no Delta commit, and lakeshard "
-                f"removes only what a creation killed before its first commit leaves ({log} holding empty folders "
-                "and temporary commit files), on a filesystem it reaches. Nothing was committed there: remove the "
-                "folder's contents and run again")
 
     # ------------------------------------------------------------------------------------- read
     def read(

@@ -128,7 +128,7 @@ class SparkFiles:
             return False
         try:
             entries = list(os.scandir(local))
-            if any(e.is_file(follow_symlinks=False) and not is_temporary_commit(e.name) for e in entries):
+            if any(not e.is_dir(follow_symlinks=False) and not is_temporary_commit(e.name) for e in entries):
                 return False
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):

@@ -297,8 +297,7 @@ class HadoopFiles:
         non-recursively, so a file written into one meanwhile stays."""
         fs, path = self._path(location)
         try:
-            statuses = list(fs.listStatus(path))
-            kinds = [(s.getPath(), s.isDirectory()) for s in statuses]
+            kinds = [(s.getPath(), s.isDirectory()) for s in fs.listStatus(path)]
             if any(not folder and not is_temporary_commit(str(p.getName())) for p, folder in kinds):
                 return False
             for p, folder in kinds:

@@ -97,6 +97,19 @@ class NativeLog:
     def listing(self, uri: str) -> list[tuple[str, str, int]]:
         return self._files.list_dir(f"{uri}/_delta_log")
 
+    def exists(self, uri: str) -> bool:
+        """Return whether a Delta table exists at ``uri`` (its log holds a commit or a checkpoint)."""
+        try:
+            self.latest(uri)
+        except TableNotFound:
+            return False
+        return True
+
+    def remove_uncommitted(self, uri: str) -> bool:
+        """Remove the table's log folder when it holds nothing but empty folders and temporary commit files (what a
+        creation killed before its first commit leaves); return whether it is gone."""
+        return self._files.remove_uncommitted_log(f"{uri}/_delta_log")
+
     def latest(self, uri: str, listing: list[tuple[str, str, int]] | None = None) -> int:
         listing = self.listing(uri) if listing is None else listing
         commits = commit_versions(n for n, _, _ in listing)

@@ -28,6 +28,7 @@ What does not fit (several app transactions in one commit, files written by a ``
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -163,6 +164,43 @@ class PublicCommits:
 
     def __init__(self, log: NativeLog) -> None:
         self._log = log
+
+    def create(self, uri: str, sql: str, *, wait_s: float) -> None:
+        """Run ``sql`` (:func:`create_table_sql`) until a table exists at ``uri``.
+
+        Delta's ``CREATE TABLE IF NOT EXISTS`` on a path takes any folder that holds something for a table, and
+        Delta makes ``_delta_log`` (and ``_delta_log/_staged_commits``) before it writes the first commit. So the
+        statement commits nothing when another process is creating the table right now, or when a process was
+        killed while creating it. The first is waited for (``wait_s``); after that the log folder is taken as left
+        by a killed creation, removed if it holds nothing but empty folders and temporary commit files
+        (:meth:`NativeLog.remove_uncommitted`), and the statement run again.
+
+        Raises:
+            TableStoreError: the statement failed and no table exists, or the log folder holds files but no
+                commit, or is out of this process's reach.
+        """
+        self._run_create(uri, sql)
+        deadline = time.monotonic() + wait_s
+        while not self._log.exists(uri) and time.monotonic() < deadline:
+            time.sleep(min(0.25, wait_s))
+        if self._log.exists(uri):
+            return
+        if self._log.remove_uncommitted(uri):
+            self._run_create(uri, sql)
+        if not self._log.exists(uri):
+            raise TableStoreError(
+                f"cannot create the Delta table at {uri}: its folder holds files but no Delta commit, and lakeshard "
+                f"removes only what a creation killed before its first commit leaves ({uri}/_delta_log holding empty "
+                "folders and temporary commit files), on a filesystem it reaches. Nothing was committed there: "
+                "remove the folder's contents and run again")
+
+    def _run_create(self, uri: str, sql: str) -> None:
+        try:
+            self._log.spark.sql(sql)
+        except Exception as exc:
+            # Racing another creator, the loser may still fail; the same shape is fine.
+            if not self._log.exists(uri):
+                raise TableStoreError(f"cannot create the Delta table at {uri}: {exc}") from None
 
     def append(self, uri: str, df: DataFrame, state: LogState, app_transactions: Sequence[AppTransaction],
                metadata: Mapping[str, Any] | None) -> CommitResult:
