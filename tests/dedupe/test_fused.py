@@ -306,6 +306,28 @@ def test_rows_that_fail_to_write_on_the_fused_path_are_dead_lettered_once_across
     assert store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi"]).num_rows == 4
 
 
+def test_a_row_refused_only_once_another_is_dead_lettered_is_dead_lettered_too(
+    store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lakeshard.lake
+    from refusals import refusing_a_second_row_once_the_first_is_out
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "a.jsonl").write_bytes(b"".join(_line(i, "e") for i in range(6)))
+    cfg = _cfg(tmp_path, "lh", landing)
+    monkeypatch.setattr(lakeshard.lake, "write_partitioned", refusing_a_second_row_once_the_first_is_out(
+        lakeshard.lake.write_partitioned, first={"e1"}, second={"e4"}))
+    reports = _fused(cfg).reports
+
+    dead = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["raw", "category"]).to_pylist()
+    assert sorted(json.loads(r["raw"])["event_id"] for r in dead) == ["e1", "e4"]
+    assert {r["category"] for r in dead} == {"write_failed"}
+    assert sum(r.dead_lettered for r in reports) == 2
+    events = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id"]).column("event_id").to_pylist()
+    assert sorted(events) == [f"e{i}" for i in (0, 2, 3, 5)]
+
+
 def test_a_fused_batch_a_route_only_run_finishes_goes_through_the_ingest_flows_gate(
     store: TableStore, tmp_path: Path
 ) -> None:

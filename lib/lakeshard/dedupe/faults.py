@@ -16,8 +16,9 @@ Anything else (the whole batch fails, no row fails alone) is an infrastructure f
 
 from __future__ import annotations
 
+import hashlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RecordLevelFailure", "RetryPolicy", "WriterStepFailed", "dead_letter_arrow", "event_keys",
-    "is_infrastructure_fault", "quarantine_rows", "record_level_failure", "retry_step", "unwritable_rows",
-    "write_or_blame",
+    "is_infrastructure_fault", "letters_transaction", "quarantine_rows", "record_level_failure", "retry_step",
+    "unwritable_rows", "write_or_blame",
 ]
 
 T = TypeVar("T")
@@ -209,11 +210,30 @@ def event_keys(rows: pa.Table) -> list[tuple[object, ...]]:
     return [(r["tenant_id"], r["event_id"], r["ts"]) for r in rows.select(["tenant_id", "event_id", "ts"]).to_pylist()]
 
 
+def letters_transaction(scope: str, keys: Collection[tuple[object, ...]], version: int) -> AppTransaction:
+    """Return the app transaction of a commit of dead letters: ``dead-letter-rows/<scope>/<digest of keys>`` →
+    ``version`` (the step's routed version, or its fused batch).
+
+    One id per set of rows, not per step: a step that meets a second round of unwritable rows after it committed
+    the first round's (a row refused only on a later try) commits them under an id of their own, where one id per
+    step took them for a replay of the first and left them neither in ``events`` nor in ``quarantine``. A step
+    redone after a crash that finds the same rows commits nothing again; one that finds other rows (a refusal that
+    is not the same on every try) commits those, so a row may be dead-lettered twice, never lost.
+    """
+    digest = hashlib.sha256("\x1e".join(sorted("\x1f".join(map(str, key)) for key in keys)).encode(
+        "utf-8", "surrogatepass")).hexdigest()[:_LETTERS_DIGEST_CHARS]
+    return AppTransaction(f"dead-letter-rows/{scope}/{digest}", version)
+
+
+_LETTERS_DIGEST_CHARS = 16
+
+
 def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequence[FileInfo],
                     unwritable: Mapping[tuple[object, ...], str], shards: Sequence[int], routed_version: int) -> int:
     """Commit the rows of ``files`` (a step's routed files) whose keys are ``unwritable`` to ``quarantine`` with
-    their reason, once (app transactions ``dead-letter-rows/<shard>`` → ``routed_version``: a step redone after
-    a crash finds the same rows and commits nothing); return how many rows that is."""
+    their reason, once (app transactions :func:`letters_transaction` of each shard and these keys → the routed
+    version: a step redone after a crash finds the same rows and commits nothing); return how many rows that
+    is."""
     from lakeshard.dedupe.commit import commits_per_shard
     from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
@@ -227,7 +247,7 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
     for group, group_files in groups:
         letters = dead_letter_arrow(store.read_arrow(routed, group_files, columns=columns), unwritable)
         store.append_arrow(quarantine, letters,
-                           app_transactions=[AppTransaction(f"dead-letter-rows/{s}", routed_version) for s in group],
+                           app_transactions=[letters_transaction(str(s), unwritable, routed_version) for s in group],
                            metadata={"dead_letter_rows": letters.num_rows, "shards": list(group),
                                      "routed_version": routed_version})
         total += letters.num_rows

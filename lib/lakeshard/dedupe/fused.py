@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.engines import Gate, Step
-from lakeshard.dedupe.faults import RecordLevelFailure, dead_letter_arrow, retry_step
+from lakeshard.dedupe.faults import RecordLevelFailure, dead_letter_arrow, letters_transaction, retry_step
 from lakeshard.dedupe.report import WriteReport
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import DamagedDataFile
-from lakeshard.lake import AppTransaction, CommitResult, TableStore
+from lakeshard.lake import CommitResult, TableStore
 from lakeshard.tables import FUSED_APP_ID, ID_INDEX, ROUTER_APP_ID
 
 if TYPE_CHECKING:
@@ -123,12 +123,13 @@ class FusedWriter:
                 w.cache.drop_shards([int(shard)])
                 return None
             except RecordLevelFailure as exc:
-                if not exc.keys:
+                found = {key: exc.reason[:1000] for key in exc.keys if key not in excluded}
+                if not found:
                     raise
                 # Rows proven unwritable go to quarantine first (a crash then redoes the batch and finds the same
-                # rows), then the batch is done again without them.
-                excluded.update(dict.fromkeys(exc.keys, exc.reason[:1000]))
-                lettered = self._dead_letter(batch, routed, excluded)
+                # rows), then the batch is done again without them; a later round's rows get a commit of their own.
+                excluded.update(found)
+                lettered += self._dead_letter(batch, routed, found)
         if excluded:
             report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
                                          error=next(iter(excluded.values())))
@@ -166,7 +167,8 @@ class FusedWriter:
 
     def _dead_letter(self, batch: int, routed: pa.Table, unwritable: dict[tuple[object, ...], str]) -> int:
         """Commit the rows of ``routed`` whose keys are ``unwritable`` to ``quarantine`` once (app transaction
-        ``dead-letter-rows/fused`` → ``batch``); return how many rows that is."""
+        :func:`~lakeshard.dedupe.faults.letters_transaction` of ``fused`` and these keys → ``batch``); return how
+        many rows that is."""
         from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
         letters = dead_letter_arrow(routed.select([f.name for f in EVENT_SCHEMA.fields]), unwritable)
@@ -175,6 +177,6 @@ class FusedWriter:
                                   description="records that broke the format or could not be written, with the reason")
         self._before_commit("dead-letter-rows")
         self.store.append_arrow(quarantine, letters,
-                                app_transactions=[AppTransaction(f"dead-letter-rows/{FUSED_APP_ID}", batch)],
+                                app_transactions=[letters_transaction(FUSED_APP_ID, unwritable, batch)],
                                 metadata={"dead_letter_rows": letters.num_rows, "fused": batch})
         return int(letters.num_rows)

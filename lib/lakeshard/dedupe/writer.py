@@ -277,12 +277,15 @@ class ShardWriter:
                     return self.dead_letters.send(self.spark_step.batch(new_files, routed_version), todo,
                                                   routed_version, exc.reason[:1000], started,
                                                   progress=self.progress, cache_bytes=self.cache.stats().bytes)
+                found = {key: exc.reason[:1000] for key in exc.keys if key not in self._excluded}
+                if not found:
+                    raise
                 # Those rows go to quarantine first (a crash then redoes the step, finding the same rows); the
-                # step is done again without them.
-                self._excluded.update(dict.fromkeys(exc.keys, exc.reason[:1000]))
+                # step is done again without them; a later round's rows get a commit of their own.
+                self._excluded.update(found)
                 self._before_commit("dead-letter-rows")
-                lettered = quarantine_rows(self.store, self.routed_uri, self.dead_letters.quarantine_uri,
-                                           new_files, self._excluded, todo, routed_version)
+                lettered += quarantine_rows(self.store, self.routed_uri, self.dead_letters.quarantine_uri,
+                                            new_files, found, todo, routed_version)
         if self._excluded:
             report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
                                          error=next(iter(self._excluded.values())))
