@@ -463,6 +463,8 @@ def ratios(cases: list[dict[str, Any]]) -> dict[str, Any]:
                        ("cli_over_three_tables", "three-tables")):
         if case in by:
             out[name] = round(cli["wall_s"] / by[case]["wall_s"], 2)
+            # Both whole processes, interpreter start and imports included (the floors' wall s leaves theirs out).
+            out[name.replace("cli_", "cli_process_")] = round(cli["process_wall_s"] / by[case]["process_wall_s"], 2)
             # On a loaded machine wall time follows the load; CPU seconds of the process tree do much less.
             out[name.replace("cli_", "cli_cpu_")] = round(cli["cpu_s"] / by[case]["cpu_s"], 2)
     streams = [by[c] for c in STREAMING_LIKE_EVENTS if c in by and by[c].get("events_dropped", 1) == 0]
@@ -509,16 +511,19 @@ def write_results(doc: dict[str, Any]) -> None:
     if r:
         lines += ["", "Ratios (lower is better for lakeshard's own; the streaming one is the peer's time over "
                       "lakeshard's):"]
-        lines += ["", "| ratio | wall | CPU of the process tree |", "| --- | ---: | ---: |"]
+        lines += ["", "| ratio | wall | whole process, both sides | CPU of the process tree |",
+                  "| --- | ---: | ---: | ---: |"]
         for key, text in (("cli_over_one_table", "`lakeshard ingest` / one-table floor"),
                           ("cli_over_machine", "`lakeshard ingest` / machine floor"),
                           ("cli_over_three_tables", "`lakeshard ingest` / three-table floor")):
             if key in r:
-                lines.append(f"| {text} | **{r[key]}x** | {r[key.replace('cli_', 'cli_cpu_')]}x |")
+                process = r.get(key.replace("cli_", "cli_process_"))
+                lines.append(f"| {text} | **{r[key]}x** | {f'{process}x' if process else '-'} "
+                             f"| {r[key.replace('cli_', 'cli_cpu_')]}x |")
         if "best_streaming_over_cli" in r:
             lines.append(f"| best Structured Streaming peer partitioned like `events` that drops no event / "
                          f"`lakeshard ingest` | **{r['best_streaming_over_cli']}x** ({r['best_streaming_case']}) "
-                         f"| {r['best_streaming_cpu_over_cli']}x ({r['best_streaming_cpu_case']}) |")
+                         f"| - | {r['best_streaming_cpu_over_cli']}x ({r['best_streaming_cpu_case']}) |")
     if doc.get("note"):
         lines += ["", str(doc["note"])]
     (RESULTS / "ingest.md").write_text("\n".join(lines) + "\n")
