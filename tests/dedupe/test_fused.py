@@ -306,7 +306,7 @@ def test_rows_that_fail_to_write_on_the_fused_path_are_dead_lettered_once_across
     assert store.read_table_arrow(cfg.table_uri(ID_INDEX), ["key_hi"]).num_rows == 4
 
 
-def test_a_row_refused_only_once_another_is_dead_lettered_is_dead_lettered_too(
+def test_a_row_refused_only_once_another_is_dead_lettered_is_dead_lettered_once_across_a_crash(
     store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import lakeshard.lake
@@ -316,12 +316,27 @@ def test_a_row_refused_only_once_another_is_dead_lettered_is_dead_lettered_too(
     landing.mkdir()
     (landing / "a.jsonl").write_bytes(b"".join(_line(i, "e") for i in range(6)))
     cfg = _cfg(tmp_path, "lh", landing)
+    real_write = lakeshard.lake.write_partitioned
+    seams: list[str] = []
+
+    def die_after_both_rounds(table: str) -> None:
+        seams.append(table)
+        if table == EVENTS and seams.count("dead-letter-rows") == 2:
+            raise Crash("killed after the second round's dead letters, before the events' commit")
+
+    # The process dies after committing both rounds' letters; the run after it meets the same refusals afresh.
     monkeypatch.setattr(lakeshard.lake, "write_partitioned", refusing_a_second_row_once_the_first_is_out(
-        lakeshard.lake.write_partitioned, first={"e1"}, second={"e4"}))
+        real_write, first={"e1"}, second={"e4"}))
+    lazy = open_lazy_store(cfg)
+    writer = FusedWriter(None, lazy, cfg, list(range(SHARDS)), before_commit=die_after_both_rounds)
+    with pytest.raises(Crash):
+        Router(None, lazy, cfg, handoff=writer, fused=True).run()
+    monkeypatch.setattr(lakeshard.lake, "write_partitioned", refusing_a_second_row_once_the_first_is_out(
+        real_write, first={"e1"}, second={"e4"}))
     reports = _fused(cfg).reports
 
     dead = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["raw", "category"]).to_pylist()
-    assert sorted(json.loads(r["raw"])["event_id"] for r in dead) == ["e1", "e4"]
+    assert sorted(json.loads(r["raw"])["event_id"] for r in dead) == ["e1", "e4"]  # each once, after the replay
     assert {r["category"] for r in dead} == {"write_failed"}
     assert sum(r.dead_lettered for r in reports) == 2
     events = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id"]).column("event_id").to_pylist()
