@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakeshard.lake import WrittenFile
+
 
 __all__ = ["Layout", "ShardCommits", "StepRows", "append_shard", "commits_per_shard"]
 
@@ -84,13 +86,21 @@ def append_shard(store: TableStore, spark: Callable[[], SparkSession], table: st
     hours: list[str] | None = None
     if _is_arrow(rows):
         if store.writes_in_process:
+            from lakeshard.dedupe.faults import write_or_blame
+            from lakeshard.dedupe.keyhash import KEY
             from lakeshard.lake import write_partitioned
 
             columns = schema if schema is not None else store.arrow_schema(table)
             arrow: pa.Table = rows
+
+            def write(part: pa.Table, target: str) -> list[WrittenFile]:
+                return write_partitioned(part, target, columns, list(layout.partition_by), list(layout.sort_by))
+
+            # Event rows failing alone are named (RecordLevelFailure), to be dead-lettered, as on the one-commit path.
+            blamed = set(KEY) <= set(arrow.column_names)
             return store.append(table, None, app_transactions=[txn], metadata=metadata, read_version=read_version,
-                                write=lambda target: write_partitioned(arrow, target, columns,
-                                                                       list(layout.partition_by), list(layout.sort_by)))
+                                write=lambda target: write_or_blame(arrow, target, write) if blamed
+                                else write(arrow, target))
         from lakeshard.runtime import arrow_dataframe
 
         names = set(schema.names if schema is not None else store.schema(table).fieldNames())
