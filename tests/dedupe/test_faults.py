@@ -193,24 +193,10 @@ def test_rows_that_fail_to_write_by_themselves_are_dead_lettered_and_the_rest_co
 def test_a_row_refused_only_once_another_is_dead_lettered_is_dead_lettered_too(
     spark: SparkSession, store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lakeshard.lake
-    from refusals import refusing_a_second_row_once_the_first_is_out
+    from refusals import write_with_a_second_round_of_refusals
 
     cfg, _ = _zone(spark, store, tmp_path)
-    routed = store.read(cfg.table_uri(ROUTED)).where("shard IN (0, 1)")
-    first, second = sorted({str(r["event_id"]) for r in routed.select("event_id").limit(40).collect()})[:2]
-    monkeypatch.setattr(lakeshard.lake, "write_partitioned", refusing_a_second_row_once_the_first_is_out(
-        lakeshard.lake.write_partitioned, first={first}, second={second}))
-    reports = ShardWriter(spark, store, cfg, [0, 1]).run()
-
-    poisoned = routed.where(routed.event_id.isin([first, second]))
-    assert sum(r.dead_lettered for r in reports) == poisoned.count() == _quarantined(store, cfg) >= 2
-    events = store.read(cfg.table_uri(EVENTS))
-    expected = routed.where(~routed.event_id.isin([first, second])).dropDuplicates(["tenant_id", "event_id", "ts"])
-    assert events.count() == events.dropDuplicates(["tenant_id", "event_id", "ts"]).count() == expected.count()
-    lines = {(r["source_file"], r["line_number"]) for r in poisoned.select("source_file", "line_number").collect()}
-    letters = store.read_table_arrow(cfg.table_uri(QUARANTINE), ["source_file", "line_number"]).to_pylist()
-    assert {(r["source_file"], r["line_number"]) for r in letters} == lines
+    write_with_a_second_round_of_refusals(spark, store, cfg, monkeypatch)
 
 
 def test_rows_dead_lettered_together_for_different_reasons_each_keep_their_own(

@@ -174,27 +174,10 @@ def test_rows_that_fail_to_write_by_themselves_are_dead_lettered_shard_by_shard_
 ) -> None:
     """A row Parquet refuses, on Delta's engine: found by bisection, dead-lettered with its shard's app id alone, the
     rest written exactly once; a row refused only once the first is out gets a commit of its own."""
-    import lakeshard.lake
-    from lakeshard.landing.reasons import WRITE_FAILED
-    from lakeshard.tables import QUARANTINE, ROUTED
-    from refusals import refusing_a_second_row_once_the_first_is_out
+    from refusals import write_with_a_second_round_of_refusals
 
     cfg, _ = _routed(spark, native_store, tmp_path)
-    routed = native_store.read(cfg.table_uri(ROUTED)).where("shard IN (0, 1)")
-    first, second = sorted({str(r["event_id"]) for r in routed.select("event_id").limit(40).collect()})[:2]
-    monkeypatch.setattr(lakeshard.lake, "write_partitioned", refusing_a_second_row_once_the_first_is_out(
-        lakeshard.lake.write_partitioned, first={first}, second={second}))
-    reports = ShardWriter(spark, native_store, cfg, [0, 1]).run()
-
-    poisoned = routed.where(routed.event_id.isin([first, second]))
-    quarantine = cfg.table_uri(QUARANTINE)
-    dead = native_store.read(quarantine).where(f"category = '{WRITE_FAILED}'")
-    assert sum(r.dead_lettered for r in reports) == poisoned.count() == dead.count() >= 2
-    assert {(r["source_file"], r["line_number"]) for r in dead.collect()} == \
-        {(r["source_file"], r["line_number"]) for r in poisoned.collect()}
+    quarantine = write_with_a_second_round_of_refusals(spark, native_store, cfg, monkeypatch)
     letters = [e for e in native_store.log_entries(quarantine, start=0)
                if any(t.app_id.startswith("dead-letter-rows/") for t in e.app_transactions)]
     assert letters and all(len(e.app_transactions) == 1 for e in letters)  # Delta's public writer carries one
-    events = native_store.read(cfg.table_uri(EVENTS))
-    expected = routed.where(~routed.event_id.isin([first, second])).dropDuplicates(["tenant_id", "event_id", "ts"])
-    assert events.count() == events.dropDuplicates(["tenant_id", "event_id", "ts"]).count() == expected.count()
