@@ -205,7 +205,7 @@ def test_rows_dead_lettered_together_for_different_reasons_each_keep_their_own(
     import json
     import random
 
-    from lakeshard.dedupe.faults import quarantine_rows
+    from lakeshard.dedupe.deadletters import quarantine_rows
 
     cfg, _ = _zone(spark, store, tmp_path)
     routed = cfg.table_uri(ROUTED)

@@ -16,23 +16,20 @@ Anything else (the whole batch fails, no row fails alone) is an infrastructure f
 
 from __future__ import annotations
 
-import hashlib
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from lakeshard.dedupe.errors import DedupeError
 from lakeshard.errors import ConfigError, DamagedDataFile, LakeshardError, TableStoreError
-from lakeshard.lake import AppTransaction, FileInfo, TableStore
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "RecordLevelFailure", "RetryPolicy", "WriterStepFailed", "dead_letter_arrow", "event_keys",
-    "is_infrastructure_fault", "letters_transaction", "quarantine_rows", "record_level_failure", "retry_step",
-    "unwritable_rows", "write_or_blame",
+    "RecordLevelFailure", "RetryPolicy", "WriterStepFailed", "event_keys", "is_infrastructure_fault",
+    "record_level_failure", "retry_step", "unwritable_rows", "write_or_blame",
 ]
 
 T = TypeVar("T")
@@ -208,79 +205,3 @@ def write_or_blame(rows: pa.Table, target: str, write: Callable[[pa.Table, str],
 def event_keys(rows: pa.Table) -> list[tuple[object, ...]]:
     """Return each row's event key ``(tenant_id, event_id, ts)`` as Python values."""
     return [(r["tenant_id"], r["event_id"], r["ts"]) for r in rows.select(["tenant_id", "event_id", "ts"]).to_pylist()]
-
-
-def letters_transaction(scope: str, keys: Collection[tuple[object, ...]], version: int) -> AppTransaction:
-    """Return the app transaction of a commit of dead letters: ``dead-letter-rows/<scope>/<digest of keys>`` →
-    ``version`` (the step's routed version, or its fused batch).
-
-    One id per set of rows, not per step: a step that meets a second round of unwritable rows after it committed
-    the first round's (a row refused only on a later try) commits them under an id of their own, where one id per
-    step took them for a replay of the first and left them neither in ``events`` nor in ``quarantine``. A step
-    redone after a crash that finds the same rows commits nothing again; one that finds other rows (a refusal that
-    is not the same on every try) commits those, so a row may be dead-lettered twice, never lost.
-    """
-    digest = hashlib.sha256("\x1e".join(sorted("\x1f".join(map(str, key)) for key in keys)).encode(
-        "utf-8", "surrogatepass")).hexdigest()[:_LETTERS_DIGEST_CHARS]
-    return AppTransaction(f"dead-letter-rows/{scope}/{digest}", version)
-
-
-_LETTERS_DIGEST_CHARS = 16
-
-
-def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequence[FileInfo],
-                    unwritable: Mapping[tuple[object, ...], str], shards: Sequence[int], routed_version: int) -> int:
-    """Commit the rows of ``files`` (a step's routed files) whose keys are ``unwritable`` to ``quarantine`` with
-    their reason, once (app transactions :func:`letters_transaction` of each shard and these keys → the routed
-    version: a step redone after a crash finds the same rows and commits nothing); return how many rows that
-    is."""
-    from lakeshard.dedupe.commit import commits_per_shard
-    from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
-
-    columns = [f.name for f in EVENT_SCHEMA.fields]
-    store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
-                 description="records that broke the format or could not be written, with the reason")
-    # On a store whose commit carries one app transaction, shard by shard (each shard's files are its rows).
-    groups = ([((s,), [f for f in files if f.partition_values.get("shard") == str(s)]) for s in shards]
-              if commits_per_shard(store) else [(tuple(shards), list(files))])
-    total = 0
-    for group, group_files in groups:
-        letters = dead_letter_arrow(store.read_arrow(routed, group_files, columns=columns), unwritable)
-        store.append_arrow(quarantine, letters,
-                           app_transactions=[letters_transaction(str(s), unwritable, routed_version) for s in group],
-                           metadata={"dead_letter_rows": letters.num_rows, "shards": list(group),
-                                     "routed_version": routed_version})
-        total += letters.num_rows
-    return total
-
-
-def dead_letter_arrow(rows: pa.Table, unwritable: Mapping[tuple[object, ...], str]) -> pa.Table:
-    """Return quarantine rows (``lakeshard.landing.schema.QUARANTINE_SCHEMA``, category ``write_failed``) for the
-    events of ``rows`` (Arrow rows) whose keys are ``unwritable``: each event as JSON in ``raw`` (cut to the
-    quarantine's limit), with its key's reason, and the landing file and line it came from where ``rows`` carry
-    them (``source_file``, ``line_number``: routed rows do; they are not part of ``raw``)."""
-    import json
-    from datetime import UTC, datetime
-
-    import pyarrow as pa
-
-    from lakeshard.landing.reasons import WRITE_FAILED
-    from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES
-
-    keys = event_keys(rows)
-    rows = rows.filter(pa.array([k in unwritable for k in keys], pa.bool_()))
-    why = [unwritable[k] for k in keys if k in unwritable]
-    lineage = {"source_file": pa.string(), "line_number": pa.int64()}
-    events = rows.select([c for c in rows.column_names if c not in lineage])
-    raws = [json.dumps(r, default=str, ensure_ascii=False) for r in events.to_pylist()]
-    now = datetime.now(UTC)
-    return pa.table({
-        "raw": [r.encode()[:QUARANTINE_RAW_LIMIT_BYTES].decode(errors="ignore") for r in raws],
-        "raw_truncated": [len(r.encode()) > QUARANTINE_RAW_LIMIT_BYTES for r in raws],
-        "size_bytes": pa.array([len(r.encode()) for r in raws], pa.int32()),
-        "reason": [f"{WRITE_FAILED}: {r}" for r in why], "category": [WRITE_FAILED] * len(raws),
-        **{name: rows.column(name).cast(kind) if name in rows.column_names else pa.nulls(len(raws), kind)
-           for name, kind in lineage.items()},
-        "quarantined_at": pa.array([now] * len(raws), pa.timestamp("us", tz="UTC")),
-        "start_byte": pa.nulls(len(raws), pa.int64()), "end_byte": pa.nulls(len(raws), pa.int64()),
-    })

@@ -28,8 +28,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from lakeshard.config import LakeshardConfig
+from lakeshard.dedupe.deadletters import dead_letter_arrow, letters_transaction
 from lakeshard.dedupe.engines import Gate, Step
-from lakeshard.dedupe.faults import RecordLevelFailure, dead_letter_arrow, letters_transaction, retry_step
+from lakeshard.dedupe.faults import RecordLevelFailure, retry_step
 from lakeshard.dedupe.report import WriteReport
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import DamagedDataFile
@@ -167,7 +168,7 @@ class FusedWriter:
 
     def _dead_letter(self, batch: int, routed: pa.Table, unwritable: dict[tuple[object, ...], str]) -> int:
         """Commit the rows of ``routed`` whose keys are ``unwritable`` to ``quarantine`` once (app transaction
-        :func:`~lakeshard.dedupe.faults.letters_transaction` of ``fused`` and these keys → ``batch``); return how
+        :func:`~lakeshard.dedupe.deadletters.letters_transaction` of ``fused`` and these keys → ``batch``); return how
         many rows that is."""
         from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 

@@ -71,9 +71,9 @@ from typing import TYPE_CHECKING
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, Interval
 from lakeshard.dedupe.commit import commits_per_shard
-from lakeshard.dedupe.deadletters import DeadLetters
+from lakeshard.dedupe.deadletters import DeadLetters, quarantine_rows
 from lakeshard.dedupe.engines import ArrowStep, ClosedBuckets, Gate, SparkStep, Step, StepContext, StepEngine
-from lakeshard.dedupe.faults import RecordLevelFailure, RetryPolicy, quarantine_rows, retry_step
+from lakeshard.dedupe.faults import RecordLevelFailure, RetryPolicy, retry_step
 from lakeshard.dedupe.feed import RoutedFeed
 from lakeshard.dedupe.index import IdIndex
 from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
