@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +37,11 @@ def test_lakeshard_is_exact_and_the_floors_write_every_duplicate(tmp_path: Path)
 @pytest.mark.slow
 @pytest.mark.delta_jvm
 def test_the_delta_peers_write_each_event_once_into_delta_tables(tmp_path: Path) -> None:
-    from lakeshard.runtime import delta_jars, delta_jars_folder
+    from conftest import no_delta_jvm
+    from lakeshard.runtime import delta_jars
 
     if not delta_jars():
-        reason = f"no delta-spark jar in {delta_jars_folder()} (scripts/install-delta-jars.sh installs Delta's jars)"
-        if os.environ.get("LAKESHARD_REQUIRE_DELTA_JVM", "") not in ("", "0"):
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
+        no_delta_jvm()  # skips with where the jars were looked for and how to get them; fails on CI
     doc, by = _run(tmp_path, "stream-delta,merge")
 
     for case in ("stream-delta", "merge"):

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from lakeshard.dedupe.commit import commits_per_shard
-from lakeshard.dedupe.faults import event_keys
+from lakeshard.dedupe.faults import RecordLevelFailure, event_keys
 from lakeshard.dedupe.report import WriteReport, empty_report
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-__all__ = ["DeadLetters", "dead_letter_arrow", "letters_transaction", "quarantine_rows"]
+__all__ = ["DeadLetters", "dead_letter_arrow", "letters_transaction", "newly_unwritable", "quarantine_rows"]
 
 
 class DeadLetters:
@@ -111,6 +111,19 @@ class DeadLetters:
     def _no_rows(self) -> DataFrame:
         """Return an empty DataFrame of ``events``' columns."""
         return self.store.spark.createDataFrame([], self.store.schema(self.events_uri))
+
+
+def newly_unwritable(exc: RecordLevelFailure, excluded: Mapping[tuple[object, ...], str]
+                     ) -> dict[tuple[object, ...], str]:
+    """Return the rows ``exc`` proves unwritable that ``excluded`` does not hold yet, each with its reason: one round
+    of dead letters. Raises ``exc`` when it names no new row (doing the step again would meet it again)."""
+    found = {key: exc.reason[:_REASON_CHARS] for key in exc.keys if key not in excluded}
+    if not found:
+        raise exc
+    return found
+
+
+_REASON_CHARS = 1000
 
 
 def letters_transaction(scope: str, keys: Collection[tuple[object, ...]], version: int) -> AppTransaction:

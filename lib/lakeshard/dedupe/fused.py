@@ -28,7 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from lakeshard.config import LakeshardConfig
-from lakeshard.dedupe.deadletters import dead_letter_arrow, letters_transaction
+from lakeshard.dedupe.deadletters import dead_letter_arrow, letters_transaction, newly_unwritable
 from lakeshard.dedupe.engines import Gate, Step
 from lakeshard.dedupe.faults import RecordLevelFailure, retry_step
 from lakeshard.dedupe.report import WriteReport
@@ -124,9 +124,7 @@ class FusedWriter:
                 w.cache.drop_shards([int(shard)])
                 return None
             except RecordLevelFailure as exc:
-                found = {key: exc.reason[:1000] for key in exc.keys if key not in excluded}
-                if not found:
-                    raise
+                found = newly_unwritable(exc, excluded)
                 # Rows proven unwritable go to quarantine first (a crash then redoes the batch and finds the same
                 # rows), then the batch is done again without them; a later round's rows get a commit of their own.
                 excluded.update(found)

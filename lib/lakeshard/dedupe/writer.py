@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, Interval
 from lakeshard.dedupe.commit import commits_per_shard
-from lakeshard.dedupe.deadletters import DeadLetters, quarantine_rows
+from lakeshard.dedupe.deadletters import DeadLetters, newly_unwritable, quarantine_rows
 from lakeshard.dedupe.engines import ArrowStep, ClosedBuckets, Gate, SparkStep, Step, StepContext, StepEngine
 from lakeshard.dedupe.faults import RecordLevelFailure, RetryPolicy, retry_step
 from lakeshard.dedupe.feed import RoutedFeed
@@ -277,9 +277,7 @@ class ShardWriter:
                     return self.dead_letters.send(self.spark_step.batch(new_files, routed_version), todo,
                                                   routed_version, exc.reason[:1000], started,
                                                   progress=self.progress, cache_bytes=self.cache.stats().bytes)
-                found = {key: exc.reason[:1000] for key in exc.keys if key not in self._excluded}
-                if not found:
-                    raise
+                found = newly_unwritable(exc, self._excluded)
                 # Those rows go to quarantine first (a crash then redoes the step, finding the same rows); the
                 # step is done again without them; a later round's rows get a commit of their own.
                 self._excluded.update(found)
