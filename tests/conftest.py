@@ -70,6 +70,18 @@ def no_delta_jvm() -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture
+def delta_jars_installed() -> None:
+    """Skip a test that starts Spark with Delta's jars itself (a benchmark's own process) when ``make env`` could
+    not install them, saying why; fail it under ``$LAKESHARD_REQUIRE_DELTA_JVM`` (CI). A fixture, not an import
+    of this module: every folder's conftest is a module named ``conftest``, so ``from conftest import`` gets
+    whichever pytest loaded last."""
+    from lakeshard.runtime import delta_jars
+
+    if not delta_jars():
+        no_delta_jvm()
+
+
 @pytest.fixture(scope="session")
 def test_config() -> LakeshardConfig:
     """Return a config for tests: two local cores, few partitions, a small driver, the embedded adapter, and the

@@ -36,12 +36,8 @@ def test_lakeshard_is_exact_and_the_floors_write_every_duplicate(tmp_path: Path)
 
 @pytest.mark.slow
 @pytest.mark.delta_jvm
+@pytest.mark.usefixtures("delta_jars_installed")
 def test_the_delta_peers_write_each_event_once_into_delta_tables(tmp_path: Path) -> None:
-    from conftest import no_delta_jvm
-    from lakeshard.runtime import delta_jars
-
-    if not delta_jars():
-        no_delta_jvm()  # skips with where the jars were looked for and how to get them; fails on CI
     doc, by = _run(tmp_path, "stream-delta,merge")
 
     for case in ("stream-delta", "merge"):
