@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import lakeshard
+from lakeshard.downstream import TRANSFORMATIONS
 from lakeshard.errors import LakeshardError
 
 LIB = Path(lakeshard.__file__).parent
@@ -21,11 +22,14 @@ LIB = Path(lakeshard.__file__).parent
 def _modules(root: Path) -> Iterator[tuple[str, Path]]:
     """Yield ``(dotted module name, path)`` of every module under the package directory ``root``.
 
-    A folder without ``__init__.py`` is no package: it holds source files a runner loads by path (the Lakeflow
-    pipeline's ``lakeshard/downstream/transformations``), which run only inside that runner.
+    Left out: files in a folder without ``__init__.py`` (no package), and the Lakeflow pipeline's source files
+    (:data:`lakeshard.downstream.TRANSFORMATIONS`), which the pipeline runner runs by path, never imports, and
+    which need its Spark session to run at all.
     """
     for path in sorted(root.rglob("*.py")):
         if any(not (d / "__init__.py").exists() for d in path.parents if d.is_relative_to(root)):
+            continue
+        if path.parent == TRANSFORMATIONS and path.name != "__init__.py":
             continue
         parts = [root.name, *path.relative_to(root).with_suffix("").parts]
         if parts[-1] == "__init__":

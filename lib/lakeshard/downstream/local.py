@@ -31,7 +31,7 @@ def write_local_spec(folder: Path, lakehouse: str, *, name: str = "lakeshard-dow
     """
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copytree(TRANSFORMATIONS, folder / "transformations", dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+                    ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
     root = lakehouse.rstrip("/")
     spec = {
         "name": name,
