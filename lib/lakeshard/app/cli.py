@@ -11,7 +11,6 @@ prints the traceback instead).
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import os
 import platform
 import signal
@@ -35,6 +34,8 @@ __all__ = ["main"]
 
 
 def _version(dist: str) -> str:
+    import importlib.metadata  # here: it scans sys.path, and only doctor asks
+
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:

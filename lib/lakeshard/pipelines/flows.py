@@ -16,16 +16,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.balancing.executor import autoshard, balance
-from lakeshard.buckets.completionist import Completionist
-from lakeshard.compaction.events import compact_events
-from lakeshard.compaction.planner import Bucket
 from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.dedupe.report import WriteReport
-from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import ConfigError, DamagedDataFile
 from lakeshard.lake import CommitResult
-from lakeshard.maintenance import clean_logs, compact_bookkeeping, vacuum_tables
 from lakeshard.pipelines.context import ExpectationGate, FlowContext, FlowResult
 from lakeshard.pipelines.declaration import Flow, Joint, Pipeline
 from lakeshard.pipelines.errors import PipelineError
@@ -51,7 +45,12 @@ from lakeshard.utc import aware
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["INGEST_FLOW", "LANDING", "compact_buckets", "compact_events", "ingest_fused", "ingest_shards",
+    from lakeshard.compaction.planner import Bucket
+
+# The flows of the maintenance job (close, compact, autoshard, balance, compact_books) and the two-job writers
+# import their library where they run: `lakeshard ingest` loads only what routing and the fused writer need.
+
+__all__ = ["INGEST_FLOW", "LANDING", "compact_buckets", "ingest_fused", "ingest_shards",
            "lakeshard_pipeline", "run_autoshard", "run_balance", "run_close_buckets", "run_compact",
            "run_compact_books", "run_ingest", "run_route"]
 
@@ -194,6 +193,8 @@ def ingest_shards(tables: RoutingTables, text: str) -> list[int]:
 
 def run_ingest(ctx: FlowContext) -> FlowResult:
     """Return what the shard writers did (:class:`~lakeshard.dedupe.writer.ShardWriter`), expectations gated."""
+    from lakeshard.dedupe.writer import ShardWriter
+
     shards = ingest_shards(RoutingTables(ctx.store, ctx.cfg), str(ctx.params["shards"]))
     writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, shards, gate=ctx.gate, clock=ctx.clock)
     return _ingest_result(ctx, writer.run(), writer.conflicts, writer.stopped)
@@ -214,6 +215,8 @@ def _ingest_result(ctx: FlowContext, reports: Sequence[WriteReport], conflicts: 
 
 def run_close_buckets(ctx: FlowContext) -> FlowResult:
     """Return the completionist's run (:class:`~lakeshard.buckets.Completionist`): open buckets in, closed out."""
+    from lakeshard.buckets.completionist import Completionist
+
     completionist = Completionist(ctx.spark, ctx.store, ctx.cfg,
                                   quiet=timedelta(minutes=float(ctx.params["quiet_minutes"])),
                                   grace=timedelta(minutes=float(ctx.params["grace_minutes"])), clock=ctx.clock)
@@ -229,6 +232,9 @@ def run_close_buckets(ctx: FlowContext) -> FlowResult:
 def run_compact(ctx: FlowContext) -> FlowResult:
     """Return what compacting ``events`` did (files in, files out): closed buckets merge at once, open ones
     lazily by tier, every round under the replace locks of its buckets (:mod:`lakeshard.versions`)."""
+    from lakeshard.buckets.completionist import Completionist
+    from lakeshard.compaction.events import compact_events
+
     events = ctx.cfg.table_uri(EVENTS)
     if not ctx.store.exists(events):
         return FlowResult(details={"rounds": 0, "skipped": f"no {EVENTS} table yet"})
@@ -247,6 +253,8 @@ def run_compact(ctx: FlowContext) -> FlowResult:
 
 def run_autoshard(ctx: FlowContext) -> FlowResult:
     """Return the autosharder's run (:func:`~lakeshard.balancing.executor.autoshard`): tenants in, settings out."""
+    from lakeshard.balancing.executor import autoshard
+
     before = _version(ctx, TENANT_SETTINGS)
     run = autoshard(ctx.store, ctx.cfg, now=_as_of(ctx), apply=bool(ctx.params["apply"]))
     _observe(ctx, TENANT_SETTINGS, before)
@@ -258,6 +266,8 @@ def run_autoshard(ctx: FlowContext) -> FlowResult:
 
 def run_balance(ctx: FlowContext) -> FlowResult:
     """Return the balancer's run (:func:`~lakeshard.balancing.executor.balance`): tenants in, salt moves out."""
+    from lakeshard.balancing.executor import balance
+
     before = _version(ctx, TENANT_SETTINGS)
     cfg = ctx.cfg
     if int(ctx.params["max_moves"]) > 0:  # 0: the configured cap
@@ -276,6 +286,8 @@ def run_compact_books(ctx: FlowContext) -> FlowResult:
     (:func:`~lakeshard.maintenance.compact_bookkeeping`); it also cleans every table's log past its
     retention (:func:`~lakeshard.maintenance.clean_logs`) and, in the run of the configured hour,
     vacuums every table (:func:`~lakeshard.maintenance.vacuum_tables`)."""
+    from lakeshard.maintenance import clean_logs, compact_bookkeeping, vacuum_tables
+
     limit = int(ctx.params["max_files"])  # 0: the configured maintenance.bookkeeping_max_files
     report = compact_bookkeeping(ctx.store, ctx.cfg, max_files=limit or None)
     cleaned = clean_logs(ctx.store, ctx.cfg)
