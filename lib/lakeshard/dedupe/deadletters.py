@@ -9,7 +9,7 @@ do: each shard's rows with its ``dead-letter/<shard>``, then each shard's progre
 
 Rows proven unwritable one by one (:class:`~lakeshard.dedupe.faults.RecordLevelFailure`) go to ``quarantine`` on
 their own (:func:`quarantine_rows`, :func:`dead_letter_arrow`), each round's under an app transaction of its own
-(:func:`letters_transaction`), before the step is done again without them.
+(:func:`letters_transactions`), before the step is done again without them.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-__all__ = ["DeadLetters", "dead_letter_arrow", "letters_transaction", "newly_unwritable", "quarantine_rows"]
+__all__ = ["DeadLetters", "dead_letter_arrow", "letters_transactions", "newly_unwritable", "quarantine_rows"]
 
 
 class DeadLetters:
@@ -113,6 +113,9 @@ class DeadLetters:
         return self.store.spark.createDataFrame([], self.store.schema(self.events_uri))
 
 
+_REASON_CHARS = 1000  # of a row's reason in its dead letter
+
+
 def newly_unwritable(exc: RecordLevelFailure, excluded: Mapping[tuple[object, ...], str]
                      ) -> dict[tuple[object, ...], str]:
     """Return the rows ``exc`` proves unwritable that ``excluded`` does not hold yet, each with its reason: one round
@@ -123,12 +126,10 @@ def newly_unwritable(exc: RecordLevelFailure, excluded: Mapping[tuple[object, ..
     return found
 
 
-_REASON_CHARS = 1000
-
-
-def letters_transaction(scope: str, keys: Collection[tuple[object, ...]], version: int) -> AppTransaction:
-    """Return the app transaction of a commit of dead letters: ``dead-letter-rows/<scope>/<digest of keys>`` →
-    ``version`` (the step's routed version, or its fused batch).
+def letters_transactions(scopes: Sequence[str], keys: Collection[tuple[object, ...]], version: int
+                         ) -> list[AppTransaction]:
+    """Return the app transactions of a commit of dead letters, one per scope (a shard, or ``fused``):
+    ``dead-letter-rows/<scope>/<digest of keys>`` → ``version`` (the step's routed version, or its fused batch).
 
     One id per set of rows, not per step: a step that meets a second round of unwritable rows after it committed
     the first round's (a row refused only on a later try) commits them under an id of their own, where one id per
@@ -138,7 +139,7 @@ def letters_transaction(scope: str, keys: Collection[tuple[object, ...]], versio
     """
     digest = hashlib.sha256("\x1e".join(sorted("\x1f".join(map(str, key)) for key in keys)).encode(
         "utf-8", "surrogatepass")).hexdigest()[:_LETTERS_DIGEST_CHARS]
-    return AppTransaction(f"dead-letter-rows/{scope}/{digest}", version)
+    return [AppTransaction(f"dead-letter-rows/{scope}/{digest}", version) for scope in scopes]
 
 
 _LETTERS_DIGEST_CHARS = 16
@@ -147,22 +148,23 @@ _LETTERS_DIGEST_CHARS = 16
 def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequence[FileInfo],
                     unwritable: Mapping[tuple[object, ...], str], shards: Sequence[int], routed_version: int) -> int:
     """Commit the rows of ``files`` (a step's routed files) whose keys are ``unwritable`` to ``quarantine`` with
-    their reason, once (app transactions :func:`letters_transaction` of each shard and these keys → the routed
+    their reason, once (app transactions :func:`letters_transactions` of each shard and these keys → the routed
     version: a step redone after a crash finds the same rows and commits nothing); return how many rows that
     is."""
     from lakeshard.landing.schema import EVENT_SCHEMA
 
     columns = [f.name for f in EVENT_SCHEMA.fields]
     store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
-                 description="records that broke the format or could not be written, with the reason")
+                         description="records that broke the format or could not be written, with the reason")
     # On a store whose commit carries one app transaction, shard by shard (each shard's files are its rows).
     groups = ([((s,), [f for f in files if f.partition_values.get("shard") == str(s)]) for s in shards]
               if commits_per_shard(store) else [(tuple(shards), list(files))])
+    txns = dict(zip(shards, letters_transactions([str(s) for s in shards], unwritable, routed_version), strict=True))
     total = 0
     for group, group_files in groups:
         letters = dead_letter_arrow(store.read_arrow(routed, group_files, columns=columns), unwritable)
         store.append_arrow(quarantine, letters,
-                           app_transactions=[letters_transaction(str(s), unwritable, routed_version) for s in group],
+                           app_transactions=[txns[s] for s in group],
                            metadata={"dead_letter_rows": letters.num_rows, "shards": list(group),
                                      "routed_version": routed_version})
         total += letters.num_rows

@@ -28,7 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from lakeshard.config import LakeshardConfig
-from lakeshard.dedupe.deadletters import dead_letter_arrow, letters_transaction, newly_unwritable
+from lakeshard.dedupe.deadletters import dead_letter_arrow, letters_transactions, newly_unwritable
 from lakeshard.dedupe.engines import Gate, Step
 from lakeshard.dedupe.faults import RecordLevelFailure, retry_step
 from lakeshard.dedupe.report import WriteReport
@@ -166,7 +166,7 @@ class FusedWriter:
 
     def _dead_letter(self, batch: int, routed: pa.Table, unwritable: dict[tuple[object, ...], str]) -> int:
         """Commit the rows of ``routed`` whose keys are ``unwritable`` to ``quarantine`` once (app transaction
-        :func:`~lakeshard.dedupe.deadletters.letters_transaction` of ``fused`` and these keys → ``batch``); return how
+        :func:`~lakeshard.dedupe.deadletters.letters_transactions` of ``fused`` and these keys → ``batch``); return how
         many rows that is."""
         from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
@@ -176,6 +176,6 @@ class FusedWriter:
                                   description="records that broke the format or could not be written, with the reason")
         self._before_commit("dead-letter-rows")
         self.store.append_arrow(quarantine, letters,
-                                app_transactions=[letters_transaction(FUSED_APP_ID, unwritable, batch)],
+                                app_transactions=letters_transactions([FUSED_APP_ID], unwritable, batch),
                                 metadata={"dead_letter_rows": letters.num_rows, "fused": batch})
         return int(letters.num_rows)
