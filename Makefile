@@ -12,6 +12,9 @@ STAMP  := $(VENV)/.lakeshard-installed
 DELTA_JARS := .delta-jars
 DELTA_STAMP := $(DELTA_JARS)/.installed-from.pom.xml
 DEMO_ARGS ?=
+# pytest workers (pytest-xdist): each module's tests run on one worker, each worker with its own Spark sessions.
+# Two fill a two-core machine: run alone, the suite leaves one core idle through its JVM starts and subprocesses.
+TEST_WORKERS ?= 2
 
 .PHONY: demo demo-native test lint typecheck unit notebooks bench env java clean help
 
@@ -38,7 +41,7 @@ typecheck: env
 	$(BIN)/mypy
 
 unit: env
-	$(BIN)/pytest tests notebooks --nbval-lax -p no:cacheprovider --durations=20
+	$(BIN)/pytest tests notebooks --nbval-lax -p no:cacheprovider --durations=20 -n $(TEST_WORKERS) --dist loadscope
 
 bench: env
 	$(BIN)/python bench/bench_synth.py

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from lakeshard.config import LakeshardConfig, load_config
 
@@ -27,6 +29,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lakeshard.lake import TableStore
+
+# No time limit per generated example, and no complaint about slow generation: a test's speed is a benchmark's
+# business, and two pytest workers on two cores make an example's time depend on what runs beside it.
+settings.register_profile("lakeshard", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("lakeshard")
 
 # Set to a Spark Connect URL, the ``spark`` fixture is a Connect session to that server.
 TEST_REMOTE_ENV = "LAKESHARD_TEST_SPARK_REMOTE"
@@ -55,6 +62,13 @@ def pytest_configure(config: pytest.Config) -> None:
     folder = Path(tempfile.mkdtemp(prefix="lakeshard-spark-conf-"))
     (folder / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in TEST_JVM_DEFAULTS.items()))
     os.environ["SPARK_CONF_DIR"] = str(folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the JVM defaults' folder :func:`pytest_configure` made."""
+    folder = os.environ.get("SPARK_CONF_DIR", "")
+    if Path(folder).name.startswith("lakeshard-spark-conf-"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def no_delta_jvm() -> None:
