@@ -56,19 +56,21 @@ TEST_JVM_DEFAULTS = {
     "spark.delta.logStore.dbfs.impl": "io.delta.storage.LocalLogStore",
 }
 
+# The folder of those defaults, made per test session (per pytest-xdist worker) and removed when it ends.
+_JVM_DEFAULTS = pytest.StashKey[Path]()
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Point the Spark launcher at the tests' JVM defaults (:data:`TEST_JVM_DEFAULTS`)."""
     folder = Path(tempfile.mkdtemp(prefix="lakeshard-spark-conf-"))
     (folder / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in TEST_JVM_DEFAULTS.items()))
     os.environ["SPARK_CONF_DIR"] = str(folder)
+    config.stash[_JVM_DEFAULTS] = folder
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Remove the JVM defaults' folder :func:`pytest_configure` made."""
-    folder = os.environ.get("SPARK_CONF_DIR", "")
-    if Path(folder).name.startswith("lakeshard-spark-conf-"):
-        shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(config.stash[_JVM_DEFAULTS], ignore_errors=True)
 
 
 def no_delta_jvm() -> None:

@@ -81,7 +81,7 @@ def _write_landing(path: Path, records: list[dict[str, object]]) -> None:
 @pytest.mark.slow
 # Each example builds a whole lakehouse (over a minute): one example per run, each drawing a few random ids on
 # top of the fixed ones, and no shrinking (a failure names its ids anyway).
-@settings(max_examples=1, deadline=None, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=1, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(extra_tenants=st.lists(ids, min_size=2, max_size=5, unique=True),
        extra_events=st.lists(ids, min_size=2, max_size=5, unique=True))

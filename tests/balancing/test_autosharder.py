@@ -109,7 +109,7 @@ configs = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(configs, st.data())
 def test_counts_stay_within_bounds_and_follow_the_rules(cfg: BalancingConfig, data: st.DataObject) -> None:
     tenants = data.draw(st.integers(1, 12))
@@ -136,7 +136,7 @@ def test_counts_stay_within_bounds_and_follow_the_rules(cfg: BalancingConfig, da
             assert recent.max() < cfg.scale_down_below * current[i] * cfg.target_bytes_per_second
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(st.lists(st.lists(st.floats(0.0, 50_000.0), min_size=3, max_size=3), min_size=1, max_size=12))
 def test_new_counts_shape_only_windows_that_start_later(steps: list[list[float]]) -> None:
     # The allocator makes a window's placement once, when the window is first needed, and only reads it

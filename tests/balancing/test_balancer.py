@@ -30,7 +30,7 @@ rings = st.integers(1, 40).flatmap(
     lambda total: st.tuples(st.just(total), st.frozensets(st.integers(0, total - 1), max_size=total - 1)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=50), st.integers(1, 2**31 - 1))
 def test_vectorised_jump_hash_is_bit_for_bit_the_reference(keys: list[int], buckets: int) -> None:
     assert first_shards(np.array(keys, dtype=np.uint64), buckets).tolist() == [jump_hash(k, buckets) for k in keys]
@@ -42,7 +42,7 @@ def test_candidate_first_shards_match_first_shard() -> None:
     assert table.tolist() == [[first_shard(t, s, 256) for s in range(8)] for t in ids]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(rings, st.data())
 def test_ring_runs_are_the_allocators_placements(ring_spec: tuple[int, frozenset[int]], data: st.DataObject) -> None:
     total, excluded = ring_spec
@@ -53,7 +53,7 @@ def test_ring_runs_are_the_allocators_placements(ring_spec: tuple[int, frozenset
     assert ring.run(position, count) == placement_shards(first, count, total, excluded)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(rings, st.data())
 def test_ring_loads_split_each_tenant_evenly_over_its_placement(ring_spec: tuple[int, frozenset[int]],
                                                                   data: st.DataObject) -> None:
@@ -101,7 +101,7 @@ workloads = st.integers(2, 24).flatmap(lambda total: st.tuples(
 ))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(workloads)
 def test_a_run_never_raises_variance_respects_the_cap_and_moves_only_tenants_on_the_hottest_shard(
     workload: tuple[int, frozenset[int], list[tuple[float, int, int]], int, float],

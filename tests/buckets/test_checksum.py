@@ -112,7 +112,7 @@ def test_buckets_closed_with_either_checksum_kind_verify_and_a_changed_bucket_of
     assert broken == {("acme", old_hour): 7, ("acme", new_hour): 6}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.text(max_size=40)),
                           st.dictionaries(st.text(max_size=5), st.one_of(st.none(), st.text(max_size=5)), max_size=3),
                           st.integers(-2**31, 2**31 - 1)), min_size=1, max_size=20, unique_by=lambda r: r[0]),
@@ -145,7 +145,7 @@ def test_rowhash2_ignores_row_and_map_entry_order_and_sees_any_changed_value(
         assert rowhash2(table([*rows[:i], changed, *rows[i + 1:]]))[2] != checksum
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(st.lists(st.lists(st.tuples(st.sampled_from(["e1", "e2", "é", ""]), st.one_of(st.none(), st.text(max_size=40)),
                                    st.integers(0, 3)), max_size=12), min_size=1, max_size=8),
        st.lists(st.booleans(), min_size=8, max_size=8))

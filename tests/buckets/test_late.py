@@ -123,7 +123,7 @@ def test_two_completionists_deciding_from_the_same_state_close_each_bucket_once(
 _HOURS = [f"2026-01-01T{h:02d}" for h in range(6)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c\x00d", "é"]), st.sampled_from(_HOURS)), max_size=40),
        closed=st.sets(st.tuples(st.sampled_from(["a", "b", "c\x00d", "é"]), st.sampled_from(_HOURS)), max_size=12))
 def test_arrow_bucket_assignment_equals_late_target_row_by_row(rows: list[tuple[str, str]],

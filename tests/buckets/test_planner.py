@@ -26,7 +26,7 @@ def _due(b: BucketObservation) -> datetime:
     return max(b.newest_file_at + QUIET, hour_end(b.hour) + GRACE)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(buckets, st.integers(0, 12 * 3600))
 def test_with_no_backlog_a_bucket_closes_exactly_when_quiet_and_past_its_hour_plus_grace(
     seen: list[BucketObservation], after: int
@@ -39,7 +39,7 @@ def test_with_no_backlog_a_bucket_closes_exactly_when_quiet_and_past_its_hour_pl
         assert by_bucket[(b.tenant_id, b.hour)].close == (now >= _due(b)), (b, now)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(buckets, st.integers(0, 6 * 3600))
 def test_a_bucket_never_closes_while_the_watermark_is_before_its_hour_end_plus_grace(
     seen: list[BucketObservation], watermark_after: int

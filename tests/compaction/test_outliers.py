@@ -13,7 +13,7 @@ _counts = st.dictionaries(st.sampled_from(["status", "env"]),
                           st.dictionaries(_values, st.integers(1, 500), min_size=1), min_size=1)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(counts=_counts, fraction=st.floats(0.0, 0.5), max_share=st.floats(0.0, 0.5))
 def test_rare_values_are_rare_rarest_first_and_capped(counts: dict[str, dict[str | None, int]], fraction: float,
                                                       max_share: float) -> None:

@@ -56,7 +56,7 @@ def _check_partition(files: list[FileNode], tasks: tuple[CompactionTask, ...], u
         assert len(t.inputs) >= 1
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(files=_files, include_open=st.booleans(), sealed=st.sets(st.sampled_from(_BUCKETS)))
 def test_plans_never_mix_buckets_lose_or_duplicate_files(files: list[FileNode], include_open: bool,
                                                          sealed: set[tuple[str, str]]) -> None:
@@ -83,7 +83,7 @@ def test_a_sealed_bucket_merges_its_small_files_without_waiting_for_a_tier() -> 
     assert _tiered.plan(files[:1], now=NOW, sealed={bucket}) == []  # one small file: nothing to merge
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(files=_files)
 def test_open_buckets_keep_their_newest_files_unless_asked(files: list[FileNode]) -> None:
     """Without include_open, no size-tiered task in an open bucket takes a file younger than settle_seconds."""
@@ -133,7 +133,7 @@ def _apply(files: list[FileNode], tasks: tuple[CompactionTask, ...], step: int) 
     return out
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(files=_files)
 def test_repeated_locality_rounds_end_with_disjoint_levels(files: list[FileNode]) -> None:
     """Applying plans until none is left ends with no two files of one bucket, level and lane overlapping."""

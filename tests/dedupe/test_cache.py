@@ -19,7 +19,7 @@ def _interval(ids: list[tuple[int, int]]) -> IdInterval:
     return IdInterval(np.array([h for h, _ in ids], np.int64), np.array([lo for _, lo in ids], np.int64))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(stored=pairs, queried=pairs, shared_hi=st.booleans())
 def test_membership_equals_a_python_set(stored: list[tuple[int, int]], queried: list[tuple[int, int]],
                                         shared_hi: bool) -> None:
@@ -83,7 +83,7 @@ def test_a_non_positive_bound_is_refused() -> None:
         IdCache(max_bytes=0)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(ids=pairs, runs=st.integers(min_value=1, max_value=5), shared_hi=st.booleans())
 def test_an_interval_is_sorted_by_both_halves_whether_built_from_sorted_runs_or_any_order(
         ids: list[tuple[int, int]], runs: int, shared_hi: bool) -> None:
@@ -97,7 +97,7 @@ def test_an_interval_is_sorted_by_both_halves_whether_built_from_sorted_runs_or_
         assert list(zip(built.hi.tolist(), built.lo.tolist(), strict=True)) == sorted(ids)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["2026-01-01T00", "2026-01-01T01", "2025-12-31T23"])),
                 max_size=150), st.booleans())
 def test_rows_are_grouped_by_shard_and_hour_in_their_order(rows: list[tuple[int, str]], as_arrow: bool) -> None:

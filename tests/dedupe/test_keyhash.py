@@ -30,7 +30,7 @@ def test_reference_vectors_of_xxh64() -> None:
     assert int(abc[0]) == 0x44BC2CF5AD770999
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=12)
 @given(rows=keys)
 def test_key_hashes_equal_sparks_xxhash64_over_arbitrary_unicode(
     spark: SparkSession, rows: list[tuple[str, str, datetime]]
@@ -62,7 +62,7 @@ def test_a_long_batch_mixing_every_length_matches_spark(spark: SparkSession) -> 
 halves = st.integers(min_value=-3, max_value=3)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(st.tuples(halves, halves), max_size=120))
 def test_the_first_row_of_each_key_hash_is_kept_whatever_repeats(rows: list[tuple[int, int]]) -> None:
     first: dict[tuple[int, int], int] = {}
@@ -78,7 +78,7 @@ paths = st.sampled_from(["a", "b", "é", "\uffff", "𝄞", "a/b", None])
 lines = st.one_of(st.none(), st.integers(min_value=0, max_value=4))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(st.tuples(halves, halves, lines, paths, lines), max_size=120))
 def test_of_each_key_hash_the_copy_first_in_landing_order_is_kept(
     rows: list[tuple[int, int, int | None, str | None, int | None]]

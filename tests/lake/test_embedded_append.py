@@ -58,7 +58,7 @@ def _delta_rs_rows(uri: str) -> list[tuple[str, str]]:
 text = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=12)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(names=st.lists(text, min_size=1, max_size=40, unique=True))
 def test_paths_are_written_into_the_log_as_delta_rs_writes_them(tmp_path_factory: pytest.TempPathFactory,
                                                                 names: list[str]) -> None:
@@ -75,7 +75,7 @@ def test_paths_are_written_into_the_log_as_delta_rs_writes_them(tmp_path_factory
     assert written == [log_path(p) for p in paths]
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tenants=st.lists(text, min_size=1, max_size=6, unique=True))
 def test_blind_appends_of_any_tenant_read_back_the_same_through_delta_rs(tmp_path_factory: pytest.TempPathFactory,
                                                                          tenants: list[str]) -> None:

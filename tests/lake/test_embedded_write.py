@@ -68,7 +68,7 @@ def _stats(stats: dict[str, Any]) -> str:
     return json.dumps(stats, sort_keys=True, default=str).replace("NaN", "nan")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(row, min_size=1, max_size=40), configurations)
 def test_the_files_a_write_reports_commit_as_their_footers_read_back(tmp_path: Path, rows: list[dict[str, Any]],
                                                                      configuration: dict[str, str]) -> None:

@@ -40,7 +40,7 @@ def _written(table: pa.Table, root: Path, *, presorted: bool = False) -> dict[tu
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(rows)
 def test_files_written_side_by_side_are_the_files_written_one_by_one(data: list[tuple[str, int, str, int]]) -> None:
     """Each partition's file, its partition values, its rows and their order do not depend on how many threads
@@ -111,7 +111,7 @@ longs = st.integers(-(2**63), 2**63 - 1)
 keys = st.none() | st.sampled_from(["", "a", "A", "é", "e\u0301", "z", "🦆", "a" * 40]) | st.text(max_size=3)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120)
 @given(st.lists(st.tuples(keys, keys, st.none() | st.integers(-3, 3), keys, st.none() | longs), max_size=80),
        st.permutations(["p", "q", "n", "s", "w"]), st.integers(0, 5))
 def test_partition_order_is_the_stable_sort_of_the_key_columns(data: list[tuple[object, ...]], columns: list[str],
@@ -125,7 +125,7 @@ def test_partition_order_is_the_stable_sort_of_the_key_columns(data: list[tuple[
     assert got.to_pylist() == expected.to_pylist()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(rows, st.booleans())
 def test_rows_said_to_be_presorted_are_written_as_sorted_rows_are(data: list[tuple[str, int, str, int]],
                                                                   shuffle: bool) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakeshard.config import LakeshardConfig, LandingConfig, load_config
@@ -146,7 +146,7 @@ def check_verdict(f: Damaged, events: pa.Table, quarantine: pa.Table) -> None:
 
 
 @given(damaged_files())
-@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, derandomize=True)
 def _parse_damaged(f: Damaged) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "part.json.gz"

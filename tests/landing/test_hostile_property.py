@@ -138,7 +138,7 @@ def write(zone: Zone, root: Path) -> None:
 # Hypothesis draws each line (a few milliseconds each) and its choice buffer is bounded, so many small zones
 # rather than a few big ones: 330 zones of 2 files x 7 lines = 4,620 lines (and 600 through the router).
 @given(zones(files=2, min_lines=7, max_lines=7))
-@settings(max_examples=330, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=330, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
                                                                                   HealthCheck.data_too_large])
 def _parse_zone(zone: Zone) -> None:
     GENERATED["parser"] += zone.generated
@@ -177,7 +177,7 @@ def test_the_in_driver_router_accounts_for_every_hostile_line(store: TableStore,
     once or counted as a duplicate."""
 
     @given(zones(files=3, min_lines=10, max_lines=10))
-    @settings(max_examples=20, deadline=None, derandomize=True,
+    @settings(max_examples=20, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     def route_zone(zone: Zone) -> None:
         GENERATED["router"] += zone.generated

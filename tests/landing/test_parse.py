@@ -334,7 +334,7 @@ FIELD_DEFECTS: dict[str, list[tuple[str | None, Any]]] = {
     choices=st.fixed_dictionaries({k: st.sampled_from(v) for k, v in FIELD_DEFECTS.items()}),
     wrap=st.sampled_from([None, reasons.NOT_AN_OBJECT, reasons.INVALID_JSON]),
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 def test_the_highest_precedence_defect_wins(choices: dict[str, tuple[str | None, Any]], wrap: str | None) -> None:
     rec = record(**{k: v for k, (_, v) in choices.items()})
     line = line_of(rec)

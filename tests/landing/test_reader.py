@@ -306,7 +306,7 @@ def test_a_batch_is_split_into_runs_of_consecutive_files_of_about_equal_bytes() 
     from lakeshard.landing.listing import LandingFile
     from lakeshard.landing.threads import split_by_bytes
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=300)
     @given(st.lists(st.integers(0, 10_000), max_size=40), st.integers(1, 6))
     def check(sizes: list[int], parts: int) -> None:
         files = [LandingFile(f"file:///z/{i:03d}.jsonl", size, EPOCH) for i, size in enumerate(sizes)]

@@ -190,7 +190,7 @@ def zones(draw: st.DrawFn) -> dict[str, bytes]:
 
 
 @given(zones())
-@settings(max_examples=450, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=450, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
                                                                                   HealthCheck.data_too_large])
 def _differential(files: dict[str, bytes]) -> None:
     assert_same(files)
@@ -299,7 +299,7 @@ def _line_of(kind: str, rng: np.random.Generator, i: int) -> str:
        seed=st.integers(0, 2**31 - 1), min_window=st.sampled_from([1, 2, 32]),
        dense=st.sampled_from([(1, 1000), (2, 4), (8, 64), (1 << 30, 0)]),
        part_bytes=st.sampled_from([256, 4096, 1 << 22]))
-@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, derandomize=True)
 def test_any_mix_of_refused_lines_under_any_windows_gives_the_exact_rules_rows(
         kinds: list[str], seed: int, min_window: int, dense: tuple[int, int], part_bytes: int) -> None:
     """Whatever the windows, the switch to the exact rules and the part size, every line comes out as the exact

@@ -117,7 +117,7 @@ def _spark_values(spark: SparkSession, table: pa.Table, conds: list[str]) -> lis
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow,
                                                                     HealthCheck.data_too_large])
 @given(table=tables(), conds=st.lists(conditions(), min_size=4, max_size=10))
 def test_arrow_values_equal_sparks_on_random_rows_and_conditions(spark: SparkSession, table: pa.Table,
@@ -164,7 +164,7 @@ def mixed_conditions(draw: st.DrawFn) -> str:
 
 
 @pytest.mark.slow
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120)
 @given(table=tables(), cond=mixed_conditions())
 def test_a_condition_outside_the_subset_is_refused_or_equal_to_sparks(spark: SparkSession, table: pa.Table,
                                                                       cond: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakeshard.pruning import ColumnPruning, PruningAutomaton, PruningError, may_contain
@@ -17,7 +17,7 @@ _values = st.lists(st.one_of(st.text(max_size=12), st.text(alphabet=_NASTY, max_
 _bounds = st.integers(min_value=len("[\\s\\S]*"), max_value=300)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(values=_values, bound=_bounds)
 def test_every_value_matches_its_trimmed_regex(values: list[str | None], bound: int) -> None:
     """No false negative: each value (nulls included) is accepted, whatever the bound trimmed away."""
@@ -26,7 +26,7 @@ def test_every_value_matches_its_trimmed_regex(values: list[str | None], bound: 
         assert may_contain(meta, v), (v, meta)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(values=_values, bound=_bounds)
 def test_regex_stays_within_its_bound(values: list[str | None], bound: int) -> None:
     """The rendered regex never exceeds the bound, and it survives a JSON/UTF-8 round trip into the log."""

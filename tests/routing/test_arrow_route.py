@@ -34,7 +34,7 @@ def _events(rows: list[tuple[str, int, str]]) -> pa.Table:
                      "ts": pa.array([T0 + timedelta(seconds=s) for _, s, _ in rows], pa.timestamp("us", tz="UTC"))})
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=events)
 def test_each_event_lands_where_its_placement_puts_it(allocator: ShardAllocator, rows: list[tuple[str, int, str]]
                                                       ) -> None:

@@ -37,7 +37,7 @@ def _record(i: int) -> bytes:
     return json.dumps({"tenant_id": "t", "event_id": f"e{i}", "ts": 1_700_000_000_000 + i}).encode()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=30), st.integers(1, 60))
 def test_a_log_written_in_arbitrary_pieces_is_taken_once_in_whole_lines(cuts: list[int], records: int) -> None:
     """However a producer's writes split its lines, the ranges taken tile the file from 0 without gap or overlap,
@@ -110,7 +110,7 @@ def test_a_gzip_file_is_taken_whole_once_its_stream_ends_and_again_whole_when_it
                                                                                                      True)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(st.sampled_from([b"a", b" ", b"\n", b"{", b"}", b'"k":1']), max_size=80), st.integers(0, 30),
        st.integers(1, 40), st.booleans())
 def test_a_range_ends_after_its_last_newline_however_the_file_is_read_back(

@@ -138,7 +138,7 @@ def test_windows_sit_on_a_fixed_grid() -> None:
     assert window_of(datetime(2026, 1, 1, 10, 10, tzinfo=UTC), 300)[0] == end
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=5)
 @given(st.lists(st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=80), min_size=1, max_size=300))
 def test_spark_and_python_hash_alike(spark, ids: list[str]) -> None:  # type: ignore[no-untyped-def]
     from lakeshard.routing.hashing import _pandas_event_hash, event_hash_column, event_hashes

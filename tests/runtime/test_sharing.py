@@ -20,7 +20,7 @@ def _owned(jobs: SharedJobs[int], work: list, owner: ThreadPoolExecutor):
     return started
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(st.lists(st.integers(0, 3), min_size=0, max_size=30))
 def test_results_come_in_the_jobs_order_whichever_thread_ran_them(pauses: list[int]) -> None:
     ran_by: dict[int, str] = {}

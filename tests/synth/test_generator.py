@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakeshard.errors import ConfigError
@@ -471,7 +471,7 @@ def test_vectorised_rendering_equals_scalar(values: list[tuple[int, int, int]]) 
         assert text == format_rfc3339(t, None if suffix == "Z" else minutes, d)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10)
 @given(
     events=st.integers(0, 400),
     tenants=st.integers(1, 12),
