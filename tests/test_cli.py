@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -349,3 +350,35 @@ def test_a_reader_closing_the_output_early_stops_the_command_quietly(tmp_path: P
     again = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert again.stdout.startswith("routed 0 events (0 quarantined); wrote 0 events"), again.stdout
+
+
+def _as_command(preamble: str) -> list[str]:
+    """Return a Python command that runs ``preamble``, then the ``lakeshard`` command line (its arguments after
+    the command's own) the way its console script does."""
+    return [sys.executable, "-c", f"{preamble}; import sys; from lakeshard.app.cli import run; "
+                                  "sys.argv = ['lakeshard', *sys.argv[sys.argv.index('--') + 1:]]; run()"]
+
+
+def test_the_command_ends_at_once_yet_runs_its_exit_handlers_and_prints_everything(tmp_path: Path) -> None:
+    command = _as_command("import atexit; atexit.register(lambda: print('exit handler ran'))")
+    ok = subprocess.run([*command, "--", "generate", "--events", "30", "--landing", str(tmp_path / "landing")],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("wrote ") and ok.stdout.endswith("exit handler ran\n")
+    failed = subprocess.run([*command, "--", "ingest", "--landing", str(tmp_path / "missing"), "--lakehouse",
+                             str(tmp_path / "lh")], capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 2
+    assert failed.stderr == f"error: landing zone {tmp_path / 'missing'} does not exist\n"
+    assert failed.stdout == "exit handler ran\n"
+
+
+def test_a_thread_still_working_when_the_command_ends_is_waited_for(tmp_path: Path) -> None:
+    done = tmp_path / "thread.txt"
+    command = _as_command(f"import pathlib, threading, time; threading.Thread(target=lambda: (time.sleep(4), "
+                          f"pathlib.Path({str(done)!r}).write_text('done'))).start()")
+    started = time.monotonic()
+    run = subprocess.run([*command, "--", "generate", "--events", "30", "--landing", str(tmp_path / "landing")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert time.monotonic() - started >= 4
+    assert done.read_text() == "done"

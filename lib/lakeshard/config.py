@@ -46,7 +46,7 @@ _T = TypeVar("_T")
 OTHER_VARIABLES: dict[str, str] = {
     "LAKESHARD_CONFIG": "the TOML file to read (default ./lakeshard.toml when present)",
     "LAKESHARD_DEBUG": "print an unexpected error's traceback instead of saving it to a file",
-    "LAKESHARD_HUGE_PAGES": "1: keep the machine's transparent huge pages for a lakeshard command's process "
+    "LAKESHARD_HUGE_PAGES": "1: the machine's transparent huge pages for a lakeshard command's process "
                             "(lakeshard.runtime.memory)",
     "LAKESHARD_TRACE_PHASES": "a file the table store appends a line to around each commit and Parquet write "
                               "(lakeshard.lake.trace)",

@@ -56,6 +56,15 @@ def test_what_the_environment_sets_wins(env: dict[str, str], disabled: bool, pur
         assert status == ["0" if disabled else "1"]
 
 
+def test_huge_pages_asked_for_are_given_back_where_the_parent_had_turned_them_off() -> None:
+    got_disabled, _, status, _ = _report(
+        "import ctypes; sys.platform.startswith('linux') and ctypes.CDLL(None).prctl(41, 1, 0, 0, 0); "
+        "from lakeshard.runtime.memory import prepare_process_memory; prepare_process_memory()", {HUGE_PAGES_ENV: "1"})
+    assert got_disabled is False
+    if LINUX and status:
+        assert status == ["1"]
+
+
 def test_once_arrow_is_loaded_only_the_huge_pages_change() -> None:
     got_disabled, got_purge, _, _ = _report(
         "import pyarrow; from lakeshard.runtime.memory import prepare_process_memory; prepare_process_memory()", {})

@@ -7,7 +7,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["driver_threads", "worker_pool"]
+__all__ = ["close_worker_pool", "driver_threads", "worker_pool"]
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None  # (the process that made it, the pool)
 _pool_lock = threading.Lock()
@@ -32,3 +32,13 @@ def worker_pool() -> ThreadPoolExecutor:
         if _pool is None or _pool[0] != os.getpid():
             _pool = (os.getpid(), ThreadPoolExecutor(driver_threads(), thread_name_prefix="lakeshard-worker"))
         return _pool[1]
+
+
+def close_worker_pool() -> None:
+    """Stop this process's worker pool once the jobs given to it are done (a later :func:`worker_pool` makes a new
+    one)."""
+    global _pool
+    with _pool_lock:
+        made, _pool = _pool, None
+    if made is not None and made[0] == os.getpid():
+        made[1].shutdown(wait=True)

@@ -29,13 +29,14 @@ def prepare_process_memory() -> None:
     """Set this process's memory settings for batch work, before its first large allocation.
 
     Arrow's allocator reads its options when pyarrow loads: where pyarrow is loaded already, only the huge pages are
-    turned off. A value set in the environment wins (``MIMALLOC_PURGE_DELAY``; :data:`HUGE_PAGES_ENV` ``=1`` keeps
-    huge pages). Where the kernel has no such flag (not Linux, or older than 3.15) nothing changes.
+    turned off. A value set in the environment wins (``MIMALLOC_PURGE_DELAY``; :data:`HUGE_PAGES_ENV` ``=1`` gives
+    the process the machine's huge pages, even where its parent had turned them off). Where the kernel has no such
+    flag (not Linux, or older than 3.15) nothing changes.
     """
     if "pyarrow" not in sys.modules:
         os.environ.setdefault("MIMALLOC_PURGE_DELAY", "-1")
-    if os.environ.get(HUGE_PAGES_ENV, "") != "1":
-        _prctl(_PR_SET_THP_DISABLE, 1)
+    # Set either way: the flag is inherited, and a process started by one that turned huge pages off has them off.
+    _prctl(_PR_SET_THP_DISABLE, 0 if os.environ.get(HUGE_PAGES_ENV, "") == "1" else 1)
 
 
 def huge_pages_disabled() -> bool:
