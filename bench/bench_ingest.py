@@ -539,8 +539,8 @@ def _creation_text(doc: dict[str, Any]) -> list[str]:
     return [f"Creating an empty file in the work directory cost {start} us of system time before the runs and {end}"
             " us after them. On ext4 without a journal (this VM's disk) it costs about 25 us normally and about 450"
             " us within minutes of a deletion of many files (the inode allocator skips recently deleted inodes):"
-            " `lakeshard ingest` creates about 4.2k files at 1M events, its floors a few, so at 450 us its runs"
-            " carry about 2 s of system time the floors do not. Nothing is deleted between lakeshard's runs.", ""]
+            " `lakeshard ingest` creates about 3k files at 1M events, its floors a few, so at 450 us its runs"
+            " carry about 1.4 s of system time the floors do not. Nothing is deleted between lakeshard's runs.", ""]
 
 
 def _plot(doc: dict[str, Any]) -> None:
@@ -658,7 +658,7 @@ def _file_creation_us(directory: Path, n: int = 1000) -> float:
 
     On ext4 without a journal (this VM's disk) a file created within minutes of a deletion of many costs ~20x
     more than otherwise (about 450 against 25 us): the inode allocator skips inodes deleted recently, reading
-    each one's table block. `lakeshard ingest` creates ~4.2k files at 1M events, the floors a few, so the
+    each one's table block. `lakeshard ingest` creates ~3k files at 1M events, the floors a few, so the
     figure is printed beside the results.
     """
     directory.mkdir(parents=True)
