@@ -382,3 +382,25 @@ def test_a_thread_still_working_when_the_command_ends_is_waited_for(tmp_path: Pa
     assert run.returncode == 0, run.stderr
     assert time.monotonic() - started >= 4
     assert done.read_text() == "done"
+
+
+def test_on_a_databricks_cluster_the_entry_point_returns_its_code_and_leaves_the_process_alone(
+        tmp_path: Path) -> None:
+    """A wheel task calls the entry point inside the driver's Python process: ending that process, or changing its
+    memory settings, is not the command's to do."""
+    script = ("import ctypes, os, sys; sys.platform.startswith('linux') and ctypes.CDLL(None).prctl(41, 0, 0, 0, 0); "
+              "from lakeshard.app.cli import run; from lakeshard.runtime.memory import huge_pages_disabled; "
+              "sys.argv = ['lakeshard', 'generate', '--events', '30', '--landing', sys.argv[1]]; "
+              "code = run(); print('returned', code, huge_pages_disabled(), os.environ.get('MIMALLOC_PURGE_DELAY'))")
+    environ = {k: v for k, v in os.environ.items() if k != "MIMALLOC_PURGE_DELAY"}
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "landing")], capture_output=True, text=True,
+                         env={**environ, "DATABRICKS_RUNTIME_VERSION": "17.3"}, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == "returned 0 False None"
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    failing = subprocess.run([sys.executable, "-c", script, str(a_file)], capture_output=True, text=True,
+                             env={**environ, "DATABRICKS_RUNTIME_VERSION": "17.3"}, timeout=120)
+    assert failing.returncode == 2  # raised as SystemExit(2): the task fails, its code kept
+    assert "returned" not in failing.stdout
+    assert failing.stderr == f"error: landing: expected a directory (the landing zone), found the file {a_file}\n"

@@ -388,7 +388,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lakeshard`` command line and return its exit code."""
-    prepare_process_memory()  # before pyarrow loads: Arrow's allocator reads its options then
+    if _owns_process():
+        prepare_process_memory()  # before pyarrow loads: Arrow's allocator reads its options then
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args))
@@ -412,10 +413,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def run() -> NoReturn:
+def run() -> int:
     """Run the ``lakeshard`` command (its console script and ``python -m lakeshard.app.cli``): :func:`main`, then
-    end the process at once."""
-    _exit_at_once(main())
+    end the process at once. On a Databricks cluster, whose wheel tasks call this entry point inside the driver's
+    Python process, that process is not the command's to end: a success returns 0, a failure raises
+    :class:`SystemExit` with its code, so that the task fails rather than a returned code going unread."""
+    code = main()
+    if not _owns_process():
+        if code:
+            raise SystemExit(code)
+        return 0
+    _exit_at_once(code)
+
+
+def _owns_process() -> bool:
+    """Return whether this process is the command's own (not a Databricks driver's, shared with its runtime and, on
+    an all-purpose cluster, other notebooks): only then are its memory settings and its exit the command's."""
+    return not os.environ.get("DATABRICKS_RUNTIME_VERSION")
 
 
 def _exit_at_once(code: int) -> NoReturn:
@@ -465,4 +479,4 @@ def _save_traceback(exc: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    run()
+    sys.exit(run())
