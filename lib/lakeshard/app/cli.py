@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from lakeshard.app.cli_args import LakeshardParser, config_from_args, count, number
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
-from lakeshard.runtime.cores import close_worker_pool
+from lakeshard.runtime import on_databricks_cluster
 from lakeshard.runtime.memory import prepare_process_memory
 
 if TYPE_CHECKING:
@@ -388,7 +388,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lakeshard`` command line and return its exit code."""
-    if _owns_process():
+    if not on_databricks_cluster():  # a Databricks driver's process is not the command's to tune
         prepare_process_memory()  # before pyarrow loads: Arrow's allocator reads its options then
     args = _parser().parse_args(argv)
     try:
@@ -419,17 +419,11 @@ def run() -> int:
     Python process, that process is not the command's to end: a success returns 0, a failure raises
     :class:`SystemExit` with its code, so that the task fails rather than a returned code going unread."""
     code = main()
-    if not _owns_process():
+    if on_databricks_cluster():
         if code:
             raise SystemExit(code)
         return 0
     _exit_at_once(code)
-
-
-def _owns_process() -> bool:
-    """Return whether this process is the command's own (not a Databricks driver's, shared with its runtime and, on
-    an all-purpose cluster, other notebooks): only then are its memory settings and its exit the command's."""
-    return not os.environ.get("DATABRICKS_RUNTIME_VERSION")
 
 
 def _exit_at_once(code: int) -> NoReturn:
@@ -440,6 +434,8 @@ def _exit_at_once(code: int) -> NoReturn:
     it (bench/results/ingest-profile.md). The exit handlers (``atexit``) still run and what was printed is flushed.
     A thread other than the worker pool's still running (none after a command) is waited for by a regular exit.
     """
+    from lakeshard.runtime.cores import close_worker_pool
+
     close_worker_pool()
     main_thread = threading.main_thread()
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not main_thread):

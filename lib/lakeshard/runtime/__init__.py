@@ -19,6 +19,7 @@ from lakeshard.runtime.session import (
     is_spark_connect,
     local_spark_conf,
     on_databricks,
+    on_databricks_cluster,
     runtime_name,
     session_sql_conf,
 )
@@ -26,5 +27,6 @@ from lakeshard.runtime.session import (
 __all__ = [
     "CONNECT_PYTHON", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "RuntimeKind", "apply_session_settings", "arrow_dataframe",
     "databricks_connect_scope", "delta_jars", "delta_jars_folder", "describe_mode", "detect_runtime", "find_java",
-    "get_spark", "is_spark_connect", "local_spark_conf", "on_databricks", "runtime_name", "session_sql_conf",
+    "get_spark", "is_spark_connect", "local_spark_conf", "on_databricks", "on_databricks_cluster", "runtime_name",
+    "session_sql_conf",
 ]

@@ -44,10 +44,16 @@ class RuntimeKind(StrEnum):
     LOCAL = "local"  # a local JVM started by PySpark
 
 
+def on_databricks_cluster() -> bool:
+    """Return whether this process runs on a Databricks cluster (its runtime sets ``DATABRICKS_RUNTIME_VERSION``):
+    the driver's Python, shared with the runtime, not a process of lakeshard's own."""
+    return bool(os.environ.get("DATABRICKS_RUNTIME_VERSION"))
+
+
 def detect_runtime(cfg: LakeshardConfig | None = None) -> RuntimeKind:
     """Return which kind of session :func:`get_spark` would give under ``cfg`` and the environment."""
     cfg = cfg or load_config()
-    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+    if on_databricks_cluster():
         return RuntimeKind.DATABRICKS
     if cfg.spark.databricks_connect:
         return RuntimeKind.DATABRICKS_CONNECT
@@ -64,7 +70,7 @@ def on_databricks(cfg: LakeshardConfig | None = None) -> bool:
     """Return whether Spark runs on Databricks compute: its runtime (``DATABRICKS_RUNTIME_VERSION``),
     databricks-connect (``spark.databricks_connect``), or a ``sc://`` remote whose host is a Databricks workspace."""
     cfg = cfg or load_config()
-    if os.environ.get("DATABRICKS_RUNTIME_VERSION") or cfg.spark.databricks_connect:
+    if on_databricks_cluster() or cfg.spark.databricks_connect:
         return True
     if not cfg.spark.remote.startswith("sc://"):
         return False
