@@ -167,11 +167,11 @@ def test_a_fused_process_killed_before_a_commit_then_restarted_writes_each_event
         _assert_exactly_once(spark, store, cfg, landing, m.unique_events)
 
 
-def test_batches_after_the_first_reach_the_writer_with_their_key_hashes_computed_ahead(
+def test_every_batch_reaches_the_writer_with_its_key_hashes_computed_beside_its_placements(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The router's look-ahead thread hashes the next batch's keys (``FusedWriter.prepare``); the writer step then
-    hashes only the batch parsed on its own thread (the first), and the hashes are the ones it would compute."""
+    """The router hashes each fused batch's keys once (``FusedWriter.derive``) on a worker thread while it places
+    the rows; the writer step then hashes none itself, and the hashes are the ones it would compute."""
     import lakeshard.dedupe.keyhash
 
     landing = tmp_path / "landing"
@@ -190,10 +190,10 @@ def test_batches_after_the_first_reach_the_writer_with_their_key_hashes_computed
     writer = _fused(cfg)
     fused = [r for r in writer.reports if r.routed_version < 0]
     assert len(fused) > 2
-    assert calls.count("MainThread") == 1  # the first batch, parsed without a look-ahead
-    assert sum(name.startswith("landing-ahead") for name in calls) == len(fused) - 1
+    assert len(calls) == len(fused)  # once a batch, the writer step none
+    assert all(name.startswith("lakeshard-worker") for name in calls), calls
     events = writer.writer.store.read_table_arrow(cfg.table_uri(EVENTS), ["tenant_id", "event_id", "ts"])
-    assert writer.prepare(events).select(["key_hi", "key_lo"]).to_pydict() == dict(
+    assert writer.derive(events).to_pydict() == dict(
         zip(["key_hi", "key_lo"], [h.tolist() for h in real(events)], strict=True))
 
 

@@ -70,15 +70,15 @@ class FusedWriter:
         self.reports += drained
         return drained
 
-    def prepare(self, events: pa.Table) -> pa.Table:
-        """Return ``events`` with each row's key hashes (``key_hi``, ``key_lo``), which the writer step then takes
-        instead of hashing the batch itself: computed on the router's look-ahead thread, beside the batch in hand."""
+    def derive(self, events: pa.Table) -> pa.Table:
+        """Return each row's key hashes (``key_hi``, ``key_lo``) of ``events``, which the writer step then takes
+        instead of hashing the batch itself: the router computes them beside its placements."""
         import pyarrow as pa
 
         from lakeshard.dedupe.keyhash import key_hashes
 
         hi, lo = key_hashes(events)
-        return events.append_column("key_hi", pa.array(hi)).append_column("key_lo", pa.array(lo))
+        return pa.table({"key_hi": hi, "key_lo": lo})
 
     def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
         """Return the ``events`` commit of fused batch plan ``batch`` (``routed``: its routed rows), after its IDs'

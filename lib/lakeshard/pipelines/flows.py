@@ -109,8 +109,10 @@ class _FinishFused:
         writer.compact_ids()
         return result
 
-    def prepare(self, events: pa.Table) -> pa.Table:
-        return events  # a route-only router plans no fused batch, so it looks ahead at none
+    def derive(self, events: pa.Table) -> pa.Table:
+        import pyarrow as pa
+
+        return pa.table({})  # a route-only router plans no fused batch, so it derives nothing
 
 
 class _Observed:
@@ -121,8 +123,8 @@ class _Observed:
         self.writer = writer
         self.ctx = ctx
 
-    def prepare(self, events: pa.Table) -> pa.Table:
-        return self.writer.prepare(events)
+    def derive(self, events: pa.Table) -> pa.Table:
+        return self.writer.derive(events)
 
     def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
         result = self.writer.deliver(batch, routed)

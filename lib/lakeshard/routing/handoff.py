@@ -29,7 +29,7 @@ class FusedHandoff(Protocol):
         only the IDs. None when the batch must go through ``routed`` instead (the router commits it there): the
         writers met a shard's damaged file, or ``routed`` already holds the batch."""
 
-    def prepare(self, events: pa.Table) -> pa.Table:
-        """Return a fused batch's parsed events with columns the hand-off derives from each row alone, computed
-        ahead: the router calls it on its look-ahead thread while the batch before is delivered, and the columns
-        travel with the rows to :meth:`deliver` (a batch delivered without them gets them computed there)."""
+    def derive(self, events: pa.Table) -> pa.Table:
+        """Return the columns the hand-off derives from each row of a fused batch's parsed events alone, row for row
+        (no others): the router computes them on a worker thread while it places the rows, and appends them to the
+        routed rows handed to :meth:`deliver` (a batch delivered without them gets them computed there)."""
