@@ -35,7 +35,7 @@ PHASES: list[tuple[str, str, tuple[str, ...]]] = [
     ("lakeshard.routing.lifecycle", "plan_intake", ("lakeshard.routing.router",)),
     ("lakeshard.lake.embedded.adapter", "EmbeddedTableStore.append_arrow", ()),
     ("lakeshard.dedupe.fused", "FusedWriter.deliver", ()),
-    ("lakeshard.dedupe.fused", "FusedWriter.prepare", ()),
+    ("lakeshard.dedupe.fused", "FusedWriter.derive", ()),
     ("lakeshard.dedupe.fused", "FusedWriter.compact_ids", ()),
     ("lakeshard.dedupe.engines", "ArrowStep.run", ()),
     ("lakeshard.dedupe.keyhash", "key_hashes", ()),

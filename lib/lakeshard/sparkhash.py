@@ -51,8 +51,18 @@ def _fmix(h: U64) -> U64:
     return h ^ (h >> np.uint64(32))
 
 
+def _rows(mask: npt.NDArray[np.bool_]) -> slice | npt.NDArray[np.intp] | None:
+    """Return the rows ``mask`` selects as an index: every row as a slice (no gather, no scatter: uuid-like ids
+    all take the same path), some as their positions, none as None."""
+    if mask.all():
+        return slice(None) if len(mask) else None
+    picked = np.flatnonzero(mask)
+    return picked if len(picked) else None
+
+
 def xxhash64_longs(values: npt.NDArray[np.int64], seeds: U64) -> U64:
-    """Return XXH64 of each ``long`` (its eight little-endian bytes) with its own seed: Spark's ``hashLong``."""
+    """Return XXH64 of each ``long`` (its eight little-endian bytes) with its own seed: Spark's ``hashLong``.
+    ``seeds`` may hold several rows of seeds (shape ``(m, n)``): each row gives its own hashes."""
     with np.errstate(over="ignore"):
         h = seeds + _P5 + np.uint64(8)
         h = h ^ _round(np.zeros_like(h), values.astype(np.int64).view(np.uint64))
@@ -62,12 +72,15 @@ def xxhash64_longs(values: npt.NDArray[np.int64], seeds: U64) -> U64:
 
 def xxhash64_strings(strings: pa.Array | pa.ChunkedArray, seeds: U64) -> U64:
     """Return XXH64 of each string's UTF-8 bytes with its own seed (Spark's ``hashUnsafeBytes``); a null keeps
-    its seed, as Spark's chaining skips null inputs."""
+    its seed, as Spark's chaining skips null inputs.
+
+    ``seeds`` of shape ``(m, n)`` hashes every string under ``m`` seeds at once (one row of hashes per row of
+    seeds): reading the strings' words and mixing each word in, the larger part of the work, is done once."""
     arr = pc.cast(strings, pa.large_string())
     arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     n = len(arr)
     if n == 0:
-        return np.empty(0, np.uint64)
+        return np.empty((*np.shape(seeds)[:-1], 0), np.uint64)
     _, offsets_buf, data_buf = arr.buffers()
     offsets = np.frombuffer(offsets_buf, np.int64)[arr.offset: arr.offset + n + 1]
     data = np.zeros(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, np.uint8)
@@ -79,41 +92,45 @@ def xxhash64_strings(strings: pa.Array | pa.ChunkedArray, seeds: U64) -> U64:
     def words(at: npt.NDArray[np.int64]) -> U64:
         return np.ascontiguousarray(windows[at]).view("<u8").reshape(-1)
 
-    seeds = np.broadcast_to(np.asarray(seeds, np.uint64), (n,)).copy()
+    seeds = np.asarray(seeds, np.uint64)
+    seeds = np.broadcast_to(seeds, (*seeds.shape[:-1], n) if seeds.ndim > 1 else (n,)).copy()
     with np.errstate(over="ignore"):
         h = seeds + _P5
-        big = np.flatnonzero(length >= 32)
-        if len(big):
-            s = seeds[big]
+        big = _rows(length >= 32)
+        if big is not None:
+            s = seeds[..., big]
             v = [s + _P1 + _P2, s + _P2, s.copy(), s - _P1]
             stripes = length[big] // 32
             for k in range(int(stripes.max())):
-                act = np.flatnonzero(stripes > k)
-                at = start[big[act]] + 32 * k
+                act = _rows(stripes > k)
+                assert act is not None  # the longest string has stripe k
+                at = start[big][act] + 32 * k
                 for lane in range(4):
-                    v[lane][act] = _round(v[lane][act], words(at + 8 * lane))
+                    v[lane][..., act] = _round(v[lane][..., act], words(at + 8 * lane))
             acc = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
             for lane in range(4):
                 acc = (acc ^ _round(np.zeros_like(acc), v[lane])) * _P1 + _P4
-            h[big] = acc
+            h[..., big] = acc
         h = h + length.astype(np.uint64)
         at = start + (length // 32) * 32
         tail_words = (length % 32) // 8
         for k in range(int(tail_words.max(initial=0))):
-            act = np.flatnonzero(tail_words > k)
-            h[act] = _rotl(h[act] ^ _round(np.zeros(len(act), np.uint64), words(at[act])), 27) * _P1 + _P4
+            act = _rows(tail_words > k)
+            assert act is not None  # the longest tail has word k
+            word = words(at[act])
+            h[..., act] = _rotl(h[..., act] ^ _round(np.zeros_like(word), word), 27) * _P1 + _P4
             at[act] += 8
-        act = np.flatnonzero(length % 8 >= 4)
-        if len(act):
+        act = _rows(length % 8 >= 4)
+        if act is not None:
             four = words(at[act]) & np.uint64(0xFFFFFFFF)
-            h[act] = _rotl(h[act] ^ (four * _P1), 23) * _P2 + _P3
+            h[..., act] = _rotl(h[..., act] ^ (four * _P1), 23) * _P2 + _P3
             at[act] += 4
         tail_bytes = length % 4
         for k in range(3):
-            act = np.flatnonzero(tail_bytes > k)
-            if not len(act):
+            act = _rows(tail_bytes > k)
+            if act is None:
                 break
-            h[act] = _rotl(h[act] ^ (padded[at[act]].astype(np.uint64) * _P5), 11) * _P1
+            h[..., act] = _rotl(h[..., act] ^ (padded[at[act]].astype(np.uint64) * _P5), 11) * _P1
             at[act] += 1
         h = _fmix(h)
     valid = arr.is_valid().to_numpy(zero_copy_only=False)

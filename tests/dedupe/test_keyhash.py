@@ -58,6 +58,37 @@ def test_a_long_batch_mixing_every_length_matches_spark(spark: SparkSession) -> 
     assert np.array_equal(lo, expected.column("key_lo").to_numpy())
 
 
+def test_ids_of_one_length_match_spark(spark: SparkSession) -> None:
+    """uuids (36 bytes) and 8-byte ids: every row takes the same branches at once (no row left out of a step)."""
+    import uuid
+
+    rng = np.random.default_rng(5)
+    for ids in ([str(uuid.UUID(int=int(rng.integers(0, 2**62)) << 64 | i)) for i in range(500)],
+                [f"{i:08d}" for i in range(500)]):
+        batch = pa.table({"tenant_id": [f"tenant-{i % 7}" for i in range(len(ids))], "event_id": ids,
+                          "ts": pa.array(rng.integers(0, 2**50, len(ids)), pa.int64()).cast(
+                              pa.timestamp("us", tz="UTC"))})
+        expected = spark.createDataFrame(batch).withColumns(key_hash_columns()).select("key_hi", "key_lo").toArrow()
+        hi, lo = key_hashes(batch)
+        assert np.array_equal(hi, expected.column("key_hi").to_numpy())
+        assert np.array_equal(lo, expected.column("key_lo").to_numpy())
+
+
+@settings(max_examples=100)
+@given(st.lists(st.one_of(st.none(), texts), min_size=0, max_size=40), st.integers(1, 3), st.integers(0, 2**64 - 1))
+def test_hashing_under_several_rows_of_seeds_is_hashing_under_each(strings: list[str | None], m: int,
+                                                                    base: int) -> None:
+    """``xxhash64_strings`` with seeds of shape ``(m, n)`` gives, row for row, what each row of seeds gives
+    alone (nulls keep their seed in every row)."""
+    seeds = (np.arange(m * len(strings), dtype=np.uint64).reshape(m, len(strings)) * np.uint64(0x9E3779B1)
+             + np.uint64(base))
+    column = pa.array(strings, pa.string())
+    together = xxhash64_strings(column, seeds)
+    assert together.shape == (m, len(strings))
+    for row in range(m):
+        assert together[row].tolist() == xxhash64_strings(column, seeds[row]).tolist()
+
+
 # Few distinct halves, so batches hold re-sent keys and high halves shared by different keys (a 64-bit collision).
 halves = st.integers(min_value=-3, max_value=3)
 
