@@ -34,7 +34,9 @@ format's ``(tenant_id, event_id, ts)``. Writes ``bench/results/ingest.json``, ``
     .venv/bin/python bench/bench_ingest.py [--events 1000000] [--cases cli,one-table,...] [--landing ZONE] [--repeat 3]
 
 ``--repeat N`` runs ``lakeshard ingest`` and the two floors N times, in turn, and reports each by its median run:
-one run of each on a shared machine moves their ratio by 10% either way.
+one run of each on a shared machine moves their ratio by 10% either way. Each ratio to a floor is also given round
+by round (``cli_over_one_table_paired``: the median of each round's ratio, the runs of a round seconds apart), which
+a drift of the machine's speed over the call moves less than a ratio of two medians taken from different rounds.
 
 ``--events 20000 --tenants 20`` is the smoke size: seconds per in-process case; each Spark case starts its own JVM
 (tens of seconds on a quiet 2-core machine, minutes on a loaded one). A generated zone has ~120 files at any
@@ -50,6 +52,7 @@ import os
 import platform
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -468,6 +471,9 @@ def ratios(cases: list[dict[str, Any]]) -> dict[str, Any]:
             out[name.replace("cli_", "cli_process_")] = round(cli["process_wall_s"] / by[case]["process_wall_s"], 2)
             # On a loaded machine wall time follows the load; CPU seconds of the process tree do much less.
             out[name.replace("cli_", "cli_cpu_")] = round(cli["cpu_s"] / by[case]["cpu_s"], 2)
+            paired = _paired_ratio(cli.get("wall_runs_s"), by[case].get("wall_runs_s"))
+            if paired is not None:
+                out[f"{name}_paired"] = paired
     streams = [by[c] for c in STREAMING_LIKE_EVENTS if c in by and by[c].get("events_dropped", 1) == 0]
     if streams:
         best = min(streams, key=lambda c: c["wall_s"])
@@ -477,6 +483,14 @@ def ratios(cases: list[dict[str, Any]]) -> dict[str, Any]:
         out["best_streaming_cpu_over_cli"] = round(best_cpu["cpu_s"] / cli["cpu_s"], 2)
         out["best_streaming_cpu_case"] = best_cpu["case"]
     return out
+
+
+def _paired_ratio(cli_runs: list[float] | None, floor_runs: list[float] | None) -> float | None:
+    """Return the median over the rounds of a repeated call of lakeshard's wall time over the floor's in that
+    round (the two runs in the order they ran, round k of each side the k-th); None without two or more rounds."""
+    if not cli_runs or not floor_runs or len(cli_runs) != len(floor_runs) or len(cli_runs) < 2:
+        return None
+    return round(statistics.median(a / b for a, b in zip(cli_runs, floor_runs, strict=True)), 2)
 
 
 def write_results(doc: dict[str, Any]) -> None:
@@ -512,19 +526,20 @@ def write_results(doc: dict[str, Any]) -> None:
     if r:
         lines += ["", "Ratios (lower is better for lakeshard's own; the streaming one is the peer's time over "
                       "lakeshard's):"]
-        lines += ["", "| ratio | wall | whole process, both sides | CPU of the process tree |",
-                  "| --- | ---: | ---: | ---: |"]
+        lines += ["", "| ratio | wall | wall, round by round | whole process, both sides | CPU of the process tree |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
         for key, text in (("cli_over_one_table", "`lakeshard ingest` / one-table floor"),
                           ("cli_over_machine", "`lakeshard ingest` / machine floor"),
                           ("cli_over_three_tables", "`lakeshard ingest` / three-table floor")):
             if key in r:
                 process = r.get(key.replace("cli_", "cli_process_"))
-                lines.append(f"| {text} | **{r[key]}x** | {f'{process}x' if process else '-'} "
-                             f"| {r[key.replace('cli_', 'cli_cpu_')]}x |")
+                paired = r.get(f"{key}_paired")
+                lines.append(f"| {text} | **{r[key]}x** | {f'{paired}x' if paired else '-'} "
+                             f"| {f'{process}x' if process else '-'} | {r[key.replace('cli_', 'cli_cpu_')]}x |")
         if "best_streaming_over_cli" in r:
             lines.append(f"| best Structured Streaming peer partitioned like `events` that drops no event / "
                          f"`lakeshard ingest` | **{r['best_streaming_over_cli']}x** ({r['best_streaming_case']}) "
-                         f"| - | {r['best_streaming_cpu_over_cli']}x ({r['best_streaming_cpu_case']}) |")
+                         f"| - | - | {r['best_streaming_cpu_over_cli']}x ({r['best_streaming_cpu_case']}) |")
     if doc.get("note"):
         lines += ["", str(doc["note"])]
     (RESULTS / "ingest.md").write_text("\n".join(lines) + "\n")

@@ -31,7 +31,30 @@ def test_lakeshard_is_exact_and_the_floors_write_every_duplicate(tmp_path: Path)
         assert by[case]["duplicates_let_through"] == doc["duplicates"] > 0, by[case]
         assert by[case]["events_dropped"] == by[case]["extra_events"] == 0, by[case]
     assert all(c["peak_rss_mib"] > 0 and c["files_out"] > 0 for c in by.values()), by
-    assert {"cli_over_one_table", "cli_over_machine", "cli_cpu_over_three_tables"} <= set(doc["ratios"])
+    assert {"cli_over_one_table", "cli_over_one_table_paired", "cli_over_machine", "cli_cpu_over_three_tables"} \
+        <= set(doc["ratios"])
+
+
+def test_the_round_by_round_ratio_holds_through_a_drift_of_the_machines_speed() -> None:
+    """Five rounds on a machine whose speed drifts from round to round (both runs of a round at one speed), one
+    lakeshard run stalled besides: the round-by-round ratio stays lakeshard's true 1.4x, where the ratio of the two
+    medians, taken from different rounds, does not."""
+    bench = load_bench("bench_ingest")
+    speed = [1.0, 1.6, 0.8, 1.3, 1.1]
+    floor = [5 * s for s in speed]
+    cli = [7 * s for s in speed]
+    cli[2] *= 1.5  # a stall during one lakeshard run only
+
+    def case(name: str, runs: list[float]) -> dict[str, Any]:
+        median = sorted(runs)[len(runs) // 2]
+        return {"case": name, "wall_s": median, "process_wall_s": median, "cpu_s": median, "wall_runs_s": runs}
+
+    ratios = bench.ratios([case("cli", cli), case("one-table", floor)])
+    assert ratios["cli_over_one_table_paired"] == 1.4
+    assert ratios["cli_over_one_table"] > 1.5
+    # One run of each: no rounds to pair.
+    single = bench.ratios([{**case("cli", cli[:1]), "wall_runs_s": None}, {**case("one-table", floor[:1])}])
+    assert "cli_over_one_table_paired" not in single and single["cli_over_one_table"] == 1.4
 
 
 @pytest.mark.slow
