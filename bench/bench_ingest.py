@@ -488,7 +488,7 @@ def ratios(cases: list[dict[str, Any]]) -> dict[str, Any]:
 def _paired_ratio(cli_runs: list[float] | None, floor_runs: list[float] | None) -> float | None:
     """Return the median over the rounds of a repeated call of lakeshard's wall time over the floor's in that
     round (the two runs in the order they ran, round k of each side the k-th); None without two or more rounds."""
-    if not cli_runs or not floor_runs or len(cli_runs) != len(floor_runs) or len(cli_runs) < 2:
+    if cli_runs is None or floor_runs is None or len(cli_runs) != len(floor_runs) or len(cli_runs) < 2:
         return None
     return round(statistics.median(a / b for a, b in zip(cli_runs, floor_runs, strict=True)), 2)
 
