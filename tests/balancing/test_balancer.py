@@ -8,7 +8,7 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lakeshard.balancing.balancer import (
@@ -103,6 +103,8 @@ workloads = st.integers(2, 24).flatmap(lambda total: st.tuples(
 
 @settings(max_examples=150)
 @given(workloads)
+@example((3, frozenset({0}), [(356464.0, 2, 0), (1000000.0, 2, 3), (307888.31804189866, 2, 1),
+                              (370344.31804189866, 1, 0), (370344.31804189866, 1, 0)], 1, 0.0))
 def test_a_run_never_raises_variance_respects_the_cap_and_moves_only_tenants_on_the_hottest_shard(
     workload: tuple[int, frozenset[int], list[tuple[float, int, int]], int, float],
 ) -> None:
@@ -136,7 +138,9 @@ def test_a_run_never_raises_variance_respects_the_cap_and_moves_only_tenants_on_
     assert plan.settings == tuple(TenantSetting(m.tenant_id, by_id[m.tenant_id].shard_count, m.new_salt)
                                   for m in plan.moves)
     if plan.moves and plan.stopped == "variance below threshold":
-        assert plan.after.relative_variance <= threshold
+        # The stop is judged on the running loads, `after` on loads summed again from scratch: equal loads can come
+        # out 1e-32 apart there, so a threshold of 0 is met up to rounding.
+        assert plan.after.relative_variance <= threshold + 1e-12
 
 
 def test_nothing_to_balance_means_no_moves() -> None:
