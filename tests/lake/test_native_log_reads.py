@@ -7,7 +7,9 @@ back through :meth:`NativeTableStore.for_log_reads`, and every answer must equal
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -149,6 +151,79 @@ def test_the_hadoop_filesystem_and_binaryfile_see_the_same_files(store: TableSto
         assert files.read_texts([f"{log}/{99:020d}.json"]) == {}
         with pytest.raises(FileNotFoundError):
             files.read_text(f"{log}/{99:020d}.json")
+
+
+def _jobs_of(spark: SparkSession, group: str, look: Callable[[], object]) -> tuple[object, int]:
+    """Return what ``look`` returns and how many Spark jobs it started."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, "a look at a log folder")
+    try:
+        out = look()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return out, len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_log_folder_seen_here_as_spark_sees_it_is_listed_and_read_without_spark_jobs(
+        store: TableStore, spark: SparkSession, tmp_path: Path) -> None:
+    # Under Spark Connect (no py4j) each listing is a binaryFile job; a server on this machine shares its files.
+    from lakeshard.lake.native.files import LocalFirstFiles, SparkFiles
+
+    uri = str(tmp_path / "odd name")
+    _table(store, spark, uri)
+    log = str(Path(uri) / "_delta_log")
+    (Path(log) / ".00000000000000000001.json.crc").write_text("hidden")  # names Spark leaves out
+    (Path(log) / "_commits").mkdir(exist_ok=True)
+    files, binary = LocalFirstFiles(spark), SparkFiles(spark)
+    first, jobs = _jobs_of(spark, "first-look", lambda: files.list_dir(log))
+    assert first == binary.list_dir(log) and jobs > 0  # the first look asks Spark, and compares
+
+    store.append(uri, _rows(spark, "e", 2), app_transactions=[AppTransaction("writer/2", 1)])
+    (listed, texts), jobs = _jobs_of(spark, "local-looks", lambda: (
+        files.list_dir(log), files.read_texts([loc for n, loc, _ in files.list_dir(log) if n.endswith(".json")])))
+    assert jobs == 0
+    assert sorted(listed) == sorted(binary.list_dir(log)) and f"{5:020d}.json" in [n for n, _, _ in listed]
+    assert texts == binary.read_texts(list(texts)) and len(texts) == 6
+    with pytest.raises(FileNotFoundError):
+        files.read_text(f"{listed[0][1].rsplit('/', 1)[0]}/{99:020d}.json")
+    shutil.rmtree(uri)  # dropped: an absent folder lists as nothing, as through Spark
+    assert files.list_dir(log) == binary.list_dir(log) == []
+
+
+def test_a_log_folder_seen_otherwise_here_or_on_a_mount_is_always_asked_of_spark(
+        store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lakeshard.lake.native.files as files_module
+
+    uri = str(tmp_path / "t")
+    _table(store, spark, uri)
+    log = Path(uri) / "_delta_log"
+    # A server elsewhere whose path exists here too: the same names at other times, or other names.
+    stale = tmp_path / "here"
+    shutil.copytree(log, stale)
+    for f in stale.iterdir():
+        os.utime(f, (f.stat().st_mtime - 3600, f.stat().st_mtime - 3600))
+    fewer = tmp_path / "fewer"
+    shutil.copytree(log, fewer)
+    (fewer / f"{4:020d}.json").unlink()
+    for here in (stale, fewer):
+        monkeypatch.setattr(files_module, "_local_folder", lambda location, here=here: str(here))
+        files = files_module.LocalFirstFiles(spark)
+        for look in range(2):
+            listed, jobs = _jobs_of(spark, f"elsewhere-{here.name}-{look}",
+                                    lambda files=files: files.list_dir(str(log)))
+            assert jobs > 0 and sorted(listed) == sorted(files_module.SparkFiles(spark).list_dir(str(log)))
+    monkeypatch.undo()
+    # dbfs: (served by the test JVMs from this machine's root, as a runtime serves a volume) is another filesystem
+    # than this process's: always Spark. So are the mounts of cloud storage, whose local view may lag behind the
+    # cluster's writes.
+    files = files_module.LocalFirstFiles(spark)
+    first = files_module.SparkFiles(spark).list_dir(str(log))
+    for look in range(2):
+        listed, jobs = _jobs_of(spark, f"dbfs-{look}", lambda: files.list_dir(f"dbfs:{log}"))
+        assert jobs > 0 and sorted(n for n, _, _ in listed) == sorted(n for n, _, _ in first)
+    assert files_module._local_folder(f"file://{log}") == str(log)
+    assert files_module._local_folder("/Volumes/main/lake/v/t/_delta_log") is None
+    assert files_module._local_folder("/dbfs/lake/t/_delta_log") is None
 
 
 def test_missing_tables_and_versions_are_clear_errors(store: TableStore, reader: NativeTableStore,

@@ -10,6 +10,8 @@ Each of its calls is a Spark job (60 ms on two local cores, more on a cluster), 
 log some thirty times. Where the session has py4j, :func:`log_files` gives
 :class:`~lakeshard.lake.native.jvm.HadoopFiles` instead: the same filesystem and configuration, the same names
 left out, a listing of a few milliseconds (80 to 100 ms for 2,000 files, where ``binaryFile`` takes ~500).
+Without py4j (Spark Connect) it gives :class:`LocalFirstFiles`: a log folder that this process's own filesystem
+shows exactly as Spark lists it (a Connect server on this machine) is then listed and read with ``os`` calls.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from lakeshard.lake.protocol.log import is_temporary_commit
 if TYPE_CHECKING:
     from pyspark.sql import Column, Row, SparkSession
 
-__all__ = ["LogFiles", "SparkFiles", "log_files"]
+__all__ = ["LocalFirstFiles", "LogFiles", "SparkFiles", "log_files"]
+
+# Mounts of cloud storage (Unity Catalog volumes, DBFS) whose local view of a file the cluster just wrote may lag
+# behind the cluster's: their folders are always listed through Spark.
+_MOUNTED = ("/Volumes/", "/dbfs/")
+# One file's modification time as Spark and as this process's filesystem give it differ by rounding, never more.
+_MTIME_SLACK_MS = 1000
 
 
 class LogFiles(Protocol):
@@ -47,7 +55,7 @@ def log_files(spark: SparkSession) -> LogFiles:
     from lakeshard.lake.native.jvm import HadoopFiles
 
     hadoop = HadoopFiles.of(spark)
-    return hadoop if hadoop is not None else SparkFiles(spark)
+    return hadoop if hadoop is not None else LocalFirstFiles(spark)
 
 
 class SparkFiles:
@@ -141,6 +149,78 @@ class SparkFiles:
         except OSError:
             return False
         return not os.path.lexists(local)
+
+
+class LocalFirstFiles(SparkFiles):
+    """:class:`SparkFiles`, except that a log folder this process's own filesystem shows as Spark does is listed and
+    read locally: no Spark job for it (under Spark Connect a writer step lists a table's log some thirty times,
+    each listing a job of ~70 ms on a local server, more on a cluster).
+
+    A folder is served locally only once one of Spark's listings of it, not empty, named exactly the files a local
+    listing names, each with the same modification time (within a second): the proof that both views are one
+    filesystem (a Connect server on this machine), which a server elsewhere whose paths happen to exist here too
+    cannot give. Until then, and for every folder outside this process's reach (cloud URIs, ``dbfs:``) or on a
+    mount of cloud storage (``/Volumes``, ``/dbfs``, whose local view may lag behind the cluster's writes), every
+    call goes to Spark. A log's commit files are never rewritten, so one that is listed can be read locally.
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        super().__init__(spark)
+        self._local: dict[str, tuple[str, str]] = {}  # folder asked -> (its local path, Spark's spelling of it)
+
+    def list_dir(self, location: str) -> list[tuple[str, str, int]]:
+        """Return (name, location, modification millis) of each file of a directory; [] when it is absent."""
+        known = self._local.get(location)
+        if known is not None:
+            served, spelled = known
+            return [(name, f"{spelled}/{name}", mtime) for name, mtime in _scan(served)]
+        listing = super().list_dir(location)
+        folder = _local_folder(location)
+        if listing and folder is not None:
+            local = dict(_scan(folder))
+            if local.keys() == {n for n, _, _ in listing} and all(
+                    abs(local[n] - mtime) <= _MTIME_SLACK_MS for n, _, mtime in listing):
+                self._local[location] = (folder, listing[0][1].rsplit("/", 1)[0])
+        return listing
+
+    def read_texts(self, locations: Sequence[str]) -> dict[str, str]:
+        """Return each file's UTF-8 text by the location it was asked for; files not there are left out. Files of a
+        folder served locally are read here, the others in one Spark job."""
+        served = {spelled: folder for folder, spelled in self._local.values()}
+        out: dict[str, str] = {}
+        rest = []
+        for location in locations:
+            spelled, _, name = location.rpartition("/")
+            folder = served.get(spelled)
+            if folder is None:
+                rest.append(location)
+                continue
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    out[location] = f.read()
+            except FileNotFoundError:
+                continue
+        return {**out, **super().read_texts(rest)}
+
+
+def _local_folder(location: str) -> str | None:
+    """Return the path of folder ``location`` on this process's filesystem, or None where it is out of reach or on
+    a mount of cloud storage (:data:`_MOUNTED`)."""
+    local = _bare(location)
+    if not local.startswith("/") or local.startswith(_MOUNTED):
+        return None
+    return local
+
+
+def _scan(folder: str) -> list[tuple[str, int]]:
+    """Return (name, modification millis) of each file of a local folder, the names Spark leaves out (starting with
+    ``_`` or ``.``) left out; [] when the folder is absent."""
+    try:
+        with os.scandir(folder) as entries:
+            return [(e.name, e.stat().st_mtime_ns // 1_000_000) for e in entries
+                    if not e.name.startswith(("_", ".")) and e.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _bare(location: str) -> str:
