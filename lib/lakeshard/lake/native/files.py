@@ -218,7 +218,7 @@ def _scan(folder: str) -> list[tuple[str, int]]:
     try:
         with os.scandir(folder) as entries:
             return [(e.name, e.stat().st_mtime_ns // 1_000_000) for e in entries
-                    if not e.name.startswith(("_", ".")) and e.is_file()]
+                    if not is_hidden(e.name) and e.is_file()]
     except (FileNotFoundError, NotADirectoryError):
         return []
 
