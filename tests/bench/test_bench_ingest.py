@@ -53,7 +53,7 @@ def test_the_round_by_round_ratio_holds_through_a_drift_of_the_machines_speed() 
     assert ratios["cli_over_one_table_paired"] == 1.4
     assert ratios["cli_over_one_table"] > 1.5
     # One run of each: no rounds to pair.
-    single = bench.ratios([{**case("cli", cli[:1]), "wall_runs_s": None}, {**case("one-table", floor[:1])}])
+    single = bench.ratios([{**case("cli", cli[:1]), "wall_runs_s": None}, case("one-table", floor[:1])])
     assert "cli_over_one_table_paired" not in single and single["cli_over_one_table"] == 1.4
 
 
