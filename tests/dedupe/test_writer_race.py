@@ -65,7 +65,9 @@ def test_two_writers_racing_on_the_same_shards_write_each_event_exactly_once(
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
               for _ in range(2)]
     ended = [(racer, *racer.communicate(timeout=1800)) for racer in racers]
-    assert all(racer.returncode == 0 for racer, _, _ in ended), (seed, [err[-3000:] for _, _, err in ended])
+    # A string, printed whole (a tuple's repr would be cut short): the failing racer's own traceback.
+    assert all(racer.returncode == 0 for racer, _, _ in ended), f"seed {seed}:\n" + "\n----\n".join(
+        err[-3000:] for racer, _, err in ended if racer.returncode != 0)
     outcomes = [json.loads(out.strip().splitlines()[-1]) for _, out, _ in ended]
     conflicts = sum(o["conflicts"] for o in outcomes)
     summary = f"seed {seed}: {routed_version} routed versions; writers {outcomes}; {conflicts} conflicts"
@@ -104,7 +106,7 @@ def test_a_fused_process_racing_other_ingest_processes_writes_each_event_exactly
     outcomes = []
     for racer in racers:
         out, err = racer.communicate(timeout=600)
-        assert racer.returncode == 0, (seed, err[-3000:])
+        assert racer.returncode == 0, f"seed {seed}:\n{err[-3000:]}"
         outcomes.append(json.loads(out.strip().splitlines()[-1]))
     summary = f"seed {seed}: {list(zip(roles, outcomes, strict=True))}"
     print(summary)

@@ -131,6 +131,8 @@ def test_delta_concurrent_exceptions_are_conflicts_and_others_are_not() -> None:
     delta = _JavaClass("io.delta.exceptions.ConcurrentTransactionException",
                        _JavaClass("org.apache.spark.sql.delta.DeltaConcurrentModificationException", cme))
     assert is_concurrent_modification(_Py4JError(delta))
+    # The JVM's own ConcurrentModificationException (a collection changed while iterated) is no lost race.
+    assert not is_concurrent_modification(_Py4JError(cme))
     assert not is_concurrent_modification(_Py4JError(_JavaClass("java.io.FileNotFoundException")))
     assert not is_concurrent_modification(ValueError("plain Python"))
 

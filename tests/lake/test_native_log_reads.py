@@ -11,6 +11,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import pytest
@@ -19,7 +20,7 @@ from pyspark.sql import SparkSession
 from lakeshard.errors import CommitConflict, EnvironmentProblem, TableNotFound, TableStoreError
 from lakeshard.lake import ROWS_ADDED, AppTransaction, TableStore
 from lakeshard.lake.native import NativeTableStore
-from lakeshard.lake.native.jvm import jvm_has_class
+from lakeshard.lake.native.jvm import jvm_has_class, scala_call
 from lakeshard.lake.protocol.log import COMMIT_ID
 
 SCHEMA = "tenant_id string, hour int, event_id string, ts timestamp"
@@ -382,22 +383,80 @@ def test_a_native_commit_refuses_or_skips_before_writing(
     assert writes == [] and txn.committed == []
 
 
+def _java_class(*names: str) -> Any:
+    """A py4j view of a Java class and its superclasses, most derived first."""
+    parent = _java_class(*names[1:]) if len(names) > 1 else None
+    return type("C", (), {"getName": lambda _s: names[0], "getSuperclass": lambda _s: parent})()
+
+
+def _lost_race(*classes: str) -> Exception:
+    """An unconverted py4j error carrying Delta's report of a lost commit race (or the Java ``classes`` given)."""
+    chain = classes or ("io.delta.exceptions.ConcurrentTransactionException",
+                        "org.apache.spark.sql.delta.DeltaConcurrentModificationException",
+                        "java.util.ConcurrentModificationException", "java.lang.RuntimeException")
+    error = type("Py4JJavaError", (Exception,), {})("lost")
+    error.java_exception = type("J", (), {"getClass": lambda _s: _java_class(*chain),
+                                          "__str__": lambda _s: "concurrent"})()
+    return error
+
+
 def test_a_lost_native_commit_is_a_conflict_and_its_files_are_deleted(
     store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uri = str(tmp_path / "lost")
     _table(store, spark, uri)
     reader = NativeTableStore.for_log_reads(spark)
-    concurrent = type("Py4JJavaError", (Exception,), {})("lost")
-    cme = type("C", (), {"getName": lambda _s: "java.util.ConcurrentModificationException",
-                         "getSuperclass": lambda _s: None})()
-    concurrent.java_exception = type("J", (), {"getClass": lambda _s: cme, "__str__": lambda _s: "concurrent"})()
-    _recording(reader, monkeypatch, RecordingTransaction(store.version(uri), spark, fail_with=concurrent))
+    _recording(reader, monkeypatch, RecordingTransaction(store.version(uri), spark, fail_with=_lost_race()))
     before = {p for p in Path(uri).iterdir()}
 
     with pytest.raises(CommitConflict, match="lost to a concurrent commit: Py4JJavaError: lost"):
         reader.replace_files(uri, [f.path for f in reader.files(uri)], None, write=_write_one_file)
     assert {p for p in Path(uri).iterdir()} == before  # the write directory is gone again
+
+
+class _LandsThenFails:
+    """Delta's own transaction, except that its commit raises once the commit file is in the log: how Delta reports
+    a commit whose file landed before a later step of the call failed (or a retry that met its own commit)."""
+
+    def __init__(self, txn: Any, error: Exception) -> None:
+        self._txn, self._error = txn, error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._txn, name)
+
+    def commit(self, actions: Any, operation: Any) -> int:
+        self._txn.commit(actions, operation)
+        raise self._error
+
+
+@pytest.mark.parametrize("error", ["lost race", "collection changed", "other"])
+def test_a_commit_in_the_log_is_committed_and_keeps_its_files_whatever_delta_raised(
+    store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: str
+) -> None:
+    uri = str(tmp_path / "landed")
+    _table(store, spark, uri)
+    writer = NativeTableStore.for_log_reads(spark)
+    raised = {"lost race": _lost_race(),
+              "collection changed": _lost_race("java.util.ConcurrentModificationException",
+                                               "java.lang.RuntimeException"),
+              "other": RuntimeError("a step after the commit failed")}[error]
+    delta_log = writer._delta.delta_log
+
+    def landing_then_failing(table: str) -> Any:
+        log = delta_log(table)
+        return type("Log", (), {"startTransaction": lambda _s: _LandsThenFails(scala_call(log, "startTransaction"),
+                                                                                raised)})()
+
+    monkeypatch.setattr(writer._delta, "delta_log", landing_then_failing)
+    before = store.version(uri)
+
+    result = writer.append(uri, None, app_transactions=[AppTransaction("writer/3", 1)], write=_write_one_file)
+
+    monkeypatch.undo()
+    # Delta's reader over the files the commit named: they are all still there.
+    assert sorted(r.event_id for r in store.read(uri).where("event_id like 'n-%'").collect()) == ["n-0", "n-1"]
+    assert (result.version, result.skipped, result.rows_added) == (before + 1, False, 2)
+    assert store.transaction_version(uri, "writer/3") == 1
 
 
 def test_arrow_schema_works_on_pyspark_4_0s_signature(store: TableStore, spark: SparkSession, tmp_path: Path,

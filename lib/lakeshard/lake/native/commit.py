@@ -9,6 +9,7 @@ carries lakeshard's commit metadata in ``userMetadata``, and tells a replay from
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
     from lakeshard.lake.native.log import NativeLog
 
 __all__ = ["COMMIT_LOCK", "USER_METADATA_CONF", "NativeCommits", "session_conf"]
+
+_LOG = logging.getLogger(__name__)
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # The userMetadata session conf is read by Delta at commit time: commits of this process take turns.
@@ -171,10 +174,17 @@ class NativeCommits:
                 version = int(txn.commit(self._delta.seq([self._delta.action(a) for a in actions]),
                                          self._delta.manual_update()))
         except Exception as exc:
-            if not is_concurrent_modification(exc):
-                raise
-            cleanup()
-            return self._lost(uri, based_on, app_transactions, exc)
+            # Delta can report a failure for a commit whose file is in the log (a step after the write failed,
+            # or a retry that met its own commit as the winner): the log decides, and its files stay.
+            landed = self._log.find_commit(uri, start, commit_id)
+            if landed is None:
+                if not is_concurrent_modification(exc):
+                    raise
+                cleanup()
+                return self._lost(uri, based_on, app_transactions, exc)
+            _LOG.warning("%s: Delta reported %s for commit %d, which is in the log; kept", uri,
+                         type(exc).__name__, landed.version)
+            version = landed.version
         return CommitResult(uri, version, files_added=len(new_files), files_removed=len(remove), rows_added=rows,
                             bytes_added=size, reason=operation)
 

@@ -31,8 +31,11 @@ CONFLICT_ERROR_CLASSES = ("DELTA_CONCURRENT_", "DELTA_METADATA_CHANGED", "DELTA_
 _CONFLICT_CLASSES = frozenset({
     "DeltaConcurrentModificationException", "ConcurrentWriteException", "MetadataChangedException",
     "ProtocolChangedException", "ConcurrentAppendException", "ConcurrentDeleteReadException",
-    "ConcurrentDeleteDeleteException", "ConcurrentTransactionException", "ConcurrentModificationException",
+    "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
 })
+# Delta's Java packages: its lost-race exceptions extend java.util.ConcurrentModificationException, which the JVM
+# also throws for a collection changed while iterated (nothing to do with a commit race).
+_DELTA_PACKAGES = ("io.delta.", "org.apache.spark.sql.delta.")
 
 
 def _error_class(exc: BaseException) -> str | None:
@@ -54,8 +57,9 @@ def is_concurrent_modification(exc: BaseException) -> bool:
 
     True when the exception's class (or a base class) is one of Delta's concurrent-modification classes, its
     Spark error class is one of :data:`CONFLICT_ERROR_CLASSES`, its message names ``io.delta.exceptions``'
-    classes or one of those error classes, or (py4j) its Java exception extends
-    ``java.util.ConcurrentModificationException``.
+    classes or one of those error classes, or (py4j) its Java exception is one of Delta's and extends
+    ``java.util.ConcurrentModificationException`` (that class alone, thrown by a collection changed while
+    iterated, is not a lost race).
 
     Example::
 
@@ -76,7 +80,8 @@ def is_concurrent_modification(exc: BaseException) -> bool:
         return True
     from lakeshard.lake.native.jvm import java_class_names
 
-    return any(name.endswith("ConcurrentModificationException") for name in java_class_names(exc))
+    names = java_class_names(exc)
+    return bool(names) and names[0].startswith(_DELTA_PACKAGES) and "java.util.ConcurrentModificationException" in names
 
 
 def conflict_or_raise(exc: BaseException, uri: str, based_on: int, app_ids: Sequence[str]) -> NoReturn:
