@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from py4j_errors import DELTA_LOST_RACE, py4j_error
 from pyspark.sql import SparkSession
 
 from lakeshard.config import LakeshardConfig, load_config
@@ -109,31 +110,11 @@ def test_scala_call_fills_in_default_arguments() -> None:
         scala_call(obj, "checkpoint", 1, 2, 3)
 
 
-class _JavaClass:
-    def __init__(self, name: str, parent: _JavaClass | None = None) -> None:
-        self._name, self._parent = name, parent
-
-    def getName(self) -> str:
-        return self._name
-
-    def getSuperclass(self) -> _JavaClass | None:
-        return self._parent
-
-
-class _Py4JError(Exception):
-    def __init__(self, cls: _JavaClass) -> None:
-        super().__init__(cls.getName())
-        self.java_exception = type("J", (), {"getClass": lambda _self: cls})()
-
-
 def test_delta_concurrent_exceptions_are_conflicts_and_others_are_not() -> None:
-    cme = _JavaClass("java.util.ConcurrentModificationException", _JavaClass("java.lang.RuntimeException"))
-    delta = _JavaClass("io.delta.exceptions.ConcurrentTransactionException",
-                       _JavaClass("org.apache.spark.sql.delta.DeltaConcurrentModificationException", cme))
-    assert is_concurrent_modification(_Py4JError(delta))
+    assert is_concurrent_modification(py4j_error(*DELTA_LOST_RACE))
     # The JVM's own ConcurrentModificationException (a collection changed while iterated) is no lost race.
-    assert not is_concurrent_modification(_Py4JError(cme))
-    assert not is_concurrent_modification(_Py4JError(_JavaClass("java.io.FileNotFoundException")))
+    assert not is_concurrent_modification(py4j_error(*DELTA_LOST_RACE[2:]))
+    assert not is_concurrent_modification(py4j_error("java.io.FileNotFoundException"))
     assert not is_concurrent_modification(ValueError("plain Python"))
 
 

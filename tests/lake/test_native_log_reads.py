@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
+from py4j_errors import DELTA_LOST_RACE, py4j_error
 from pyspark.sql import SparkSession
 
 from lakeshard.errors import CommitConflict, EnvironmentProblem, TableNotFound, TableStoreError
@@ -383,30 +384,14 @@ def test_a_native_commit_refuses_or_skips_before_writing(
     assert writes == [] and txn.committed == []
 
 
-def _java_class(*names: str) -> Any:
-    """A py4j view of a Java class and its superclasses, most derived first."""
-    parent = _java_class(*names[1:]) if len(names) > 1 else None
-    return type("C", (), {"getName": lambda _s: names[0], "getSuperclass": lambda _s: parent})()
-
-
-def _lost_race(*classes: str) -> Exception:
-    """An unconverted py4j error carrying Delta's report of a lost commit race (or the Java ``classes`` given)."""
-    chain = classes or ("io.delta.exceptions.ConcurrentTransactionException",
-                        "org.apache.spark.sql.delta.DeltaConcurrentModificationException",
-                        "java.util.ConcurrentModificationException", "java.lang.RuntimeException")
-    error = type("Py4JJavaError", (Exception,), {})("lost")
-    error.java_exception = type("J", (), {"getClass": lambda _s: _java_class(*chain),
-                                          "__str__": lambda _s: "concurrent"})()
-    return error
-
-
 def test_a_lost_native_commit_is_a_conflict_and_its_files_are_deleted(
     store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uri = str(tmp_path / "lost")
     _table(store, spark, uri)
     reader = NativeTableStore.for_log_reads(spark)
-    _recording(reader, monkeypatch, RecordingTransaction(store.version(uri), spark, fail_with=_lost_race()))
+    lost = py4j_error(*DELTA_LOST_RACE)
+    _recording(reader, monkeypatch, RecordingTransaction(store.version(uri), spark, fail_with=lost))
     before = {p for p in Path(uri).iterdir()}
 
     with pytest.raises(CommitConflict, match="lost to a concurrent commit: Py4JJavaError: lost"):
@@ -436,9 +421,8 @@ def test_a_commit_in_the_log_is_committed_and_keeps_its_files_whatever_delta_rai
     uri = str(tmp_path / "landed")
     _table(store, spark, uri)
     writer = NativeTableStore.for_log_reads(spark)
-    raised = {"lost race": _lost_race(),
-              "collection changed": _lost_race("java.util.ConcurrentModificationException",
-                                               "java.lang.RuntimeException"),
+    raised = {"lost race": py4j_error(*DELTA_LOST_RACE),
+              "collection changed": py4j_error(*DELTA_LOST_RACE[2:]),
               "other": RuntimeError("a step after the commit failed")}[error]
     delta_log = writer._delta.delta_log
 
