@@ -265,6 +265,13 @@ def test_reasons_name_the_problem() -> None:
     assert rejected(record(event_id="")).reason == "empty_field: event_id is empty"
     assert rejected(record(event_id="e" * 300)).reason == "too_long: event_id has 300 characters, limit is 256"
     assert rejected(record(ts="soon")).reason == 'bad_timestamp: ts "soon" is not an RFC 3339 timestamp'
+    assert rejected(record(ts="2016-12-31T23:59:60Z")).reason == (
+        'bad_timestamp: ts "2016-12-31T23:59:60Z" is a leap second, which lakeshard does not take '
+        "(POSIX time has no second 60)"
+    )
+    leap = "is a leap second, which lakeshard does not take (POSIX time has no second 60)"
+    assert rejected(record(ts="2016-12-31T23:59:60.5+01:00")).reason.endswith(leap)
+    assert rejected(record(ts="2016-02-30T23:59:60Z")).reason.endswith("is not an RFC 3339 timestamp")
     assert rejected(record(ts=0)).reason == "absurd_timestamp: ts 0 is before 2000-01-01T00:00:00Z"
     assert rejected(b"[1]").reason == "not_an_object: an array, expected an object"
     assert rejected(b"\xff").reason.startswith("invalid_json: not UTF-8")

@@ -186,6 +186,13 @@ def parse_rfc3339_us(text: str) -> int | None:
     return seconds * 1_000_000 + int((frac + "00000")[:6])
 
 
+def _is_leap_second(text: str) -> bool:
+    """Return whether ``text`` is an RFC 3339 date-time whose second is 60 (valid in RFC 3339, refused here)."""
+    m = _RFC3339.fullmatch(text)
+    return (m is not None and m.group(4) == "60"
+            and parse_rfc3339_us(text[:m.start(4)] + "59" + text[m.end(4):]) is not None)
+
+
 # A landing file's timestamps share a handful of dates and offsets: caching their arithmetic makes
 # parsing a timestamp little more than the regex match.
 @lru_cache(maxsize=4096)
@@ -424,6 +431,9 @@ class RecordParser:
         else:
             parsed = parse_rfc3339_us(ts)
             if parsed is None:
+                if _is_leap_second(ts):
+                    return (f"{reasons.BAD_TIMESTAMP}: ts {_quote(ts)} is a leap second, which lakeshard does not "
+                            "take (POSIX time has no second 60)")
                 return f"{reasons.BAD_TIMESTAMP}: ts {_quote(ts)} is not an RFC 3339 timestamp"
             ts_us = parsed
         if ts_us < self._earliest_us:
