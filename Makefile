@@ -71,7 +71,7 @@ java:
 
 # Resolved again only when the pom, the script or the installed packages change. Without mvn or Maven Central
 # the script says why and leaves no stamp (the next run tries again); the embedded default still installs.
-$(DELTA_STAMP): scripts/delta-jars/pom.xml scripts/install-delta-jars.sh $(STAMP)
+$(DELTA_STAMP): scripts/delta-jars/pom.xml scripts/delta-jars/src/io/lakeshard/delta/*.java scripts/install-delta-jars.sh $(STAMP)
 	@bash scripts/install-delta-jars.sh $(BIN)/python
 
 clean:

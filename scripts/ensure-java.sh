@@ -18,12 +18,13 @@ if [ -n "$candidate" ] && [ -x "$candidate" ]; then
 fi
 
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "Installing a Java 17+ runtime with apt-get (needed by Spark)..."
+  # The JDK, not only the runtime: make env compiles lakeshard's log store for Delta with javac.
+  echo "Installing a Java 17+ JDK with apt-get (needed by Spark; javac builds lakeshard's log store for Delta)..."
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq openjdk-17-jre-headless >/dev/null 2>&1 \
-    || apt-get install -y -qq openjdk-21-jre-headless >/dev/null 2>&1 \
-    || apt-get install -y -qq default-jre-headless
+  apt-get install -y -qq openjdk-17-jdk-headless >/dev/null 2>&1 \
+    || apt-get install -y -qq openjdk-21-jdk-headless >/dev/null 2>&1 \
+    || apt-get install -y -qq default-jdk-headless
   major="$(java_major java)"
   if [ -n "$major" ] && [ "$major" -ge 17 ]; then
     echo "Java $major installed."

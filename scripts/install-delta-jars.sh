@@ -44,6 +44,25 @@ for jar in "$staging"/*.jar; do
   fi
 done
 compgen -G "$staging/delta-spark_*.jar" >/dev/null || skip "mvn resolved no delta-spark jar"
+
+# lakeshard's log store for file: tables (scripts/delta-jars/src): Delta's default can lose a commit when two
+# processes commit to one local table at once (docs/lake.md). Compiled here against the jars just resolved.
+store_jar=lakeshard-delta-logstore.jar
+if command -v javac >/dev/null 2>&1 && command -v jar >/dev/null 2>&1; then
+  classes="$staging/classes"
+  mkdir -p "$classes"
+  classpath="$(ls "$staging"/delta-storage-*.jar "$pyspark_jars"/hadoop-client-api-*.jar | tr '\n' ':')"
+  if javac -nowarn --release 17 -cp "$classpath" -d "$classes" scripts/delta-jars/src/io/lakeshard/delta/*.java \
+       && jar cf "$staging/$store_jar" -C "$classes" .; then
+    rm -rf "$classes"
+  else
+    rm -rf "$classes"
+    echo "warning: javac could not compile lakeshard's log store; Delta's default log store is used for file: tables."
+  fi
+else
+  echo "warning: no JDK (javac, jar) to compile lakeshard's log store: Delta's default log store is used for file:"
+  echo "  tables, which can lose a commit when two processes commit to one local table at once (docs/lake.md)."
+fi
 rm -rf "$dest"
 mkdir -p "$dest"
 mv "$staging"/*.jar "$dest"/

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from lakeshard.config import load_config
-from lakeshard.runtime import DELTA_JARS_ENV, DELTA_SQL_CONF, delta_jars, local_spark_conf
+from lakeshard.runtime import (
+    DELTA_JARS_ENV,
+    DELTA_SQL_CONF,
+    LOCAL_LOG_STORE_CLASS,
+    LOCAL_LOG_STORE_JAR,
+    delta_jars,
+    local_spark_conf,
+)
 
 
 def _folder(tmp_path: Path, *names: str) -> Path:
@@ -42,6 +49,16 @@ def test_the_native_adapter_gets_the_installed_jars_and_deltas_sql_extension(
     assert native["spark.jars"] == str(folder / "delta-spark_4.2_2.13-4.4.0.jar")
     assert {k: native[k] for k in DELTA_SQL_CONF} == DELTA_SQL_CONF
     assert "spark.jars" not in auto and "spark.sql.extensions" not in auto  # the embedded default stays lean
+    assert "spark.delta.logStore.file.impl" not in native  # no log store built: Delta's default
+
+
+def test_the_log_store_built_beside_deltas_jars_takes_file_tables(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _folder(tmp_path, "delta-spark_4.2_2.13-4.4.0.jar", LOCAL_LOG_STORE_JAR)
+    monkeypatch.setenv(DELTA_JARS_ENV, str(folder))
+    native = local_spark_conf(load_config(overrides={"spark": {"adapter": "native"}}, env={}))
+    assert native["spark.delta.logStore.file.impl"] == LOCAL_LOG_STORE_CLASS
+    assert str(folder / LOCAL_LOG_STORE_JAR) in native["spark.jars"].split(",")
 
 
 class _Conf:

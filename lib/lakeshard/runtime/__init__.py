@@ -6,6 +6,8 @@ from lakeshard.runtime.session import (
     CONNECT_PYTHON,
     DELTA_JARS_ENV,
     DELTA_SQL_CONF,
+    LOCAL_LOG_STORE_CLASS,
+    LOCAL_LOG_STORE_JAR,
     RuntimeKind,
     apply_session_settings,
     arrow_dataframe,
@@ -25,8 +27,8 @@ from lakeshard.runtime.session import (
 )
 
 __all__ = [
-    "CONNECT_PYTHON", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "RuntimeKind", "apply_session_settings", "arrow_dataframe",
-    "databricks_connect_scope", "delta_jars", "delta_jars_folder", "describe_mode", "detect_runtime", "find_java",
-    "get_spark", "is_spark_connect", "local_spark_conf", "on_databricks", "on_databricks_cluster", "runtime_name",
-    "session_sql_conf",
+    "CONNECT_PYTHON", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "LOCAL_LOG_STORE_CLASS", "LOCAL_LOG_STORE_JAR", "RuntimeKind",
+    "apply_session_settings", "arrow_dataframe", "databricks_connect_scope", "delta_jars", "delta_jars_folder",
+    "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect", "local_spark_conf",
+    "on_databricks", "on_databricks_cluster", "runtime_name", "session_sql_conf",
 ]

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "CONNECT_PYTHON", "DATABRICKS_DOMAINS", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "RuntimeKind",
+    "CONNECT_PYTHON", "DATABRICKS_DOMAINS", "DELTA_JARS_ENV", "DELTA_SQL_CONF", "LOCAL_LOG_STORE_CLASS",
+    "LOCAL_LOG_STORE_JAR", "RuntimeKind",
     "apply_session_settings", "arrow_dataframe", "databricks_connect_scope", "delta_jars", "delta_jars_folder",
     "describe_mode", "detect_runtime", "find_java", "get_spark", "is_spark_connect", "local_spark_conf",
     "on_databricks", "runtime_name", "session_sql_conf",
@@ -175,6 +176,13 @@ DELTA_SQL_CONF = {
 }
 
 
+# Delta's log store for ``file:`` tables that lakeshard builds beside Delta's jars (scripts/install-delta-jars.sh from
+# scripts/delta-jars/src): a commit file is hard-linked into place, which fails if another process's commit took the
+# version. Delta's default for ``file:`` checks and renames, one step only within one JVM (docs/lake.md).
+LOCAL_LOG_STORE_JAR = "lakeshard-delta-logstore.jar"
+LOCAL_LOG_STORE_CLASS = "io.lakeshard.delta.LinkingLocalLogStore"
+
+
 def delta_jars_folder() -> Path:
     """Return where Delta's jars are installed: ``$LAKESHARD_DELTA_JARS``, else ``.delta-jars/`` at the root of the
     source tree lakeshard runs from (where ``make env`` resolves them with ``mvn``)."""
@@ -280,6 +288,8 @@ def local_spark_conf(cfg: LakeshardConfig) -> dict[str, str]:
             # Delta rebuilds a table's state after each commit in a Spark job of 50 partitions by default, sized
             # for clusters: on a few local cores those tasks made a commit of a few rows take seconds.
             conf["spark.databricks.delta.snapshotPartitions"] = str(sc.shuffle_partitions)
+        if any(Path(j.strip()).name == LOCAL_LOG_STORE_JAR for j in jars.split(",")):
+            conf["spark.delta.logStore.file.impl"] = LOCAL_LOG_STORE_CLASS
     return conf
 
 
