@@ -95,7 +95,7 @@ def test_a_fence_fails_a_public_append_whose_transaction_overlaps_it(
     events, _ = _tables(store, tmp_path)
     release = tmp_path / "release"
 
-    @F.udf("long")
+    @F.udf("long", useArrow=False)  # a plain row UDF: no eval type for Spark to infer from the hints
     def held(v: int) -> int:  # runs inside the append's transaction (its write job)
         import os
         import time
@@ -108,7 +108,7 @@ def test_a_fence_fails_a_public_append_whose_transaction_overlaps_it(
 
     started = tmp_path / "started"
 
-    @F.udf("long")
+    @F.udf("long", useArrow=False)  # a plain row UDF: no eval type for Spark to infer from the hints
     def mark(v: int) -> int:
         open(str(started), "w").close()
         return v
