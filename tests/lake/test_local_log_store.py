@@ -3,7 +3,7 @@ to one local table at once each get a version of their own, and no commit file r
 
 Delta's default for ``file:`` (``HDFSLogStore``) checks that the next commit file does not exist and then renames
 onto it, atomically only within one JVM. Run through the race below (two store instances, released together for
-each of 2,000 versions) it told a writer "committed" while the file held the other writer's commit in 40 versions,
+each of 1,500 versions) it told a writer "committed" while the file held the other writer's commit in 16 versions,
 and told both writers "committed" in one (docs/lake.md).
 """
 
