@@ -283,13 +283,14 @@ def local_spark_conf(cfg: LakeshardConfig) -> dict[str, str]:
     jars = sc.jars or (delta_jars() if sc.adapter == "native" else "")
     if jars:
         conf["spark.jars"] = jars
-        if any(Path(j.strip()).name.startswith("delta-spark") for j in jars.split(",")):
+        names = [Path(j.strip()).name for j in jars.split(",")]
+        if any(name.startswith("delta-spark") for name in names):
             conf.update(DELTA_SQL_CONF)
             # Delta rebuilds a table's state after each commit in a Spark job of 50 partitions by default, sized
             # for clusters: on a few local cores those tasks made a commit of a few rows take seconds.
             conf["spark.databricks.delta.snapshotPartitions"] = str(sc.shuffle_partitions)
-        if any(Path(j.strip()).name == LOCAL_LOG_STORE_JAR for j in jars.split(",")):
-            conf["spark.delta.logStore.file.impl"] = LOCAL_LOG_STORE_CLASS
+            if LOCAL_LOG_STORE_JAR in names:
+                conf["spark.delta.logStore.file.impl"] = LOCAL_LOG_STORE_CLASS
     return conf
 
 
