@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
@@ -236,9 +237,11 @@ def test_writer_processes_on_different_shards_commit_at_once_and_none_loses(
     assert all(reports) and not any(r.conflict for rs in reports for r in rs)
     assert sum(w.conflicts for w in writers) == 0 and sum(w.failures for w in writers) == 0
     commits = [c for c in store.history(cfg.table_uri(EVENTS)) if "shards" in c.custom_metadata]
-    assert len(commits) == sum(len(rs) for rs in reports)  # every step's commit landed, none twice
-    first_four = sorted(commits, key=lambda c: c.version)[:SHARDS]
-    assert {str(c.custom_metadata["shards"]) for c in first_four} == {f"[{s}]" for s in range(SHARDS)}
+    # Every step's commit landed, none twice, each under its own writer's shard. (Not "the first four versions
+    # are the four shards": the barrier holds only each writer's first commit, so a released writer may land its
+    # second step before a slower writer's first.)
+    by_shard = Counter(str(c.custom_metadata["shards"]) for c in commits)
+    assert by_shard == {f"[{s}]": len(reports[s]) for s in range(SHARDS)}
     _exactly_once(spark, store, cfg, str(landing))
 
 
