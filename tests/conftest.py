@@ -56,21 +56,33 @@ TEST_JVM_DEFAULTS = {
     "spark.delta.logStore.dbfs.impl": "io.delta.storage.LocalLogStore",
 }
 
-# The folder of those defaults, made per test session (per pytest-xdist worker) and removed when it ends.
+# The folders made per test session (per pytest-xdist worker) and removed when it ends: the JVM defaults', and the
+# temporary folder of the processes the tests start.
 _JVM_DEFAULTS = pytest.StashKey[Path]()
+_CHILD_TMP = pytest.StashKey[Path]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Point the Spark launcher at the tests' JVM defaults (:data:`TEST_JVM_DEFAULTS`)."""
+    """Point the Spark launcher at the tests' JVM defaults (:data:`TEST_JVM_DEFAULTS`), and the processes the tests
+    start (notebook kernels, the command line, Spark's Python workers) at a temporary folder of this session.
+
+    Each notebook makes a ``tempfile.mkdtemp`` folder for its local defaults, as it should when a person runs it;
+    run by the tests, those folders (14 of them, about 45 MB a ``make test``) would stay in ``/tmp`` for good. This
+    process's own temporary folder stays where it was (``tempfile`` read it already), and pytest's ``tmp_path`` too.
+    """
     folder = Path(tempfile.mkdtemp(prefix="lakeshard-spark-conf-"))
     (folder / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in TEST_JVM_DEFAULTS.items()))
     os.environ["SPARK_CONF_DIR"] = str(folder)
     config.stash[_JVM_DEFAULTS] = folder
+    children = Path(tempfile.mkdtemp(prefix="lakeshard-test-tmp-"))
+    os.environ["TMPDIR"] = str(children)
+    config.stash[_CHILD_TMP] = children
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Remove the JVM defaults' folder :func:`pytest_configure` made."""
+    """Remove the folders :func:`pytest_configure` made."""
     shutil.rmtree(config.stash[_JVM_DEFAULTS], ignore_errors=True)
+    shutil.rmtree(config.stash[_CHILD_TMP], ignore_errors=True)
 
 
 def no_delta_jvm() -> None:
