@@ -21,18 +21,25 @@ from lakeshard.lake import TableStore
 from lakeshard.runtime import LOCAL_LOG_STORE_CLASS, LOCAL_LOG_STORE_JAR, delta_jars_folder, find_java
 
 RACE = Path(__file__).with_name("LogStoreRace.java")
+NO_LINKS = Path(__file__).with_name("LogStoreNoLinks.java")
 
 
-def _race(store_class: str, folder: Path, versions: int, writers: int) -> list[dict[str, object]]:
-    """Run :data:`RACE` (Java's source launcher) and return, per version, its winners and whose commit it holds."""
+def _java(source: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a Java source file (Java's source launcher) on Spark's and Delta's jars; fail on a non-zero exit."""
     import pyspark
 
     jars = os.pathsep.join([str(Path(pyspark.__file__).parent / "jars" / "*"), str(delta_jars_folder() / "*")])
     java, _ = find_java()
-    folder.mkdir(parents=True)
-    done = subprocess.run([java, "-cp", jars, str(RACE), store_class, str(folder), str(versions), str(writers)],
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run([java, "-cp", jars, str(source), *args], capture_output=True, text=True, timeout=600,
+                          check=False)
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def _race(store_class: str, folder: Path, versions: int, writers: int) -> list[dict[str, object]]:
+    """Run :data:`RACE` and return, per version, its winners and whose commit it holds."""
+    folder.mkdir(parents=True)
+    done = _java(RACE, store_class, str(folder), str(versions), str(writers))
     return json.loads(done.stdout.strip().splitlines()[-1])["versions"]
 
 
@@ -53,6 +60,25 @@ def test_racing_writers_each_get_a_version_of_their_own_and_no_commit_replaces_a
     assert (won_twice, replaced) == ([], [])
     assert {w for r in versions for w in r["winners"]} == set(range(writers))
     assert sorted(p.name for p in (tmp_path / "_delta_log").iterdir()) == [f"{v:020d}.json" for v in range(1500)]
+
+
+def test_a_file_system_without_hard_links_still_commits_each_version_once_and_says_so(store_jar: Path,
+                                                                                      tmp_path: Path) -> None:
+    """Where the link step is refused (some network and FUSE mounts take no hard links), the store falls back to
+    check-then-rename: a version is still written once and refused after, overwrites still land, no temporary file
+    stays, and standard error says once that concurrent processes are not guarded there."""
+    folder = tmp_path / "_delta_log"
+    folder.mkdir()
+    done = _java(NO_LINKS, str(folder), "20")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["written"], result["refused"]) == (20, 20)
+    assert result["last_checkpoint"] == {"version": 1}
+    assert [json.loads((folder / f"{v:020d}.json").read_text()) for v in range(20)] == \
+        [{"version": v, "round": 0} for v in range(20)]
+    expected = [*[f"{v:020d}.json" for v in range(20)], "_last_checkpoint"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(expected)  # no temporary file left
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("lakeshard:")]
+    assert len(warnings) == 1 and "takes no hard links" in warnings[0], done.stderr
 
 
 @pytest.mark.delta_jvm

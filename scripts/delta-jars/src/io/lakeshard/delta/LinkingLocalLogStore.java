@@ -69,7 +69,7 @@ public class LinkingLocalLogStore extends HadoopFileSystemLogStore {
                 return;
             }
             try {
-                Files.createLink(target, temp);
+                link(target, temp);
             } catch (FileAlreadyExistsException e) {
                 throw new FileAlreadyExistsException(path.toString());
             } catch (UnsupportedOperationException | IOException e) {
@@ -82,6 +82,13 @@ public class LinkingLocalLogStore extends HadoopFileSystemLogStore {
         } finally {
             Files.deleteIfExists(temp);
         }
+    }
+
+    /** Gives {@code file} the second name {@code name}, failing with {@link FileAlreadyExistsException} when the name
+     * is taken. A file system without hard links refuses with {@link UnsupportedOperationException} or another
+     * {@link IOException}, and the commit then falls back to check-then-rename. */
+    protected void link(java.nio.file.Path name, java.nio.file.Path file) throws IOException {
+        Files.createLink(name, file);
     }
 
     /** Other files (Delta's checkpoints) are written in place, where a reader can see part of one: true, as for
