@@ -8,6 +8,8 @@ process (``lakeshard.runtime.memory``: no transparent huge pages, Arrow's freed 
 * ``cli`` — ``lakeshard ingest`` (route + dedupe + Delta commits), exactly once;
 * ``one-table`` — the one-table floor: lakeshard's parse and one ``write_deltalake`` of the parsed events, no
   dedupe;
+* ``one-table-partitioned`` — the same with ``events``' layout: lakeshard's parse and one ``write_deltalake``
+  partitioned by (tenant, hour), no dedupe: what the layout's files cost a plain writer (a file per partition);
 * ``machine`` — the machine's floor for parse + write: Arrow's JSON reader over the zone's valid lines (prepared
   beforehand, ``ts`` as epoch milliseconds, not timed) and one ``write_deltalake``;
 * ``three-tables`` — what any design keeping lakeshard's three tables must do and nothing more: the parse, then
@@ -33,7 +35,7 @@ format's ``(tenant_id, event_id, ts)``. Writes ``bench/results/ingest.json``, ``
 
     .venv/bin/python bench/bench_ingest.py [--events 1000000] [--cases cli,one-table,...] [--landing ZONE] [--repeat 3]
 
-``--repeat N`` runs ``lakeshard ingest`` and the two floors N times, in turn, and reports each by its median run:
+``--repeat N`` runs ``lakeshard ingest`` and its floors N times, in turn, and reports each by its median run:
 one run of each on a shared machine moves their ratio by 10% either way. Each ratio to a floor is also given round
 by round (``cli_over_one_table_paired``: the median of each round's ratio, the runs of a round seconds apart), which
 a drift of the machine's speed over the call moves less than a ratio of two medians taken from different rounds.
@@ -70,6 +72,7 @@ SETTLE_S = 3.0  # default rest between two cases, after the first one's output i
 CASES: dict[str, str] = {
     "cli": "lakeshard ingest",
     "one-table": "one-table floor: lakeshard parse + one write_deltalake (no dedupe)",
+    "one-table-partitioned": "partitioned floor: lakeshard parse + one write_deltalake by (tenant, hour) (no dedupe)",
     "machine": "machine floor: Arrow JSON reader over the valid lines + one write_deltalake (no dedupe)",
     "three-tables": "three-table floor: lakeshard parse + the three tables' files (no dedupe, no commit)",
     "batch": "Spark batch, Parquet by (tenant, hour) (no dedupe)",
@@ -79,7 +82,7 @@ CASES: dict[str, str] = {
     "merge": "Structured Streaming foreachBatch: dedupe in the batch + insert-only MERGE into Delta",
 }
 # The cases --repeat runs more than once (a few seconds each): lakeshard and the floors its ratios are taken against.
-REPEATED = ("cli", "one-table", "machine")
+REPEATED = ("cli", "one-table", "one-table-partitioned", "machine")
 STREAMING_LIKE_EVENTS = ("stream-parquet-6h", "stream-parquet-15min", "stream-delta", "merge")
 
 
@@ -108,6 +111,22 @@ def case_one_table(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str,
     end = time.perf_counter()
     return {"wall_s": end - start, "files_out": _files_under(out), "output": ["delta", str(out)],
             "note": f"parse {parsed - start:.1f} s, write {end - parsed:.1f} s; unpartitioned"}
+
+
+def case_one_table_partitioned(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    from deltalake import write_deltalake
+
+    from lakeshard.dedupe.index import own_hour_arrow
+
+    out = work / "one_table_partitioned"
+    start = time.perf_counter()
+    events = _parse(landing)
+    events = events.append_column("hour", own_hour_arrow(events.column("ts")))  # as ``events`` names its hours
+    parsed = time.perf_counter()
+    write_deltalake(str(out), events, mode="append", partition_by=["tenant_id", "hour"])
+    end = time.perf_counter()
+    return {"wall_s": end - start, "files_out": _files_under(out), "output": ["delta", str(out)],
+            "note": f"parse {parsed - start:.1f} s, write {end - parsed:.1f} s; partitioned by (tenant, hour)"}
 
 
 def prepare_valid_lines(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
@@ -318,6 +337,7 @@ def case_merge(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any
 RUNNERS: dict[str, Callable[[Path, Path, dict[str, Any]], dict[str, Any]]] = {
     "prepare": prepare_valid_lines,
     "one-table": case_one_table,
+    "one-table-partitioned": case_one_table_partitioned,
     "machine": case_machine,
     "three-tables": case_three_tables,
     "batch": case_batch,
@@ -464,7 +484,7 @@ def ratios(cases: list[dict[str, Any]]) -> dict[str, Any]:
         return out
     cli = by["cli"]
     for name, case in (("cli_over_one_table", "one-table"), ("cli_over_machine", "machine"),
-                       ("cli_over_three_tables", "three-tables")):
+                       ("cli_over_partitioned", "one-table-partitioned"), ("cli_over_three_tables", "three-tables")):
         if case in by:
             out[name] = round(cli["wall_s"] / by[case]["wall_s"], 2)
             # Both whole processes, interpreter start and imports included (the floors' wall s leaves theirs out).
@@ -530,6 +550,7 @@ def write_results(doc: dict[str, Any]) -> None:
                   "| --- | ---: | ---: | ---: | ---: |"]
         for key, text in (("cli_over_one_table", "`lakeshard ingest` / one-table floor"),
                           ("cli_over_machine", "`lakeshard ingest` / machine floor"),
+                          ("cli_over_partitioned", "`lakeshard ingest` / partitioned floor"),
                           ("cli_over_three_tables", "`lakeshard ingest` / three-table floor")):
             if key in r:
                 process = r.get(key.replace("cli_", "cli_process_"))
@@ -600,7 +621,7 @@ def parser() -> argparse.ArgumentParser:
                    help="maxFilesPerTrigger of the streaming peers (a generated zone has ~120 files at any size)")
     p.add_argument("--landing", default=None, help="an existing zone of `lakeshard generate --events N` to use")
     p.add_argument("--repeat", type=int, default=1,
-                   help="runs of lakeshard and its two floors, in turn; each is reported by its median run")
+                   help="runs of lakeshard and its floors, in turn; each is reported by its median run")
     p.add_argument("--settle", type=float, default=SETTLE_S,
                    help="seconds of rest between two cases, once the first one's output is deleted and synced")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -642,7 +663,7 @@ def run(args: argparse.Namespace, work: Path, say: Callable[[str], None] = print
     say(f"creating a file costs {creation[0]:.0f} us of system time here now")
     if "machine" in chosen:
         run_case("prepare", landing, work, opts)
-    # lakeshard and its two floors are run --repeat times, in turn (cli, one-table, machine, cli, ...): the ratios
+    # lakeshard and its floors are run --repeat times, in turn (cli, one-table, ..., machine, cli, ...): the ratios
     # are then taken of medians, and a drift of the machine's speed weighs on each case alike.
     repeated = [c for c in chosen if c in REPEATED]
     sequence = [*([c for _ in range(max(1, args.repeat)) for c in repeated]), *(c for c in chosen if c not in REPEATED)]

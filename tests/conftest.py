@@ -64,7 +64,8 @@ _CHILD_TMP = pytest.StashKey[Path]()
 
 def pytest_configure(config: pytest.Config) -> None:
     """Point the Spark launcher at the tests' JVM defaults (:data:`TEST_JVM_DEFAULTS`), and the processes the tests
-    start (notebook kernels, the command line, Spark's Python workers) at a temporary folder of this session.
+    start (notebook kernels, the command line, Spark's JVMs and Python workers) at a temporary folder of this
+    session.
 
     Each notebook makes a ``tempfile.mkdtemp`` folder for its local defaults, as it should when a person runs it;
     run by the tests, those folders (14 of them, about 45 MB a ``make test``) would stay in ``/tmp`` for good. This
@@ -76,6 +77,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_JVM_DEFAULTS] = folder
     children = Path(tempfile.mkdtemp(prefix="lakeshard-test-tmp-"))
     os.environ["TMPDIR"] = str(children)
+    # Java reads java.io.tmpdir, not TMPDIR: Spark's scratch folders, the native libraries its codecs unpack and the
+    # Connect server's artifacts (about 70 MB a run, and a killed JVM cannot remove its own) go there too. Spark's
+    # launcher adds SPARK_SUBMIT_OPTS to every local JVM it starts, the Connect test server's included.
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={children}".strip()
     config.stash[_CHILD_TMP] = children
 
 

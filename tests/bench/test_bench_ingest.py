@@ -19,19 +19,23 @@ def _run(tmp_path: Path, cases: str, *more: str) -> tuple[dict[str, Any], dict[s
 
 @pytest.mark.slow
 def test_lakeshard_is_exact_and_the_floors_write_every_duplicate(tmp_path: Path) -> None:
-    doc, by = _run(tmp_path, "cli,one-table,machine,three-tables", "--repeat", "2")
+    doc, by = _run(tmp_path, "cli,one-table,one-table-partitioned,machine,three-tables", "--repeat", "2")
     # lakeshard and its floors ran twice each, every run checked; three-tables once
-    assert [len(by[c]["wall_runs_s"]) for c in ("cli", "one-table", "machine")] == [2, 2, 2]
+    assert [len(by[c]["wall_runs_s"]) for c in ("cli", "one-table", "one-table-partitioned", "machine")] == [2] * 4
     assert "wall_runs_s" not in by["three-tables"]
 
     cli = by["cli"]
     assert cli["rows_out"] == doc["unique_events"] == 1500, cli
     assert cli["duplicates_let_through"] == cli["events_dropped"] == cli["extra_events"] == 0, cli
-    for case in ("one-table", "machine", "three-tables"):  # no dedupe: every duplicate record of the zone lands
+    # No dedupe: every duplicate record of the zone lands.
+    for case in ("one-table", "one-table-partitioned", "machine", "three-tables"):
         assert by[case]["duplicates_let_through"] == doc["duplicates"] > 0, by[case]
         assert by[case]["events_dropped"] == by[case]["extra_events"] == 0, by[case]
     assert all(c["peak_rss_mib"] > 0 and c["files_out"] > 0 for c in by.values()), by
-    assert {"cli_over_one_table", "cli_over_one_table_paired", "cli_over_machine", "cli_cpu_over_three_tables"} \
+    # One batch at this size: lakeshard's events and the partitioned floor both write a file per (tenant, hour).
+    assert by["one-table-partitioned"]["files_out"] == cli["files_out"] > by["one-table"]["files_out"], by
+    assert {"cli_over_one_table", "cli_over_one_table_paired", "cli_over_machine", "cli_over_partitioned",
+            "cli_cpu_over_three_tables"} \
         <= set(doc["ratios"])
 
 
