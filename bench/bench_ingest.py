@@ -100,33 +100,31 @@ def _parse(landing: Path) -> Any:
     return events
 
 
-def case_one_table(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+def _one_table(landing: Path, out: Path, hours: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+    """Return the figures of lakeshard's parse and one ``write_deltalake`` into ``out``: unpartitioned, or, given
+    ``hours`` (each ``ts``'s hour as lakeshard names it), by (tenant, hour) as ``events`` is."""
     from deltalake import write_deltalake
 
-    out = work / "one_table"
     start = time.perf_counter()
     events = _parse(landing)
+    if hours is not None:
+        events = events.append_column("hour", hours(events.column("ts")))
     parsed = time.perf_counter()
-    write_deltalake(str(out), events, mode="append")
+    write_deltalake(str(out), events, mode="append", partition_by=None if hours is None else ["tenant_id", "hour"])
     end = time.perf_counter()
+    layout = "unpartitioned" if hours is None else "partitioned by (tenant, hour)"
     return {"wall_s": end - start, "files_out": _files_under(out), "output": ["delta", str(out)],
-            "note": f"parse {parsed - start:.1f} s, write {end - parsed:.1f} s; unpartitioned"}
+            "note": f"parse {parsed - start:.1f} s, write {end - parsed:.1f} s; {layout}"}
+
+
+def case_one_table(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    return _one_table(landing, work / "one_table")
 
 
 def case_one_table_partitioned(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
-    from deltalake import write_deltalake
-
     from lakeshard.dedupe.index import own_hour_arrow
 
-    out = work / "one_table_partitioned"
-    start = time.perf_counter()
-    events = _parse(landing)
-    events = events.append_column("hour", own_hour_arrow(events.column("ts")))  # as ``events`` names its hours
-    parsed = time.perf_counter()
-    write_deltalake(str(out), events, mode="append", partition_by=["tenant_id", "hour"])
-    end = time.perf_counter()
-    return {"wall_s": end - start, "files_out": _files_under(out), "output": ["delta", str(out)],
-            "note": f"parse {parsed - start:.1f} s, write {end - parsed:.1f} s; partitioned by (tenant, hour)"}
+    return _one_table(landing, work / "one_table_partitioned", own_hour_arrow)
 
 
 def prepare_valid_lines(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
