@@ -3,8 +3,9 @@ compaction finishes the job.
 
 The child (``_compact_native_until_killed.py``) starts a Spark session with Delta's jars and compacts a table of
 small files, one whole bucket per commit through Delta's public writer. The native adapter does not trace its
-commits, so the kill is timed: a random moment within the span an undisturbed compaction of a copy took, which
-lands in a merge, a swap commit, between a swap and its fragment rows, or between buckets. Timings come from a
+commits, so the kill is timed: a random moment within the span an undisturbed compaction of a copy took (or, when
+a run ends before its kill, the span that run took), which lands in a merge, a swap commit, between a swap and its
+fragment rows, or between buckets. Timings come from a
 fresh seed per run (``LAKESHARD_KILL_SEED`` replays it).
 """
 
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from lakeshard.lake import TableStore
 
 SCRIPT = Path(__file__).with_name("_compact_native_until_killed.py")
-KILLS = 2
+KILLS = 2  # runs with a kill timer; more (up to MAX_RUNS) while none has landed
+MAX_RUNS = 6
 
 
 def _compact(uri: str, delay: float) -> subprocess.CompletedProcess[str]:
@@ -61,21 +63,39 @@ def test_sigkill_of_a_compaction_on_delta_engine_leaves_the_same_rows(
     compacted = len(native_store.files(reference))
     assert compacted < files_before, "the undisturbed compaction merged nothing: no phase to kill in"
 
-    # Both kills hit the same copy: the second one a compaction that takes up what the first left behind.
-    copy = str(tmp_path / "killed" / "events")
-    shutil.copytree(table.uri, copy)
+    # Kills hit the same copy, a later one a compaction taking up what an earlier one left behind. A run may end
+    # before its kill: one after a kill has less left to do, and the machine's load changes how long a run takes
+    # (the undisturbed one above took 61 s once, the next one under 18 s). So a run that ends unkilled gives the
+    # span the next kills are drawn in, and while no kill has landed one that left nothing to compact is followed by a
+    # fresh copy (a new path: the session's Delta log cache knows the old one), so the next kill has work to land in.
+    copies = 0
+
+    def fresh_copy() -> str:
+        nonlocal copies
+        copies += 1
+        path = str(tmp_path / f"killed-{copies}" / "events")
+        shutil.copytree(table.uri, path)
+        return path
+
+    copy = fresh_copy()
     log = [f"seed {seed}: undisturbed compaction {span:.2f}s, {files_before} files to {compacted}"]
-    landed = 0
-    for k in range(KILLS):
-        # A run after a kill has less left to do and may finish before its kill; so may one faster than the
-        # undisturbed run was. The last kill is early when none has landed yet: at least one lands mid-work.
-        delay = rng.uniform(0.05, 0.95 if landed or k < KILLS - 1 else 0.3) * span
+    landed = runs = 0
+    while runs < KILLS or not landed:
+        assert runs < MAX_RUNS, f"no kill landed while the compaction ran: {log}"
+        before = len(native_store.files(copy))
+        delay = rng.uniform(0.05, 0.95 if landed else 0.5) * span
         killed = _compact(copy, delay)
-        log.append(f"kill at {delay:.2f}s: exit {killed.returncode}, {len(native_store.files(copy))} files")
+        runs += 1
+        after = len(native_store.files(copy))
+        log.append(f"kill at {delay:.2f}s: exit {killed.returncode}, {before} files to {after}")
         assert killed.returncode in (-9, 0), f"the compaction failed: {log}\n{killed.stderr[-2000:]}"
         landed += killed.returncode == -9
         assert checksum(native_store.read(copy)) == original, f"rows changed after a kill: {log}"
-    assert landed, f"no kill landed while the compaction ran: {log}"
+        if killed.returncode == 0:
+            if before > compacted:  # it had work: its own time is what a compaction takes now
+                span = min(span, float(re.findall(r"seconds=([0-9.]+)", killed.stdout)[-1]))
+            if after <= compacted and not landed:
+                copy = fresh_copy()
     # A killed attempt's lock lease may hold its bucket for a while; what the next run can take, it finishes.
     again = _compact(copy, -1)
     assert again.returncode == 0, (log, again.stderr[-3000:])
