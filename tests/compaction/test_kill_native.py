@@ -5,8 +5,7 @@ The child (``_compact_native_until_killed.py``) starts a Spark session with Delt
 small files, one whole bucket per commit through Delta's public writer. The native adapter does not trace its
 commits, so the kill is timed: a random moment within the span an undisturbed compaction of a copy took (or, when
 a run ends before its kill, the span that run took), which lands in a merge, a swap commit, between a swap and its
-fragment rows, or between buckets. Timings come from a
-fresh seed per run (``LAKESHARD_KILL_SEED`` replays it).
+fragment rows, or between buckets. Timings come from a fresh seed per run (``LAKESHARD_KILL_SEED`` replays it).
 """
 
 from __future__ import annotations
@@ -65,9 +64,10 @@ def test_sigkill_of_a_compaction_on_delta_engine_leaves_the_same_rows(
 
     # Kills hit the same copy, a later one a compaction taking up what an earlier one left behind. A run may end
     # before its kill: one after a kill has less left to do, and the machine's load changes how long a run takes
-    # (the undisturbed one above took 61 s once, the next one under 18 s). So a run that ends unkilled gives the
-    # span the next kills are drawn in, and while no kill has landed one that left nothing to compact is followed by a
-    # fresh copy (a new path: the session's Delta log cache knows the old one), so the next kill has work to land in.
+    # (the undisturbed one above took 61 s once, and the next was done before its kill at 54 s). So a run that ends
+    # unkilled gives the span the next kills are drawn in, and while no kill has landed one that left nothing to
+    # compact is followed by a fresh copy (a new path: the test session's Delta log cache knows the old one), so the
+    # next kill has work to land in.
     copies = 0
 
     def fresh_copy() -> str:
