@@ -35,6 +35,18 @@ KILLS = 2  # runs with a kill timer; more (up to MAX_RUNS) while none has landed
 MAX_RUNS = 6
 
 
+def _copy_table(uri: str, folder: Path) -> str:
+    """Return the path of a copy of the table at ``uri`` made in ``folder``."""
+    path = str(folder / "events")
+    shutil.copytree(uri, path)
+    return path
+
+
+def _seconds(run: subprocess.CompletedProcess[str]) -> float:
+    """Return how long an unkilled compaction run said it took."""
+    return float(re.findall(r"seconds=([0-9.]+)", run.stdout)[-1])
+
+
 def _compact(uri: str, delay: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(SCRIPT), uri, f"{delay:.3f}"], capture_output=True, text=True,
                           env=child_env(), timeout=600, check=False, start_new_session=True)
@@ -53,11 +65,10 @@ def test_sigkill_of_a_compaction_on_delta_engine_leaves_the_same_rows(
     original = checksum(native_store.read(table.uri))
     files_before = len(native_store.files(table.uri))
 
-    reference = str(tmp_path / "reference" / "events")
-    shutil.copytree(table.uri, reference)
+    reference = _copy_table(table.uri, tmp_path / "reference")
     undisturbed = _compact(reference, -1)
     assert undisturbed.returncode == 0, undisturbed.stderr[-3000:]
-    span = float(re.findall(r"seconds=([0-9.]+)", undisturbed.stdout)[-1])
+    span = _seconds(undisturbed)
     assert checksum(native_store.read(reference)) == original
     compacted = len(native_store.files(reference))
     assert compacted < files_before, "the undisturbed compaction merged nothing: no phase to kill in"
@@ -68,16 +79,7 @@ def test_sigkill_of_a_compaction_on_delta_engine_leaves_the_same_rows(
     # unkilled gives the span the next kills are drawn in, and while no kill has landed one that left nothing to
     # compact is followed by a fresh copy (a new path: the test session's Delta log cache knows the old one), so the
     # next kill has work to land in.
-    copies = 0
-
-    def fresh_copy() -> str:
-        nonlocal copies
-        copies += 1
-        path = str(tmp_path / f"killed-{copies}" / "events")
-        shutil.copytree(table.uri, path)
-        return path
-
-    copy = fresh_copy()
+    copy = _copy_table(table.uri, tmp_path / "killed-0")
     log = [f"seed {seed}: undisturbed compaction {span:.2f}s, {files_before} files to {compacted}"]
     landed = runs = 0
     while runs < KILLS or not landed:
@@ -93,9 +95,9 @@ def test_sigkill_of_a_compaction_on_delta_engine_leaves_the_same_rows(
         assert checksum(native_store.read(copy)) == original, f"rows changed after a kill: {log}"
         if killed.returncode == 0:
             if before > compacted:  # it had work: its own time is what a compaction takes now
-                span = min(span, float(re.findall(r"seconds=([0-9.]+)", killed.stdout)[-1]))
+                span = min(span, _seconds(killed))
             if after <= compacted and not landed:
-                copy = fresh_copy()
+                copy = _copy_table(table.uri, tmp_path / f"killed-{runs}")
     # A killed attempt's lock lease may hold its bucket for a while; what the next run can take, it finishes.
     again = _compact(copy, -1)
     assert again.returncode == 0, (log, again.stderr[-3000:])
