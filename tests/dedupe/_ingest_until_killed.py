@@ -1,6 +1,6 @@
 """One ingest process for the SIGKILL harness: route + write until caught up, unless it is killed first.
 
-Usage: python _ingest_until_killed.py LAKEHOUSE LANDING KILL [HANDOFF [ADAPTER]]
+Usage: python _ingest_until_killed.py LAKEHOUSE LANDING KILL [HANDOFF [ADAPTER [BATCH_FILES]]]
   KILL = "hook:N"    SIGKILL itself at the N-th commit point (before a router or writer commit, or a page-in)
          "after:S"   SIGKILL itself S seconds after it started (anywhere: mid-parse, mid-flush, mid-read...)
          "none"      not by itself (the test may still kill it from outside, following its phase trace)
@@ -8,6 +8,7 @@ Usage: python _ingest_until_killed.py LAKEHOUSE LANDING KILL [HANDOFF [ADAPTER]]
             each batch to writers of every shard in memory, docs/decisions.md record 19)
   ADAPTER = "native": the shard writers commit through Delta's own engine (a Spark session with Delta's jars,
          one commit per shard); the router stays on the embedded adapter, driver-side. Routed hand-off only.
+  BATCH_FILES = the router's most landing files per batch (default 3: many batches, so many commit points)
 Prints "caught-up" when it finished without being killed.
 """
 
@@ -32,6 +33,7 @@ def main() -> None:
     lakehouse, landing, kill = sys.argv[1:4]
     handoff = sys.argv[4] if len(sys.argv) > 4 else "routed"
     adapter = sys.argv[5] if len(sys.argv) > 5 else "embedded"
+    batch_files = int(sys.argv[6]) if len(sys.argv) > 6 else 3
     cfg = load_config(overrides={"lakehouse": lakehouse, "landing": landing,
                                  "spark": {"master": "local[1]", "shuffle_partitions": 1, "driver_memory": "1g"},
                                  "routing": {"total_shards": SHARDS, "default_shard_count": 2},
@@ -50,12 +52,13 @@ def main() -> None:
         threading.Timer(float(arg), die).start()
     if handoff == "fused":
         fused = FusedWriter(None, store, cfg, list(range(SHARDS)), before_commit=commit_point)
-        router = Router(None, store, cfg, max_batch_files=3, before_commit=commit_point, handoff=fused, fused=True)
+        router = Router(None, store, cfg, max_batch_files=batch_files, before_commit=commit_point, handoff=fused,
+                        fused=True)
         while router.route_once() is not None or fused.drain():
             pass
         print("caught-up", flush=True)
         os._exit(0)
-    router = Router(None, store, cfg, max_batch_files=3, before_commit=commit_point)
+    router = Router(None, store, cfg, max_batch_files=batch_files, before_commit=commit_point)
     writes_to = store
     if adapter == "native":
         from lakeshard.lake import open_store

@@ -64,7 +64,7 @@ def test_spark_pipelines_summarises_each_closed_bucket_of_the_demo(
     spark: SparkSession, test_config: LakeshardConfig, demo_lakehouse: LakeshardConfig, tmp_path: Path,
 ) -> None:
     spec = write_local_spec(tmp_path / "downstream", demo_lakehouse.lakehouse)
-    command, env = local_command(spec, test_config.spark.jars)
+    command, env = local_command(spec, test_config)
     library = str(Path(lakeshard.__file__).resolve().parents[1])
     run = subprocess.run(command, cwd=spec.parent, capture_output=True, text=True, timeout=900,
                          env={**os.environ, **env, "PYTHONPATH": library})

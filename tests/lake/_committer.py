@@ -2,7 +2,8 @@
 
 Usage: python _committer.py TABLE TAG ROWS [--app APP_ID VERSION] [--barrier DIR] [--die-before-commit]
 
-It writes its Parquet files, then (with --barrier) announces itself and waits until the test releases
+It writes its Parquet files (with pyarrow, the embedded store's driver-side write: no JVM to start, so the racers
+are ready within a second or two), then (with --barrier) announces itself and waits until the test releases
 every process at once, so their commits really race; with --die-before-commit it SIGKILLs itself after
 the files are written and before the commit. It prints one JSON line with the outcome.
 """
@@ -16,11 +17,16 @@ import signal
 import time
 from pathlib import Path
 
-from lakeshard.config import load_config
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction
 from lakeshard.lake.embedded import EmbeddedTableStore
-from lakeshard.runtime import get_spark
+
+# The tests' table: tenant_id is its partition column, the files hold the rest.
+FILE_SCHEMA = pa.schema([("hour", pa.int32()), ("event_id", pa.string(), False),
+                         ("ts", pa.timestamp("us", tz="UTC")), ("attributes", pa.map_(pa.string(), pa.string()))])
 
 
 def main() -> None:
@@ -32,9 +38,6 @@ def main() -> None:
     parser.add_argument("--barrier")
     parser.add_argument("--die-before-commit", action="store_true")
     args = parser.parse_args()
-
-    spark = get_spark(load_config(overrides={"spark": {"master": "local[1]", "shuffle_partitions": 1,
-                                                       "driver_memory": "1g"}}))
 
     class PausingStore(EmbeddedTableStore):
         def _write_files(self, shape, df, write, data_change):  # type: ignore[no-untyped-def]
@@ -48,12 +51,19 @@ def main() -> None:
                     time.sleep(0.01)
             return written
 
-    store = PausingStore(spark)
-    df = spark.createDataFrame([(args.tag, i % 3, f"{args.tag}-{i}") for i in range(args.rows)],
-                               "tenant_id string, hour int, event_id string")
+    def write(directory: str) -> None:  # one file in the tenant's partition folder; the store reads its footer
+        rows = pa.table({"hour": pa.array([i % 3 for i in range(args.rows)], pa.int32()),
+                         "event_id": [f"{args.tag}-{i}" for i in range(args.rows)],
+                         "ts": pa.nulls(args.rows, pa.timestamp("us", tz="UTC")),
+                         "attributes": pa.nulls(args.rows, pa.map_(pa.string(), pa.string()))}, schema=FILE_SCHEMA)
+        folder = Path(directory) / f"tenant_id={args.tag}"
+        folder.mkdir(parents=True)
+        pq.write_table(rows, folder / "part-00000.parquet")
+
+    store = PausingStore(None)
     txns = [AppTransaction(args.app[0], int(args.app[1]))] if args.app else []
     try:
-        result = store.append(args.table, df, app_transactions=txns, metadata={"writer": args.tag})
+        result = store.append(args.table, None, write=write, app_transactions=txns, metadata={"writer": args.tag})
         print(json.dumps({"outcome": "skipped" if result.skipped else "committed", "version": result.version}))
     except CommitConflict as exc:
         print(json.dumps({"outcome": "conflict", "error": str(exc)}))

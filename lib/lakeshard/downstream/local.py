@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
 
+from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
-from lakeshard.runtime import DELTA_SQL_CONF, delta_jars
+from lakeshard.runtime import delta_jars, local_spark_conf
 from lakeshard.tables import BUCKETS, EVENTS
 
 __all__ = ["BUCKETS_TABLE_KEY", "EVENTS_TABLE_KEY", "TRANSFORMATIONS", "local_command", "write_local_spec"]
@@ -17,9 +20,6 @@ __all__ = ["BUCKETS_TABLE_KEY", "EVENTS_TABLE_KEY", "TRANSFORMATIONS", "local_co
 EVENTS_TABLE_KEY = "lakeshard.events_table"
 BUCKETS_TABLE_KEY = "lakeshard.buckets_table"
 TRANSFORMATIONS = Path(__file__).with_name("transformations")
-
-# The pipeline's tables are Delta tables, as on Databricks.
-_DELTA_SESSION = {**DELTA_SQL_CONF, "spark.sql.sources.default": "delta"}
 
 
 def write_local_spec(folder: Path, lakehouse: str, *, name: str = "lakeshard-downstream") -> Path:
@@ -45,13 +45,16 @@ def write_local_spec(folder: Path, lakehouse: str, *, name: str = "lakeshard-dow
     return path
 
 
-def local_command(spec: Path, jars: str | None = None) -> tuple[list[str], dict[str, str]]:
+def local_command(spec: Path, cfg: LakeshardConfig | None = None) -> tuple[list[str], dict[str, str]]:
     """Return the ``spark-pipelines run`` command for ``spec`` and the environment variables it needs.
 
-    The runner starts its Spark in its Python process, from ``PYSPARK_SUBMIT_ARGS``: that is where Delta's
-    ``jars`` (default: the ones ``make env`` installed, :func:`lakeshard.runtime.delta_jars`), extension and
-    catalog and the warehouse go (the spec's configuration is applied to every flow,
-    and these settings cannot change once Spark runs). Run it with ``spec``'s folder as working directory.
+    The runner starts its Spark in its Python process, from ``PYSPARK_SUBMIT_ARGS``: that is where the settings
+    go that cannot change once Spark runs. They are those of lakeshard's own local session under ``cfg`` (default:
+    :func:`~lakeshard.config.load_config`): few shuffle partitions and Delta snapshot partitions, no UI, UTC, the
+    driver's memory, Delta's ``spark.jars`` (default: the ones ``make env`` installed,
+    :func:`lakeshard.runtime.delta_jars`), extension, catalog and lakeshard's log store; then Delta as the default
+    format and the warehouse. Spark's defaults (200 shuffle partitions, a Delta snapshot job of 50 tasks) made the
+    small demo's downstream run take minutes on two cores. Run it with ``spec``'s folder as working directory.
 
     Raises:
         EnvironmentProblem: no ``spark-pipelines`` next to this interpreter or on PATH (pyspark 4.1+ ships it),
@@ -62,11 +65,15 @@ def local_command(spec: Path, jars: str | None = None) -> tuple[list[str], dict[
     if not found:
         raise EnvironmentProblem(f"spark-pipelines not found next to {sys.executable} nor on PATH; "
                                  "it comes with pyspark 4.1 or newer (the local extra)")
-    jars = delta_jars() if jars is None else jars
+    cfg = cfg if cfg is not None else load_config()
+    jars = cfg.spark.jars or delta_jars()
     if not jars.strip():
         raise EnvironmentProblem("the downstream pipeline reads and writes Delta tables: set spark.jars "
                                  "(LAKESHARD_SPARK_JARS) to delta-spark's jars, or install them with 'make env'")
-    conf = {**_DELTA_SESSION, "spark.sql.warehouse.dir": (spec.parent / "warehouse").resolve().as_uri()}
-    submit = ["--jars", jars, *(part for key, value in conf.items() for part in ("--conf", f"{key}={value}"))]
-    env = {"PYSPARK_SUBMIT_ARGS": " ".join([*submit, "pyspark-shell"]), "PYSPARK_PYTHON": sys.executable}
+    session = local_spark_conf(dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, jars=jars)))
+    # The pipeline's tables are Delta tables, as on Databricks.
+    conf = {**session, "spark.sql.sources.default": "delta",
+            "spark.sql.warehouse.dir": (spec.parent / "warehouse").resolve().as_uri()}
+    submit = [*(part for key, value in conf.items() for part in ("--conf", f"{key}={value}")), "pyspark-shell"]
+    env = {"PYSPARK_SUBMIT_ARGS": shlex.join(submit), "PYSPARK_PYTHON": sys.executable}
     return [found, "run", "--spec", str(spec)], env
