@@ -2,10 +2,10 @@
 
 Usage: python _committer.py TABLE TAG ROWS [--app APP_ID VERSION] [--barrier DIR] [--die-before-commit]
 
-It writes its Parquet files (with pyarrow, the embedded store's driver-side write: no JVM to start, so the racers
-are ready within a second or two), then (with --barrier) announces itself and waits until the test releases
-every process at once, so their commits really race; with --die-before-commit it SIGKILLs itself after
-the files are written and before the commit. It prints one JSON line with the outcome.
+It writes its Parquet file with pyarrow, as the shard writers' driver-side steps do (``write_partitioned``; no
+JVM to start, so the racers are ready within a second or two), then (with --barrier) announces itself and waits
+until the test releases every process at once, so their commits really race; with --die-before-commit it SIGKILLs
+itself after the files are written and before the commit. It prints one JSON line with the outcome.
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakeshard.errors import CommitConflict
-from lakeshard.lake import AppTransaction
+from lakeshard.lake import AppTransaction, WrittenFile, write_partitioned
 from lakeshard.lake.embedded import EmbeddedTableStore
 
-# The tests' table: tenant_id is its partition column, the files hold the rest.
-FILE_SCHEMA = pa.schema([("hour", pa.int32()), ("event_id", pa.string(), False),
-                         ("ts", pa.timestamp("us", tz="UTC")), ("attributes", pa.map_(pa.string(), pa.string()))])
+# The tests' table (test_embedded.EVENTS), partitioned by tenant_id.
+SCHEMA = pa.schema([("tenant_id", pa.string(), False), ("hour", pa.int32()), ("event_id", pa.string(), False),
+                    ("ts", pa.timestamp("us", tz="UTC")), ("attributes", pa.map_(pa.string(), pa.string()))])
 
 
 def main() -> None:
@@ -51,14 +50,11 @@ def main() -> None:
                     time.sleep(0.01)
             return written
 
-    def write(directory: str) -> None:  # one file in the tenant's partition folder; the store reads its footer
-        rows = pa.table({"hour": pa.array([i % 3 for i in range(args.rows)], pa.int32()),
+    def write(directory: str) -> list[WrittenFile]:
+        rows = pa.table({"tenant_id": [args.tag] * args.rows, "hour": [i % 3 for i in range(args.rows)],
                          "event_id": [f"{args.tag}-{i}" for i in range(args.rows)],
-                         "ts": pa.nulls(args.rows, pa.timestamp("us", tz="UTC")),
-                         "attributes": pa.nulls(args.rows, pa.map_(pa.string(), pa.string()))}, schema=FILE_SCHEMA)
-        folder = Path(directory) / f"tenant_id={args.tag}"
-        folder.mkdir(parents=True)
-        pq.write_table(rows, folder / "part-00000.parquet")
+                         "ts": [None] * args.rows, "attributes": [None] * args.rows}, schema=SCHEMA)
+        return write_partitioned(rows, directory, SCHEMA, ["tenant_id"])
 
     store = PausingStore(None)
     txns = [AppTransaction(args.app[0], int(args.app[1]))] if args.app else []
