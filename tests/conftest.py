@@ -47,8 +47,13 @@ REQUIRE_DELTA_JVM_ENV = "LAKESHARD_REQUIRE_DELTA_JVM"
 # ``dbfs:/Volumes/c/s/v/x`` is the volume's FUSE path ``/Volumes/c/s/v/x``. Hadoop's view file system serves the
 # scheme with the local file system as the fallback of an empty mount table; Delta commits to it with its local
 # log store (a runtime ships its own for dbfs). And no ``.crc`` file after each Delta commit: on two shared cores
-# its computation made a commit of a few rows take seconds; nothing lakeshard does reads it.
+# its computation made a commit of a few rows take seconds; nothing lakeshard does reads it. And Spark evaluates
+# expressions without generating and compiling Java for each query plan: on the tests' few hundred rows the
+# compiling cost more CPU than it saved (a sample of native, writer and notebook tests: 266 -> 206 s), and the
+# results are the same.
 TEST_JVM_DEFAULTS = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.databricks.delta.writeChecksumFile.enabled": "false",
     "spark.hadoop.fs.dbfs.impl": "org.apache.hadoop.fs.viewfs.ViewFileSystemOverloadScheme",
     "spark.hadoop.fs.viewfs.overload.scheme.target.dbfs.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
