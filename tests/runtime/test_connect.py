@@ -35,8 +35,8 @@ CONNECT_SUITE = [TESTS / "lake" / "test_store_contract.py", TESTS / "lake" / "te
                  f"{GUARD}::test_a_fence_fails_a_public_append_whose_transaction_overlaps_it"]
 
 
-# The suite takes 5 minutes alone on a two-core machine and 9-12 beside the other test worker; on a slower CI
-# machine it ran past the old limit of 1,200 s (2026-12-01). The limit only stops a hung subprocess.
+# The suite takes about 5 minutes beside the other test worker on a two-core machine; on a slower CI machine it once
+# ran past an old limit of 1,200 s. The limit only stops a hung subprocess.
 TIMEOUT = 2400
 
 
