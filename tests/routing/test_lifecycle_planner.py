@@ -126,3 +126,19 @@ def test_a_range_ends_after_its_last_newline_however_the_file_is_read_back(
     expected = len(data) if not tail.strip() or settled or lifecycle._is_whole_record(tail) else position
     with patch.object(lifecycle, "_TAIL", first_step):
         assert lifecycle._end_of(_read(data), start, len(data), settled) == expected
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300), st.integers(1, 70), st.booleans())
+def test_a_range_carries_the_line_its_next_range_starts_at_however_the_count_is_sliced(
+    data: bytes, count_slice: int, keep: bool
+) -> None:
+    """The plan numbers lines by counting the newlines of each range a slice at a time: wherever the slices cut,
+    and whether the bytes are kept or read in chunks, the next range starts at the first line plus the newlines
+    in the range's bytes."""
+    f = LandingFile("file:///landing/a.jsonl", len(data), T0)
+    with patch.object(lifecycle, "_COUNT_SLICE", count_slice), patch.object(lifecycle, "_CHUNK", count_slice + 7):
+        got = next_range(f, None, _read(data), now=T0 + timedelta(hours=1), settle_seconds=60, keep=keep)
+    if isinstance(got, PlannedRange):
+        assert got.file.end is not None
+        assert got.next_line == got.file.first_line + data[got.file.start : got.file.end].count(b"\n")
