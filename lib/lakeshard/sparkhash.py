@@ -1,12 +1,12 @@
-"""Spark's ``xxhash64`` in numpy, bit for bit, over whole columns at once.
+"""Spark's ``xxhash64`` in numpy, bit for bit, over a column's rows together.
 
 Spark's ``xxhash64(c1, c2, ...)`` is XXH64 chained over its inputs: the seed starts at 42, and each non-null
 input is hashed with the previous result as its seed (a null input leaves it unchanged). A string is hashed
 as its UTF-8 bytes, a ``long`` (and a timestamp, as microseconds since the epoch) as its eight little-endian
 bytes, exactly as the reference XXH64 does (Spark's ``XXH64.hashUnsafeBytes`` / ``hashLong``). Strings of
 different lengths advance in lock-step, each taking the next 32-byte stripe, 8-byte word, 4-byte word or byte
-only while it has one (masks), so the cost is a few dozen numpy passes over the batch, not a Python call per
-row. Two users: the ID index's key hash (:mod:`lakeshard.dedupe.keyhash`) and the router's event hash
+only while it has one (masks), so the cost is a few dozen numpy passes over a block of rows, not a Python call
+per row. Two users: the ID index's key hash (:mod:`lakeshard.dedupe.keyhash`) and the router's event hash
 (:mod:`lakeshard.routing.hashing`); ``tests/dedupe/test_keyhash.py`` and ``tests/routing/test_placement.py``
 check both against Spark over arbitrary Unicode (hypothesis).
 
@@ -79,21 +79,40 @@ def xxhash64_strings(strings: pa.Array | pa.ChunkedArray, seeds: U64) -> U64:
     arr = pc.cast(strings, pa.large_string())
     arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     n = len(arr)
+    seeds = np.asarray(seeds, np.uint64)
+    seeds = np.broadcast_to(seeds, (*seeds.shape[:-1], n) if seeds.ndim > 1 else (n,))
+    if n <= _BLOCK_ROWS:
+        return _strings_block(arr, seeds)
+    # A block of rows at a time: the few dozen passes each make over the block's temporaries then stay in the CPU's
+    # cache, where passes over whole columns (8 MB a pass at 1M rows) each went to memory, most into pages the kernel
+    # had to zero first (bench/results/ingest-profile.md).
+    hashed = np.empty(seeds.shape, np.uint64)
+    for at in range(0, n, _BLOCK_ROWS):
+        hashed[..., at:at + _BLOCK_ROWS] = _strings_block(arr.slice(at, _BLOCK_ROWS), seeds[..., at:at + _BLOCK_ROWS])
+    return hashed
+
+
+_BLOCK_ROWS = 16_384  # strings hashed per block: the temporaries of a block (128 kB each) fit a core's cache
+
+
+def _strings_block(arr: pa.LargeStringArray, seeds: U64) -> U64:
+    """Return :func:`xxhash64_strings` of ``arr`` (large strings, one chunk), ``seeds`` broadcast to its rows."""
+    n = len(arr)
     if n == 0:
         return np.empty((*np.shape(seeds)[:-1], 0), np.uint64)
     _, offsets_buf, data_buf = arr.buffers()
     offsets = np.frombuffer(offsets_buf, np.int64)[arr.offset: arr.offset + n + 1]
     data = np.zeros(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, np.uint8)
-    # Eight zero bytes after the end: a masked-off lane may still read a word there.
-    padded = np.concatenate([data[: int(offsets[-1])], np.zeros(8, np.uint8)])
+    # The block's bytes and eight zero bytes after them: a masked-off lane may still read a word there.
+    first = int(offsets[0])
+    padded = np.concatenate([data[first: int(offsets[-1])], np.zeros(8, np.uint8)])
     windows = np.lib.stride_tricks.sliding_window_view(padded, 8)
-    start, length = offsets[:-1].copy(), np.diff(offsets)
+    start, length = offsets[:-1] - first, np.diff(offsets)
 
     def words(at: npt.NDArray[np.int64]) -> U64:
         return np.ascontiguousarray(windows[at]).view("<u8").reshape(-1)
 
-    seeds = np.asarray(seeds, np.uint64)
-    seeds = np.broadcast_to(seeds, (*seeds.shape[:-1], n) if seeds.ndim > 1 else (n,)).copy()
+    seeds = np.array(seeds, np.uint64)  # a copy: the caller's seeds are kept for the nulls
     with np.errstate(over="ignore"):
         h = seeds + _P5
         big = _rows(length >= 32)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
+from lakeshard import sparkhash
 from lakeshard.dedupe.keyhash import first_of_each_key, key_hashes
 from lakeshard.dedupe.writer import key_hash_columns
 from lakeshard.sparkhash import xxhash64_strings
@@ -44,7 +46,8 @@ def test_key_hashes_equal_sparks_xxhash64_over_arbitrary_unicode(
 
 
 def test_a_long_batch_mixing_every_length_matches_spark(spark: SparkSession) -> None:
-    """One larger batch, so the lock-step lanes (short strings finishing early) are exercised together."""
+    """One larger batch, so the lock-step lanes (short strings finishing early) are exercised together, hashed a
+    block of rows at a time as a big batch is (blocks of 37 rows here: the last one short)."""
     rng = np.random.default_rng(4)
     alphabet = "aZ09-_/é€𝄞中"
     rows = [("t" * int(rng.integers(1, 40)), "".join(rng.choice(list(alphabet), int(rng.integers(0, 300)))),
@@ -53,7 +56,8 @@ def test_a_long_batch_mixing_every_length_matches_spark(spark: SparkSession) -> 
     batch = pa.table({"tenant_id": [r[0] for r in rows], "event_id": [r[1] for r in rows],
                       "ts": pa.array([r[2] for r in rows], pa.timestamp("us", tz="UTC"))})
     expected = spark.createDataFrame(batch).withColumns(key_hash_columns()).select("key_hi", "key_lo").toArrow()
-    hi, lo = key_hashes(batch)
+    with patch.object(sparkhash, "_BLOCK_ROWS", 37):
+        hi, lo = key_hashes(batch)
     assert np.array_equal(hi, expected.column("key_hi").to_numpy())
     assert np.array_equal(lo, expected.column("key_lo").to_numpy())
 
@@ -87,6 +91,23 @@ def test_hashing_under_several_rows_of_seeds_is_hashing_under_each(strings: list
     assert together.shape == (m, len(strings))
     for row in range(m):
         assert together[row].tolist() == xxhash64_strings(column, seeds[row]).tolist()
+
+
+@settings(max_examples=150)
+@given(st.lists(st.one_of(st.none(), texts), min_size=0, max_size=60), st.integers(0, 5), st.integers(1, 2),
+       st.integers(1, 70))
+def test_hashing_a_block_of_rows_at_a_time_changes_no_hash(strings: list[str | None], skip: int, m: int,
+                                                           block: int) -> None:
+    """A column longer than a block is hashed a block of rows at a time: whatever the block size, and for a column
+    that is a slice of a longer one (its offsets not starting at zero), every hash is the one a single pass over the
+    whole column gives."""
+    column = pa.array([*(["before"] * skip), *strings], pa.string()).slice(skip)
+    seeds = np.arange(m * len(strings), dtype=np.uint64).reshape(m, len(strings)) * np.uint64(0x9E3779B97F4A7C15)
+    whole = xxhash64_strings(column, seeds)
+    with patch.object(sparkhash, "_BLOCK_ROWS", block):
+        blocked = xxhash64_strings(column, seeds)
+    assert blocked.shape == whole.shape == (m, len(strings))
+    assert blocked.tolist() == whole.tolist()
 
 
 # Few distinct halves, so batches hold re-sent keys and high halves shared by different keys (a 64-bit collision).
