@@ -112,7 +112,6 @@ def _strings_block(arr: pa.LargeStringArray, seeds: U64) -> U64:
     def words(at: npt.NDArray[np.int64]) -> U64:
         return np.ascontiguousarray(windows[at]).view("<u8").reshape(-1)
 
-    seeds = np.array(seeds, np.uint64)  # a copy: the caller's seeds are kept for the nulls
     with np.errstate(over="ignore"):
         h = seeds + _P5
         big = _rows(length >= 32)
