@@ -14,7 +14,7 @@ DELTA_STAMP := $(DELTA_JARS)/.installed-from.pom.xml
 DEMO_ARGS ?=
 # pytest workers (pytest-xdist): each module's tests run on one worker, each worker with its own Spark sessions.
 # Two fill a two-core machine: run alone, the suite leaves one core idle through its JVM starts and subprocesses;
-# three were slower (1,995 s of pytest against 1,823 s on 2026-12-02, both cores 99% busy with three).
+# three were slower (1,995 s of pytest against 1,823 s for two on 2026-12-02, both cores 99% busy with three).
 TEST_WORKERS ?= 2
 
 .PHONY: demo demo-native test lint typecheck unit notebooks bench env java clean help

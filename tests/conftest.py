@@ -65,9 +65,10 @@ TEST_JVM_DEFAULTS = {
 # The temporary folder of the processes the tests start, made per test session (per pytest-xdist worker) and removed
 # when it ends.
 _CHILD_TMP = pytest.StashKey[Path]()
-# Where the JVM set-up every test session shares lives: an empty folder for Spark's launcher to put on the JVM's class
-# path as its configuration folder, and Java's class-data archive of Spark's classes (see :func:`_class_archive`).
-_TEST_JVM = Path(sys.prefix) / "lakeshard-test-jvm"
+# Where the JVM set-up every test session shares lives (in the virtual environment, or the temporary folder where that
+# cannot be written): an empty folder for Spark's launcher to put on the JVM's class path as its configuration
+# folder, and Java's class-data archive of Spark's classes (see :func:`_class_archive`).
+_TEST_JVM_IN = (Path(sys.prefix), Path(tempfile.gettempdir()))
 # A run of the archive's JVM takes some 20 s on two cores; one that hangs is stopped, and the tests run without it.
 _ARCHIVE_TIMEOUT_S = 300
 _ARCHIVE_RUN = """
@@ -98,9 +99,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run by the tests, those folders (14 of them, about 45 MB a ``make test``) would stay in ``/tmp`` for good. This
     process's own temporary folder stays where it was (``tempfile`` read it already), and pytest's ``tmp_path`` too.
     """
-    conf = _TEST_JVM / "conf"
-    conf.mkdir(parents=True, exist_ok=True)
-    os.environ["SPARK_CONF_DIR"] = str(conf)
+    os.environ["SPARK_CONF_DIR"] = str(_test_jvm() / "conf")
     defaults = [f"-D{k}={v}" for k, v in TEST_JVM_DEFAULTS.items()]
     # The first process (pytest-xdist's controller, or the only one) makes the archive before any worker starts.
     archive = _class_archive(defaults) if not hasattr(config, "workerinput") else _archive_path()
@@ -119,6 +118,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(config.stash[_CHILD_TMP], ignore_errors=True)
 
 
+def _test_jvm() -> Path:
+    """Return the folder of the JVM set-up the test sessions share, with its (empty) configuration folder made."""
+    for base in _TEST_JVM_IN:
+        folder = base / "lakeshard-test-jvm"
+        try:
+            (folder / "conf").mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        return folder
+    raise pytest.UsageError(f"none of {[str(b) for b in _TEST_JVM_IN]} can hold the tests' JVM set-up (a folder "
+                            "lakeshard-test-jvm): make one of them writable")
+
+
 def _archive_path() -> Path:
     """Return where the class-data archive of this Java and this pyspark is kept (made by :func:`_class_archive`)."""
     import hashlib
@@ -128,7 +140,7 @@ def _archive_path() -> Path:
     java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) if os.environ.get("JAVA_HOME") \
         else shutil.which("java")
     key = f"{os.path.realpath(java or 'java')}|{pyspark.__version__}|{pyspark.__file__}|{sorted(TEST_JVM_DEFAULTS)}"
-    return _TEST_JVM / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    return _test_jvm() / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
 def _class_archive(defaults: list[str]) -> Path:
