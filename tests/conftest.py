@@ -93,7 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
     properties, which Spark reads as it reads ``spark-defaults.conf``. Not in a ``spark-defaults.conf``: the launcher
     puts its configuration folder on the JVM's class path, and Java shares no class data with a process whose class
     path holds a folder with files in it. The archive saves each JVM about half of its start (a local session and its
-    first query: 13 s -> 7 s here); a JVM whose classes do not match it runs without it, as before.
+    first query: 14 s -> 8 s here); a JVM whose classes do not match it runs without it, as before.
 
     Each notebook makes a ``tempfile.mkdtemp`` folder for its local defaults, as it should when a person runs it;
     run by the tests, those folders (14 of them, about 45 MB a ``make test``) would stay in ``/tmp`` for good. This
