@@ -69,7 +69,7 @@ _CHILD_TMP = pytest.StashKey[Path]()
 # cannot be written): an empty folder for Spark's launcher to put on the JVM's class path as its configuration
 # folder, and Java's class-data archive of Spark's classes (see :func:`_class_archive`).
 _TEST_JVM_IN = (Path(sys.prefix), Path(tempfile.gettempdir()))
-# A run of the archive's JVM takes some 20 s on two cores; one that hangs is stopped, and the tests run without it.
+# A run of the archive's JVM takes about 45 s on two cores; one that hangs is stopped, and the tests run without it.
 _ARCHIVE_TIMEOUT_S = 300
 _ARCHIVE_RUN = """
 from pyspark.sql import SparkSession
