@@ -65,25 +65,6 @@ TEST_JVM_DEFAULTS = {
 # The temporary folder of the processes the tests start, made per test session (per pytest-xdist worker) and removed
 # when it ends.
 _CHILD_TMP = pytest.StashKey[Path]()
-# Where the JVM set-up every test session shares lives (in the virtual environment, or the temporary folder where that
-# cannot be written): an empty folder for Spark's launcher to put on the JVM's class path as its configuration
-# folder, and Java's class-data archive of Spark's classes (see :func:`_class_archive`).
-_TEST_JVM_IN = (Path(sys.prefix), Path(tempfile.gettempdir()))
-# A run of the archive's JVM takes about 45 s on two cores; one that hangs is stopped, and the tests run without it.
-_ARCHIVE_TIMEOUT_S = 300
-_ARCHIVE_RUN = """
-from pyspark.sql import SparkSession
-spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
-df = spark.range(2000).selectExpr("id % 7 AS k", "CAST(id AS STRING) AS s", "current_timestamp() AS ts")
-df.write.mode("overwrite").partitionBy("k").parquet(OUT)
-spark.read.parquet(OUT).groupBy("k").agg({"s": "max", "ts": "min"}).orderBy("k").collect()
-jvm = spark.sparkContext._gateway.proc  # the JVM writes the archive as it exits: wait for that
-spark.stop()
-jvm.stdin.close()
-jvm.wait()
-"""
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Give every local JVM a test starts (notebook kernels, the command line, Spark's JVMs, the Spark Connect test
     server) the tests' defaults (:data:`TEST_JVM_DEFAULTS`) and Java's class-data archive of Spark's classes, and
@@ -92,82 +73,37 @@ def pytest_configure(config: pytest.Config) -> None:
     Spark's launcher adds ``SPARK_SUBMIT_OPTS`` to every local JVM it starts: the defaults go there as system
     properties, which Spark reads as it reads ``spark-defaults.conf``. Not in a ``spark-defaults.conf``: the launcher
     puts its configuration folder on the JVM's class path, and Java shares no class data with a process whose class
-    path holds a folder with files in it. The archive saves each JVM about half of its start (a local session and its
-    first query: 14 s -> 8 s here); a JVM whose classes do not match it runs without it, as before.
+    path holds a folder with files in it. So the tests run on the virtual environment's pyspark with no Spark
+    configuration folder of the machine's, and share the archive ``make env`` made (:mod:`lakeshard.runtime.classdata`;
+    made here when missing): it saves each JVM about half of its start (a local session and its first query: 14 s ->
+    8 s here).
 
     Each notebook makes a ``tempfile.mkdtemp`` folder for its local defaults, as it should when a person runs it;
     run by the tests, those folders (14 of them, about 45 MB a ``make test``) would stay in ``/tmp`` for good. This
     process's own temporary folder stays where it was (``tempfile`` read it already), and pytest's ``tmp_path`` too.
     """
-    os.environ["SPARK_CONF_DIR"] = str(_test_jvm() / "conf")
+    import pyspark
+
+    from lakeshard.runtime.classdata import archive_options, make_archive
+
+    os.environ.pop("SPARK_CONF_DIR", None)
+    os.environ["SPARK_HOME"] = str(Path(pyspark.__file__).parent)  # whose configuration folder does not exist
     defaults = [f"-D{k}={v}" for k, v in TEST_JVM_DEFAULTS.items()]
-    # The first process (pytest-xdist's controller, or the only one) makes the archive before any worker starts.
-    archive = _class_archive(defaults) if not hasattr(config, "workerinput") else _archive_path()
+    if not hasattr(config, "workerinput"):  # pytest-xdist's controller (or the only process): before any worker
+        make_archive(defaults)
     children = Path(tempfile.mkdtemp(prefix="lakeshard-test-tmp-"))
     os.environ["TMPDIR"] = str(children)
     # Java reads java.io.tmpdir, not TMPDIR: Spark's scratch folders, the native libraries its codecs unpack and the
     # Connect server's artifacts (about 70 MB a run, and a killed JVM cannot remove its own) go there too.
-    shared = [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"] if archive.exists() else []
     base = os.environ.setdefault("SPARK_SUBMIT_OPTS_OUTSIDE_TESTS", os.environ.get("SPARK_SUBMIT_OPTS", ""))
-    os.environ["SPARK_SUBMIT_OPTS"] = " ".join([base, *defaults, *shared, f"-Djava.io.tmpdir={children}"]).strip()
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
+        [base, *defaults, *archive_options(), f"-Djava.io.tmpdir={children}"]).strip()
     config.stash[_CHILD_TMP] = children
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Remove the temporary folder :func:`pytest_configure` made."""
     shutil.rmtree(config.stash[_CHILD_TMP], ignore_errors=True)
-
-
-def _test_jvm() -> Path:
-    """Return the folder of the JVM set-up the test sessions share, with its (empty) configuration folder made."""
-    for base in _TEST_JVM_IN:
-        folder = base / "lakeshard-test-jvm"
-        try:
-            (folder / "conf").mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        return folder
-    raise pytest.UsageError(f"none of {[str(b) for b in _TEST_JVM_IN]} can hold the tests' JVM set-up (a folder "
-                            "lakeshard-test-jvm): make one of them writable")
-
-
-def _archive_path() -> Path:
-    """Return where the class-data archive of this Java and this pyspark is kept (made by :func:`_class_archive`)."""
-    import hashlib
-
-    import pyspark
-
-    java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) if os.environ.get("JAVA_HOME") \
-        else shutil.which("java")
-    key = f"{os.path.realpath(java or 'java')}|{pyspark.__version__}|{pyspark.__file__}|{sorted(TEST_JVM_DEFAULTS)}"
-    return _test_jvm() / f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
-
-
-def _class_archive(defaults: list[str]) -> Path:
-    """Return the path of Java's class-data archive of the classes a local Spark session loads, made first if missing.
-
-    One short Spark run in a child process with ``-XX:ArchiveClassesAtExit`` writes it (Java 13 and later), under a
-    temporary name renamed into place, so test sessions starting together never read half an archive. Where that
-    fails (another Java, no Spark), there is no archive and the tests start their JVMs as before.
-    """
-    archive = _archive_path()
-    if archive.exists():
-        return archive
-    partial = archive.with_name(f".{archive.name}.{os.getpid()}")
-    # Not with -Xlog:cds=off: Java 17 then writes no archive. The run's output (a warning per class it cannot
-    # archive) goes nowhere.
-    env = {**os.environ, "SPARK_SUBMIT_OPTS": " ".join([*defaults, f"-XX:ArchiveClassesAtExit={partial}"])}
-    with tempfile.TemporaryDirectory(prefix="lakeshard-test-archive-") as scratch:
-        script = f"OUT = {str(Path(scratch) / 'out')!r}\n{_ARCHIVE_RUN}"
-        try:
-            subprocess.run([sys.executable, "-c", script], env=env, cwd=scratch, timeout=_ARCHIVE_TIMEOUT_S,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        except subprocess.TimeoutExpired:
-            pass
-    if partial.exists() and partial.stat().st_size:
-        os.replace(partial, archive)
-    partial.unlink(missing_ok=True)
-    return archive
 
 
 def no_delta_jvm() -> None:
