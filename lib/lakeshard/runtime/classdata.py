@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,17 +49,21 @@ jvm.wait()
 """
 
 
+def _java() -> Path | None:
+    """Return the ``java`` pyspark's launcher runs (``$JAVA_HOME/bin/java``, else the one on ``PATH``), if any."""
+    java_home = os.environ.get("JAVA_HOME", "")
+    if java_home:
+        java = Path(java_home) / "bin" / "java"
+        return java if java.exists() else None
+    found = shutil.which("java")
+    return Path(found) if found else None
+
+
 def _name() -> str:
     """Return the archive's file name for this Java, pyspark and Spark configuration folder."""
     import pyspark
 
-    java_home = os.environ.get("JAVA_HOME", "")
-    java = Path(java_home) / "bin" / "java" if java_home else None
-    if java is None or not java.exists():
-        from shutil import which
-
-        found = which("java")
-        java = Path(found) if found else Path("java")
+    java = _java() or Path("java")
     home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__ or "").parent)
     conf = os.environ.get("SPARK_CONF_DIR") or str(Path(home) / "conf")  # as Spark's launcher puts it
     key = "|".join([os.path.realpath(java), pyspark.__version__, os.path.realpath(home), os.path.realpath(conf)])
@@ -122,13 +127,8 @@ def make_archive(java_options: Sequence[str] = (), timeout_s: float = _TIMEOUT_S
 def main() -> None:
     """Make the archive if missing and say where it is, or that there is none (never a failure: it only saves
     time)."""
-    from lakeshard.errors import EnvironmentProblem
-    from lakeshard.runtime.session import find_java
-
-    try:
-        find_java()
-    except EnvironmentProblem as exc:
-        print(f"no Java class-data archive for Spark: {exc}")
+    if _java() is None:
+        print("no Java class-data archive for Spark: no Java found (JAVA_HOME unset or wrong, no 'java' on PATH)")
         return
     had = archive_path()
     archive = make_archive()
