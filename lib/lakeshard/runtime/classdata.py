@@ -125,8 +125,8 @@ def make_archive(java_options: Sequence[str] = (), timeout_s: float = _TIMEOUT_S
 
 
 def main() -> None:
-    """Make the archive if missing and say where it is, or that there is none (never a failure: it only saves
-    time)."""
+    """Make the archive if missing, saying where it was made or why there is none; quiet when it exists (never a
+    failure: it only saves time)."""
     if _java() is None:
         print("no Java class-data archive for Spark: no Java found (JAVA_HOME unset or wrong, no 'java' on PATH)")
         return
