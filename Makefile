@@ -58,7 +58,7 @@ bench: env
 	$(BIN)/python bench/bench_ingest.py
 
 # Java's class-data archive of Spark's classes (lakeshard.runtime.classdata): made once, about a minute; every local
-# Spark JVM then starts in about half the time. Quiet when it is there already.
+# Spark session lakeshard starts then starts in about two thirds of the time. Quiet when it is there already.
 env: java $(STAMP) $(DELTA_STAMP)
 	@$(BIN)/python -c 'from lakeshard.runtime.classdata import main; main()'
 
