@@ -139,3 +139,34 @@ def test_deltas_jars_asked_of_a_jvm_already_started_without_them_are_refused_and
     assert "already runs Spark's JVM" in refused and "without Delta's jars" in refused and "new process" in refused
     assert any(line.startswith("refused after stop:") for line in run.stdout.splitlines())
     assert run.stdout.splitlines()[-1] == "usable"
+
+
+def _fake_java(folder: Path, version_line: str) -> Path:
+    java = folder / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text(f"#!/bin/sh\necho '{version_line}' >&2\n")
+    java.chmod(0o755)
+    return java
+
+
+def test_java_is_looked_up_in_java_home_first_and_its_version_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakeshard.errors import EnvironmentProblem
+    from lakeshard.runtime import find_java
+    from lakeshard.runtime.classdata import java_executable
+
+    new = _fake_java(tmp_path / "new", 'openjdk version "21.0.3" 2024-04-16')
+    monkeypatch.setenv("JAVA_HOME", str(new.parent.parent))
+    assert java_executable() == new
+    assert find_java() == (str(new), 21)
+
+    old = _fake_java(tmp_path / "old", 'java version "1.8.0_392"')
+    monkeypatch.setenv("JAVA_HOME", str(old.parent.parent))
+    with pytest.raises(EnvironmentProblem, match=r"needs Java 17\+, found Java 8"):
+        find_java()
+
+    # A JAVA_HOME without a java in it is not silently replaced by another Java on PATH: the launcher would not.
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "empty"))
+    assert java_executable() is None
+    with pytest.raises(EnvironmentProblem, match=r"JAVA_HOME=.*empty"):
+        find_java()

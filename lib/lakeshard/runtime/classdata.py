@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["archive_options", "archive_path", "make_archive"]
+__all__ = ["archive_options", "archive_path", "java_executable", "make_archive"]
 
 # Where archives are kept: in the virtual environment, else (read-only) in the temporary folder.
 _FOLDERS = (Path(sys.prefix), Path(tempfile.gettempdir()))
@@ -49,8 +49,11 @@ jvm.wait()
 """
 
 
-def _java() -> Path | None:
-    """Return the ``java`` pyspark's launcher runs (``$JAVA_HOME/bin/java``, else the one on ``PATH``), if any."""
+def java_executable() -> Path | None:
+    """Return the ``java`` pyspark's launcher runs (``$JAVA_HOME/bin/java``, else the one on ``PATH``), if any.
+
+    The one lookup of Java in lakeshard: :func:`~lakeshard.runtime.find_java` checks its version.
+    """
     java_home = os.environ.get("JAVA_HOME", "")
     if java_home:
         java = Path(java_home) / "bin" / "java"
@@ -63,16 +66,16 @@ def _name() -> str:
     """Return the archive's file name for this Java, pyspark and Spark configuration folder."""
     import pyspark
 
-    java = _java() or Path("java")
+    java = java_executable() or Path("java")
     home = os.environ.get("SPARK_HOME") or str(Path(pyspark.__file__ or "").parent)
     conf = os.environ.get("SPARK_CONF_DIR") or str(Path(home) / "conf")  # as Spark's launcher puts it
     key = "|".join([os.path.realpath(java), pyspark.__version__, os.path.realpath(home), os.path.realpath(conf)])
     return f"spark-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
-def archive_path() -> Path | None:
+def archive_path(name: str | None = None) -> Path | None:
     """Return the archive made for this Java and pyspark, or None when there is none."""
-    name = _name()
+    name = name or _name()
     for base in _FOLDERS:
         candidate = base / _FOLDER_NAME / name
         if candidate.is_file() and candidate.stat().st_size:
@@ -94,7 +97,8 @@ def make_archive(java_options: Sequence[str] = (), timeout_s: float = _TIMEOUT_S
     when it cannot be made (no folder to write, Java refused, the run failed or took longer than ``timeout_s``):
     the JVMs then start without one.
     """
-    existing = archive_path()
+    name = _name()
+    existing = archive_path(name)
     if existing is not None:
         return existing
     for base in _FOLDERS:
@@ -107,7 +111,7 @@ def make_archive(java_options: Sequence[str] = (), timeout_s: float = _TIMEOUT_S
             break
     else:
         return None
-    archive = folder / _name()
+    archive = folder / name
     partial = folder / f".{archive.name}.{os.getpid()}"
     # Not with -Xlog:cds=off: Java 17 then writes no archive. Its warnings (a line per class it leaves out) go
     # nowhere.
@@ -121,13 +125,13 @@ def make_archive(java_options: Sequence[str] = (), timeout_s: float = _TIMEOUT_S
     if partial.is_file() and partial.stat().st_size:
         os.replace(partial, archive)
     partial.unlink(missing_ok=True)
-    return archive_path()
+    return archive_path(name)
 
 
 def main() -> None:
     """Make the archive if missing, saying where it was made or why there is none; quiet when it exists (never a
     failure: it only saves time)."""
-    if _java() is None:
+    if java_executable() is None:
         print("no Java class-data archive for Spark: no Java found (JAVA_HOME unset or wrong, no 'java' on PATH)")
         return
     had = archive_path()

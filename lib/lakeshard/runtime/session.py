@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import warnings
@@ -16,7 +15,7 @@ from urllib.parse import urlparse
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
-from lakeshard.runtime.classdata import archive_options
+from lakeshard.runtime.classdata import archive_options, java_executable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -142,14 +141,15 @@ def find_java() -> tuple[str, int]:
     Raises:
         EnvironmentProblem: no Java, or one older than 17, with what to do about it.
     """
-    java_home = os.environ.get("JAVA_HOME")
-    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
-    if not java or not Path(java).exists():
+    found = java_executable()
+    if found is None:
+        java_home = os.environ.get("JAVA_HOME")
         raise EnvironmentProblem(
             f"Java {MIN_JAVA}+ is needed to run Spark locally and none was found "
             f"(JAVA_HOME={java_home or 'unset'}, no 'java' on PATH). Install it, e.g. "
             "'sudo apt-get install -y openjdk-17-jre-headless', or run 'make demo' as root to have it installed."
         )
+    java = str(found)
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
