@@ -286,17 +286,17 @@ class RecordingTransaction:
         self.fail_with = fail_with
         self.txn_reads: list[str] = []
         self.committed: list[dict] = []
+        self.operation: str | None = None
         self.user_metadata: str | None = None
 
     def readVersion(self) -> int:
         return self.read_version
 
-    def txnVersion(self, app_id: str) -> int:
-        self.txn_reads.append(app_id)
-        return -1
+    def readTxn(self) -> Any:  # Delta's ArrayBuffer of the app ids the transaction read
+        return type("Reads", (), {"addOne": lambda _self, app_id: self.txn_reads.append(app_id)})()
 
     def commit(self, actions: list[dict], operation: str) -> int:
-        assert operation == "ManualUpdate"
+        self.operation = operation
         self.user_metadata = self.spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None)
         if self.fail_with is not None:
             raise self.fail_with
@@ -310,6 +310,7 @@ def _recording(reader: NativeTableStore, monkeypatch: pytest.MonkeyPatch, txn: R
     monkeypatch.setattr(reader._delta, "action", lambda action: action)
     monkeypatch.setattr(reader._delta, "seq", list)
     monkeypatch.setattr(reader._delta, "manual_update", lambda: "ManualUpdate")
+    monkeypatch.setattr(reader._delta, "append_operation", lambda: "Append")
 
 
 def _write_one_file(directory: str) -> None:
@@ -342,6 +343,7 @@ def test_a_swap_hands_delta_exact_removes_new_adds_app_transactions_and_metadata
 
     assert (result.version, result.files_added, result.files_removed, result.rows_added) == (5, 1, len(live), 2)
     assert txn.txn_reads == ["lock/a"]  # read before committing: a concurrent commit of lock/a fails this one
+    assert txn.operation == "ManualUpdate"  # it removes files: not an append
     adds = [a["add"] for a in txn.committed if "add" in a]
     removes = [a["remove"] for a in txn.committed if "remove" in a]
     assert [a["txn"]["appId"] for a in txn.committed if "txn" in a] == ["lock/a"]

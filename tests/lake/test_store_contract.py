@@ -24,7 +24,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError
+from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError, UnsupportedByAdapter
 from lakeshard.lake import AppTransaction, TableStore, check_data_file
 
 EVENTS = StructType([
@@ -310,6 +310,46 @@ def test_recommitting_an_app_transaction_is_a_noop(
     with pytest.raises(CommitConflict, match="all new or all replayed"):
         table_store.append(uri, _rows(spark, "acme", 1, 1),
                      app_transactions=[AppTransaction("writer/3", 6), AppTransaction("writer/4", 1)])
+
+
+def test_an_append_overtaken_mid_commit_by_its_own_progress_marks_adds_nothing(
+    table_store: TableStore, tmp_path: Path
+) -> None:
+    """A writer whose commit is under way when another process commits the same progress marks (a stale writer and
+    the one that took its shards over) does not add its rows a second time: the other commit lands between this
+    one's look at the log and its commit, which Delta's conflict check (the app ids the transaction read) or the
+    embedded store's own check must catch."""
+    import lakeshard.lake
+
+    uri = str(tmp_path / "overtaken")
+    table_store.create(uri, EVENTS, partition_by=["tenant_id"])
+    schema, parts = table_store.arrow_schema(uri), table_store.partition_columns(uri)
+    marks = [AppTransaction("writer/1", 1), AppTransaction("writer/2", 1)]
+
+    def rows(prefix: str) -> pa.Table:
+        return pa.Table.from_pylist([{"tenant_id": "acme", "hour": 1, "event_id": f"{prefix}-{i}", "ts": None,
+                                      "attributes": None} for i in range(3)], schema=schema)
+
+    def overtaken(target: str) -> None:
+        table_store.append_arrow(uri, rows("theirs"), app_transactions=marks)  # the other writer, first
+        lakeshard.lake.write_partitioned(rows("ours"), target, schema, parts)
+
+    if not table_store.writes_in_process:  # Delta's engine under Spark Connect runs no write function of ours
+        with pytest.raises(UnsupportedByAdapter):
+            table_store.append(uri, None, app_transactions=marks, write=overtaken)
+        return
+    try:
+        result = table_store.append(uri, None, app_transactions=marks, write=overtaken)
+    except CommitConflict:
+        pass
+    else:
+        assert result.skipped and result.rows_added == 0, result
+    assert _ids(table_store.read(uri)) == [f"theirs-{i}" for i in range(3)]
+    assert {t.app_id: table_store.transaction_version(uri, t.app_id) for t in marks} == {
+        "writer/1": 1, "writer/2": 1}
+    # Recorded as what it is, an append (on Delta's engine a WRITE lets Delta derive the commit's checksum from
+    # the previous one instead of recomputing the table's state).
+    assert table_store.history(uri, limit=1)[0].operation == "WRITE"
 
 
 def test_empty_batch_still_commits_progress(table_store: TableStore, spark: SparkSession, tmp_path: Path) -> None:

@@ -124,8 +124,8 @@ class NativeCommits:
         now = self._log.state(uri, start)
         supported(uri, now, operation, write=True)
         based_on = start if read_version is None else read_version
-        for t in app_transactions:
-            txn.txnVersion(t.app_id)  # the commit now depends on this app id: a concurrent commit of it fails ours
+        # The commit now depends on these app ids: a concurrent commit of one of them fails ours.
+        self._delta.read_app_ids(txn, [t.app_id for t in app_transactions])
         if app_transactions:
             done = self.replayed(uri, now, based_on, app_transactions)
             if done is not None:
@@ -169,10 +169,10 @@ class NativeCommits:
         actions = [a for _, a in new_files]
         actions += [remove_action(now.files[p], data_change=data_change, deletion_millis=millis) for p in remove]
         actions += [txn_action(t, millis=millis) for t in app_transactions]
+        recorded = self._delta.manual_update() if remove else self._delta.append_operation()
         try:
             with self._user_metadata(user_metadata):
-                version = int(txn.commit(self._delta.seq([self._delta.action(a) for a in actions]),
-                                         self._delta.manual_update()))
+                version = int(txn.commit(self._delta.seq([self._delta.action(a) for a in actions]), recorded))
         except Exception as exc:
             # Delta can report a failure for a commit whose file is in the log (a step after the write failed,
             # or a retry that met its own commit as the winner): the log decides, and its files stay.

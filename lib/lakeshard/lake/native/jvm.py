@@ -93,6 +93,7 @@ class DeltaJvm:
         # The session's Hadoop configuration with its SQL settings (credentials set with spark.conf.set included).
         self.files = HadoopFiles(jvm, self.jspark.sessionState().newHadoopConf())
         self._package: str | None = None
+        self._append: Any = None
 
     @property
     def package(self) -> str:
@@ -136,7 +137,44 @@ class DeltaJvm:
         self.jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.jspark)
 
     def manual_update(self) -> Any:
+        """Return Delta's ``Manual Update`` operation: what a commit that removes files records.
+
+        Delta derives no checksum incrementally for it: each such commit recomputes the table's whole state (a Spark
+        job over the log) to write its ``.crc`` file.
+        """
         return self.object("DeltaOperations$ManualUpdate")
+
+    def append_operation(self) -> Any:
+        """Return Delta's ``WRITE`` operation in ``Append`` mode (looked up once): what an append records.
+
+        Unlike ``Manual Update`` it lets Delta derive the commit's checksum from the previous one, so an append
+        costs no reconstruction of the table's state (measured: 0.27 s a commit against 1.4 s).
+        """
+        if self._append is None:
+            mode = self.jvm.org.apache.spark.sql.SaveMode.Append
+            self._append = scala_call(self.object("DeltaOperations$Write"), "apply", mode, max_defaults=16)
+        return self._append
+
+    @staticmethod
+    def read_app_ids(txn: Any, app_ids: Sequence[str]) -> None:
+        """Make ``txn`` depend on each app id: a concurrent commit carrying one of them then fails it.
+
+        ``txn.txnVersion(id)`` does this by adding the id to the transaction's ``readTxn``, the set Delta's
+        conflict check compares a winning commit's app ids with, and also answers the id's version from the
+        table's whole state, which Delta computes for it (about 0.5 s a commit on a small table). lakeshard reads
+        the versions from the log itself (:meth:`~lakeshard.lake.native.commit.NativeCommits.replayed`), so it
+        adds the ids to ``readTxn`` directly (a Scala ``protected val``, public in the bytecode); where that field
+        is not there (another Delta), ``txnVersion`` does the same at its cost.
+        """
+        try:
+            reads = txn.readTxn()
+            for app_id in app_ids:
+                reads.addOne(app_id)
+        except Exception as exc:
+            if hasattr(exc, "java_exception") or "does not exist" not in str(exc):
+                raise
+            for app_id in app_ids:
+                txn.txnVersion(app_id)
 
     def write_files(self, txn: Any, df: Any) -> list[dict[str, Any]]:
         """Return the protocol JSON of the actions ``txn.writeFiles`` made writing ``df`` (a classic DataFrame)."""
