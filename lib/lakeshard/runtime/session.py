@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
 from lakeshard.runtime.classdata import archive_options, java_executable
+from lakeshard.runtime.replies import quick_replies
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -409,7 +410,8 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
         from pyspark.sql import SparkSession
 
         active = SparkSession.getActiveSession()
-        return apply_session_settings(active if active is not None else SparkSession.builder.getOrCreate(), cfg)
+        return _quick(apply_session_settings(active if active is not None else SparkSession.builder.getOrCreate(),
+                                             cfg))
     if kind is RuntimeKind.SPARK_CONNECT:
         return _connect_session(cfg)
     if kind is RuntimeKind.DATABRICKS_CONNECT:
@@ -421,4 +423,12 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
                 f"{_CONNECT_INSTALL} (docs/databricks.md, 'The laptop path')"
             ) from None
         return apply_session_settings(DatabricksSession.builder.getOrCreate(), cfg)
-    return _local_session(cfg)
+    return _quick(_local_session(cfg))
+
+
+def _quick(spark: SparkSession) -> SparkSession:
+    """Return a classic session with its py4j replies free of Nagle's delay on this thread (runtime.replies)."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is not None:
+        quick_replies(jvm)
+    return spark

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from lakeshard.errors import EnvironmentProblem
 from lakeshard.lake.protocol.datafiles import is_hidden
 from lakeshard.lake.protocol.log import is_temporary_commit
+from lakeshard.runtime.replies import quick_replies
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -116,6 +117,7 @@ class DeltaJvm:
         return getattr(getattr(self.jvm, f"{self.package}.{name}$"), "MODULE$")
 
     def delta_log(self, uri: str) -> Any:
+        quick_replies(self.jvm)  # this thread's replies (a commit's actions, its files) without Nagle's delay
         return self.object("DeltaLog").forTable(self.jspark, uri)
 
     def action(self, action: Mapping[str, Any]) -> Any:
@@ -227,6 +229,7 @@ class HadoopFiles:
             return None
 
     def _path(self, location: str) -> tuple[Any, Any]:
+        quick_replies(self.jvm)  # a listing or a commit file over 8 KB would wait 40 ms for its reply otherwise
         path = self.jvm.org.apache.hadoop.fs.Path(location)
         return path.getFileSystem(self.conf), path
 
