@@ -18,7 +18,7 @@ def growth_lines(rows: Sequence[dict[str, Any]], x: str, peers: Sequence[str], u
     """Return one markdown line per peer: its milliseconds added per 1,000 of ``x`` from the first row to the last."""
     first, last = rows[0], rows[-1]
     span = last[x] - first[x]
-    return [f"- {peer}: +{(last[peer] - first[peer]) / span * 1000 if span else 0.0:.3f} ms per 1,000 {unit}."
+    return [f"- {peer}: {(last[peer] - first[peer]) / span * 1000 if span else 0.0:+.3f} ms per 1,000 {unit}."
             for peer in peers]
 
 
