@@ -4,6 +4,7 @@ Delta store (every commit that happens is a real delta-rs commit)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,48 @@ def test_a_fault_that_does_not_go_away_stops_the_run_loudly_with_progress_and_qu
     ShardWriter(spark, store, cfg, [0, 1]).run()
     _exactly_once(spark, store, cfg, landing)
     assert _quarantined(store, cfg) == 0
+
+
+@pytest.mark.parametrize("error", [
+    lambda: ValueError("too many values to unpack (expected 2)"),  # a pyarrow older than a call expects
+    lambda: TypeError("sort_indices() got an unexpected keyword argument 'null_placement'"),
+    lambda: AttributeError("'Table' object has no attribute 'sort_by'"),
+    lambda: KeyError("tenant_id"),
+])
+@pytest.mark.parametrize("when", ["before", "after-write"])
+def test_a_programming_error_stops_the_step_at_once_with_progress_and_quarantine_unchanged(
+    spark: SparkSession, store: TableStore, tmp_path: Path, when: str, error: Callable[[], Exception]
+) -> None:
+    cfg, landing = _zone(spark, store, tmp_path)
+    # A retried error would be tried again and again for a minute.
+    cfg = dataclasses.replace(cfg, dedupe=dataclasses.replace(cfg.dedupe, retry_total_seconds=60.0))
+    faulty = FaultyStore(store, EVENTS, lambda: True, error, when)
+    writer = ShardWriter(spark, faulty, cfg, [0, 1])  # type: ignore[arg-type]
+    before = writer.progress()
+    with pytest.raises(type(error())) as raised:
+        writer.run()
+    assert not isinstance(raised.value, WriterStepFailed)
+    assert faulty.raised == 1 and writer.failures == 0  # never retried
+    assert writer.progress() == before and _quarantined(store, cfg) == 0
+    assert store.read(cfg.table_uri(EVENTS)).count() == 0
+    ShardWriter(spark, store, cfg, [0, 1]).run()  # the bug fixed, the batch is written once
+    _exactly_once(spark, store, cfg, landing)
+
+
+def test_the_engines_own_errors_and_storage_errors_are_retried_python_s_own_kinds_are_not() -> None:
+    import json
+
+    import pyarrow as pa
+
+    from lakeshard.dedupe.faults import is_infrastructure_fault
+
+    retried = [OSError("reset"), MemoryError(), TableStoreError("503"), pa.ArrowInvalid("Parquet magic bytes"),
+               pa.ArrowIOError("torn"), json.JSONDecodeError("torn log entry", "{", 1), RuntimeError("py4j"),
+               UnicodeDecodeError("utf-8", b"\xff", 0, 1, "torn")]
+    stopped = [ValueError("x"), TypeError("x"), AttributeError("x"), KeyError("x"), IndexError("x"),
+               NameError("x"), AssertionError("x"), NotImplementedError("x"), ModuleNotFoundError("x")]
+    assert [type(e).__name__ for e in retried if not is_infrastructure_fault(e)] == []
+    assert [type(e).__name__ for e in stopped if is_infrastructure_fault(e)] == []
 
 
 def test_the_backoff_doubles_up_to_its_cap_and_stops_within_the_budget() -> None:

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.outliers import OutlierSplit, RareValues
 from lakeshard.compaction.sort_schema import SortKey, SortSchema, key_of
+from lakeshard.sortorder import sort_indices
 
 __all__ = ["MergeError", "MergeStats", "MergedFile", "OverBudget", "batch_rows_for", "merge_sorted_files"]
 
@@ -134,18 +135,13 @@ def batch_rows_for(inputs: Sequence[str], memory_budget_bytes: int, *, max_rows:
     return min(rows, max_rows)
 
 
-def _sort_keys(columns: Sequence[str]) -> list[tuple[str, str, str]]:
-    """Return Arrow sort keys matching Spark's ascending order: nulls first in every column."""
-    return [(c, "ascending", "at_start") for c in columns]
-
-
 def _all_rows(n: int) -> pa.Array:
     """Return the indices 0..n-1 (for copying or checking a table's row order)."""
     return pa.array(np.arange(n, dtype=np.uint64))
 
 
 def _is_sorted(table: pa.Table, columns: Sequence[str]) -> bool:
-    order = pc.sort_indices(table, sort_keys=_sort_keys(columns))
+    order = sort_indices(table, columns)
     return bool(pc.all(pc.equal(order, _all_rows(table.num_rows))).as_py())
 
 
@@ -416,7 +412,7 @@ def _merge_in_memory(inputs: Sequence[str], schema: SortSchema, output: Callable
     rare = {} if all_outliers else _rare_values(tables, schema, rows, outliers, target_rows)
     combined = pa.concat_tables(tables).combine_chunks()
     del tables
-    ordered = combined.take(pc.sort_indices(combined, sort_keys=_sort_keys(schema.columns)))
+    ordered = combined.take(sort_indices(combined, schema.columns))
     peak = combined.nbytes + ordered.nbytes
     del combined
     lanes = _Lanes(schema, output, target_rows, _MAX_GROUP_ROWS, rare, all_outliers=all_outliers)
@@ -432,7 +428,6 @@ def _merge_streaming(inputs: Sequence[str], schema: SortSchema, output: Callable
                      all_outliers: bool) -> MergeStats:
     """The k-way merge: at most one pending batch per input (see the module docstring)."""
     columns = list(schema.columns)
-    sort_keys = _sort_keys(columns)
     rows = sum(_rows(p) for p in inputs)
     rare = {} if all_outliers else _rare_values(inputs, schema, rows, outliers, target_rows)
     readers = [_Input(p, columns, batch_rows, unified) for p in inputs]
@@ -446,7 +441,7 @@ def _merge_streaming(inputs: Sequence[str], schema: SortSchema, output: Callable
             steps += 1
             if pending_parts:
                 pending = pa.concat_tables([ordered, *pending_parts] if ordered is not None else pending_parts)
-                ordered = pending.take(pc.sort_indices(pending, sort_keys=sort_keys))
+                ordered = pending.take(sort_indices(pending, columns))
                 peak = max(peak, pending.nbytes + ordered.nbytes)
                 pending_parts = []
             assert ordered is not None

@@ -12,6 +12,13 @@ the same rows again to a scratch directory, bisecting (:func:`unwritable_rows`);
 the rest writes are record-level (:class:`RecordLevelFailure`), and only they go to the dead-letter table.
 Anything else (the whole batch fails, no row fails alone) is an infrastructure fault. A deliberate stop (another
 :class:`~lakeshard.errors.LakeshardError`, e.g. a failed expectation) is raised at once, not retried.
+
+A *programming error* is raised at once too: one of Python's own error kinds raised as such (``ValueError``,
+``TypeError``, ``AttributeError``, ``KeyError``, ...: :data:`PROGRAMMING_ERRORS`) says the code and the library
+versions it runs on disagree (a pyarrow older than a call expects, say), and the same step fails the same way after
+any wait. The command then stops with one line naming it and its traceback saved. The engines' own subclasses of
+those kinds (pyarrow's ``ArrowInvalid``, pyspark's and delta-rs' errors) stay infrastructure faults: a file torn by a
+crashing writer or a server's refusal raises them too, and waiting can mend those.
 """
 
 from __future__ import annotations
@@ -28,11 +35,17 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "RecordLevelFailure", "RetryPolicy", "WriterStepFailed", "event_keys", "is_infrastructure_fault",
-    "record_level_failure", "retry_step", "unwritable_rows", "write_or_blame",
+    "PROGRAMMING_ERRORS", "RecordLevelFailure", "RetryPolicy", "WriterStepFailed", "event_keys",
+    "is_infrastructure_fault", "record_level_failure", "retry_step", "unwritable_rows", "write_or_blame",
 ]
 
 T = TypeVar("T")
+
+PROGRAMMING_ERRORS: frozenset[type[BaseException]] = frozenset({
+    AssertionError, AttributeError, ImportError, IndexError, KeyError, ModuleNotFoundError, NameError,
+    NotImplementedError, TypeError, UnboundLocalError, ValueError, ZeroDivisionError,
+})
+"""Python's error kinds that, raised as themselves (not as a library's subclass), mean a bug: never retried."""
 
 
 class WriterStepFailed(DedupeError):
@@ -147,9 +160,12 @@ def is_infrastructure_fault(exc: BaseException) -> bool:
 
     Storage errors of the store (:class:`~lakeshard.errors.TableStoreError`) are, but for a damaged data file
     (:class:`~lakeshard.errors.DamagedDataFile`: waiting does not mend it); other lakeshard errors are
-    deliberate stops, and a :class:`RecordLevelFailure` is about rows; ``BaseException``\\s that are not
-    ``Exception``\\s (a crash, an interrupt) are never caught.
+    deliberate stops, and a :class:`RecordLevelFailure` is about rows; a programming error
+    (:data:`PROGRAMMING_ERRORS`) is a bug; ``BaseException``\\s that are not ``Exception``\\s (a crash, an
+    interrupt) are never caught.
     """
+    if type(exc) in PROGRAMMING_ERRORS:
+        return False
     if isinstance(exc, DamagedDataFile):
         return False  # a damaged file stays damaged: its flow isolates it instead of waiting for it
     if isinstance(exc, TableStoreError):

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from lakeshard.lake.protocol.filesystem import filesystem
 from lakeshard.lake.types import WrittenFile
 from lakeshard.runtime.cores import driver_threads, worker_pool
+from lakeshard.sortorder import sort_indices
 
 __all__ = ["PARTITION_VALUES_KEY", "hive_escape", "partition_directory", "partition_footer", "partition_order",
            "write_partitioned"]
@@ -181,8 +182,7 @@ def partition_order(rows: pa.Table, partition_by: Sequence[str], sort_by: Sequen
         folded += 1
     columns = {"__folded": code} if folded else {}
     columns.update({c: rows.column(c) for c in keys[folded:]})
-    sort_keys = [(c, "ascending", "at_start") for c in columns]
-    return pc.sort_indices(pa.table(columns), sort_keys=sort_keys)
+    return sort_indices(pa.table(columns), list(columns))
 
 
 _FOLD_LIMIT = 1 << 62  # the folded ranks stay a positive int64
