@@ -110,6 +110,27 @@ def test_an_unexpected_error_is_one_line_with_the_traceback_saved_to_a_file(
     os.remove(saved)
 
 
+@pytest.mark.parametrize(("absent", "command", "extra"), [
+    ("tqdm", ["demo", "--events", "100"], "app"),
+    ("matplotlib", ["demo", "--events", "100"], "app"),
+    ("pyspark", ["ingest"], "local"),
+    ("pyspark", ["doctor"], "local"),
+])
+def test_a_command_whose_extra_is_not_installed_names_the_extra_in_one_line(
+    tmp_path: Path, absent: str, command: list[str], extra: str
+) -> None:
+    """A fresh process where ``absent`` cannot be imported, as after ``pip install lakeshard`` without the extra."""
+    code = (f"import sys; sys.modules[{absent!r}] = None\n"
+            "from lakeshard.app.cli import main\n"
+            f"sys.exit(main({[*command, '--lakehouse', str(tmp_path / 'lh'), '--landing', str(tmp_path / 'in')]!r}))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "LAKESHARD_DEBUG": ""})
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert f"{absent} is not installed" in run.stderr and f"pip install 'lakeshard[{extra}]'" in run.stderr
+    assert "starting Spark" not in run.stdout  # stopped before its work, not in the middle of it
+
+
 def _record(i: int) -> bytes:
     """A landing record without a ``service``: the ingest flow's ``has_service`` expectation fails on it."""
     import json

@@ -36,6 +36,36 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
+# The extra that installs each module a command may import beyond the base dependencies (pyproject.toml).
+_EXTRA_OF_MODULE = {
+    "tqdm": "app", "matplotlib": "app",
+    "pyspark": "local", "py4j": "local", "delta": "local", "grpc": "local", "google": "local",
+    "zstandard": "local",
+}
+_EXTRA_HINTS = {
+    "app": "progress bars and the demo's figures",
+    "local": "local Spark and Delta's engine; with databricks-connect, a Python 3.12 environment with the "
+             "'databricks' extra instead",
+}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """Return the one-line message naming the extra that installs the module ``exc`` misses, or None when no
+    extra of lakeshard's installs it."""
+    module = (exc.name or "").split(".")[0]
+    extra = _EXTRA_OF_MODULE.get(module)
+    if extra is None:
+        return None
+    return (f"{module} is not installed: this command needs lakeshard's '{extra}' extra ({_EXTRA_HINTS[extra]}): "
+            f"pip install 'lakeshard[{extra}]'")
+
+
+def _require_app_extra() -> None:
+    """Import the app extra's modules now, so a command that needs them stops before its work, not in the middle."""
+    import matplotlib  # noqa: F401
+    import tqdm  # noqa: F401
+
+
 def _version(dist: str) -> str:
     import importlib.metadata  # here: it scans sys.path, and only doctor asks
 
@@ -286,6 +316,7 @@ def cmd_register_tables(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the longest end-to-end path on a fresh (or given) lakehouse and print the report."""
+    _require_app_extra()
     from lakeshard.app.demo import run_demo
     from lakeshard.lake import open_store
     from lakeshard.runtime import get_spark
@@ -390,8 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lakeshard`` command line and return its exit code."""
     if not on_databricks_cluster():  # a Databricks driver's process is not the command's to tune
         prepare_process_memory()  # before pyarrow loads: Arrow's allocator reads its options then
-    args = _parser().parse_args(argv)
     try:
+        args = _parser().parse_args(argv)  # the commands' modules import Spark: a missing extra shows here
         return int(args.func(args))
     except LakeshardError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -407,6 +438,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 141  # 128 + SIGPIPE: what a shell reports for a command its pipe stopped
         if os.environ.get("LAKESHARD_DEBUG"):
             raise
+        if isinstance(exc, ModuleNotFoundError) and (message := missing_extra(exc)):
+            print(f"error: {message}", file=sys.stderr)
+            return 2
         trace = _save_traceback(exc)
         print(f"error: unexpected {type(exc).__name__}: {exc}\n(the full traceback is in {trace}; "
               "set LAKESHARD_DEBUG=1 to print it)", file=sys.stderr)
