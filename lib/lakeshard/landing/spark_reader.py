@@ -140,7 +140,7 @@ def read_landing(
         gone += _vanished(cached, [f for f in files if path_key(f.path) not in refused], clock)
     parsed = cached
     if gone:  # the rows of the files Spark did not find, made in this process
-        parsed = parsed.unionByName(spark.createDataFrame(pa.concat_batches(gone).to_pylist(), _spark_schema()))
+        parsed = parsed.unionByName(spark.createDataFrame(pa.Table.from_batches(gone).to_pylist(), _spark_schema()))
 
     def column(name: str, nullable: bool, default: Any) -> Any:
         # A filter does not make Spark's schema non-nullable; coalescing with a literal does, and
