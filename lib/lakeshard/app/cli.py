@@ -1,5 +1,5 @@
 """The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``fsck``, ``demo``, ``autoshard``,
-``balance``, ``exclude``, ``register-tables``, ``pipeline run|events|graph``.
+``balance``, ``exclude``, ``register-tables``, ``pipeline run|events|graph``, ``bundle-plan``.
 
 Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
 where it reads input, ``--landing PATH`` (default ``./landing`` or ``$LAKESHARD_LANDING``).
@@ -371,6 +371,7 @@ def _parser() -> argparse.ArgumentParser:
 
     from lakeshard.app.commands.balancing import add_commands as add_balancing_commands
     from lakeshard.app.commands.buckets import add_commands as add_buckets_commands
+    from lakeshard.app.commands.bundle import add_commands as add_bundle_commands
     from lakeshard.app.commands.compaction import add_commands as add_compaction_commands
     from lakeshard.app.commands.pipelines import add_commands as add_pipeline_commands
     from lakeshard.app.commands.repair import add_commands as add_repair_commands
@@ -383,6 +384,7 @@ def _parser() -> argparse.ArgumentParser:
     add_buckets_commands(sub, common, run_flow=run_flow)
     add_pipeline_commands(sub, common)
     add_repair_commands(sub, common)
+    add_bundle_commands(sub)
     return parser
 
 
