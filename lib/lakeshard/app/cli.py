@@ -278,7 +278,7 @@ def cmd_register_tables(args: argparse.Namespace) -> int:
         cfg = config_from_args(args, spark={"jars": jars})
     spark = get_spark(cfg)
     done = register_tables(spark, args.catalog, args.schema, cfg.lakehouse, store=open_store(spark, cfg),
-                           create_schema=args.create_schema)
+                           create_schema=args.create_schema, create_missing=args.create_missing)
     for table in done:
         print(f"{table.status:<8} {table.name} <- {table.location}")
     return 0
@@ -346,6 +346,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="catalog (default spark_catalog, the local session's; on Databricks a Unity Catalog catalog)")
     p.add_argument("--schema", required=True, help="schema the tables are registered in")
     p.add_argument("--create-schema", action="store_true", help="create the schema first if it is missing")
+    p.add_argument("--create-missing", action="store_true",
+                   help="create a table the pipeline has not written yet empty at its location, then register it "
+                        "(so a reader by name finds it before the first ingest)")
     p.set_defaults(func=cmd_register_tables)
 
     p = sub.add_parser("route", help="route new landing files into the lakehouse (exactly once)",
