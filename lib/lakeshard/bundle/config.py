@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import glob
 import re
 from collections.abc import Mapping
@@ -113,7 +114,7 @@ class Bundle:
                 decl["default"] = value
         if variables:
             out["variables"] = variables
-        return out
+        return copy.deepcopy(out)  # the caller's to change: nothing in it is shared with the bundle's files
 
     def variable_values(self, target: str) -> dict[str, Any]:
         """Return each variable's value in ``target``; a ``lookup`` variable reads ``<lookup KIND 'NAME'>``."""
