@@ -425,3 +425,96 @@ def test_on_a_databricks_cluster_the_entry_point_returns_its_code_and_leaves_the
     assert failing.returncode == 2  # raised as SystemExit(2): the task fails, its code kept
     assert "returned" not in failing.stdout
     assert failing.stderr == f"error: landing: expected a directory (the landing zone), found the file {a_file}\n"
+
+
+REPO = Path(__file__).resolve().parents[1]  # the repository's own bundle: databricks.yml and bundles/
+
+
+def _plan(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["bundle-plan", "--bundle", str(REPO), *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _block(out: str, header: str) -> list[str]:
+    """Return the lines of the plan's block that starts with ``header``."""
+    lines = out.splitlines()
+    start = lines.index(header)
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i]), len(lines))
+    return lines[start + 1:end]
+
+
+def test_bundle_plan_shows_what_a_development_deploy_creates_and_that_nothing_starts_by_itself(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = _plan(["--target", "dev"], capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[:4] == [
+        "target dev (development), Databricks CLI >= 0.287.0",
+        "  files      /Workspace/Users/<user>/.bundle/lakeshard/dev",
+        "  deployed   by each developer, as themselves (<user>); development mode",
+        "  runs as    the deployer (<user>)"]
+    assert [line for line in out.splitlines() if line and not line.startswith(" ")][1:-1] == [
+        "schema lakeshard: main.dev_<user>_lakeshard_dev", "volume landing: main.dev_<user>_lakeshard_dev.landing",
+        "job ingest: [dev <user>] lakeshard-ingest", "job maintenance: [dev <user>] lakeshard-maintenance",
+        "job generate_traffic: [dev <user>] lakeshard-generate-traffic",
+        "pipeline downstream: [dev <user>] lakeshard-downstream"]
+    assert _block(out, "volume landing: main.dev_<user>_lakeshard_dev.landing") == [
+        "  storage    /Volumes/main/dev_<user>_lakeshard_dev/landing = external storage s3://lakeshard-dev/<user>/landing",
+        "  owner      <user>",
+        "  grants     none managed by the bundle (grants made elsewhere stay)",
+        "  destroy    drops the volume; its files at s3://lakeshard-dev/<user>/landing stay"]
+    ingest = _block(out, "job ingest: [dev <user>] lakeshard-ingest")
+    assert ingest[2].startswith("  starts     file arrival on /Volumes/main/dev_<user>_lakeshard_dev/landing/: PAUSED")
+    assert ingest[2].endswith("a run triggered meanwhile is queued")
+    assert "schedule 0 10 * * * ? UTC: PAUSED" in _block(out, "job maintenance: [dev <user>] lakeshard-maintenance")[2]
+    assert out.endswith("  the lakehouse at s3://lakeshard-dev/<user>/lakehouse: lakeshard's tables are external Delta "
+                        "tables there (the jobs register the user-facing ones by location); a destroy drops their "
+                        "names, never their files\n")
+
+
+def test_bundle_plan_shows_who_deploys_production_what_it_grants_and_that_a_destroy_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = _plan(["--target", "prod"], capsys)
+    assert (code, err) == (0, "")
+    sp = "<lookup service_principal 'lakeshard-prod'>"
+    assert f"  deployed   by {sp} only: root_path is its home folder (workspace admins aside)" in out
+    assert _block(out, "schema lakeshard: main.lakeshard")[2:6] == [
+        "  grants     the object's whole grant list (a deploy revokes any other):",
+        f"             {sp}: USE_SCHEMA, SELECT, MODIFY, CREATE_TABLE, CREATE_MATERIALIZED_VIEW",
+        "             lakeshard-producers: USE_SCHEMA",
+        "             lakeshard-readers: USE_SCHEMA, SELECT"]
+    for header in ("schema lakeshard: main.lakeshard", "volume landing: main.lakeshard.landing",
+                   "pipeline downstream: lakeshard-downstream"):
+        assert _block(out, header)[-1].startswith("  destroy    refused: lifecycle.prevent_destroy"), header
+    assert "file arrival on /Volumes/main/lakeshard/landing/: UNPAUSED" in out
+    assert "generate_traffic" not in out  # a dev-only job
+
+
+def test_bundle_plan_without_a_target_shows_every_target(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _plan([], capsys)
+    assert code == 0
+    assert [line for line in out.splitlines() if line.startswith("target ")] == [
+        "target dev (development), Databricks CLI >= 0.287.0", "target prod (production), Databricks CLI >= 0.287.0"]
+
+
+def test_bundle_plan_of_an_unknown_target_is_one_line_naming_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _plan(["--target", "dev", "--target", "staging"], capsys)
+    assert (code, out) == (2, "")  # nothing printed for dev either: every target is checked first
+    assert err == f"error: {REPO}/databricks.yml: no target 'staging' (known targets: dev, prod)\n"
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (None, "no databricks.yml here (run from the bundle's folder or pass --bundle)"),
+    ("bundle: [name\n", "databricks.yml: not valid YAML: "),
+    ("- a list\n", "databricks.yml: expected a mapping at the top level, found list"),
+])
+def test_bundle_plan_of_a_folder_without_a_readable_bundle_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, expected: str,
+) -> None:
+    if content is not None:
+        (tmp_path / "databricks.yml").write_text(content)
+    assert main(["bundle-plan", "--bundle", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and expected in err and err.count("\n") == 1

@@ -1,6 +1,8 @@
 """Offline checks of a Databricks asset bundle (``databricks.yml`` + its ``include`` files), no workspace needed.
 
-* ``databricks.yml`` against a strict schema of the keys lakeshard uses (unknown keys are errors);
+* the merged configuration of every target against the official bundle JSON schema of the CLI version the bundle
+  declares (``bundle.databricks_cli_version: ">= X.Y.Z"``; ``schema/jsonschema-vX.Y.Z.json``, source in
+  ``schema/README.md``), and the top-level keys that schema lists (it admits others; the CLI only warns);
 * every resource against the ``databricks-bundles`` typed models (``Job.from_dict`` rejects unknown fields);
 * every notebook or file a resource names exists, relative to the YAML file that names it, and a
   ``notebook_path`` is a notebook (an ``.ipynb`` nbformat reads, or a ``# Databricks notebook source`` file);
@@ -24,7 +26,14 @@
   pick up a stale wheel);
 * ``prod`` runs as a service principal that holds ``USE_SCHEMA`` on every schema and ``READ_VOLUME`` and
   ``WRITE_VOLUME`` on every volume the bundle declares (bundle ``grants``), keeps its ``root_path`` out of
-  ``/Workspace/Shared`` (every workspace user may edit there) and gives the ``users`` group ``CAN_VIEW`` only.
+  ``/Workspace/Shared`` (every workspace user may edit there) and gives the ``users`` group ``CAN_VIEW`` only;
+* what the schema cannot say (:data:`RULES`, on the merged configuration of each target): the CLI pinned at or
+  above the first release of every feature used; development triggers and schedules left for development mode to
+  pause; each developer's storage their own, no two storage locations overlapping; production's grants covering
+  every role (producers, readers), since bundle grants replace all others; the pipeline's run-as principal
+  holding what its datasets need (``CREATE_MATERIALIZED_VIEW`` for a materialized view); external volumes, and in
+  production ``lifecycle.prevent_destroy`` on what holds data; the tables a pipeline reads by name created before
+  its first update (``register-tables --create-missing``); triggered and scheduled runs queued.
 
 :func:`check_bundle` returns the problems as ``"<file>: <where>: <what>"`` lines (empty = valid).
 """
@@ -35,6 +44,7 @@ import ast
 import functools
 import glob
 import inspect
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,10 +58,13 @@ from databricks.bundles.pipelines import Pipeline
 from databricks.bundles.schemas import Schema
 from databricks.bundles.volumes import Volume
 
+from lakeshard.bundle import Bundle, BundleError, load_bundle, merge, substitute
+
 VAR = re.compile(r"\$\{var\.([A-Za-z_][\w-]*)")
 VAR_REF = re.compile(r"\$\{var\.([A-Za-z_][\w-]*)\}")
 RESOURCE_REF = re.compile(r"\$\{resources\.([A-Za-z_]+)\.([A-Za-z_][\w-]*)")
-PERSONAL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|/Users/(?!\$\{var\.service_principal\})|\$\{workspace\.current_user")
+PERSONAL_NAME = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|/Users/(?!\$\{var\.service_principal\})")
+PERSONAL = re.compile(PERSONAL_NAME.pattern + r"|\$\{workspace\.current_user")
 RESOURCE_MODELS: dict[str, Any] = {"jobs": Job, "pipelines": Pipeline, "schemas": Schema, "volumes": Volume}
 FILE_KEYS = {"notebook_path", "python_file", "whl", "path", "include"}  # include: a pipeline's source glob
 # Task types the Jobs API gives a serverless environment (``environment_key``): Python wheel, Python script, dbt.
@@ -61,48 +74,6 @@ RUN_AS_SCHEMA_PRIVILEGES = {"USE_SCHEMA"}
 RUN_AS_VOLUME_PRIVILEGES = {"READ_VOLUME", "WRITE_VOLUME"}
 SHARED_ROOT = re.compile(r"^(/Workspace)?/Shared(/|$)")
 MINIMUM_DOC = re.compile(r"minimum allowed value is (\d+)", re.IGNORECASE)
-
-_STRING_MAP = {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}
-_PERMISSION = {"type": "object", "additionalProperties": False, "required": ["level"],
-               "properties": {"level": {"enum": ["CAN_VIEW", "CAN_RUN", "CAN_MANAGE"]},
-                              "group_name": {"type": "string"}, "service_principal_name": {"type": "string"},
-                              "user_name": {"type": "string"}}}
-_WORKSPACE = {"type": "object", "additionalProperties": False,
-              "properties": {k: {"type": "string"} for k in ("host", "profile", "root_path", "file_path",
-                                                              "artifact_path", "state_path")}}
-_TARGET = {"type": "object", "additionalProperties": False, "properties": {
-    "mode": {"enum": ["development", "production"]}, "default": {"type": "boolean"},
-    "workspace": _WORKSPACE, "permissions": {"type": "array", "items": _PERMISSION},
-    "variables": {"type": "object", "additionalProperties": {"anyOf": [
-        {"type": ["string", "number", "boolean"]},
-        {"type": "object", "additionalProperties": False, "required": ["lookup"], "properties": {
-            "lookup": {"type": "object", "minProperties": 1, "maxProperties": 1}}}]}},
-    "run_as": {"type": "object"}, "presets": {"type": "object"},
-    "resources": {"type": "object"}}}
-ROOT_SCHEMA = {
-    "type": "object", "additionalProperties": False, "required": ["bundle", "targets"],
-    "properties": {
-        "bundle": {"type": "object", "additionalProperties": False, "required": ["name"],
-                   "properties": {"name": {"type": "string", "minLength": 1},
-                                  "databricks_cli_version": {"type": "string"}, "uuid": {"type": "string"}}},
-        "include": {"type": "array", "items": {"type": "string"}},
-        "variables": {"type": "object", "additionalProperties": {
-            "type": "object", "additionalProperties": False, "required": ["description"],
-            "properties": {"description": {"type": "string", "minLength": 1},
-                           "default": {"type": ["string", "number", "boolean"]}, "type": {"enum": ["complex"]},
-                           "lookup": {"type": "object"}}}},
-        "targets": {"type": "object", "minProperties": 1, "additionalProperties": _TARGET},
-        "artifacts": {"type": "object", "additionalProperties": {
-            "type": "object", "additionalProperties": False, "required": ["type", "build"],
-            "properties": {"type": {"enum": ["whl"]}, "build": {"type": "string"}, "path": {"type": "string"},
-                           "dynamic_version": {"type": "boolean"}}}},
-        "workspace": _WORKSPACE,
-        "permissions": {"type": "array", "items": _PERMISSION},
-        "resources": {"type": "object"},
-        "sync": {"type": "object"},
-    },
-}
-
 
 def _load(path: Path) -> Any:
     with path.open(encoding="utf-8") as f:
@@ -168,12 +139,17 @@ def _check_paths(yml: Path, root: Path, doc: Any, wheel_dirs: set[Path], rel: st
 
 
 def _resource_sections(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield (where, resources mapping) of a file: its ``resources`` and each ``targets.<t>.resources``."""
-    if isinstance(doc.get("resources"), dict):
-        yield "resources", doc["resources"]
+    """Yield (where, resources mapping) of a file: its ``resources``, and each ``targets.<t>.resources`` with every
+    resource it names merged over the file's own declaration of it (a target may give only some fields)."""
+    base = doc.get("resources") if isinstance(doc.get("resources"), dict) else {}
+    if base:
+        yield "resources", base
     for target, t in (doc.get("targets") or {}).items():
-        if isinstance((t or {}).get("resources"), dict):
-            yield f"targets.{target}.resources", t["resources"]
+        over = (t or {}).get("resources")
+        if isinstance(over, dict):
+            yield f"targets.{target}.resources", {
+                kind: {name: merge((base.get(kind) or {}).get(name), spec) for name, spec in (items or {}).items()}
+                for kind, items in over.items()}
 
 
 def _check_resources(yml: Path, doc: Any, rel: str) -> list[str]:
@@ -306,29 +282,6 @@ def model_minimums() -> dict[str, tuple[int, str]]:
     return out
 
 
-def _merge(base: Any, over: Any) -> Any:
-    """Return ``over`` merged into ``base`` as a target override merges into the bundle (mappings key by key)."""
-    if isinstance(base, dict) and isinstance(over, dict):
-        return {**base, **{k: _merge(base.get(k), v) for k, v in over.items()}}
-    if isinstance(base, list) and isinstance(over, list):
-        return base + over
-    return over
-
-
-def _substitute(node: Any, values: dict[str, Any]) -> Any:
-    """Return ``node`` with each ``${var.X}`` replaced by its value (a whole-string reference keeps the type)."""
-    if isinstance(node, dict):
-        return {k: _substitute(v, values) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_substitute(v, values) for v in node]
-    if isinstance(node, str):
-        whole = VAR_REF.fullmatch(node)
-        if whole and whole.group(1) in values:
-            return values[whole.group(1)]
-        return VAR_REF.sub(lambda m: str(values.get(m.group(1), m.group(0))), node)
-    return node
-
-
 def target_resources(trees: list[tuple[str, Any]], target: str) -> list[tuple[str, dict[str, Any]]]:
     """Return (file, resources) as ``target`` deploys them: target-only resources merged in, variables resolved."""
     root = dict(trees[0][1])
@@ -340,7 +293,7 @@ def target_resources(trees: list[tuple[str, Any]], target: str) -> list[tuple[st
         if not isinstance(tree, dict):
             continue
         over = (((tree.get("targets") or {}).get(target) or {}).get("resources")) or {}
-        out.append((rel, _substitute(_merge(tree.get("resources") or {}, over), variables)))
+        out.append((rel, substitute(merge(tree.get("resources") or {}, over), variables)))
     return out
 
 
@@ -497,9 +450,9 @@ def _check_prod(doc: dict[str, Any], trees: list[tuple[str, Any]]) -> list[str]:
         if not isinstance(tree, dict):
             continue
         over = (((tree.get("targets") or {}).get("prod") or {}).get("resources")) or {}
-        for kind, items in _merge(tree.get("resources") or {}, over).items():
+        for kind, items in merge(tree.get("resources") or {}, over).items():
             for name, spec in (items or {}).items():
-                merged[f"{kind}.{name}"] = _merge(merged.get(f"{kind}.{name}") or {}, spec or {})
+                merged[f"{kind}.{name}"] = merge(merged.get(f"{kind}.{name}") or {}, spec or {})
     for key, spec in sorted(merged.items()):
         kind = key.split(".")[0]
         if kind in wanted and (missing := wanted[kind] - _granted(spec, principal)):
@@ -512,11 +465,9 @@ def check_bundle(root: Path) -> list[str]:
     """Return every problem of the bundle rooted at ``root`` (its ``databricks.yml``), as readable lines."""
     root = root.resolve()
     doc = _load(root / "databricks.yml")
-    validator = jsonschema.Draft202012Validator(ROOT_SCHEMA)
-    problems = [f"databricks.yml: {'.'.join(map(str, e.absolute_path)) or 'top level'}: {e.message}"
-                for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.path)))]
     if not isinstance(doc, dict):
-        return problems
+        return [f"databricks.yml: top level: expected a mapping, found {type(doc).__name__}"]
+    problems = _check_top_level(doc)
     problems += _check_targets(doc)
     declared = set(doc.get("variables") or {})
     wheel_dirs = _wheel_dirs(root, doc)
@@ -537,7 +488,16 @@ def check_bundle(root: Path) -> list[str]:
         problems += _check_minimums(target, target_resources(trees, target))
     problems += _check_prod(doc, trees)
     problems += _check_downstream(trees)
+    try:
+        bundle = load_bundle(root)
+    except BundleError as exc:
+        problems.append(str(exc))
+    else:
+        problems += check_official_schema(bundle)
+        for rule in RULES:
+            problems += rule(bundle)
     resources = _declared_resources(trees)
+    development = {name for name, t in (doc.get("targets") or {}).items() if (t or {}).get("mode") == "development"}
     for rel, tree in trees:
         for where, _key, value in _strings(tree):
             problems += [f"{rel}: {where}: ${{var.{v}}} is not declared under variables in databricks.yml"
@@ -547,9 +507,328 @@ def check_bundle(root: Path) -> list[str]:
             if value.startswith("/Volumes/") and "${resources.volumes." not in value:
                 problems.append(f"{rel}: {where}: {value!r} spells out a volume path; build it from a volume "
                                 "resource (${resources.volumes.<name>...}) so the volume is declared")
-            if PERSONAL.search(value):
+            # A development target's paths name whoever deploys (each developer their own); nowhere else.
+            per_user = rel == "databricks.yml" and any(where.startswith(f"targets.{d}.variables.") for d in development)
+            if (PERSONAL_NAME if per_user else PERSONAL).search(value):
                 problems.append(f"{rel}: {where}: {value!r} names a person; use groups and shared paths")
     return problems
+
+
+# --- The official schema of the pinned CLI ------------------------------------------------------------------------
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
+CLI_VERSION = re.compile(r"^>=\s*v?(\d+\.\d+\.\d+)$")
+
+
+def declared_cli_version(bundle: Bundle) -> str | None:
+    """Return the oldest CLI version ``bundle.databricks_cli_version`` admits (``">= 0.287.0"`` → ``"0.287.0"``), or
+    None when the bundle pins none or pins it otherwise than ``>= X.Y.Z``."""
+    m = CLI_VERSION.match(str((bundle.config.get("bundle") or {}).get("databricks_cli_version") or "").strip())
+    return m.group(1) if m else None
+
+
+@functools.cache
+def official_schema(version: str) -> dict[str, Any]:
+    """Return the bundle JSON schema of Databricks CLI ``version`` kept in ``schema/`` (``schema/README.md`` names
+    its source)."""
+    path = SCHEMA_DIR / f"jsonschema-v{version}.json"
+    schema: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return schema
+
+
+def _deepest(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """Return the innermost error under ``error``: a value that is neither the mapping the schema describes nor a
+    ``${var.*}`` reference fails both branches of a ``oneOf``, and the mapping's branch says what is wrong."""
+    best = error
+    for sub in error.context or []:
+        inner = _deepest(sub)
+        deeper = len(inner.absolute_path) > len(best.absolute_path)
+        same = len(inner.absolute_path) == len(best.absolute_path)
+        if deeper or (same and best.validator in ("oneOf", "anyOf")
+                      and inner.validator not in ("oneOf", "anyOf", "type", "pattern")):
+            best = inner
+    return best
+
+
+def check_official_schema(bundle: Bundle) -> list[str]:
+    """Return how each target's merged configuration breaks the official JSON schema of the CLI version the bundle
+    declares (``bundle.databricks_cli_version: ">= X.Y.Z"``, schema kept as ``schema/jsonschema-vX.Y.Z.json``)."""
+    version = declared_cli_version(bundle)
+    if version is None:
+        return []  # check_cli_version says so
+    if not (SCHEMA_DIR / f"jsonschema-v{version}.json").is_file():
+        return [f"databricks.yml: bundle.databricks_cli_version: the bundle declares >= {version}, and "
+                f"tests/bundles/schema holds no jsonschema-v{version}.json (that CLI's bundle/schema/jsonschema.json)"]
+    validator = jsonschema.Draft202012Validator(official_schema(version))
+    problems = []
+    for target in bundle.targets:
+        for error in validator.iter_errors(bundle.merged(target)):
+            inner = _deepest(error)
+            where = ".".join(map(str, inner.absolute_path)) or "top level"
+            problems.append(f"target {target} (merged): {where}: {inner.message} (CLI v{version} schema)")
+    return problems
+
+
+def _check_top_level(doc: dict[str, Any]) -> list[str]:
+    """Return the problems the official schema lets through: unknown top-level keys (it admits any, the CLI warns),
+    variables without a description."""
+    version = CLI_VERSION.match(str((doc.get("bundle") or {}).get("databricks_cli_version") or "").strip())
+    known = set(official_schema(version.group(1))["properties"]) if version and \
+        (SCHEMA_DIR / f"jsonschema-v{version.group(1)}.json").is_file() else set()
+    problems = [f"databricks.yml: top level: Additional properties are not allowed ({k!r} was unexpected)"
+                for k in doc if known and k not in known]
+    problems += [f"databricks.yml: variables.{name}: 'description' is a required property"
+                 for name, spec in (doc.get("variables") or {}).items() if not (spec or {}).get("description")]
+    return problems
+
+
+# --- What the schema cannot say -------------------------------------------------------------------------------------
+
+def _targets(bundle: Bundle, mode: str) -> list[str]:
+    return [t for t in bundle.targets if bundle.mode(t) == mode]
+
+
+def _resources(config: dict[str, Any], kind: str) -> dict[str, Any]:
+    items: dict[str, Any] = (config.get("resources") or {}).get(kind) or {}
+    return items
+
+
+def check_dev_triggers(bundle: Bundle) -> list[str]:
+    """Development mode pauses a job's trigger, schedule or continuous run only when it gives no ``pause_status``
+    (the CLI's ApplyPresets): an explicit ``UNPAUSED`` arms it on every developer's deploy."""
+    problems = []
+    for target in _targets(bundle, "development"):
+        for name, job in _resources(bundle.merged(target), "jobs").items():
+            for key in ("trigger", "schedule", "continuous"):
+                status = ((job or {}).get(key) or {}).get("pause_status")
+                if status not in (None, "", "PAUSED"):
+                    problems.append(f"target {target}: resources.jobs.{name}.{key}.pause_status: {status!r} in a "
+                                    "development target runs on every developer's deploy (development mode pauses only "
+                                    "what gives no pause_status); set it in the production target only")
+    return problems
+
+
+URI = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+CURRENT_USER = re.compile(r"\$\{workspace\.current_user\.(?:short_name|userName|domain_friendly_name)\}")
+
+
+def _storage(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """Return (where, URI) of every storage location a configuration names: the jobs' URI parameters (the lakehouse),
+    the volumes' and schemas' storage."""
+    out = []
+    for name, job in _resources(config, "jobs").items():
+        for i, param in enumerate((job or {}).get("parameters") or []):
+            if URI.match(str((param or {}).get("default", ""))):
+                out.append((f"resources.jobs.{name}.parameters[{i}]", str(param["default"])))
+    for kind, key in (("volumes", "storage_location"), ("schemas", "storage_root")):
+        for name, spec in _resources(config, kind).items():
+            if (spec or {}).get(key):
+                out.append((f"resources.{kind}.{name}.{key}", str(spec[key])))
+    return out
+
+
+def check_storage(bundle: Bundle) -> list[str]:
+    """Each developer's storage is their own (the dev schema is per user; Unity Catalog refuses overlapping external
+    tables and volumes), and no two storage locations of a target overlap (the landing volume's files are not the
+    lakehouse's tables)."""
+    problems = []
+    for target in bundle.targets:
+        config = substitute(bundle.merged(target), bundle.variable_values(target))
+        places = _storage(config)
+        if bundle.mode(target) == "development":
+            problems += [f"target {target}: {where}: {uri!r} is one path for every developer; include "
+                         "${workspace.current_user.short_name} so that two developers' data never overlap"
+                         for where, uri in places if not CURRENT_USER.search(uri)]
+        uris = sorted({uri.rstrip("/") for _, uri in places})
+        problems += [f"target {target}: {a!r} lies inside {b!r}: Unity Catalog refuses overlapping storage"
+                     for a in uris for b in uris if a != b and a.startswith(b + "/")]
+    return problems
+
+
+# Who needs what on the objects the bundle grants on (the variables naming them, docs/databricks.md): bundle grants
+# are an object's whole grant list, so a grant these roles need and the bundle lacks is revoked at every deploy.
+ROLE_GRANTS: dict[str, dict[str, set[str]]] = {
+    "schemas": {"producers": {"USE_SCHEMA"}, "readers": {"USE_SCHEMA", "SELECT"}},
+    "volumes": {"producers": {"READ_VOLUME", "WRITE_VOLUME"}},
+}
+
+
+def check_role_grants(bundle: Bundle) -> list[str]:
+    """In production every role's grants are in the bundle (variables ``producers``, ``readers``)."""
+    problems = []
+    declared = set(bundle.config.get("variables") or {})
+    for target in _targets(bundle, "production"):
+        config = bundle.merged(target)
+        for kind, roles in ROLE_GRANTS.items():
+            for name, spec in _resources(config, kind).items():
+                for role, wanted in sorted(roles.items()):
+                    if role not in declared:
+                        problems.append(f"databricks.yml: variables: {role!r} is not declared; the bundle grants "
+                                        f"it {sorted(wanted)} on resources.{kind}.{name}")
+                        continue
+                    if missing := wanted - _granted(spec, f"${{var.{role}}}"):
+                        problems.append(f"target {target}: resources.{kind}.{name}: grants give ${{var.{role}}} no "
+                                        f"{sorted(missing)}; bundle grants replace every other grant on the object, "
+                                        "so one made in SQL is revoked at the next deploy: declare it in the bundle")
+    return problems
+
+
+DATASET_PRIVILEGES = {  # what a pipeline's run-as principal needs on its schema to create each kind of dataset
+    "CREATE_MATERIALIZED_VIEW": re.compile(r"\b(?:dp|dlt)\.(?:materialized_view|create_materialized_view)\b"),
+    "CREATE_TABLE": re.compile(r"\b(?:dp|dlt)\.(?:table|create_streaming_table|streaming_table)\b"),
+}
+SCHEMA_REF = re.compile(r"^\$\{resources\.schemas\.([A-Za-z_][\w-]*)\.name\}$")
+
+
+def _pipeline_sources(bundle: Bundle, name: str) -> list[Path]:
+    """Return the source files of pipeline ``name``, found from the file that declares it (paths are relative)."""
+    out: list[Path] = []
+    for file in bundle.files:
+        spec = ((file.doc.get("resources") or {}).get("pipelines") or {}).get(name) or {}
+        for library in spec.get("libraries") or []:
+            for kind in ("glob", "file", "notebook"):
+                pattern = str(((library or {}).get(kind) or {}).get("include" if kind == "glob" else "path") or "")
+                if pattern:
+                    base = (bundle.root / file.path).parent
+                    found = sorted(glob.glob(str(base / pattern), recursive=True))
+                    out += [Path(p) for p in found if Path(p).is_file()]
+    return out
+
+
+def check_pipeline_privileges(bundle: Bundle) -> list[str]:
+    """In production the run-as principal holds, on each pipeline's schema, what creating its datasets needs:
+    CREATE_TABLE for streaming tables and the event log table, CREATE_MATERIALIZED_VIEW for materialized views."""
+    problems = []
+    for target in _targets(bundle, "production"):
+        config = bundle.merged(target)
+        principal = (config.get("run_as") or {}).get("service_principal_name")
+        if not principal:
+            continue
+        for name, pipeline in _resources(config, "pipelines").items():
+            ref = SCHEMA_REF.match(str((pipeline or {}).get("schema", "")))
+            if not ref:
+                problems.append(f"target {target}: resources.pipelines.{name}.schema: name a schema of the bundle "
+                                "(${resources.schemas.<name>.name}) so its grants can be checked")
+                continue
+            needed = {"USE_SCHEMA"} | ({"CREATE_TABLE"} if (pipeline or {}).get("event_log") else set())
+            sources = [p.resolve() for p in _pipeline_sources(bundle, name)]
+            text = "\n".join(p.read_text(encoding="utf-8") for p in sources)
+            needed |= {privilege for privilege, pattern in DATASET_PRIVILEGES.items() if pattern.search(text)}
+            schema = _resources(config, "schemas").get(ref.group(1)) or {}
+            if missing := needed - _granted(schema, principal):
+                problems.append(f"target {target}: resources.schemas.{ref.group(1)}: the run_as principal {principal} "
+                                f"lacks {sorted(missing)}, which pipeline {name} needs to create its datasets "
+                                f"({', '.join(str(p.relative_to(bundle.root)) for p in sources)})")
+    return problems
+
+
+def check_destroy_protection(bundle: Bundle) -> list[str]:
+    """Data the bundle does not own outlives it: every volume is external (a managed volume's files are deleted with
+    it), and in production the schema, the volumes and the pipelines refuse a destroy (``lifecycle.prevent_destroy``;
+    the CLI drops a schema with everything in it)."""
+    problems = []
+    for target in bundle.targets:
+        config = bundle.merged(target)
+        for name, spec in _resources(config, "volumes").items():
+            external = str((spec or {}).get("volume_type", "MANAGED")).upper() == "EXTERNAL"
+            if not external or not (spec or {}).get("storage_location"):
+                problems.append(f"target {target}: resources.volumes.{name}: a managed volume's files are deleted with "
+                                "it (bundle destroy, a renamed catalog, schema or resource key); make it EXTERNAL "
+                                "with a storage_location")
+        if bundle.mode(target) != "production":
+            continue
+        for kind in ("schemas", "volumes", "pipelines"):
+            for name, spec in _resources(config, kind).items():
+                if ((spec or {}).get("lifecycle") or {}).get("prevent_destroy") is not True:
+                    problems.append(f"target {target}: resources.{kind}.{name}: no lifecycle.prevent_destroy: true; "
+                                    "bundle destroy (or a deploy that recreates it) would drop it and what it holds")
+    return problems
+
+
+def check_first_run(bundle: Bundle) -> list[str]:
+    """A job that starts a pipeline after registering the tables creates the missing ones empty (``register-tables
+    --create-missing``): the pipeline reads them by name, and on a fresh deploy no ingest has written them yet."""
+    problems = []
+    for target in bundle.targets:
+        for name, job in _resources(bundle.merged(target), "jobs").items():
+            tasks = (job or {}).get("tasks") or []
+            by_key = {t.get("task_key"): t for t in tasks}
+            for task in tasks:
+                if "pipeline_task" not in task:
+                    continue
+                upstream = [by_key[k] for k in _upstream(tasks, str(task.get("task_key"))) if k in by_key]
+                registers = [t for t in upstream if ((t.get("python_wheel_task") or {}).get("parameters")
+                                                     or [None])[0] == "register-tables"]
+                if not registers:
+                    problems.append(f"target {target}: resources.jobs.{name}.{task.get('task_key')}: the pipeline "
+                                    "reads tables by name; a register-tables task must run before it")
+                for reg in registers:
+                    if "--create-missing" not in (reg.get("python_wheel_task") or {}).get("parameters"):
+                        problems.append(f"target {target}: resources.jobs.{name}.{reg.get('task_key')}: pass "
+                                        f"--create-missing: {task.get('task_key')} reads the tables by name, and "
+                                        "after a fresh deploy they exist only once an ingest has written them")
+    return problems
+
+
+def check_queue(bundle: Bundle) -> list[str]:
+    """A job started by a trigger or a schedule queues the runs that come while it runs (otherwise the Jobs API skips
+    them: files that arrive during an ingest would wait for the next arrival)."""
+    problems = []
+    for target in bundle.targets:
+        for name, job in _resources(bundle.merged(target), "jobs").items():
+            started = (job or {}).get("trigger") or (job or {}).get("schedule")
+            if started and not ((job or {}).get("queue") or {}).get("enabled"):
+                problems.append(f"target {target}: resources.jobs.{name}: a run triggered while "
+                                f"max_concurrent_runs ({job.get('max_concurrent_runs', 1)}) runs are active is "
+                                "skipped; set queue.enabled: true")
+    return problems
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split("."))
+
+
+def _uses_prevent_destroy(config: dict[str, Any]) -> bool:
+    return any(((spec or {}).get("lifecycle") or {}).get("prevent_destroy")
+               for items in (config.get("resources") or {}).values() for spec in (items or {}).values())
+
+
+def _grants_materialized_views(config: dict[str, Any]) -> bool:
+    return any("CREATE_MATERIALIZED_VIEW" in ((g or {}).get("privileges") or [])
+               for spec in _resources(config, "schemas").values() for g in (spec or {}).get("grants") or [])
+
+
+# The first CLI release with each feature the bundle may use (the CLI's CHANGELOG.md and its bundle schema).
+CLI_FEATURES: list[tuple[str, str, Any]] = [
+    ("0.245.0", "artifacts with dynamic_version",
+     lambda c: any((a or {}).get("dynamic_version") for a in (c.get("artifacts") or {}).values())),
+    ("0.267.0", "pipelines running as the target's run_as",
+     lambda c: bool(c.get("run_as")) and bool(_resources(c, "pipelines"))),
+    ("0.269.0", "lifecycle.prevent_destroy (in the schema since v0.268.0, checked on every resource since v0.269.0)",
+     _uses_prevent_destroy),
+    ("0.287.0", "CREATE_MATERIALIZED_VIEW among schema grant privileges", _grants_materialized_views),
+]
+
+
+def check_cli_version(bundle: Bundle) -> list[str]:
+    """The bundle pins the CLI (``bundle.databricks_cli_version: ">= X.Y.Z"``) at or above the first release of every
+    feature it uses, so an older CLI refuses to deploy it instead of deploying something else."""
+    declared = declared_cli_version(bundle)
+    if declared is None:
+        found = (bundle.config.get("bundle") or {}).get("databricks_cli_version")
+        return [f"databricks.yml: bundle.databricks_cli_version: pin the oldest CLI that deploys this bundle as "
+                f"'>= X.Y.Z', found {found!r}"]
+    problems = []
+    for first, feature, used in CLI_FEATURES:
+        targets = [t for t in bundle.targets if used(bundle.merged(t))]
+        if targets and _version(declared) < _version(first):
+            problems.append(f"databricks.yml: bundle.databricks_cli_version: '>= {declared}' admits CLIs without "
+                            f"{feature} (first in v{first}; used by target {', '.join(targets)})")
+    return problems
+
+
+RULES = [check_cli_version, check_dev_triggers, check_storage, check_role_grants, check_pipeline_privileges,
+         check_destroy_protection, check_first_run, check_queue]
 
 
 def job_mismatches(root: Path, jobs: dict[str, list[tuple[str, list[str], str]]]) -> list[str]:

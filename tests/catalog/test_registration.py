@@ -15,7 +15,7 @@ from lakeshard.catalog import LOCAL_CATALOG, register_tables, registration_sql
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import ConfigError
 from lakeshard.synth import read_manifest
-from lakeshard.tables import EVENTS, USER_TABLES
+from lakeshard.tables import BUCKETS, EVENTS, USER_TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,3 +92,37 @@ def test_the_command_without_deltas_jars_says_so_in_one_line(small_lakehouse: Pa
     assert done.returncode == 2
     assert "has no Delta data source" in done.stderr and "make env" in done.stderr
     assert "at org.apache" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.delta_jvm
+@pytest.mark.usefixtures("native_store")  # registering needs Delta's catalog on the session
+def test_tables_created_empty_before_the_first_ingest_are_the_ones_ingest_then_writes(
+    spark: SparkSession, store: TableStore, tmp_path: Path,
+) -> None:
+    # What the maintenance job's first run does on a fresh deploy: the downstream pipeline reads events and buckets
+    # by name, so register-tables --create-missing makes them before any ingest has run.
+    lakehouse = tmp_path / "lh"
+    done = register_tables(spark, LOCAL_CATALOG, "first_run", str(lakehouse), store=store, create_schema=True,
+                           create_missing=True)
+    assert [(r.name, r.status) for r in done] == [(f"`{LOCAL_CATALOG}`.`first_run`.`{t}`", "created_empty")
+                                                   for t in USER_TABLES]
+    for table in (EVENTS, BUCKETS):
+        assert spark.sql(f"SELECT count(*) FROM {LOCAL_CATALOG}.first_run.{table}").first()[0] == 0
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "a.jsonl").write_text("".join(
+        f'{{"tenant_id": "t", "event_id": "e/{i}", "ts": "2026-11-26T10:0{i}:00Z"}}\n' for i in range(3)))
+    ingest = _cli(tmp_path, "ingest", "--lakehouse", str(lakehouse), "--landing", str(tmp_path / "landing"))
+    assert ingest.returncode == 0, ingest.stderr  # the writer keeps the table it finds: the same shape
+    spark.sql(f"REFRESH TABLE {LOCAL_CATALOG}.first_run.events")
+    assert spark.sql(f"SELECT count(*) FROM {LOCAL_CATALOG}.first_run.events").first()[0] == 3
+    again = register_tables(spark, LOCAL_CATALOG, "first_run", str(lakehouse), store=store, create_missing=True)
+    assert {r.status for r in again} == {"present"}
+
+
+def test_only_the_user_facing_tables_can_be_created_empty(
+    spark: SparkSession, store: TableStore, tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigError, match=r"cannot create `spark_catalog`.`s`.`placements` empty: 'placements' is "
+                                          r"not a user-facing table \(known: events, quarantine, buckets, "):
+        register_tables(spark, LOCAL_CATALOG, "s", str(tmp_path), store=store, tables=["placements"],
+                        create_missing=True)

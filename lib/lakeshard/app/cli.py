@@ -1,5 +1,5 @@
 """The ``lakeshard`` command line: ``doctor``, ``generate``, ``route``, ``ingest``, ``fsck``, ``demo``, ``autoshard``,
-``balance``, ``exclude``, ``register-tables``, ``pipeline run|events|graph``.
+``balance``, ``exclude``, ``register-tables``, ``pipeline run|events|graph``, ``bundle-plan``.
 
 Every command takes ``--lakehouse PATH`` (default ``./lakehouse`` or ``$LAKESHARD_LAKEHOUSE``) and,
 where it reads input, ``--landing PATH`` (default ``./landing`` or ``$LAKESHARD_LANDING``).
@@ -308,7 +308,7 @@ def cmd_register_tables(args: argparse.Namespace) -> int:
         cfg = config_from_args(args, spark={"jars": jars})
     spark = get_spark(cfg)
     done = register_tables(spark, args.catalog, args.schema, cfg.lakehouse, store=open_store(spark, cfg),
-                           create_schema=args.create_schema)
+                           create_schema=args.create_schema, create_missing=args.create_missing)
     for table in done:
         print(f"{table.status:<8} {table.name} <- {table.location}")
     return 0
@@ -377,6 +377,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="catalog (default spark_catalog, the local session's; on Databricks a Unity Catalog catalog)")
     p.add_argument("--schema", required=True, help="schema the tables are registered in")
     p.add_argument("--create-schema", action="store_true", help="create the schema first if it is missing")
+    p.add_argument("--create-missing", action="store_true",
+                   help="create a table the pipeline has not written yet empty at its location, then register it "
+                        "(so a reader by name finds it before the first ingest)")
     p.set_defaults(func=cmd_register_tables)
 
     p = sub.add_parser("route", help="route new landing files into the lakehouse (exactly once)",
@@ -402,6 +405,7 @@ def _parser() -> argparse.ArgumentParser:
 
     from lakeshard.app.commands.balancing import add_commands as add_balancing_commands
     from lakeshard.app.commands.buckets import add_commands as add_buckets_commands
+    from lakeshard.app.commands.bundle import add_commands as add_bundle_commands
     from lakeshard.app.commands.compaction import add_commands as add_compaction_commands
     from lakeshard.app.commands.pipelines import add_commands as add_pipeline_commands
     from lakeshard.app.commands.repair import add_commands as add_repair_commands
@@ -414,6 +418,7 @@ def _parser() -> argparse.ArgumentParser:
     add_buckets_commands(sub, common, run_flow=run_flow)
     add_pipeline_commands(sub, common)
     add_repair_commands(sub, common)
+    add_bundle_commands(sub)
     return parser
 
 

@@ -41,7 +41,7 @@ from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.tables import BUCKETS, COMPLETIONIST_APP_ID, EVENTS, LANDING_BATCHES, ROUTED, hour_of, writer_app_id
-from lakeshard.tables.schemas import BUCKETS_SCHEMA
+from lakeshard.tables.schemas import BUCKETS_SCHEMA, USER_TABLE_SHAPES
 from lakeshard.utc import as_utc, aware
 from lakeshard.versions.chunks import rows_in
 
@@ -98,7 +98,8 @@ class CompletionReport:
 
 def ensure_buckets(store: TableStore, buckets_uri: str) -> None:
     """Create the ``buckets`` table at ``buckets_uri`` if missing."""
-    store.create(buckets_uri, BUCKETS_SCHEMA, description="state of each (tenant, hour) bucket of events")
+    shape = USER_TABLE_SHAPES[BUCKETS]
+    store.create(buckets_uri, shape.schema, description=shape.description)
 
 
 def closed_table(store: TableStore, buckets_uri: str) -> pa.Table:

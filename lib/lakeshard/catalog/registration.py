@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from lakeshard.errors import ConfigError, EnvironmentProblem
-from lakeshard.tables import USER_TABLES
+from lakeshard.tables import USER_TABLE_SHAPES, USER_TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,7 +25,7 @@ __all__ = ["LOCAL_CATALOG", "RegisteredTable", "quote_identifier", "register_tab
 
 LOCAL_CATALOG = "spark_catalog"  # Spark's session catalog: what a local session registers tables in
 
-Status = Literal["created", "present", "missing"]
+Status = Literal["created", "created_empty", "present", "missing"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,9 @@ class RegisteredTable:
 
     name: str  # fully qualified, quoted: `catalog`.`schema`.`table`
     location: str  # the Delta table's URI, <lakehouse>/<table>
-    status: Status  # created now, already in the catalog, or no Delta table at the location yet
+    # registered now, created empty at its location and registered now, already in the catalog, or no Delta table
+    # at the location yet (and not asked to create it)
+    status: Status
 
 
 def quote_identifier(name: str, what: str) -> str:
@@ -71,13 +73,17 @@ def register_tables(
     store: TableStore,
     tables: Sequence[str] = USER_TABLES,
     create_schema: bool = False,
+    create_missing: bool = False,
 ) -> list[RegisteredTable]:
     """Return what registering each of ``tables`` of ``lakehouse`` in ``catalog.schema`` did.
 
     Each table that exists as a Delta table at ``<lakehouse>/<table>`` is registered with
     ``CREATE TABLE IF NOT EXISTS ... USING DELTA LOCATION`` (:func:`registration_sql`), so running it after every
-    job is cheap and changes nothing once done; a table the pipeline has not created yet is reported
-    ``missing`` and registered by a later run.
+    job is cheap and changes nothing once done. A table the pipeline has not created yet is reported ``missing``
+    and registered by a later run, or, with ``create_missing``, created empty at its location first, with the
+    schema, partitioning and description its owner creates it with (:data:`lakeshard.tables.USER_TABLE_SHAPES`),
+    so that whatever reads it by name (the downstream pipeline) finds it before the first ingest. The owner's own
+    ``create`` later finds the same table and keeps it.
 
     Args:
         spark: the session; on Databricks its catalog is Unity Catalog, locally the session catalog
@@ -89,6 +95,7 @@ def register_tables(
         store: the TableStore that says whether a table exists yet.
         tables: the tables to register (default: the user-facing ones, :data:`lakeshard.tables.USER_TABLES`).
         create_schema: create ``schema`` first if it is missing (locally; on Databricks the bundle owns it).
+        create_missing: create each missing user-facing table empty (through ``store``), then register it.
 
     Example::
 
@@ -97,7 +104,8 @@ def register_tables(
         spark.sql("SELECT count(*) FROM spark_catalog.lakeshard.events").show()
 
     Raises:
-        ConfigError: an empty catalog, schema or table name.
+        ConfigError: an empty catalog, schema or table name, or ``create_missing`` for a table that is not one of
+            the user-facing tables (only their shapes are known here).
         EnvironmentProblem: the session has no Delta data source to define the tables with.
     """
     qualified_schema = f"{quote_identifier(catalog, 'catalog')}.{quote_identifier(schema, 'schema')}"
@@ -107,9 +115,18 @@ def register_tables(
     for table in tables:
         location = f"{lakehouse.rstrip('/')}/{table}"
         name = f"{qualified_schema}.{quote_identifier(table, 'table')}"
+        made = False
         if not store.exists(location):
-            out.append(RegisteredTable(name, location, "missing"))
-            continue
+            if not create_missing:
+                out.append(RegisteredTable(name, location, "missing"))
+                continue
+            shape = USER_TABLE_SHAPES.get(table)
+            if shape is None:
+                raise ConfigError(f"cannot create {name} empty: {table!r} is not a user-facing table "
+                                  f"(known: {', '.join(USER_TABLE_SHAPES)})")
+            store.create(location, shape.schema, partition_by=shape.partition_by, properties=shape.properties,
+                         description=shape.description)
+            made = True
         present = spark.catalog.tableExists(f"{catalog}.{schema}.{table}")
         if not present:
             try:
@@ -121,5 +138,5 @@ def register_tables(
                         "on its classpath); run `make env` where Maven Central is reachable (it installs them into "
                         ".delta-jars/), set spark.jars, or register on Databricks") from None
                 raise
-        out.append(RegisteredTable(name, location, "present" if present else "created"))
+        out.append(RegisteredTable(name, location, "present" if present else "created_empty" if made else "created"))
     return out

@@ -25,8 +25,8 @@ from lakeshard.dedupe.report import WriteReport, empty_report
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
 from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
-from lakeshard.tables import dead_letter_app_id, writer_app_id
-from lakeshard.tables.schemas import EVENT_COLUMNS
+from lakeshard.tables import QUARANTINE, dead_letter_app_id, writer_app_id
+from lakeshard.tables.schemas import EVENT_COLUMNS, USER_TABLE_SHAPES
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,7 +74,7 @@ class DeadLetters:
               for name, kind in (("source_file", "string"), ("line_number", "long"))],
             F.current_timestamp().alias("quarantined_at"), F.col("shard"))
         self.store.create_or_grow(self.quarantine_uri, QUARANTINE_SCHEMA,
-                          description="records that broke the format or could not be written, with the reason")
+                                  description=USER_TABLE_SHAPES[QUARANTINE].description)
         groups = ([((s,), letters.where(F.col("shard") == s)) for s in todo] if commits_per_shard(self.store)
                   else [(todo, letters)])
         for shards, rows in groups:
@@ -154,8 +154,7 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
     from lakeshard.landing.schema import EVENT_SCHEMA
 
     columns = [f.name for f in EVENT_SCHEMA.fields]
-    store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
-                         description="records that broke the format or could not be written, with the reason")
+    store.create_or_grow(quarantine, QUARANTINE_SCHEMA, description=USER_TABLE_SHAPES[QUARANTINE].description)
     # On a store whose commit carries one app transaction, shard by shard (each shard's files are its rows).
     groups = ([((s,), [f for f in files if f.partition_values.get("shard") == str(s)]) for s in shards]
               if commits_per_shard(store) else [(tuple(shards), list(files))])

@@ -35,7 +35,7 @@ from lakeshard.dedupe.report import WriteReport
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import DamagedDataFile
 from lakeshard.lake import CommitResult, TableStore
-from lakeshard.tables import FUSED_APP_ID, ID_INDEX, ROUTER_APP_ID
+from lakeshard.tables import FUSED_APP_ID, ID_INDEX, QUARANTINE, ROUTER_APP_ID
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -169,11 +169,12 @@ class FusedWriter:
         :func:`~lakeshard.dedupe.deadletters.letters_transactions` of ``fused`` and these keys → ``batch``); return how
         many rows that is."""
         from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+        from lakeshard.tables.schemas import USER_TABLE_SHAPES
 
         letters = dead_letter_arrow(routed.select([f.name for f in EVENT_SCHEMA.fields]), unwritable)
         quarantine = self.writer.dead_letters.quarantine_uri
         self.store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
-                                  description="records that broke the format or could not be written, with the reason")
+                                  description=USER_TABLE_SHAPES[QUARANTINE].description)
         self._before_commit("dead-letter-rows")
         self.store.append_arrow(quarantine, letters,
                                 app_transactions=letters_transactions([FUSED_APP_ID], unwritable, batch),

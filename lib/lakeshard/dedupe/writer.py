@@ -83,14 +83,13 @@ from lakeshard.lake import FileInfo, TableStore, check_data_file, damaged_in_spa
 from lakeshard.tables import (
     BUCKETS,
     EVENTS,
-    EVENTS_PARTITIONING,
     ID_INDEX,
     ID_INDEX_PARTITIONING,
     QUARANTINE,
     ROUTED,
     writer_app_id,
 )
-from lakeshard.tables.schemas import EVENTS_SCHEMA, ID_INDEX_KEYED_SCHEMA, ID_INDEX_PROPERTIES
+from lakeshard.tables.schemas import EVENTS_SCHEMA, ID_INDEX_KEYED_SCHEMA, ID_INDEX_PROPERTIES, USER_TABLE_SHAPES
 from lakeshard.tables.schemas import ID_INDEX_SCHEMA as ID_SCHEMA
 
 if TYPE_CHECKING:
@@ -191,8 +190,8 @@ class ShardWriter:
         """Create ``events`` and ``event_ids`` if missing."""
         if self._ready:
             return
-        self.store.create(self.events_uri, EVENTS_SCHEMA, partition_by=EVENTS_PARTITIONING,
-                          description="each event exactly once; one tenant and one hour per file")
+        shape = USER_TABLE_SHAPES[EVENTS]
+        self.store.create(self.events_uri, shape.schema, partition_by=shape.partition_by, description=shape.description)
         # An index made with the exact keys beside their hash stays as it is (IDs are written in the table's shape).
         keyed = (self.store.exists(self.ids_uri)
                  and self.store.schema(self.ids_uri).fieldNames() == ID_INDEX_KEYED_SCHEMA.fieldNames())

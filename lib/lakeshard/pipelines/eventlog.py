@@ -26,7 +26,7 @@ from lakeshard.config import LakeshardConfig
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.tables import PIPELINE_EVENTS
-from lakeshard.tables.schemas import EXPECTATION_SCHEMA
+from lakeshard.tables.schemas import EXPECTATION_SCHEMA, USER_TABLE_SHAPES
 from lakeshard.tables.schemas import PIPELINE_EVENTS_SCHEMA as EVENT_SCHEMA
 
 if TYPE_CHECKING:
@@ -90,8 +90,8 @@ class EventLog:
     def append(self, *events: FlowEvent) -> None:
         """Commit ``events`` to the log in one commit."""
         if not self._ready:
-            self.store.create(self.uri, EVENT_SCHEMA, description="lakeshard pipeline event log: one row per flow "
-                              "start and end, with counts, expectations, durations and errors")
+            shape = USER_TABLE_SHAPES[EVENTS_TABLE]
+            self.store.create(self.uri, shape.schema, description=shape.description)
             self._ready = True
         schema = self.store.arrow_schema(self.uri)
         rows = pa.Table.from_pylist([dict(zip(schema.names, _arrow_row(e.row()), strict=True)) for e in events],

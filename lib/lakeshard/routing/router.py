@@ -57,7 +57,7 @@ from lakeshard.tables import (
     ROUTER_APP_ID,
     ROUTING_METRICS,
 )
-from lakeshard.tables.schemas import LANDING_BATCHES_SCHEMA, ROUTED_PROPERTIES, ROUTED_SCHEMA
+from lakeshard.tables.schemas import LANDING_BATCHES_SCHEMA, ROUTED_PROPERTIES, ROUTED_SCHEMA, USER_TABLE_SHAPES
 from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA as METRICS_SCHEMA
 from lakeshard.utc import millis
 
@@ -185,7 +185,7 @@ class Router:
                                   properties=ROUTED_PROPERTIES,
                                   description="landing events with their placement window, shard and router batch")
         self.store.create_or_grow(self.uris[QUARANTINE], QUARANTINE_SCHEMA,
-                                  description="landing records that broke the format, with the reason")
+                                  description=USER_TABLE_SHAPES[QUARANTINE].description)
         self.store.create_or_grow(self.uris[LANDING_BATCHES], LANDING_BATCHES_SCHEMA,
                                   description="the router's batch plans: which bytes of which landing files each "
                                               "batch holds")

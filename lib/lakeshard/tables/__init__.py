@@ -47,6 +47,8 @@ if TYPE_CHECKING:
         ROUTING_METRICS_SCHEMA,
         SHARD_TOPOLOGY_SCHEMA,
         TENANT_SETTINGS_SCHEMA,
+        USER_TABLE_SHAPES,
+        TableShape,
     )
 
 __all__ = [
@@ -105,6 +107,8 @@ __all__ = [
     "TENANT_SETTINGS",
     "TENANT_SETTINGS_SCHEMA",
     "USER_TABLES",
+    "USER_TABLE_SHAPES",
+    "TableShape",
     "dead_letter_app_id",
     "fragments_migrated_app_id",
     "hour_of",

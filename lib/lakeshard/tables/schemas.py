@@ -7,6 +7,7 @@ names lazily (this module loads pyspark), so ``from lakeshard.tables import EVEN
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from pyspark.sql.types import (
     ArrayType,
@@ -23,6 +24,7 @@ from pyspark.sql.types import (
 
 from lakeshard.lake import NO_STATS
 from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
+from lakeshard.tables import BUCKETS, EVENTS, EVENTS_PARTITIONING, PIPELINE_EVENTS, QUARANTINE
 
 __all__ = [
     "BUCKETS_SCHEMA",
@@ -46,6 +48,8 @@ __all__ = [
     "ROUTING_METRICS_SCHEMA",
     "SHARD_TOPOLOGY_SCHEMA",
     "TENANT_SETTINGS_SCHEMA",
+    "USER_TABLE_SHAPES",
+    "TableShape",
 ]
 
 # ``quarantine``'s schema is the landing record format's (lakeshard.landing.schema); re-exported here.
@@ -247,3 +251,26 @@ FSCK_REPAIRS_SCHEMA = StructType([
     StructField("problem", StringType(), False),
     StructField("removed_at", TimestampType(), False),
 ])
+
+
+@dataclass(frozen=True)
+class TableShape:
+    """What a table is created with: its schema, partition columns, properties and description."""
+
+    schema: StructType
+    partition_by: tuple[str, ...] = ()
+    properties: Mapping[str, str] = field(default_factory=dict)
+    description: str = ""
+
+
+# The user-facing tables (lakeshard.tables.USER_TABLES) as their owners create them; lakeshard.catalog creates the
+# same empty tables where a catalog must name them before the pipeline has written them.
+USER_TABLE_SHAPES: Mapping[str, TableShape] = {
+    EVENTS: TableShape(EVENTS_SCHEMA, EVENTS_PARTITIONING,
+                       description="each event exactly once; one tenant and one hour per file"),
+    QUARANTINE: TableShape(QUARANTINE_SCHEMA,
+                           description="records that broke the format or could not be written, with the reason"),
+    BUCKETS: TableShape(BUCKETS_SCHEMA, description="state of each (tenant, hour) bucket of events"),
+    PIPELINE_EVENTS: TableShape(PIPELINE_EVENTS_SCHEMA, description="lakeshard pipeline event log: one row per flow "
+                                "start and end, with counts, expectations, durations and errors"),
+}
