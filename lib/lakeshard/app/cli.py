@@ -38,7 +38,7 @@ __all__ = ["main"]
 
 # The extra that installs each module a command may import beyond the base dependencies (pyproject.toml).
 _EXTRA_OF_MODULE = {
-    "tqdm": "app", "matplotlib": "app",
+    "tqdm": "app", "matplotlib": "app", "yaml": "app",
     "pyspark": "local", "py4j": "local", "delta": "local", "grpc": "local", "google": "local",
     "zstandard": "local",
 }
