@@ -123,6 +123,7 @@ def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]
     where = {RuntimeKind.LOCAL: cfg.spark.master, RuntimeKind.SPARK_CONNECT: cfg.spark.remote}.get(kind, kind.value)
     rows.append(("spark", f"{spark.version} started in {time.perf_counter() - start:.1f}s ({where})"))
     rows.append(("runtime", runtime_name(spark)))
+    rows.append(("environment", _environment_verdict(spark)))
     try:
         choice = adapter_choice(spark, cfg)
     except LakeshardError as exc:
@@ -149,6 +150,19 @@ def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]
     rows.append(("delta round trip", "ok" if n == 5 else f"PROBLEM: wrote 5 rows, read {n}"))
     rows.append(("delta engine", f"{engine}, {runtime_name(spark)} session"))
     return n == 5
+
+
+def _environment_verdict(spark: Any) -> str:
+    """Return the Spark client and server versions and whether the matrix tests this environment."""
+    import pyarrow
+    import pyspark
+
+    from lakeshard.runtime.environments import tested_environment
+
+    verdict = tested_environment(python=platform.python_version(), client_spark=pyspark.__version__,
+                                 server_spark=spark.version, pyarrow=pyarrow.__version__)
+    return f"Spark client {pyspark.__version__}, server {spark.version}, pyarrow {pyarrow.__version__}: " \
+           f"{verdict.describe()}"
 
 
 def _delta_engine(spark: Any, uri: str) -> str:
