@@ -57,6 +57,12 @@ OTHER_VARIABLES: dict[str, str] = {
     "LAKESHARD_KILL_SEED": "test suite: replays the seed of a kill or race test",
     "LAKESHARD_SIGKILLS": "test suite: how many SIGKILLs the kill harness aims",
     "LAKESHARD_TEST_SPARK_REMOTE": "test suite: run the tests' Spark session over Spark Connect at this address",
+    "LAKESHARD_REQUIRE_MATRIX": "environment matrix (make matrix): fail, not skip, an environment this machine cannot "
+                                "build (CI)",
+    "LAKESHARD_PYTHON311": "environment matrix: the Python 3.11 interpreter to build the lowest versions' "
+                           "environment with",
+    "LAKESHARD_PYTHON312": "environment matrix: the Python 3.12 interpreter to build the Databricks-shaped "
+                           "environments with",
 }
 
 
