@@ -62,7 +62,7 @@ mkfifo "$work/server-stdin"
 "$server_python" tests/connect_server.py "$port" <"$work/server-stdin" >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
 exec 7>"$work/server-stdin"  # the server stops when this closes: at exit, however the script ends
-trap 'exec 7>&-; sleep 5; kill $server_pid 2>/dev/null; wait $server_pid 2>/dev/null; rm -rf "$work"' EXIT
+trap 'exec 7>&-; sleep 5; kill $server_pid 2>/dev/null || true; wait $server_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 180); do
   grep -q ready "$work/server.out" 2>/dev/null && break
   kill -0 $server_pid 2>/dev/null || { tail -20 "$work/server.err"; echo "error: laptop: the Spark Connect server did not start" >&2; exit 1; }
