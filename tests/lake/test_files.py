@@ -120,7 +120,7 @@ def test_partition_order_is_the_stable_sort_of_the_key_columns(data: list[tuple[
     in any order of the keys: nulls first, code point order, rows equal on every key in their original order."""
     types = {"p": pa.string(), "q": pa.string(), "n": pa.int64(), "s": pa.string(), "w": pa.int64()}
     table = pa.table({c: pa.array([r[i] for r in data], t) for i, (c, t) in enumerate(types.items())})
-    expected = pc.sort_indices(table, sort_keys=[(c, "ascending", "at_start") for c in columns])
+    expected = pc.sort_indices(table, options=files.ascending_nulls_first(columns))
     got = files.partition_order(table, columns[:split], columns[split:])
     assert got.to_pylist() == expected.to_pylist()
 

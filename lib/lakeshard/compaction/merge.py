@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from lakeshard.compaction.errors import CompactionError
 from lakeshard.compaction.outliers import OutlierSplit, RareValues
 from lakeshard.compaction.sort_schema import SortKey, SortSchema, key_of
+from lakeshard.lake import ascending_nulls_first
 
 __all__ = ["MergeError", "MergeStats", "MergedFile", "OverBudget", "batch_rows_for", "merge_sorted_files"]
 
@@ -134,9 +135,9 @@ def batch_rows_for(inputs: Sequence[str], memory_budget_bytes: int, *, max_rows:
     return min(rows, max_rows)
 
 
-def _sort_keys(columns: Sequence[str]) -> list[tuple[str, str, str]]:
-    """Return Arrow sort keys matching Spark's ascending order: nulls first in every column."""
-    return [(c, "ascending", "at_start") for c in columns]
+def _sort_keys(columns: Sequence[str]) -> pc.SortOptions:
+    """Return Arrow sort options matching Spark's ascending order: nulls first in every column."""
+    return ascending_nulls_first(columns)
 
 
 def _all_rows(n: int) -> pa.Array:
@@ -145,7 +146,7 @@ def _all_rows(n: int) -> pa.Array:
 
 
 def _is_sorted(table: pa.Table, columns: Sequence[str]) -> bool:
-    order = pc.sort_indices(table, sort_keys=_sort_keys(columns))
+    order = pc.sort_indices(table, options=_sort_keys(columns))
     return bool(pc.all(pc.equal(order, _all_rows(table.num_rows))).as_py())
 
 
@@ -416,7 +417,7 @@ def _merge_in_memory(inputs: Sequence[str], schema: SortSchema, output: Callable
     rare = {} if all_outliers else _rare_values(tables, schema, rows, outliers, target_rows)
     combined = pa.concat_tables(tables).combine_chunks()
     del tables
-    ordered = combined.take(pc.sort_indices(combined, sort_keys=_sort_keys(schema.columns)))
+    ordered = combined.take(pc.sort_indices(combined, options=_sort_keys(schema.columns)))
     peak = combined.nbytes + ordered.nbytes
     del combined
     lanes = _Lanes(schema, output, target_rows, _MAX_GROUP_ROWS, rare, all_outliers=all_outliers)
@@ -446,7 +447,7 @@ def _merge_streaming(inputs: Sequence[str], schema: SortSchema, output: Callable
             steps += 1
             if pending_parts:
                 pending = pa.concat_tables([ordered, *pending_parts] if ordered is not None else pending_parts)
-                ordered = pending.take(pc.sort_indices(pending, sort_keys=sort_keys))
+                ordered = pending.take(pc.sort_indices(pending, options=sort_keys))
                 peak = max(peak, pending.nbytes + ordered.nbytes)
                 pending_parts = []
             assert ordered is not None

@@ -15,7 +15,12 @@ from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
 from lakeshard.lake.protocol.datafiles import NO_STATS, check_data_file, damaged_in_spark, naming_damaged_files
 from lakeshard.lake.protocol.filesystem import filesystem
-from lakeshard.lake.protocol.partitions import partition_directory, partition_order, write_partitioned
+from lakeshard.lake.protocol.partitions import (
+    ascending_nulls_first,
+    partition_directory,
+    partition_order,
+    write_partitioned,
+)
 from lakeshard.lake.store import TableStore
 from lakeshard.lake.types import (
     BYTES_ADDED,
@@ -60,6 +65,7 @@ __all__ = [
     "WrittenFile",
     "adapter_choice",
     "adapter_name",
+    "ascending_nulls_first",
     "check_data_file",
     "choose_adapter",
     "damaged_in_spark",

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 from lakeshard.compaction.fragment_table import live_fragment_rows
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
-from lakeshard.lake import FileInfo, TableStore, WriteFiles, filesystem, write_partitioned
+from lakeshard.lake import FileInfo, TableStore, WriteFiles, ascending_nulls_first, filesystem, write_partitioned
 from lakeshard.tables import (
     EVENTS,
     FRAGMENTS,
@@ -194,7 +194,7 @@ def write_sorted(rows: pa.Table, directory: str, schema: pa.Schema, sort_by: Seq
     ``row_group_rows`` rows; no rows, no file."""
     if not rows.num_rows:
         return
-    order = pc.sort_indices(rows.select(list(sort_by)), sort_keys=[(c, "ascending", "at_start") for c in sort_by])
+    order = pc.sort_indices(rows.select(list(sort_by)), options=ascending_nulls_first(sort_by))
     body = rows.select(schema.names).cast(schema).take(order)
     fs, base = filesystem(directory)
     fs.create_dir(base, recursive=True)
@@ -272,8 +272,7 @@ def _dataframe(store: TableStore, name: str, rows: pa.Table, schema: pa.Schema, 
     body = rows.select(schema.names).cast(schema)
     sort_by = SORTED_LAYOUTS.get(name, ()) if not parts else ()
     if sort_by:
-        body = body.take(pc.sort_indices(body.select(list(sort_by)),
-                                         sort_keys=[(c, "ascending", "at_start") for c in sort_by]))
+        body = body.take(pc.sort_indices(body.select(list(sort_by)), options=ascending_nulls_first(sort_by)))
     df = arrow_dataframe(store.spark, body)
     return df.repartition(*parts) if parts else df.coalesce(1)
 

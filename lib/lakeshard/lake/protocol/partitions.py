@@ -181,8 +181,27 @@ def partition_order(rows: pa.Table, partition_by: Sequence[str], sort_by: Sequen
         folded += 1
     columns = {"__folded": code} if folded else {}
     columns.update({c: rows.column(c) for c in keys[folded:]})
-    sort_keys = [(c, "ascending", "at_start") for c in columns]
-    return pc.sort_indices(pa.table(columns), sort_keys=sort_keys)
+    return pc.sort_indices(pa.table(columns), options=ascending_nulls_first(list(columns)))
+
+
+def _per_key_null_placement() -> bool:
+    try:
+        pc.SortOptions(sort_keys=[("k", "ascending", "at_start")])
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+# pyarrow takes a null placement per sort key from version 25 (and deprecates the global one); earlier versions only
+# the global one, and fail on three-part keys.
+_PER_KEY_NULLS = _per_key_null_placement()
+
+
+def ascending_nulls_first(columns: Sequence[str]) -> pc.SortOptions:
+    """Return Arrow sort options for ``columns`` ascending, nulls first in each (Spark's order), on any pyarrow."""
+    if _PER_KEY_NULLS:
+        return pc.SortOptions(sort_keys=[(c, "ascending", "at_start") for c in columns])
+    return pc.SortOptions(sort_keys=[(c, "ascending") for c in columns], null_placement="at_start")
 
 
 _FOLD_LIMIT = 1 << 62  # the folded ranks stay a positive int64
