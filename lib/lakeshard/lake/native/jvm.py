@@ -182,24 +182,31 @@ def _probe(spark: Any, api: Sequence[JvmMethod]) -> CommitPath:
         return CommitPath(False, f"Delta's DeltaLog class is in none of {list(DELTA_PACKAGES)}")
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        arrays = getattr(getattr(jvm, "scala.collection.immutable.ArraySeq$"), "MODULE$")
         signatures: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}
         for method in api:
             cls = method.cls.replace("{delta}", package)
             if cls not in signatures:
-                signatures[cls] = _methods(jvm, loader, cls)
+                signatures[cls] = _methods(arrays, loader, cls)
             if not any(_matches(method, package, found) for found in signatures[cls]):
                 have = sorted({f"{n}({','.join(p)})" for n, _, p in signatures[cls] if n == method.name})
                 return CommitPath(False, f"{method.text().replace('{delta}', package)} is not on this Delta's classes"
                                          + (f" (it has {have})" if have else ""))
     except Exception as exc:  # a class that does not load, py4j's security manager on a shared-access cluster
-        return CommitPath(False, f"Delta's internal classes could not be inspected: {str(exc).splitlines()[0][:200]}")
+        text = " ".join(str(exc).split())
+        return CommitPath(False, f"Delta's internal classes could not be inspected: {text[:300]}")
     return CommitPath(True, f"Delta's internal transaction API in {package} has the {len(api)} methods lakeshard "
                             "calls, with the signatures it calls them with")
 
 
-def _methods(jvm: Any, loader: Any, cls: str) -> list[tuple[str, str, tuple[str, ...]]]:
-    """Return (name, return type, parameter types) of each public method of ``cls``: two py4j calls a class."""
-    text = str(jvm.java.util.Arrays.toString(loader.loadClass(cls).getMethods()))
+def _methods(arrays: Any, loader: Any, cls: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """Return (name, return type, parameter types) of each public method of ``cls``: three py4j calls a class.
+
+    The methods' text is joined in the JVM by Scala's ``mkString`` over the array (``arrays``: Scala's ``ArraySeq``
+    object), as :meth:`HadoopFiles._described` does: py4j passes a ``Method[]`` to no Java method taking an
+    ``Object[]``.
+    """
+    text = str(arrays.unsafeWrapArray(loader.loadClass(cls).getMethods()).mkString("\n"))
     return [(m["name"], m["returns"], tuple(p for p in m["params"].split(",") if p)) for m in _METHOD.finditer(text)]
 
 
