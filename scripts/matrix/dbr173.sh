@@ -15,6 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+# The whole script is one function, read in full before any of it runs: an edit to this file while it runs (a
+# long demo) cannot change what the running copy does next.
+main() {
 venv=.venv-dbr173
 jars=.delta-jars-spark4.0
 constraints=scripts/matrix/dbr173-constraints.txt
@@ -60,10 +63,13 @@ if [ ! -e "$stamp" ]; then
   touch "$stamp"
 fi
 step "installing lakeshard from this checkout (a wheel, as a job cluster installs it)"
-"$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall --no-build-isolation . 2>/dev/null \
-  || "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall .
+"$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall .
 rm -rf build lib/*.egg-info
-"$venv/bin/python" -m pip check >/dev/null || { "$venv/bin/python" -m pip check; skip "the pinned set does not agree"; }
+if ! "$venv/bin/python" -m pip check >/dev/null; then
+  "$venv/bin/python" -m pip check
+  echo "error: dbr173: the installed packages do not agree with each other (above)" >&2
+  exit 1
+fi
 
 if ! compgen -G "$jars/delta-spark_*-$delta_version.jar" >/dev/null; then
   step "resolving Delta $delta_version's jars into $jars/"
@@ -108,3 +114,6 @@ if [ ${#failed[@]} -gt 0 ]; then
   exit 1
 fi
 echo "dbr173: doctor, demo and the native store contract passed"
+}
+
+main "$@"
