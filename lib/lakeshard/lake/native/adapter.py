@@ -108,6 +108,7 @@ NATIVE_UNVERIFIED = (
     "verified in lakeshard's tests on delta-spark 4.4 (classic and Spark Connect): the store contract suite, the "
     "table-feature guards, the shard writers (one commit per shard) and the closing fence (a metadata change, with "
     "the writers' in-write check of bucket states), compaction (one whole bucket per public-writer commit) and the "
+    "small demo; on delta-spark 4.0 with Spark 4.0 (classic, scripts/matrix/dbr173.sh): the store contract and the "
     "small demo; unverified until a Databricks workspace: Unity Catalog volumes, "
     "serverless and databricks-connect; partial swaps need a classic (py4j) session"
 )
