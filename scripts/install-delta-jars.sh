@@ -7,16 +7,28 @@
 # native adapter's tests skip with that reason (CI sets LAKESHARD_REQUIRE_DELTA_JVM=1, which makes them fail).
 #
 # Usage: scripts/install-delta-jars.sh [PYTHON]    (PYTHON: the interpreter whose pyspark the jars must fit)
+#
+# Another Delta for another Spark (an environment of scripts/matrix/) is named by three variables, each defaulting
+# to the pom's own value and .delta-jars/:
+#   DELTA_VERSION    delta-spark's version on Maven Central, e.g. 4.0.0
+#   DELTA_ARTIFACT   its artifact id: delta-spark_<spark binary>_<scala binary> from Delta 4.1 on (delta-spark_4.2_2.13),
+#                    delta-spark_<scala binary> up to Delta 4.0 (delta-spark_2.13), which had one Spark per release
+#   DELTA_JARS_DEST  the folder to fill (point LAKESHARD_DELTA_JARS at it), relative to the project's root
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${1:-.venv/bin/python}"
-dest=.delta-jars
+dest="${DELTA_JARS_DEST:-.delta-jars}"
 pom=scripts/delta-jars/pom.xml
+overrides=()
+[ -z "${DELTA_VERSION:-}" ] || overrides+=("-Ddelta.version=$DELTA_VERSION")
+[ -z "${DELTA_ARTIFACT:-}" ] || overrides+=("-Ddelta.artifact=$DELTA_ARTIFACT")
 
 skip() {
   echo "Delta's jars were not installed: $1."
   echo "  The embedded adapter (delta-rs) works without them; the native adapter and its tests need them."
   echo "  Fix it and run 'bash scripts/install-delta-jars.sh' (or 'make env') again."
+  # An environment of the matrix under CI must not pass without the jars it exists to test.
+  [ "${LAKESHARD_REQUIRE_MATRIX:-0}" = "0" ] || exit 1
   exit 0
 }
 
@@ -29,7 +41,7 @@ jackson="$(ls "$pyspark_jars" | sed -n 's/^jackson-databind-\(.*\)\.jar$/\1/p' |
 staging="$(mktemp -d "${TMPDIR:-/tmp}/delta-jars.XXXXXX")"
 trap 'rm -rf "$staging"' EXIT
 echo "Resolving Delta's jars with mvn (Maven Central) into $dest/ ..."
-if ! mvn -B -q -f "$pom" -Djackson.version="$jackson" dependency:copy-dependencies \
+if ! mvn -B -q -f "$pom" -Djackson.version="$jackson" ${overrides[@]+"${overrides[@]}"} dependency:copy-dependencies \
      -DincludeScope=runtime -DoutputDirectory="$staging" >"$staging.log" 2>&1; then
   tail -n 5 "$staging.log" | sed 's/^/  mvn: /'
   rm -f "$staging.log"

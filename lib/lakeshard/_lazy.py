@@ -17,9 +17,10 @@ from typing import Any
 __all__ = ["lazy_exports"]
 
 
-def _homes(face: Path) -> dict[str, str]:
-    """Return name -> module of every import in the ``if TYPE_CHECKING:`` blocks of the face at ``face``."""
-    homes: dict[str, str] = {}
+def _homes(face: Path) -> dict[str, tuple[str, str]]:
+    """Return name -> (module, name there) of every import in the ``if TYPE_CHECKING:`` blocks of the face at
+    ``face`` (the two names differ for ``import x as y``)."""
+    homes: dict[str, tuple[str, str]] = {}
     for node in ast.parse(face.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             for statement in node.body:
@@ -29,7 +30,7 @@ def _homes(face: Path) -> dict[str, str]:
                 # Only lakeshard's own names are exported; a face may also import a type it only annotates with.
                 if module.startswith("lakeshard."):
                     for alias in statement.names:
-                        homes[alias.asname or alias.name] = module
+                        homes[alias.asname or alias.name] = (module, alias.name)
     return homes
 
 
@@ -50,10 +51,10 @@ def lazy_exports(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Calla
     homes = _homes(Path(namespace["__file__"]))
 
     def getattr_(name: str) -> Any:
-        module = homes.get(name)
-        if module is None:
+        home = homes.get(name)
+        if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        value = getattr(importlib.import_module(home[0]), home[1])
         namespace[name] = value  # cache: the next lookup is an ordinary global
         return value
 

@@ -14,6 +14,8 @@
 # Usage: bash scripts/matrix/laptop.sh        (environment in .venv-dbc/, reused while pyproject.toml is unchanged)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The whole script is one function, read in full before any of it runs (see dbr173.sh).
+main() {
 . scripts/matrix/common.sh
 matrix_init laptop
 venv=.venv-dbc
@@ -111,3 +113,6 @@ run tests env LAKESHARD_TEST_SPARK_REMOTE="$remote" LAKESHARD_REQUIRE_DELTA_JVM=
   -p no:cacheprovider -q --timeout 2400 tests/lake/test_store_contract.py tests/runtime/handoffs_suite.py \
   tests/runtime/connect_suite.py
 finish "doctor, an ingest with redelivered files, the store contract, both hand-offs and the demo on Delta's engine passed through databricks-connect"
+}
+
+main "$@"

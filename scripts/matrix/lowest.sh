@@ -7,6 +7,8 @@
 # Usage: bash scripts/matrix/lowest.sh        (environment in .venv-lowest/, reused while pyproject.toml is unchanged)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The whole script is one function, read in full before any of it runs (see dbr173.sh).
+main() {
 . scripts/matrix/common.sh
 matrix_init lowest
 venv=.venv-lowest
@@ -39,3 +41,6 @@ run tests "$venv/bin/python" -m pytest -p no:cacheprovider -q -m "not delta_jvm"
   tests/dedupe tests/compaction tests/routing tests/landing tests/test_sortorder.py tests/test_cli.py
 rm -rf "$work"
 finish "the demo, ingest, dedupe and compaction tests passed at the lowest versions"
+}
+
+main "$@"

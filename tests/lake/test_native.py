@@ -209,3 +209,28 @@ def test_a_process_killed_inside_a_table_creation_leaves_nothing_the_next_run_ca
         uri = str(root / f"t{i:03d}")
         assert native_store.create(uri, _shape(), partition_by=["p"]) == 0, (seed, i, left)
         assert native_store.schema(uri) == _shape() and native_store.partition_columns(uri) == ["p"], (seed, i)
+
+
+def test_the_commit_path_probe_reads_javas_method_text_and_matches_signatures() -> None:
+    """What ``commit_path`` compares: Java's ``Method.toString`` of each public method, against the parameter and
+    return types lakeshard calls with (exact, a prefix for a Scala method called with defaults, or any overload)."""
+    from lakeshard.lake.native.jvm import _METHOD, JvmMethod, _matches
+
+    text = ("public long org.apache.spark.sql.delta.OptimisticTransaction.commit(scala.collection.immutable.Seq,"
+            "org.apache.spark.sql.delta.DeltaOperations$Operation) throws java.io.IOException\n"
+            "public final synchronized void org.apache.spark.sql.delta.DeltaLog.checkpoint(org.apache.spark.sql.delta"
+            ".Snapshot,scala.Option)\n"
+            "public static org.apache.spark.sql.delta.DeltaLog org.apache.spark.sql.delta.DeltaLog$.forTable()")
+    found = [(m["name"], m["returns"], tuple(p for p in m["params"].split(",") if p)) for m in _METHOD.finditer(text)]
+    assert [f[:2] for f in found] == [("commit", "long"), ("checkpoint", "void"),
+                                      ("forTable", "org.apache.spark.sql.delta.DeltaLog")]
+    package = "org.apache.spark.sql.delta"
+    commit = JvmMethod("{delta}.OptimisticTransaction", "commit",
+                       ("scala.collection.immutable.Seq", "{delta}.DeltaOperations$Operation"), "long")
+    assert _matches(commit, package, found[0])
+    assert not _matches(JvmMethod(commit.cls, "commit", commit.params, "int"), package, found[0])
+    assert not _matches(JvmMethod(commit.cls, "commit", ("scala.collection.immutable.Seq",), "long"), package,
+                        found[0])
+    assert _matches(JvmMethod("{delta}.DeltaLog", "checkpoint", ("{delta}.Snapshot", "...")), package, found[1])
+    assert not _matches(JvmMethod("{delta}.DeltaLog", "checkpoint", ("{delta}.Snapshot",)), package, found[1])
+    assert _matches(JvmMethod("{delta}.DeltaLog$", "forTable", None), package, found[2])

@@ -219,7 +219,10 @@ def test_nesting_around_the_recursion_limit_is_an_event_or_invalid_json(tmp_path
         b'{"tenant_id":"t","event_id":"%d","ts":%d,"deep":%s%s}' % (d, TS, b"[" * d, b"]" * d) for d in depths))
     events, quarantine = parse_landing_arrow(list_landing_files(tmp_path), limits=LandingConfig(), now_ms=NOW_MS)
     assert events.num_rows + quarantine.num_rows == len(depths) and events.num_rows > 0
-    assert set(quarantine.column("category").to_pylist()) == {reasons.INVALID_JSON}
+    # From Python 3.12 the json codec's nesting counts against a C recursion limit of its own, far above these
+    # depths: every one of them is an event there.
+    expected = {reasons.INVALID_JSON} if sys.version_info < (3, 12) else set()
+    assert set(quarantine.column("category").to_pylist()) == expected
 
 
 @pytest.mark.parametrize("value", [b"[null, null]", b"[[null], []]", b"[null]"])

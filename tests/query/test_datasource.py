@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyspark.sql.datasource
+import pytest
+
 from lakeshard.compaction import Compactor
 from lakeshard.query import register_lakeshard_source
 
@@ -16,6 +19,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lakeshard.lake import TableStore
+
+# Spark pushes filters to Python data sources from 4.1 on (the filter classes came with it); on 4.0 the source reads
+# every file, and only its answer is checked.
+PUSHDOWN = hasattr(pyspark.sql.datasource, "Filter")
 
 
 def test_pushed_filters_prune_files_and_the_rows_equal_a_full_scan(
@@ -32,9 +39,13 @@ def test_pushed_filters_prune_files_and_the_rows_equal_a_full_scan(
                   "env = 'no-such-env'"):
         df = spark.read.format("lakeshard").option("reportPath", str(report)).load(uri).where(where)
         assert checksum(df) == checksum(full.where(where)), where
+        if not PUSHDOWN:
+            continue
         pruned = json.loads(report.read_text())
         assert pruned["filters"], f"{where}: no filter reached the source"
         assert len(pruned["read"]) < pruned["considered"], (where, pruned)
+    if not PUSHDOWN:
+        return
     absent = json.loads(report.read_text())  # t1's compacted files have regexes; t2's two writer files do not
     assert absent["read"] and not any("tenant_id=t1" in p for p in absent["read"]) and absent["pruned_by_regex"] > 0
     first = spark.read.format("lakeshard").option("reportPath", str(report)).load(uri)
@@ -42,6 +53,7 @@ def test_pushed_filters_prune_files_and_the_rows_equal_a_full_scan(
     assert json.loads(report.read_text())["pruned_by_regex"] > 0, "regexes pruned nothing min/max kept"
 
 
+@pytest.mark.skipif(not PUSHDOWN, reason="this Spark pushes no filters to a Python data source (Spark 4.1+ does)")
 def test_a_pushed_ts_range_prunes_hours_and_time_statistics(
         spark: SparkSession, store: TableStore, events_table: tuple[str, AppendEvents], tmp_path: Path) -> None:
     uri, append = events_table  # hours 2026-01-01T10 and T11, a file of each per append

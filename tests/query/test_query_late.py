@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyspark.sql.datasource
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
@@ -84,6 +85,7 @@ def test_the_data_source_prunes_by_a_ts_range_and_finds_a_late_event_in_a_later_
 
     from lakeshard.query import register_lakeshard_source
 
+    pushdown = hasattr(pyspark.sql.datasource, "Filter")  # the filter classes came with pushdown (Spark 4.1)
     cfg, uri = lakehouse, lakehouse.table_uri("events")
     now = datetime.now(UTC) + QUIET + timedelta(minutes=1)
     c = Completionist(spark, store, cfg, quiet=QUIET, grace=GRACE, clock=lambda: now)
@@ -105,6 +107,8 @@ def test_the_data_source_prunes_by_a_ts_range_and_finds_a_late_event_in_a_later_
         rows = source.where(where).select("event_id", "hour").collect()
         assert sorted(r["event_id"] for r in rows) == sorted(r["event_id"] for r in full.where(where).collect())
         assert len(rows) == 41 and [r["hour"] for r in rows if r["event_id"] == "late-0"] == [hour_of(now)], where
+        if not pushdown:  # Spark 4.0 pushes no filters to a Python data source: every file is read
+            continue
         pruned = json.loads(report.read_text())
         # the hour before the range by its partition (or, when the range starts in it, its ts statistics), the
         # later hour's on-time file by its ts statistics; the late event's file is read
@@ -112,4 +116,4 @@ def test_the_data_source_prunes_by_a_ts_range_and_finds_a_late_event_in_a_later_
                 len(pruned["read"]), pruned["late_candidates"]) == (4, 2, 2, 1), (where, pruned)
         assert pruned["pruned_by_partition"] == (1 if where.startswith("ts > '") else 2), (where, pruned)
     only_before = source.where(f"ts < '{start.isoformat()}'")
-    assert only_before.count() == 3 and len(json.loads(report.read_text())["read"]) == 1
+    assert only_before.count() == 3 and (not pushdown or len(json.loads(report.read_text())["read"]) == 1)

@@ -131,9 +131,11 @@ def _doctor_session(cfg: LakeshardConfig, kind: Any, rows: list[tuple[str, str]]
         return False
     rows.append(("adapter", f"{choice.name} - {choice.reason}"))
     if choice.name == "native":
-        from lakeshard.lake import NATIVE_UNVERIFIED
+        from lakeshard.lake import NATIVE_UNVERIFIED, native_commit_path
 
         rows.append(("native adapter", NATIVE_UNVERIFIED))
+        path = native_commit_path(spark)
+        rows.append(("commit path", f"{path.name} - {path.reason}"))
     if kind is RuntimeKind.DATABRICKS_CONNECT:
         # The embedded adapter commits from this process, which cannot see files the remote cluster writes;
         # the native adapter needs a py4j session, i.e. code running on the cluster (docs/databricks.md).

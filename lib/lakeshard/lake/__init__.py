@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from lakeshard.lake.embedded import EmbeddedTableStore
     from lakeshard.lake.native import NATIVE_UNVERIFIED, NativeTableStore
+    from lakeshard.lake.native import commit_path as native_commit_path
 
 __all__ = [
     "BYTES_ADDED",
@@ -64,6 +65,7 @@ __all__ = [
     "damaged_in_spark",
     "filesystem",
     "naming_damaged_files",
+    "native_commit_path",
     "open_lazy_store",
     "open_store",
     "partition_directory",

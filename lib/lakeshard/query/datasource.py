@@ -15,7 +15,8 @@ when the scan is planned, and the reader logs it (logger ``lakeshard.query.datas
 
 Spark evaluates Python data sources in Python worker processes, so ``lakeshard`` must be importable there (on
 a cluster: the library installed on the cluster). Filter pushdown to Python data sources is off unless
-``spark.sql.python.filterPushdown.enabled`` is true (Spark 4.1+); without it every file is read.
+``spark.sql.python.filterPushdown.enabled`` is true (Spark 4.1+); without it, and on Spark 4.0 (which has no filter
+pushdown to Python data sources), every file is read.
 
 Example::
 
@@ -32,19 +33,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-)
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from lakeshard.lake import FileInfo
 from lakeshard.query.errors import QueryError
@@ -53,6 +42,7 @@ from lakeshard.query.read import PruningReport, TimeBounds, choose_files_by_valu
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
+    from pyspark.sql.datasource import Filter
     from pyspark.sql.types import StructType
 
 __all__ = ["LakeshardDataSource", "LakeshardReader", "register_lakeshard_source"]
@@ -120,6 +110,9 @@ class LakeshardReader(DataSourceReader):
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         """Remember the equality / IN / IS NULL filters on top-level columns and the comparisons of ``ts`` for
         pruning; return every filter, so that Spark applies them all to the rows read."""
+        # The filter classes came with filter pushdown (pyspark 4.1): an older Spark never calls this.
+        from pyspark.sql.datasource import EqualTo, In, IsNull
+
         for f in filters:
             attribute: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
             if len(attribute) != 1:
@@ -143,6 +136,8 @@ class LakeshardReader(DataSourceReader):
         return filters
 
     def _push_time(self, f: Filter) -> None:
+        from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual
+
         value = getattr(f, "value", None)
         if not isinstance(value, datetime):
             return

@@ -23,8 +23,10 @@ code runs on a classic session and under Spark Connect:
 - **everything else** — a swap of part of a partition (a size-tiered plan), several app transactions in one
   commit, files written by a ``write`` function, a ``before_commit`` hook, writing a checkpoint: Delta's
   internal ``OptimisticTransaction`` through py4j (:mod:`lakeshard.lake.native.commit`, every py4j call in
-  :mod:`lakeshard.lake.native.jvm`), on classic sessions only; under Spark Connect these raise
-  :class:`~lakeshard.errors.UnsupportedByAdapter` naming what needs it.
+  :mod:`lakeshard.lake.native.jvm`), on classic sessions whose Delta has every internal method lakeshard calls
+  (:func:`~lakeshard.lake.native.jvm.commit_path`, which ``lakeshard doctor`` reports); elsewhere (Spark Connect,
+  or a Delta whose internals differ) the store commits as under Spark Connect, and these raise
+  :class:`~lakeshard.errors.UnsupportedByAdapter` naming what needs it and why the internal path is not there.
 
 Lakeshard's commit metadata (:data:`~lakeshard.lake.store.ROWS_ADDED`, ``BYTES_ADDED``, ...) travels as one JSON
 object in the commit's ``userMetadata``; a public-writer commit records rows and bytes from Delta's own
@@ -62,7 +64,7 @@ from lakeshard.lake.base import (
 )
 from lakeshard.lake.native.commit import NativeCommits, session_conf
 from lakeshard.lake.native.files import log_files
-from lakeshard.lake.native.jvm import DeltaJvm, gateway, scala_call
+from lakeshard.lake.native.jvm import CommitPath, DeltaJvm, commit_path, gateway, has_delta_jvm, scala_call
 from lakeshard.lake.native.log import NativeLog, supported
 from lakeshard.lake.native.public import (
     NATIVE_PROPERTIES,
@@ -106,6 +108,7 @@ NATIVE_UNVERIFIED = (
     "verified in lakeshard's tests on delta-spark 4.4 (classic and Spark Connect): the store contract suite, the "
     "table-feature guards, the shard writers (one commit per shard) and the closing fence (a metadata change, with "
     "the writers' in-write check of bucket states), compaction (one whole bucket per public-writer commit) and the "
+    "small demo; on delta-spark 4.0 with Spark 4.0 (classic, scripts/matrix/dbr173.sh): the store contract and the "
     "small demo; unverified until a Databricks workspace: Unity Catalog volumes, "
     "serverless and databricks-connect; partial swaps need a classic (py4j) session"
 )
@@ -145,8 +148,7 @@ class NativeTableStore(AdapterBase):
 
     def __init__(self, spark: SparkSession) -> None:
         self._setup(spark)
-        if gateway(spark) is not None:
-            self._delta.package  # noqa: B018 (fail now, not at the first commit, when Delta's classes are missing)
+        self._require_delta()
 
     def _setup(self, spark: SparkSession) -> None:
         self.spark = spark
@@ -155,11 +157,29 @@ class NativeTableStore(AdapterBase):
         self._log = NativeLog(spark, self._files)
         self._commits = NativeCommits(spark, lambda: self._delta, self._log)
         self._public = PublicCommits(self._log)
+        self._commit_path: CommitPath | None = None
+
+    def _require_delta(self) -> None:
+        """Fail now, not at the first commit, on a classic session without Delta's classes at all.
+
+        Raises:
+            EnvironmentProblem: naming the packages Delta's classes were looked for in.
+        """
+        if gateway(self.spark) is not None and not has_delta_jvm(self.spark):
+            self._delta.package  # noqa: B018 (raises, naming where it looked)
+
+    @property
+    def commit_path(self) -> CommitPath:
+        """Return which way this store commits on its session: Delta's internal transaction or its public writer
+        only (:func:`~lakeshard.lake.native.jvm.commit_path`, found once per session)."""
+        if self._commit_path is None:
+            self._commit_path = commit_path(self.spark)
+        return self._commit_path
 
     @property
     def writes_in_process(self) -> bool:
         """Whether files written by this process can be committed: only through Delta's internal API (py4j)."""
-        return gateway(self.spark) is not None
+        return self.commit_path.internal
 
     @property
     def _delta(self) -> DeltaJvm:
@@ -358,7 +378,7 @@ class NativeTableStore(AdapterBase):
             if done is not None:
                 return done
             return self._public.append(uri, df, state, app_transactions, metadata)
-        if gateway(self.spark) is None:  # a replay is answered from the log, on any session
+        if not self.commit_path.internal:  # a replay is answered from the log, on any session
             uri = normalise_uri(table)
             state = self._log.state(uri)
             done = self._commits.replayed(uri, state, state.version if read_version is None else read_version,
@@ -411,13 +431,21 @@ class NativeTableStore(AdapterBase):
         return self._public.fence(uri, read_version, [t.app_id for t in app_transactions], metadata)
 
     def _needs_jvm(self, table: str, what: str) -> None:
-        """Raise UnsupportedByAdapter when ``what`` needs Delta's internal API and the session has no py4j."""
+        """Raise UnsupportedByAdapter when ``what`` needs Delta's internal API and the session cannot use it."""
+        path = self.commit_path
+        if path.internal:
+            return
         if gateway(self.spark) is None:
             raise UnsupportedByAdapter(
                 f"{normalise_uri(table)}: {what} needs Delta's internal transaction API (py4j), which a Spark Connect "
                 "session cannot reach; run this step on a classic cluster (a job or notebook), or use the embedded "
                 "adapter with storage it can commit to"
             )
+        raise UnsupportedByAdapter(
+            f"{normalise_uri(table)}: {what} needs Delta's internal transaction API, which this session's Delta does "
+            f"not offer as lakeshard calls it ({path.reason}); the native adapter commits through Delta's public "
+            "writer here: use a Delta release lakeshard's tests run on (docs/lake.md), or the embedded adapter"
+        )
 
     def replace_files(
         self,
@@ -473,7 +501,7 @@ class NativeTableStore(AdapterBase):
                     return done
                 return self._public.replace_partitions(uri, df, state, predicate, remove, app_transactions,
                                                        metadata, data_change)
-            if gateway(self.spark) is None and read_version is not None and read_version < state.version:
+            if not self.commit_path.internal and read_version is not None and read_version < state.version:
                 # The partitions gained files since the caller read them: a swap of them all is stale.
                 raise CommitConflict(uri, read_version, tuple(t.app_id for t in app_transactions),
                                      f"the partitions of the files to remove gained files after version "
@@ -509,11 +537,13 @@ class NativeTableStore(AdapterBase):
                 for r in self._log.checkpoint_rows(parts) if r.get("add")]
 
     def create_checkpoint(self, table: str) -> int:
-        """Write a checkpoint and return its version: with py4j, Delta's ``DeltaLog.checkpoint`` (no commit);
-        without (Spark Connect), Delta's public SQL (:meth:`~lakeshard.lake.native.public.PublicCommits.checkpoint`,
-        which raises :class:`~lakeshard.errors.CommitConflict` when it loses a race)."""
+        """Write a checkpoint and return its version: on the internal commit path, Delta's ``DeltaLog.checkpoint``
+        (no commit); otherwise (Spark Connect, another Delta's internals), Delta's public SQL
+        (:meth:`~lakeshard.lake.native.public.PublicCommits.checkpoint`, which raises
+        :class:`~lakeshard.errors.CommitConflict` when it loses a race)."""
         uri = normalise_uri(table)
-        if gateway(self.spark) is None:
+        self._require_delta()
+        if not self.commit_path.internal:
             state = self._log.state(uri)
             supported(uri, state, "create_checkpoint", write=True)
             return self._public.checkpoint(uri, state, {"lakeshard.operation": "checkpoint"})

@@ -1,16 +1,19 @@
 """Delta's JVM classes behind a classic session's py4j gateway: the one module that touches JVM internals.
 
 The native adapter calls Delta through these helpers: :class:`DeltaJvm` (Delta's internal classes),
-:class:`HadoopFiles` (the table's Hadoop filesystem: the log listed and read without a Spark job),
-:func:`scala_call` (Scala methods with defaulted parameters), :func:`java_class_names` (the Java classes of an
-unconverted py4j error) and :func:`gateway` (a session's py4j view, None under Spark Connect).
+:func:`commit_path` (whether this session's Delta has every internal method :class:`DeltaJvm` calls, with the
+signature it calls it with), :class:`HadoopFiles` (the table's Hadoop filesystem: the log listed and read without a
+Spark job), :func:`scala_call` (Scala methods with defaulted parameters), :func:`java_class_names` (the Java classes
+of an unconverted py4j error) and :func:`gateway` (a session's py4j view, None under Spark Connect).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.errors import EnvironmentProblem
@@ -21,8 +24,8 @@ from lakeshard.runtime.replies import quick_replies
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DELTA_PACKAGES", "DeltaJvm", "HadoopFiles", "gateway", "has_delta_jvm", "java_class_names", "jvm_has_class",
-           "scala_call"]
+__all__ = ["DELTA_PACKAGES", "INTERNAL_API", "INTERNAL_PATH", "PUBLIC_PATH", "CommitPath", "DeltaJvm", "HadoopFiles",
+           "JvmMethod", "commit_path", "gateway", "has_delta_jvm", "java_class_names", "jvm_has_class", "scala_call"]
 
 # Where Delta's internal classes live: delta-spark, then Databricks Runtime.
 DELTA_PACKAGES = ("org.apache.spark.sql.delta", "com.databricks.sql.transaction.tahoe")
@@ -77,6 +80,148 @@ def java_class_names(exc: BaseException) -> list[str]:
     except Exception:  # the gateway is gone (session stopped): no Java view of the error left
         return names
     return names
+
+
+@dataclass(frozen=True)
+class JvmMethod:
+    """A public JVM method the internal commit path calls, as Java reflection names it.
+
+    ``cls`` and the type names may start with ``{delta}.``, Delta's package on the session's classpath
+    (:data:`DELTA_PACKAGES`). ``params`` are the parameter types exactly, or, ending in ``"..."``, the first ones of
+    an overload with any more (a Scala method called with its defaults filled in by :func:`scala_call`); ``None``
+    takes any overload. ``returns`` is the return type (``None``: any).
+    """
+
+    cls: str
+    name: str
+    params: tuple[str, ...] | None = ()
+    returns: str | None = None
+
+    def text(self) -> str:
+        params = "..." if self.params is None else ",".join(self.params)
+        return f"{self.cls}.{self.name}({params})" + (f": {self.returns}" if self.returns else "")
+
+
+_SEQ = "scala.collection.immutable.Seq"  # Scala 2.13's Seq, Spark 4's
+# Every JVM method DeltaJvm and NativeCommits call on Delta's internal classes, with the signature they call it with.
+INTERNAL_API: tuple[JvmMethod, ...] = (
+    JvmMethod("{delta}.DeltaLog$", "forTable", ("org.apache.spark.sql.SparkSession", "java.lang.String"),
+              "{delta}.DeltaLog"),
+    JvmMethod("{delta}.DeltaLog", "startTransaction", (), "{delta}.OptimisticTransaction"),
+    JvmMethod("{delta}.DeltaLog", "update", None, "{delta}.Snapshot"),
+    JvmMethod("{delta}.DeltaLog", "checkpoint", ("{delta}.Snapshot", "...")),
+    JvmMethod("{delta}.Snapshot", "version", (), "long"),
+    JvmMethod("{delta}.OptimisticTransaction", "readVersion", (), "long"),
+    JvmMethod("{delta}.OptimisticTransaction", "txnVersion", ("java.lang.String",), "long"),
+    JvmMethod("{delta}.OptimisticTransaction", "writeFiles", ("org.apache.spark.sql.Dataset",), _SEQ),
+    JvmMethod("{delta}.OptimisticTransaction", "commit", (_SEQ, "{delta}.DeltaOperations$Operation"), "long"),
+    JvmMethod("{delta}.actions.Action$", "fromJson", ("java.lang.String",), "{delta}.actions.Action"),
+    JvmMethod("{delta}.actions.Action", "json", (), "java.lang.String"),
+    JvmMethod("{delta}.DeltaOperations$Write$", "apply", ("org.apache.spark.sql.SaveMode", "..."),
+              "{delta}.DeltaOperations$Write"),
+    JvmMethod("{delta}.DeltaOperations$ManualUpdate$", "parameters", None),
+    JvmMethod("org.apache.spark.api.python.PythonUtils", "toSeq", ("java.util.List",), _SEQ),
+)
+
+INTERNAL_PATH = "internal OptimisticTransaction path"
+PUBLIC_PATH = "public writer path"
+
+
+@dataclass(frozen=True)
+class CommitPath:
+    """Which way the native adapter commits on a session, and why.
+
+    ``internal``: through Delta's ``OptimisticTransaction`` over py4j (:class:`DeltaJvm`): every commit lakeshard
+    makes. Otherwise Delta's public writer and SQL only (:mod:`lakeshard.lake.native.public`), as under Spark
+    Connect: what needs the internal API raises :class:`~lakeshard.errors.UnsupportedByAdapter` naming the reason.
+    """
+
+    internal: bool
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return INTERNAL_PATH if self.internal else PUBLIC_PATH
+
+
+# A member of Java's Method.toString: "public long a.b.C.name(x.Y,z.W) throws ...".
+_METHOD = re.compile(r"(?P<returns>[\w.$\[\]]+) [\w.$]+\.(?P<name>[\w$]+)\((?P<params>[^)]*)\)")
+_PATHS: weakref.WeakKeyDictionary[Any, tuple[tuple[JvmMethod, ...], CommitPath]] = weakref.WeakKeyDictionary()
+
+
+def commit_path(spark: Any) -> CommitPath:
+    """Return which way the native adapter commits on ``spark`` (:class:`CommitPath`), found once per session.
+
+    The internal path is taken only when every method of :data:`INTERNAL_API` is on Delta's classes with the
+    signature lakeshard calls it with, as Java reflection reports them, so another Delta release (or Databricks'
+    Delta) that renamed or changed one leads to the public path instead of a py4j error at the first commit. Nothing
+    is called to find out, and nothing here raises: a session without py4j, without Delta's internal classes, or
+    whose py4j refuses reflection gets the public path with that reason.
+    """
+    api = INTERNAL_API
+    try:
+        cached = _PATHS.get(spark)
+    except TypeError:  # a session object that takes no weak reference: asked again each time
+        cached = None
+    if cached is not None and cached[0] == api:
+        return cached[1]
+    found = _probe(spark, api)
+    try:
+        _PATHS[spark] = (api, found)
+    except TypeError:
+        pass
+    return found
+
+
+def _probe(spark: Any, api: Sequence[JvmMethod]) -> CommitPath:
+    jvm = gateway(spark)
+    if jvm is None:
+        return CommitPath(False, "no py4j gateway (a Spark Connect session): Delta's public API on the server only")
+    package = next((p for p in DELTA_PACKAGES if jvm_has_class(jvm, f"{p}.DeltaLog")), None)
+    if package is None:
+        return CommitPath(False, f"Delta's DeltaLog class is in none of {list(DELTA_PACKAGES)}")
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        arrays = getattr(getattr(jvm, "scala.collection.immutable.ArraySeq$"), "MODULE$")
+        signatures: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}
+        for method in api:
+            cls = method.cls.replace("{delta}", package)
+            if cls not in signatures:
+                signatures[cls] = _methods(arrays, loader, cls)
+            if not any(_matches(method, package, found) for found in signatures[cls]):
+                have = sorted({f"{n}({','.join(p)})" for n, _, p in signatures[cls] if n == method.name})
+                return CommitPath(False, f"{method.text().replace('{delta}', package)} is not on this Delta's classes"
+                                         + (f" (it has {have})" if have else ""))
+    except Exception as exc:  # a class that does not load, py4j's security manager on a shared-access cluster
+        text = " ".join(str(exc).split())
+        return CommitPath(False, f"Delta's internal classes could not be inspected: {text[:300]}")
+    return CommitPath(True, f"Delta's internal transaction API in {package} has the {len(api)} methods lakeshard "
+                            "calls, with the signatures it calls them with")
+
+
+def _methods(arrays: Any, loader: Any, cls: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """Return (name, return type, parameter types) of each public method of ``cls``: three py4j calls a class.
+
+    The methods' text is joined in the JVM by Scala's ``mkString`` over the array (``arrays``: Scala's ``ArraySeq``
+    object), as :meth:`HadoopFiles._described` does: py4j passes a ``Method[]`` to no Java method taking an
+    ``Object[]``.
+    """
+    text = str(arrays.unsafeWrapArray(loader.loadClass(cls).getMethods()).mkString("\n"))
+    return [(m["name"], m["returns"], tuple(p for p in m["params"].split(",") if p)) for m in _METHOD.finditer(text)]
+
+
+def _matches(method: JvmMethod, package: str, found: tuple[str, str, tuple[str, ...]]) -> bool:
+    name, returns, params = found
+    if name != method.name:
+        return False
+    if method.returns is not None and returns != method.returns.replace("{delta}", package):
+        return False
+    if method.params is None:
+        return True
+    wanted = tuple(p.replace("{delta}", package) for p in method.params)
+    if wanted and wanted[-1] == "...":
+        return params[:len(wanted) - 1] == wanted[:-1]
+    return params == wanted
 
 
 class DeltaJvm:
