@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lakeshard.runtime.environments import TESTED_ENVIRONMENTS, TestedEnvironment, tested_environment
+from lakeshard.runtime import environments
+from lakeshard.runtime.environments import TESTED_ENVIRONMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 BY_NAME = {e.name: e for e in TESTED_ENVIRONMENTS}
@@ -73,8 +74,8 @@ def test_every_matrix_environment_has_its_script_and_make_runs_it() -> None:
 
 
 @pytest.mark.parametrize("env", TESTED_ENVIRONMENTS, ids=lambda e: e.name)
-def test_each_tested_environment_is_recognised_as_itself(env: TestedEnvironment) -> None:
-    verdict = tested_environment(python=f"{env.python}.4", client_spark=f"{env.client}.1",
+def test_each_tested_environment_is_recognised_as_itself(env: environments.TestedEnvironment) -> None:
+    verdict = environments.tested_environment(python=f"{env.python}.4", client_spark=f"{env.client}.1",
                                  server_spark=f"{env.server}.0", pyarrow=f"{env.pyarrow}.0.1")
     assert (verdict.name, verdict.differences) == (env.name, ())
     assert not verdict.describe().startswith("WARNING")
@@ -90,6 +91,6 @@ def test_each_tested_environment_is_recognised_as_itself(env: TestedEnvironment)
 def test_an_environment_outside_the_matrix_is_a_warning_naming_what_differs(
     python: str, client: str, server: str, pyarrow: str, named: str
 ) -> None:
-    verdict = tested_environment(python=python, client_spark=client, server_spark=server, pyarrow=pyarrow)
+    verdict = environments.tested_environment(python=python, client_spark=client, server_spark=server, pyarrow=pyarrow)
     assert verdict.describe().startswith("WARNING: not an environment the matrix tests")
     assert named in verdict.describe()

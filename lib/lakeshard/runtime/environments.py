@@ -65,8 +65,8 @@ def _line(version: str) -> str:
 def tested_environment(*, python: str, client_spark: str, server_spark: str, pyarrow: str,
                        environments: tuple[TestedEnvironment, ...] = TESTED_ENVIRONMENTS) -> EnvironmentVerdict:
     """Return which of ``environments`` the given versions match: the same Python and Spark lines, and a pyarrow
-    within the majors the matrix tests on that Spark client line (its lowest and highest); else the nearest one and
-    what differs from it."""
+    within the majors the matrix tests on that Spark client line (its lowest and highest), the one of the nearest
+    pyarrow where several do; else the nearest one and what differs from it."""
     got = {"python": _line(python), "client": _line(client_spark), "server": _line(server_spark)}
     arrow = int(pyarrow.split(".")[0]) if pyarrow.split(".")[0].isdigit() else -1
 
@@ -78,7 +78,7 @@ def tested_environment(*, python: str, client_spark: str, server_spark: str, pya
             out.append(f"pyarrow {pyarrow} (tested {min(arrows)} to {max(arrows)} with Spark {env.client} clients)")
         return tuple(out)
 
-    ranked = sorted(environments, key=lambda e: len(differences(e)))
+    ranked = sorted(environments, key=lambda e: (len(differences(e)), abs(e.pyarrow - arrow)))
     best = ranked[0]
     found = differences(best)
     return EnvironmentVerdict(best.name if len(found) < 3 else None, found)
