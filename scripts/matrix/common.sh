@@ -38,6 +38,23 @@ find_python() {
   return 1
 }
 
+# ensure_env VENV PYTHON KEY INSTALL...: make VENV with PYTHON and run INSTALL... (any command; VENV's pip is
+# ready), unless VENV was made from KEY already (a digest of what it installs). A failure skips the environment.
+ensure_env() {
+  local venv="$1" python="$2" key="$3"
+  shift 3
+  [ -e "$venv/.installed-from-$key" ] && return 0
+  step "creating $venv with $python: $*"
+  rm -rf "$venv"
+  "$python" -m venv "$venv" || skip "'$python -m venv' failed (python3-venv missing?)"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip || skip "pip could not upgrade itself (no network to PyPI?)"
+  "$@" || skip "could not install what $venv needs (no network to PyPI?)"
+  touch "$venv/.installed-from-$key"
+}
+
+# digest FILE...: the key of an environment made from FILE... (ensure_env).
+digest() { sha1sum "$@" | sha1sum | cut -c1-12; }
+
 # run NAME CMD...: run a check, say how long it took; a failure is remembered, the next check still runs.
 run() {
   local name="$1" begun=$SECONDS

@@ -21,17 +21,9 @@ delta_version="$(sed -n 's/^delta-spark==//p' "$constraints")"
 
 python="$(find_python 3.12)" || skip "no Python 3.12 interpreter (python3.12 on PATH, pyenv's 3.12.x, or LAKESHARD_PYTHON312)"
 # The third-party packages are installed once per constraints file; lakeshard itself on every run, from this checkout.
-stamp="$venv/.installed-from-$(sha1sum "$constraints" pyproject.toml | sha1sum | cut -c1-12)"
-if [ ! -e "$stamp" ]; then
-  step "creating $venv with $python and the pins of $constraints"
-  rm -rf "$venv"
-  "$python" -m venv "$venv" || skip "'$python -m venv' failed (python3.12-venv missing?)"
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
-  # The app extra for the demo; pytest, pytest-timeout and hypothesis for the tests (tests/conftest.py imports it).
-  "$venv/bin/python" -m pip install --quiet -c "$constraints" ".[app]" pyspark delta-spark \
-    pytest pytest-timeout hypothesis || skip "pip could not install the pinned packages (no network to PyPI?)"
-  touch "$stamp"
-fi
+# The app extra for the demo; pytest, pytest-timeout and hypothesis for the tests (tests/conftest.py imports it).
+ensure_env "$venv" "$python" "$(digest "$constraints" pyproject.toml)" "$venv/bin/python" -m pip install --quiet \
+  -c "$constraints" ".[app]" pyspark delta-spark pytest pytest-timeout hypothesis
 step "installing lakeshard from this checkout (a wheel, as a job cluster installs it)"
 "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall .
 rm -rf build lib/*.egg-info

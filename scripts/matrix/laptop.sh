@@ -24,29 +24,17 @@ server=.venv-laptop-server
 python="$(find_python 3.12)" || skip "no Python 3.12 interpreter (python3.12 on PATH, pyenv's 3.12.x, or LAKESHARD_PYTHON312)"
 compgen -G ".delta-jars/delta-spark_*.jar" >/dev/null || skip "no Delta jars in .delta-jars/ (make env resolves them with mvn)"
 export LAKESHARD_DELTA_JARS="$PWD/.delta-jars"
-stamp="$venv/.installed-from-$(sha1sum pyproject.toml | cut -c1-12)"
-if [ ! -e "$server/.installed-from-$(sha1sum pyproject.toml | cut -c1-12)" ]; then
-  step "creating $server with $python and the local extra (the Spark Connect server)"
-  rm -rf "$server"
-  "$python" -m venv "$server" || skip "'$python -m venv' failed (python3.12-venv missing?)"
-  "$server/bin/python" -m pip install --quiet --upgrade pip
-  "$server/bin/python" -m pip install --quiet ".[local]" || skip "pip could not install .[local] (no PyPI?)"
-  touch "$server/.installed-from-$(sha1sum pyproject.toml | cut -c1-12)"
-fi
+key="$(digest pyproject.toml)"
+ensure_env "$server" "$python" "$key" "$server/bin/python" -m pip install --quiet ".[local]"
 "$server/bin/python" -m pip install --quiet --no-deps --force-reinstall .
 server_python="$server/bin/python"
-if [ ! -e "$stamp" ]; then
-  step "creating $venv with $python: pip install \".[databricks]\" as docs/databricks.md says"
-  rm -rf "$venv"
-  "$python" -m venv "$venv" || skip "'$python -m venv' failed (python3.12-venv missing?)"
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet ".[databricks]" || skip "pip could not install .[databricks] (no PyPI?)"
-  # The demo's figures (the app extra) and the tests' own tools (tests/conftest.py imports hypothesis); nothing of
-  # the local extra.
-  "$venv/bin/python" -m pip install --quiet ".[databricks,app]" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100" \
-    || skip "pip could not install the app extra and pytest (no PyPI?)"
-  touch "$stamp"
-fi
+client() {
+  # As docs/databricks.md says; then the demo's figures (the app extra) and the tests' own tools (tests/conftest.py
+  # imports hypothesis), nothing of the local extra.
+  "$venv/bin/python" -m pip install --quiet ".[databricks]" \
+    && "$venv/bin/python" -m pip install --quiet ".[databricks,app]" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100"
+}
+ensure_env "$venv" "$python" "$key" client
 step "installing lakeshard from this checkout (a wheel, as pip install . does)"
 "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall .
 rm -rf build lib/*.egg-info

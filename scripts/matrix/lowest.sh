@@ -14,16 +14,11 @@ matrix_init lowest
 venv=.venv-lowest
 
 python="$(find_python 3.11)" || skip "no Python 3.11 interpreter (python3.11 on PATH, pyenv's 3.11.x, or LAKESHARD_PYTHON311)"
-stamp="$venv/.installed-from-$(sha1sum pyproject.toml | cut -c1-12)"
-if [ ! -e "$stamp" ]; then
-  step "creating $venv with $python, every direct dependency at its lowest allowed version"
-  rm -rf "$venv"
-  "$python" -m venv "$venv" || skip "'$python -m venv' failed (python3-venv missing?)"
-  "$venv/bin/python" -m pip install --quiet --upgrade pip uv || skip "pip could not install uv (no network to PyPI?)"
-  "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --resolution lowest-direct -e ".[local,dev,app]" \
-    || skip "uv could not install the lowest versions (no network to PyPI?)"
-  touch "$stamp"
-fi
+lowest_versions() {
+  "$venv/bin/python" -m pip install --quiet uv \
+    && "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --resolution lowest-direct -e ".[local,dev,app]"
+}
+ensure_env "$venv" "$python" "$(digest pyproject.toml)" lowest_versions
 "$venv/bin/python" -m pip check >/dev/null || { "$venv/bin/python" -m pip check; echo "error: lowest: the installed" \
   "packages do not agree with each other (above)" >&2; exit 1; }
 step "installed: $("$venv/bin/python" -c 'import importlib.metadata as m; print(", ".join(
