@@ -60,7 +60,8 @@ def test_a_table_the_pipeline_has_not_written_yet_is_reported_missing(
 
 
 def _cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("LAKESHARD_")}
+    # The machine's Delta jars folder stays (an environment of scripts/matrix/ keeps them outside .delta-jars/).
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LAKESHARD_") or k == "LAKESHARD_DELTA_JARS"}
     return subprocess.run([sys.executable, "-m", "lakeshard.app.cli", *args], capture_output=True, text=True,
                           cwd=tmp_path, env={**clean, **(env or {})}, timeout=600)
 
