@@ -49,7 +49,7 @@ _EXTRA_HINTS = {
 }
 
 
-def missing_extra(exc: ModuleNotFoundError) -> str | None:
+def _missing_extra(exc: ModuleNotFoundError) -> str | None:
     """Return the one-line message naming the extra that installs the module ``exc`` misses, or None when no
     extra of lakeshard's installs it."""
     module = (exc.name or "").split(".")[0]
@@ -459,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 141  # 128 + SIGPIPE: what a shell reports for a command its pipe stopped
         if os.environ.get("LAKESHARD_DEBUG"):
             raise
-        if isinstance(exc, ModuleNotFoundError) and (message := missing_extra(exc)):
+        if isinstance(exc, ModuleNotFoundError) and (message := _missing_extra(exc)):
             print(f"error: {message}", file=sys.stderr)
             return 2
         trace = _save_traceback(exc)
