@@ -42,11 +42,9 @@ unverified until a Databricks workspace.
 
 from __future__ import annotations
 
-import contextlib
-import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -62,7 +60,7 @@ from lakeshard.lake.base import (
     arrow_schema_utc,
     check_read_point,
 )
-from lakeshard.lake.native.commit import NativeCommits, session_conf
+from lakeshard.lake.native.commit import NativeCommits
 from lakeshard.lake.native.files import log_files
 from lakeshard.lake.native.jvm import CommitPath, DeltaJvm, commit_path, gateway, has_delta_jvm, scala_call
 from lakeshard.lake.native.log import NativeLog, supported
@@ -73,6 +71,7 @@ from lakeshard.lake.native.public import (
     delta_table_name,
     whole_partitions_predicate,
 )
+from lakeshard.lake.native.vacuum import vacuum
 from lakeshard.lake.protocol.datafiles import (
     read_data_files,
 )
@@ -112,8 +111,6 @@ NATIVE_UNVERIFIED = (
     "small demo; unverified until a Databricks workspace: Unity Catalog volumes, "
     "serverless and databricks-connect; partial swaps need a classic (py4j) session"
 )
-
-_RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 
 
 class NativeTableStore(AdapterBase):
@@ -577,49 +574,12 @@ class NativeTableStore(AdapterBase):
         return self._log.state(normalise_uri(table)).app_versions.get(app_id)
 
     def vacuum(self, table: str, *, retention_hours: float = 168.0, dry_run: bool = False) -> VacuumReport:
-        """Delete data files no version within ``retention_hours`` needs, with Delta's VACUUM.
-
-        ``DeltaTable.vacuum`` deletes; the files it deleted are the table's files before minus after (it
-        returns no list). A dry run is ``VACUUM ... DRY RUN``, which needs Delta's SQL extension
-        (``spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension``; always there on Databricks).
-        Delta's own refusal of retentions under 7 days is switched off for this call, as the embedded
-        adapter allows them too. Delta's VACUUM also removes files no commit ever named (orphans of failed
-        writes) and the directories it empties.
+        """Delete data files no version within ``retention_hours`` needs, with Delta's VACUUM
+        (:func:`lakeshard.lake.native.vacuum.vacuum`).
 
         Raises:
             UnsupportedByAdapter: a dry run on a session without Delta's SQL extension.
         """
         uri = normalise_uri(table)
         self._log.latest(uri)
-        hours = max(0, math.ceil(retention_hours))
-        with self._retention_check_off(hours):
-            if dry_run:
-                try:
-                    listed = self.spark.sql(f"VACUUM {delta_table_name(uri)} RETAIN {hours} HOURS DRY RUN").collect()
-                except Exception as exc:
-                    raise UnsupportedByAdapter(
-                        f"vacuum dry run on {uri}: Delta's VACUUM ... DRY RUN did not run ({str(exc)[:200]}); it "
-                        "needs spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension on the session"
-                    ) from None
-                return VacuumReport(uri, True, tuple(sorted(_relative(uri, str(r[0])) for r in listed)), ())
-            before = set(self._files.list_files(uri))
-            self.spark.sql(f"VACUUM {delta_table_name(uri)} RETAIN {hours} HOURS").collect()
-            after = set(self._files.list_files(uri))
-        return VacuumReport(uri, False, tuple(sorted(before - after)), ())
-
-    @contextlib.contextmanager
-    def _retention_check_off(self, hours: int) -> Iterator[None]:
-        if hours >= timedelta(days=7).total_seconds() / 3600:
-            yield
-            return
-        with session_conf(self.spark, _RETENTION_CHECK_CONF, "false"):
-            yield
-
-
-def _relative(uri: str, path: str) -> str:
-    """Return a file VACUUM names (an absolute path or URI) relative to the table root."""
-    for root in (uri, f"file:{uri}", f"file://{uri}"):
-        if path.startswith(root + "/"):
-            return path[len(root) + 1:]
-    return path
-
+        return vacuum(self.spark, self._files, uri, retention_hours, dry_run)
