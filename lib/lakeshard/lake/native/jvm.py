@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["DELTA_PACKAGES", "INTERNAL_API", "INTERNAL_PATH", "PUBLIC_PATH", "CommitPath", "DeltaJvm", "HadoopFiles",
-           "JvmMethod", "commit_path", "gateway", "has_delta_jvm", "java_class_names", "jvm_has_class", "scala_call"]
+           "JvmMethod", "commit_path", "delta_package", "gateway", "has_delta_jvm", "java_class_names", "jvm_has_class",
+           "scala_call"]
 
 # Where Delta's internal classes live: delta-spark, then Databricks Runtime.
 DELTA_PACKAGES = ("org.apache.spark.sql.delta", "com.databricks.sql.transaction.tahoe")
@@ -177,7 +178,7 @@ def _probe(spark: Any, api: Sequence[JvmMethod]) -> CommitPath:
     jvm = gateway(spark)
     if jvm is None:
         return CommitPath(False, "no py4j gateway (a Spark Connect session): Delta's public API on the server only")
-    package = next((p for p in DELTA_PACKAGES if jvm_has_class(jvm, f"{p}.DeltaLog")), None)
+    package = delta_package(jvm)
     if package is None:
         return CommitPath(False, f"Delta's DeltaLog class is in none of {list(DELTA_PACKAGES)}")
     try:
@@ -249,9 +250,9 @@ class DeltaJvm:
         return self._package
 
     def _find_package(self) -> str:
-        for package in DELTA_PACKAGES:
-            if jvm_has_class(self.jvm, f"{package}.DeltaLog"):
-                return package
+        package = delta_package(self.jvm)
+        if package is not None:
+            return package
         raise EnvironmentProblem(
             f"Delta's DeltaLog class is in none of {list(DELTA_PACKAGES)} on the Spark session's classpath; the native "
             "adapter needs delta-spark's jars or a Databricks runtime"
@@ -522,6 +523,12 @@ def jvm_has_class(jvm: Any, name: str) -> bool:
         return isinstance(getattr(jvm, name), JavaClass)
     except Exception:
         return False
+
+
+def delta_package(jvm: Any) -> str | None:
+    """Return which of :data:`DELTA_PACKAGES` holds Delta's internal classes (``DeltaLog``) on the py4j JVM view
+    ``jvm``, or None."""
+    return next((p for p in DELTA_PACKAGES if jvm_has_class(jvm, f"{p}.DeltaLog")), None)
 
 
 def has_delta_jvm(spark: Any) -> bool:
