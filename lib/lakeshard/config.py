@@ -165,6 +165,10 @@ class SparkConfig(_Section):
     # Spark Connect: "" = a classic local session (``master``); "local" / "local[N]" = start the Spark Connect
     # server pyspark ships in this process and talk to it over Connect; "sc://host:port" = connect to a server.
     remote: str = ""
+    # Under Spark Connect: the most Arrow bytes one request hands the server (a bigger write is staged in chunks
+    # of this size), and how long one request may run before it is interrupted and reported (a stalled server).
+    connect_request_mb: int = _setting(32, _at_least(1, high=4096))
+    connect_timeout_seconds: int = _setting(900, _at_least(1, high=MAX_SECONDS))
     log_level: str = "ERROR"
 
     def __post_init__(self) -> None:

@@ -11,6 +11,7 @@ __all__ = [
     "DamagedDataFile",
     "EnvironmentProblem",
     "LakeshardError",
+    "ServerUnresponsive",
     "TableExists",
     "TableNotFound",
     "TableStoreError",
@@ -119,3 +120,7 @@ class DamagedDataFile(TableStoreError):
         where = ", ".join(f"{k}={v}" for k, v in sorted(self.partition_values.items(),
                                                         key=lambda kv: (kv[0] != "tenant_id", kv[0])))
         super().__init__(f"{table}: data file {path}{f' ({where})' if where else ''} is damaged: {self.problem}")
+
+
+class ServerUnresponsive(EnvironmentProblem):
+    """The Spark Connect server stopped answering, or a request to it outlasted its time limit."""

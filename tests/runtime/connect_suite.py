@@ -136,3 +136,29 @@ def test_shard_writers_on_delta_engine_commit_shard_by_shard_and_a_close_is_fenc
         native_store.append(events, late, app_transactions=[AppTransaction("writer/9", 1)], read_version=at)
     assert refused_by_guard(refused.value, events, at, ("writer/9",)) is not None
     assert native_store.version(events) == at and native_store.read(buckets).where("state = 'closed'").count()
+
+
+@pytest.mark.delta_jvm
+def test_a_fused_ingest_in_requests_of_a_few_kib_writes_each_event_once(spark: SparkSession,
+                                                                        test_config: LakeshardConfig,
+                                                                        tmp_path: Path) -> None:
+    """Under Spark Connect no request carries more than ``request_bytes`` of rows: a batch larger than that is
+    staged in chunks inside the table's folder and committed in one commit from there, each event once; staged
+    files are in no commit. On a classic session the rows are written by this process and nothing is staged."""
+    from native_demo import run_native_fused_ingest
+
+    from lakeshard.lake.native import NativeTableStore
+    from lakeshard.lake.native.connect import STAGE_PREFIX, ConnectLimits
+
+    limit = 4 * 1024
+    store = NativeTableStore(spark, ConnectLimits(request_bytes=limit))
+    run_native_fused_ingest(spark, store, test_config, tmp_path)
+    events = tmp_path / "lakehouse" / "events"
+    staged = [f for d in events.glob(f"{STAGE_PREFIX}*") for f in d.glob("part-*.parquet")]
+    live = {f.path for f in store.files(str(events))}
+    if is_spark_connect(spark):
+        assert len(staged) >= 2, "no write was split into bounded requests"
+        assert all(f.stat().st_size < 16 * limit for f in staged)  # a chunk's rows, not a batch's
+    else:
+        assert staged == []
+    assert not any(p.startswith(STAGE_PREFIX) for p in live)

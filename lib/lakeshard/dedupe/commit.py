@@ -27,7 +27,7 @@ from lakeshard.tables import writer_app_id
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from lakeshard.lake import WrittenFile
 
@@ -66,7 +66,7 @@ def _shard_rows(rows: DataFrame | pa.Table, shard: int) -> DataFrame | pa.Table:
     return rows.where(F.col("shard") == shard)
 
 
-def append_shard(store: TableStore, spark: Callable[[], SparkSession], table: str, rows: DataFrame | pa.Table,
+def append_shard(store: TableStore, table: str, rows: DataFrame | pa.Table,
                  layout: Layout, txn: AppTransaction, *, metadata: Mapping[str, Any],
                  read_version: int | None = None, buckets: str | None = None,
                  schema: pa.Schema | None = None) -> CommitResult:
@@ -101,14 +101,12 @@ def append_shard(store: TableStore, spark: Callable[[], SparkSession], table: st
             return store.append(table, None, app_transactions=[txn], metadata=metadata, read_version=read_version,
                                 write=lambda target: write_or_blame(arrow, target, write) if blamed
                                 else write(arrow, target))
-        from lakeshard.runtime import arrow_dataframe
-
         names = set(schema.names if schema is not None else store.schema(table).fieldNames())
         if buckets is not None:  # the rows' hours, known here without a Spark job: the guard reads only those
             import pyarrow.compute as pc
 
             hours = [str(h) for h in pc.unique(rows.column("hour")).to_pylist() if h is not None]
-        rows = arrow_dataframe(spark(), rows.select([c for c in rows.column_names if c in names]))
+        rows = store.frame(table, rows.select([c for c in rows.column_names if c in names]))
     df: DataFrame = rows
     if buckets is not None:
         from lakeshard.buckets.guard import guard_open_buckets
@@ -131,14 +129,12 @@ class ShardCommits:
     """One step's commits, shard by shard: every shard's events, then the IDs of the shards whose events landed.
 
     Args:
-        store: the writer's store; spark: gives its session (for Arrow rows under Spark Connect).
+        store: the writer's store.
         before_commit: called with the table name before each commit (the crash tests' seam).
     """
 
-    def __init__(self, store: TableStore, spark: Callable[[], SparkSession],
-                 before_commit: Callable[[str], None]) -> None:
+    def __init__(self, store: TableStore, before_commit: Callable[[str], None]) -> None:
         self.store = store
-        self._spark = spark
         self._before_commit = before_commit
 
     def events(self, table: str, rows: DataFrame | pa.Table, layout: Layout, shards: Sequence[int],
@@ -153,7 +149,7 @@ class ShardCommits:
         for shard in shards:
             self._before_commit(seam)
             try:
-                result = append_shard(self.store, self._spark, table, _shard_rows(rows, shard), layout,
+                result = append_shard(self.store, table, _shard_rows(rows, shard), layout,
                                       AppTransaction(writer_app_id(shard), routed_version),
                                       metadata={**metadata, "shards": [shard]}, read_version=read_version,
                                       buckets=buckets, schema=schema)
@@ -170,7 +166,7 @@ class ShardCommits:
         for shard, version in sorted(versions.items()):
             if seam is not None:
                 self._before_commit(seam)
-            append_shard(self.store, self._spark, table, _shard_rows(rows, shard), layout,
+            append_shard(self.store, table, _shard_rows(rows, shard), layout,
                          AppTransaction(writer_app_id(shard), version), metadata={**metadata, "shards": [shard]},
                          schema=schema)
 

@@ -223,7 +223,7 @@ class StepEngine(ABC):
         import pyarrow.compute as pc
 
 
-        commits = ShardCommits(self.store, self._spark, self._before_commit)
+        commits = ShardCommits(self.store, self._before_commit)
         committed, lost = commits.events(self.events_uri, rows.events,
                                          EVENTS_LAYOUT, step.todo,
                                          step.routed_version, metadata=rows.metadata, read_version=step.read_version,
@@ -426,7 +426,7 @@ class ArrowStep(StepEngine):
 
         def append_events() -> bool:
             if public:
-                return append_shard(self.store, self._spark, self.events_uri, kept, EVENTS_LAYOUT, txns[0],
+                return append_shard(self.store, self.events_uri, kept, EVENTS_LAYOUT, txns[0],
                                     metadata=meta, read_version=step.read_version,
                                     buckets=self.buckets.buckets_uri if self.store.writes_guard_closing else None
                                     ).skipped
@@ -442,7 +442,7 @@ class ArrowStep(StepEngine):
             # Every new key's ID, rejected rows' too (as on Spark): a re-sent copy of a row an expectation
             # took is a duplicate, not a second chance.
             if public:
-                append_shard(self.store, self._spark, self.ids_uri, survivors, IDS_LAYOUT, txns[0],
+                append_shard(self.store, self.ids_uri, survivors, IDS_LAYOUT, txns[0],
                              metadata=self.ids_metadata(step))
                 return
 

@@ -284,7 +284,7 @@ class IdIndex:
         commit carries one app transaction, :mod:`lakeshard.dedupe.commit`)."""
         from lakeshard.dedupe.commit import Layout, ShardCommits
 
-        ShardCommits(self.store, self._spark, lambda _: None).ids(
+        ShardCommits(self.store, lambda _: None).ids(
             self.ids_uri, rows, Layout(("shard", "interval"), tuple(HASH)), versions, metadata={"repair": True})
 
     def wrote(self, directory: str, written: Sequence[WrittenFile]) -> None:
@@ -368,9 +368,7 @@ class IdIndex:
                     write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
                                                            plain=HASH))
             else:  # the merged rows go to Spark (a Spark Connect session: no files written by this process)
-                from lakeshard.runtime import arrow_dataframe
-
-                merged = (arrow_dataframe(self.store.spark, rows).repartition("shard", "interval")
+                merged = (self.store.frame(self.ids_uri, rows).repartition("shard", "interval")
                           .sortWithinPartitions("shard", "interval", *HASH))
                 self.store.replace_files(self.ids_uri, doomed, merged, data_change=False, metadata=metadata)
         except CommitConflict:

@@ -156,8 +156,10 @@ def open_store(spark: SparkSession, cfg: LakeshardConfig | None = None) -> Table
     choice = adapter_choice(spark, cfg)
     if choice.name == "native":
         from lakeshard.lake.native import NativeTableStore
+        from lakeshard.lake.native.connect import ConnectLimits
 
-        return NativeTableStore(spark)
+        return NativeTableStore(spark, ConnectLimits(request_bytes=cfg.spark.connect_request_mb * 1024 * 1024,
+                                                     timeout_s=cfg.spark.connect_timeout_seconds))
     from lakeshard.lake.embedded import EmbeddedTableStore
     from lakeshard.lake.embedded.storage_options import storage_options
 

@@ -213,6 +213,14 @@ class TableStore(ABC):
         """Append an Arrow table's rows in one commit: pyarrow writes one file per partition value (the
         table's column order and types), and the commit is :meth:`append`'s in every other respect."""
 
+    def frame(self, table: str, rows: pa.Table) -> DataFrame:
+        """Return Arrow rows as a DataFrame of the store's session, to be written into ``table`` (by
+        :meth:`append` or a swap): a session that cannot take a batch whole (Spark Connect's server) gets it in
+        bounded requests."""
+        from lakeshard.runtime import arrow_dataframe
+
+        return arrow_dataframe(self.spark, rows)
+
     def check_fence(self, table: str) -> None:
         """Return if :meth:`fence` can commit to ``table`` in this session, else raise why not.
 

@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.config import LakeshardConfig
+from lakeshard.errors import ServerUnresponsive
 from lakeshard.lake import TableStore
 from lakeshard.pipelines.context import ExpectationGate, FlowContext, FlowResult, RuleCount
 from lakeshard.pipelines.declaration import Flow, Joint, Pipeline
@@ -219,6 +220,8 @@ class _Run:
         start = time.perf_counter()
         try:
             results = joint.run(contexts[0], contexts[1])
+        except ServerUnresponsive:  # the session is gone: no flow (nor the log) can go on, the run stops here
+            raise
         except Exception as exc:  # both flows failed: recorded in the log, then independent flows go on
             seconds = time.perf_counter() - start
             message = f"{type(exc).__name__}: {exc}"
@@ -257,6 +260,8 @@ class _Run:
         start = time.perf_counter()
         try:
             result = flow.run(ctx)
+        except ServerUnresponsive:  # the session is gone: no flow (nor the log) can go on, the run stops here
+            raise
         except Exception as exc:  # recorded in the log, then the run goes on with independent flows
             seconds = time.perf_counter() - start
             message = f"{type(exc).__name__}: {exc}"

@@ -61,6 +61,7 @@ from lakeshard.lake.base import (
     check_read_point,
 )
 from lakeshard.lake.native.commit import NativeCommits
+from lakeshard.lake.native.connect import ConnectLimits, server_frame
 from lakeshard.lake.native.files import log_files
 from lakeshard.lake.native.jvm import CommitPath, DeltaJvm, commit_path, gateway, has_delta_jvm, scala_call
 from lakeshard.lake.native.log import NativeLog, supported
@@ -119,6 +120,7 @@ class NativeTableStore(AdapterBase):
     Args:
         spark: a session with Delta: a classic (py4j) session with Delta's JVM classes on its classpath, or a
             Spark Connect session to a server that has them (not checked here: there is no py4j to ask).
+        limits: under Spark Connect, the bounds of one request (:mod:`lakeshard.lake.native.connect`).
 
     Raises:
         EnvironmentProblem: a classic session whose classpath lacks Delta's classes.
@@ -143,17 +145,18 @@ class NativeTableStore(AdapterBase):
     # `_delta_log` folder, no commit yet) before taking the folder as left by a killed creation.
     creation_wait_s = 10.0
 
-    def __init__(self, spark: SparkSession) -> None:
-        self._setup(spark)
+    def __init__(self, spark: SparkSession, limits: ConnectLimits | None = None) -> None:
+        self._setup(spark, limits or ConnectLimits())
         self._require_delta()
 
-    def _setup(self, spark: SparkSession) -> None:
+    def _setup(self, spark: SparkSession, limits: ConnectLimits) -> None:
         self.spark = spark
+        self.limits = limits
         self._delta_jvm: DeltaJvm | None = None
         self._files = log_files(spark)
         self._log = NativeLog(spark, self._files)
         self._commits = NativeCommits(spark, lambda: self._delta, self._log)
-        self._public = PublicCommits(self._log)
+        self._public = PublicCommits(self._log, limits)
         self._commit_path: CommitPath | None = None
 
     def _require_delta(self) -> None:
@@ -200,7 +203,7 @@ class NativeTableStore(AdapterBase):
         it to check the native adapter's log reading against the embedded adapter where Delta's JVM is absent.
         """
         store = cls.__new__(cls)
-        store._setup(spark)
+        store._setup(spark, ConnectLimits())
         return store
 
     # ----------------------------------------------------------------------------------- lookup
@@ -401,13 +404,16 @@ class NativeTableStore(AdapterBase):
         if self.writes_in_process or len(app_transactions) > 1:
             return super().append_arrow(table, rows, app_transactions=app_transactions, metadata=metadata,
                                         read_version=read_version)
-        from lakeshard.runtime import arrow_dataframe
-
         uri = normalise_uri(table)
         parts = self.partition_columns(uri)
-        df = arrow_dataframe(self.spark, rows)
+        df = self.frame(uri, rows)
         return self.append(uri, df.repartition(*parts) if parts else df.coalesce(1),
                            app_transactions=app_transactions, metadata=metadata, read_version=read_version)
+
+    def frame(self, table: str, rows: pa.Table) -> DataFrame:
+        """Return Arrow rows as a DataFrame to write into ``table``; under Spark Connect no request to the server
+        carries more than ``limits.request_bytes`` of them (:func:`~lakeshard.lake.native.connect.server_frame`)."""
+        return server_frame(self.spark, rows, normalise_uri(table), self.limits)
 
     def fence(self, table: str, app_transactions: Sequence[AppTransaction], *, read_version: int,
               metadata: Mapping[str, Any] | None = None) -> CommitResult:

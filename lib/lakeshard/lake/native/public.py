@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.errors import CommitConflict, TableStoreError
+from lakeshard.errors import CommitConflict, ServerUnresponsive, TableStoreError
 from lakeshard.lake.base import DEFAULT_PROPERTIES, txn_text
 from lakeshard.lake.native.conflicts import conflict_or_raise
+from lakeshard.lake.native.connect import ConnectLimits, bounded
 from lakeshard.lake.protocol.datafiles import conform
 from lakeshard.lake.protocol.log import COMMIT_ID, LogState, checkpoint_parts, encode_user_metadata
 from lakeshard.lake.types import ROWS_ADDED, AppTransaction, CommitResult, FileInfo, LogEntry
@@ -162,8 +163,13 @@ class PublicCommits:
             a write landed at).
     """
 
-    def __init__(self, log: NativeLog) -> None:
+    def __init__(self, log: NativeLog, limits: ConnectLimits) -> None:
         self._log = log
+        self._limits = limits
+
+    def _bounded(self, action: Callable[[], object], what: str) -> None:
+        """Run ``action`` as a bounded request (:func:`~lakeshard.lake.native.connect.bounded`)."""
+        bounded(self._log.spark, action, what=what, limits=self._limits)
 
     def create(self, uri: str, sql: str, *, wait_s: float) -> None:
         """Run ``sql`` (:func:`create_table_sql`) until a table exists at ``uri``.
@@ -196,7 +202,9 @@ class PublicCommits:
 
     def _run_create(self, uri: str, sql: str) -> None:
         try:
-            self._log.spark.sql(sql)
+            self._bounded(lambda: self._log.spark.sql(sql), f"creating the table {uri}")
+        except ServerUnresponsive:
+            raise
         except Exception as exc:
             # Racing another creator, the loser may still fail; the same shape is fine.
             if not self._log.exists(uri):
@@ -237,7 +245,10 @@ class PublicCommits:
         spark = self._log.spark
         try:
             with COMMIT_LOCK, session_conf(spark, USER_METADATA_CONF, text):
-                spark.sql(f"DELETE FROM {delta_table_name(uri)} WHERE {predicate}").collect()
+                self._bounded(lambda: spark.sql(f"DELETE FROM {delta_table_name(uri)} WHERE {predicate}").collect(),
+                              f"deleting {predicate} from {uri}")
+        except ServerUnresponsive:
+            raise
         except Exception as exc:
             conflict_or_raise(exc, uri, state.version, [])
         entry = self._log.find_commit(uri, state.version, commit_id)
@@ -319,7 +330,10 @@ class PublicCommits:
         spark = self._log.spark
         try:
             with COMMIT_LOCK, session_conf(spark, USER_METADATA_CONF, text):
-                spark.sql(f"ALTER TABLE {delta_table_name(uri)} {change}").collect()
+                self._bounded(lambda: spark.sql(f"ALTER TABLE {delta_table_name(uri)} {change}").collect(),
+                              f"changing {key} of {uri}")
+        except ServerUnresponsive:
+            raise
         except Exception as exc:
             conflict_or_raise(exc, uri, read_version, app_ids)
         entry = self._log.find_commit(uri, read_version, commit_id)
@@ -335,7 +349,9 @@ class PublicCommits:
         for t in app_transactions:
             writer = writer.option("txnAppId", t.app_id).option("txnVersion", t.version)
         try:
-            writer.save(uri)
+            self._bounded(lambda: writer.save(uri), f"a {reason} commit to {uri}")
+        except ServerUnresponsive:
+            raise
         except Exception as exc:
             latest = self._log.state(uri)
             if app_transactions and all((latest.app_versions.get(t.app_id) or -1) >= t.version

@@ -1,0 +1,112 @@
+"""A Spark Connect server that stalls or dies in the middle of ``lakeshard ingest``'s write: the command ends with
+one clear line within a bounded time (never a hang), and the next run finishes the batch exactly once.
+
+The test starts a Connect server of its own (``tests/connect_server.py``, Delta's engine, the default 1 GiB driver
+heap), runs ``lakeshard ingest`` against it with requests of 1 MiB (so a batch is staged in several chunks), and
+once the first chunk is on disk stops the server (SIGSTOP: it takes connections but answers nothing) or kills it
+(SIGKILL). Before :mod:`lakeshard.lake.native.connect` the client waited forever on the first and retried the second
+for at least 10 minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lakeshard.lake.native.connect import STAGE_PREFIX
+
+TESTS = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 20  # spark.connect_timeout_seconds for the stalled server
+# What a report may take past the fault: the timeout, the interrupt's wait, the liveness check's own wait, polling.
+BOUND_S = TIMEOUT_S + 45
+
+
+@pytest.fixture
+def own_server() -> Iterator[tuple[str, int]]:
+    """Return (sc:// URL, process group) of a Connect server started for this test alone, killed at the end."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(TESTS / "connect_server.py"), str(port)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert server.stdout is not None
+    try:
+        assert server.stdout.readline().strip() == "ready", f"the test's Connect server did not start ({server.poll()})"
+        yield f"sc://127.0.0.1:{port}", os.getpgid(server.pid)
+    finally:
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.killpg(server.pid, sig)
+            except ProcessLookupError:
+                pass
+        server.wait(timeout=60)
+
+
+def _ingest(remote: str, lakehouse: Path, landing: Path, **env: str) -> subprocess.Popen[str]:
+    environment = {**os.environ, "LAKESHARD_SPARK_REMOTE": remote, "LAKESHARD_SPARK_ADAPTER": "native",
+                   "LAKESHARD_LAKEHOUSE": str(lakehouse), "LAKESHARD_LANDING": str(landing), **env}
+    return subprocess.Popen([sys.executable, "-m", "lakeshard.app.cli", "ingest"], env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _fault_when_staging(client: subprocess.Popen[str], lakehouse: Path, group: int, sig: int) -> float:
+    """Send ``sig`` to the server's process group once a staged chunk of ``events`` is on disk; return when."""
+    deadline = time.monotonic() + 300
+    before = set((lakehouse / "events").glob(f"{STAGE_PREFIX}*"))  # an earlier run's
+    while not any(d not in before and any(d.glob("part-*")) for d in (lakehouse / "events").glob(f"{STAGE_PREFIX}*")):
+        assert client.poll() is None, f"the ingest ended before it staged anything: {client.communicate()}"
+        assert time.monotonic() < deadline, "nothing was staged within 300 s"
+        time.sleep(0.1)
+    os.killpg(group, sig)
+    return time.monotonic()
+
+
+@pytest.mark.slow
+@pytest.mark.delta_jvm
+def test_a_server_that_stalls_or_dies_mid_write_is_reported_in_bounded_time_and_the_batch_finished_once(
+    own_server: tuple[str, int], connect_server: str, tmp_path: Path
+) -> None:
+    from lakeshard.synth import SynthSpec, generate_landing
+
+    remote, group = own_server
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lakehouse"
+    generate_landing(landing, SynthSpec(events=12_000, tenants=6, hours=0.5, seed=29, retry_rate=0.05,
+                                        redelivered_files=0.1))
+    outcomes = []
+    for sig, expected in ((signal.SIGSTOP, f"did not finish within {TIMEOUT_S} s"),
+                          (signal.SIGKILL, "stopped answering")):
+        if sig == signal.SIGKILL:
+            os.killpg(group, signal.SIGCONT)
+        client = _ingest(remote, lakehouse, landing, LAKESHARD_SPARK_CONNECT_REQUEST_MB="1",
+                         LAKESHARD_SPARK_CONNECT_TIMEOUT_SECONDS=str(TIMEOUT_S))
+        faulted = _fault_when_staging(client, lakehouse, group, sig)
+        try:
+            _, err = client.communicate(timeout=BOUND_S + 60)
+        except subprocess.TimeoutExpired:
+            client.kill()
+            pytest.fail(f"lakeshard ingest still waited {BOUND_S + 60} s after the server got {sig.name}")
+        outcomes.append((sig.name, client.returncode, time.monotonic() - faulted, err))
+        assert client.returncode == 2, outcomes
+        assert expected in err and "Traceback" not in err, outcomes
+        assert time.monotonic() - faulted < BOUND_S, outcomes
+
+    # The server is gone; the shared one finishes the batch: each event once.
+    done = _ingest(connect_server, lakehouse, landing)
+    _, err = done.communicate(timeout=900)
+    assert done.returncode == 0, err[-3000:]
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    events = DeltaTable(str(lakehouse / "events")).to_pyarrow_table(columns=["tenant_id", "event_id"])
+    truth = pq.read_table(landing / "_truth" / "events.parquet", columns=["tenant_id", "event_id"])
+    keys = list(zip(events["tenant_id"].to_pylist(), events["event_id"].to_pylist(), strict=True))
+    assert len(keys) == len(set(keys)) == truth.num_rows, "an event lost or written twice"
+    assert set(keys) == set(zip(truth["tenant_id"].to_pylist(), truth["event_id"].to_pylist(), strict=True))
