@@ -133,8 +133,8 @@ class _Died(BaseException):
     """The process ending at a statement: not an ``Exception``, so no ``except Exception`` on the way handles it."""
 
 
-def _die_at_the_second_alter(spark: Any, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Make the session's second ``ALTER TABLE`` from now on end the process instead of running; return the switch
+def _die_at_alter(spark: Any, monkeypatch: pytest.MonkeyPatch, at: int = 2) -> list[bool]:
+    """Make the session's ``at``-th ``ALTER TABLE`` from now on end the process instead of running; return the switch
     that disarms it (set its first item False)."""
     real = spark.sql
     armed, seen = [True], []
@@ -142,7 +142,7 @@ def _die_at_the_second_alter(spark: Any, monkeypatch: pytest.MonkeyPatch) -> lis
     def sql(text: str, *args: Any, **kwargs: Any) -> Any:
         if armed[0] and text.lstrip().upper().startswith("ALTER TABLE"):
             seen.append(text)
-            if len(seen) == 2:
+            if len(seen) == at:
                 raise _Died(text)
         return real(text, *args, **kwargs)
 
@@ -172,7 +172,7 @@ def test_an_interval_a_checkpoint_that_died_left_at_1_is_given_back_by_the_next_
     for i in range(3):
         _append(native_store, uri, i)
     monkeypatch.setattr(native_store, "_commit_path", CommitPath(False, "Delta's public SQL, as under Spark Connect"))
-    armed = _die_at_the_second_alter(native_store._log.spark, monkeypatch)
+    armed = _die_at_alter(native_store._log.spark, monkeypatch)
     with pytest.raises(_Died):
         native_store.create_checkpoint(uri)
     armed[0] = False
@@ -206,7 +206,7 @@ def test_an_interval_its_user_set_after_a_checkpoint_died_is_kept(
     uri = cfg.table_uri(QUARANTINE)
     _grow(native_store, uri, 2)
     monkeypatch.setattr(native_store, "_commit_path", CommitPath(False, "Delta's public SQL, as under Spark Connect"))
-    armed = _die_at_the_second_alter(native_store._log.spark, monkeypatch)
+    armed = _die_at_alter(native_store._log.spark, monkeypatch)
     with pytest.raises(_Died):
         native_store.create_checkpoint(uri)
     armed[0] = False
@@ -217,3 +217,27 @@ def test_an_interval_its_user_set_after_a_checkpoint_died_is_kept(
     left = _properties(uri)
     assert left.get("delta.checkpointInterval") == "7"
     assert not any(k.startswith("lakeshard.checkpoint") for k in left), left
+
+
+def test_a_restore_that_died_before_removing_its_record_is_finished_without_a_change_of_interval(
+        native_store: TableStore, test_config: LakeshardConfig, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoint's third statement (removing the record after the interval went back) never runs: the next run
+    removes the record and leaves the interval as it is."""
+    from lakeshard.lake.native.jvm import CommitPath
+
+    cfg = _config(tmp_path, test_config)
+    uri = cfg.table_uri(QUARANTINE)
+    _grow(native_store, uri, 2)
+    monkeypatch.setattr(native_store, "_commit_path", CommitPath(False, "Delta's public SQL, as under Spark Connect"))
+    armed = _die_at_alter(native_store._log.spark, monkeypatch, at=3)
+    with pytest.raises(_Died):
+        native_store.create_checkpoint(uri)
+    armed[0] = False
+    assert _properties(uri).get("delta.checkpointInterval") == "1000"
+    assert _properties(uri).get("lakeshard.checkpoint_interval_before") == "1000"
+
+    report = compact_bookkeeping(native_store, cfg, tables=[QUARANTINE], max_files=100)
+    assert not report.tables[0].interval_restored  # it was back already
+    left = _properties(uri)
+    assert left.get("delta.checkpointInterval") == "1000" and "lakeshard.checkpoint_interval_before" not in left
