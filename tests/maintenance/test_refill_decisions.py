@@ -93,7 +93,9 @@ def test_refill_rebuilds_every_row_a_repair_removed_from_the_files_the_rewrite_m
 
     lakehouse = ["--lakehouse", cfg.lakehouse]
     assert main(["fsck", *lakehouse, "--repair"]) == 0
-    out = capsys.readouterr().out
+    repaired = capsys.readouterr()
+    out = repaired.out
+    assert not repaired.err  # every removed file can be rebuilt
     for name in DECISION_TABLES:
         assert f"removed 1 files ({len(before[name])} rows by the log) from {name}" in out
         assert not _rows(store, cfg, name)  # the whole table was in the damaged file
@@ -137,7 +139,7 @@ def test_a_removed_file_whose_rows_no_other_file_holds_is_named_with_the_reason(
 
     lakehouse = ["--lakehouse", cfg.lakehouse]
     assert main(["fsck", *lakehouse, "--repair"]) == 0
-    capsys.readouterr()
+    named_at_repair = capsys.readouterr().err.strip().splitlines()
     assert main(["refill", *lakehouse, "--decisions"]) == 1
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
@@ -149,6 +151,7 @@ def test_a_removed_file_whose_rows_no_other_file_holds_is_named_with_the_reason(
     assert topology_line.startswith(f"cannot rebuild {SHARD_TOPOLOGY} file {rewritten.path}: version ")
     assert "it is gone from disk: vacuum deletes the files a rewrite removed" in topology_line
     assert "and it was added by version " in topology_line
+    assert sorted(line.strip() for line in named_at_repair) == sorted(lines)  # fsck --repair named them already
     kept = _rows(store, cfg, TENANT_SETTINGS)
     assert len(kept) == len(settings_before) - 1 and all(r in settings_before for r in kept)  # nothing invented
     assert not _rows(store, cfg, SHARD_TOPOLOGY)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,15 +73,16 @@ class DecisionRefill:
         return AppTransaction(decisions_refill_app_id(self.table), self.version)
 
 
-def plan_decision_refills(store: TableStore, cfg: LakeshardConfig) -> tuple[DecisionRefill, ...]:
-    """Return, per table of :data:`DECISION_TABLES` that ``fsck_repairs`` records removed files of, their rows
-    rebuilt from the files they were rewritten from, and the files that cannot be, with the reason."""
+def plan_decision_refills(store: TableStore, cfg: LakeshardConfig, *, tables: Sequence[str] = DECISION_TABLES
+                          ) -> tuple[DecisionRefill, ...]:
+    """Return, per table of ``tables`` (of :data:`DECISION_TABLES`) that ``fsck_repairs`` records removed files of,
+    their rows rebuilt from the files they were rewritten from, and the files that cannot be, with the reason."""
     if not store.exists(cfg.table_uri(FSCK_REPAIRS)):
         return ()
     repairs = store.read_table_arrow(cfg.table_uri(FSCK_REPAIRS), ["table_name", "path", "rows"],
                                      where=pc.field("table_name").isin(list(DECISION_TABLES))).to_pylist()
     out = []
-    for name in DECISION_TABLES:
+    for name in (t for t in DECISION_TABLES if t in tables):
         removed = {str(r["path"]): int(r["rows"] or 0) for r in repairs if r["table_name"] == name}
         if removed and store.exists(uri := cfg.table_uri(name)):
             out.append(_plan(store, name, uri, removed))

@@ -59,6 +59,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
                   f"{done.repaired_version}; recorded in {FSCK_REPAIRS}")
             if name in _REFILLS:
                 print(f"  {_REFILLS[name]}")
+            _name_unrebuildable(store, cfg, name, {f.path for f, _ in done.damaged})
         elif check.damaged:
             left += len(check.damaged)
     if left:
@@ -68,6 +69,19 @@ def cmd_fsck(args: argparse.Namespace) -> int:
               if unreadable == 1 else f"{unreadable} tables' logs cannot be read: fsck checks data files against a "
               "log, it does not mend one")
     return 1 if left or unreadable else 0
+
+
+def _name_unrebuildable(store: TableStore, cfg: LakeshardConfig, name: str, removed: set[str]) -> None:
+    """Print, for a table whose removed files ``refill --decisions`` rebuilds, each of ``removed`` it cannot rebuild
+    and why (stderr): at the repair, not only when a refill is run."""
+    from lakeshard.maintenance import DECISION_TABLES, plan_decision_refills
+
+    if name not in DECISION_TABLES:
+        return
+    for refill in plan_decision_refills(store, cfg, tables=[name]):
+        for path, why in refill.unrebuilt:
+            if path in removed:
+                print(f"  cannot rebuild {name} file {path}: {why}", file=sys.stderr)
 
 
 # What restores the rows a repair removed from each table ``lakeshard refill`` knows.
