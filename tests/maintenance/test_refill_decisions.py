@@ -155,3 +155,30 @@ def test_a_removed_file_whose_rows_no_other_file_holds_is_named_with_the_reason(
     kept = _rows(store, cfg, TENANT_SETTINGS)
     assert len(kept) == len(settings_before) - 1 and all(r in settings_before for r in kept)  # nothing invented
     assert not _rows(store, cfg, SHARD_TOPOLOGY)
+
+
+def test_a_source_vacuum_deleted_is_rebuilt_from_the_rewrite_that_made_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two hourly rewrites: the second made the damaged file from the first's file (gone from disk) and newer
+    appends; the first's sources are still there, so every row comes back."""
+    cfg, store = _lakehouse(tmp_path)
+    _decide(cfg, store)
+    uri = cfg.table_uri(TENANT_SETTINGS)
+    compact_bookkeeping(store, cfg, tables=[TENANT_SETTINGS], max_files=1)
+    (first,) = store.files(uri)
+    RoutingTables(store, cfg).set_tenant_settings([TenantSetting("gamma", 3, 1)], reason="operator")
+    RoutingTables(store, cfg).set_tenant_settings([TenantSetting("acme", 6, 2)], reason="autoshard")
+    compact_bookkeeping(store, cfg, tables=[TENANT_SETTINGS], max_files=1)
+    (second,) = store.files(uri)
+    last = store.log_entries(uri)[-1]
+    assert first.path in {c.file.path for c in last.changes if c.action == "remove"}  # a rewrite of a rewrite
+    before = _rows(store, cfg, TENANT_SETTINGS)
+    assert len(before) == 6
+    (Path(uri) / unquote(first.path)).unlink()  # as vacuum leaves it
+    assert _damage(cfg, store, TENANT_SETTINGS, "truncated") == second.path
+
+    lakehouse = ["--lakehouse", cfg.lakehouse]
+    assert main(["fsck", *lakehouse, "--repair"]) == 0
+    assert not _rows(store, cfg, TENANT_SETTINGS)
+    assert main(["refill", *lakehouse, "--decisions"]) == 0, capsys.readouterr().err
+    assert _rows(store, cfg, TENANT_SETTINGS) == before == _rows_by_delta_rs(cfg, TENANT_SETTINGS)

@@ -119,8 +119,10 @@ def _plan(store: TableStore, name: str, uri: str, removed: dict[str, int]) -> De
         found.append(rows)
         rebuilt.append(path)
     schema = store.arrow_schema(uri)
-    rows = _not_live(store.read_table_arrow(uri), pa.concat_tables([t.select(schema.names).cast(schema)
-                                                                   for t in found]) if found else schema.empty_table())
+    rows = schema.empty_table()
+    if found:
+        rows = _not_live(store.read_table_arrow(uri), pa.concat_tables([t.select(schema.names).cast(schema)
+                                                                       for t in found]))
     return DecisionRefill(name, version, sum(removed.values()), rows, tuple(rebuilt), tuple(unrebuilt), done)
 
 
@@ -162,9 +164,12 @@ class _Lineage:
         entry, _ = self._added(path)
         adds = [c for c in entry.changes if c.action == "add"]
         sources = [c.file for c in entry.changes if c.action == "remove"]
-        if any(c.data_change for c in entry.changes) or not sources:
+        if not sources:
             raise _Unrebuildable(f"it was added by version {entry.version} ({entry.operation or 'a commit'}) with rows "
                                  "of its own, not rewritten from other files: no other file holds them")
+        if any(c.data_change for c in entry.changes):
+            raise _Unrebuildable(f"version {entry.version} rewrote it from {len(sources)} files and changed data: "
+                                 "which of their rows it held cannot be told")
         if len(adds) != 1:
             raise _Unrebuildable(f"version {entry.version} rewrote {len(sources)} files into {len(adds)}: which of "
                                  "their rows this one held cannot be told")
