@@ -182,3 +182,35 @@ def test_a_source_vacuum_deleted_is_rebuilt_from_the_rewrite_that_made_it(
     assert not _rows(store, cfg, TENANT_SETTINGS)
     assert main(["refill", *lakehouse, "--decisions"]) == 0, capsys.readouterr().err
     assert _rows(store, cfg, TENANT_SETTINGS) == before == _rows_by_delta_rs(cfg, TENANT_SETTINGS)
+
+
+@pytest.mark.delta_jvm
+def test_refill_rebuilds_a_rewritten_file_on_deltas_own_engine(
+        native_store: TableStore, test_config: LakeshardConfig, tmp_path: Path) -> None:
+    """The same on the native adapter, whose hourly rewrite goes through Delta's public writer (``replaceWhere``,
+    ``dataChange=false``)."""
+    from dataclasses import replace
+
+    from lakeshard.config import MaintenanceConfig
+    from lakeshard.maintenance import check_table, plan_decision_refills, refill_decisions, repair_table
+    from lakeshard.tables import FSCK_REPAIRS
+
+    cfg = replace(test_config, lakehouse=str(tmp_path / "lh"), spark=replace(test_config.spark, adapter="native"),
+                  maintenance=MaintenanceConfig(bookkeeping_max_files=1))
+    routing = RoutingTables(native_store, cfg)
+    routing.set_topology(ShardTopology(8, ()), reason="initial ring")
+    routing.set_topology(ShardTopology(16, (3, 11)), reason="grown, two excluded")
+    uri = cfg.table_uri(SHARD_TOPOLOGY)
+    assert compact_bookkeeping(native_store, cfg, tables=[SHARD_TOPOLOGY]).tables[0].version is not None
+    before = _rows(native_store, cfg, SHARD_TOPOLOGY)
+    _damage(cfg, native_store, SHARD_TOPOLOGY, "truncated")
+    check = check_table(native_store, uri)
+    assert len(check.damaged) == 1
+    repair_table(native_store, check, cfg.table_uri(FSCK_REPAIRS))
+    assert not _rows(native_store, cfg, SHARD_TOPOLOGY)
+
+    (refill,) = plan_decision_refills(native_store, cfg)
+    assert not refill.unrebuilt and refill.rows.num_rows == 2
+    assert refill_decisions(native_store, cfg, refill) is not None
+    assert _rows(native_store, cfg, SHARD_TOPOLOGY) == before == _rows_by_delta_rs(cfg, SHARD_TOPOLOGY)
+    assert routing.topology() == ShardTopology(16, (3, 11))
