@@ -234,3 +234,21 @@ def test_the_commit_path_probe_reads_javas_method_text_and_matches_signatures() 
     assert _matches(JvmMethod("{delta}.DeltaLog", "checkpoint", ("{delta}.Snapshot", "...")), package, found[1])
     assert not _matches(JvmMethod("{delta}.DeltaLog", "checkpoint", ("{delta}.Snapshot",)), package, found[1])
     assert _matches(JvmMethod("{delta}.DeltaLog$", "forTable", None), package, found[2])
+
+
+@pytest.mark.parametrize(("configuration", "expected"), [
+    ({}, None),  # no checkpoint through a property change ever left its record
+    ({"delta.checkpointInterval": "1"}, None),  # an interval of 1 the table's user chose
+    ({"delta.checkpointInterval": "1", "lakeshard.checkpoint_interval_before": "unset"}, "unset"),
+    ({"delta.checkpointInterval": "1", "lakeshard.checkpoint_interval_before": "50"}, "50"),
+    # given back by a restore that died before removing the record, or set by the user since: left as it is
+    ({"delta.checkpointInterval": "50", "lakeshard.checkpoint_interval_before": "50"}, None),
+    ({"delta.checkpointInterval": "7", "lakeshard.checkpoint_interval_before": "unset"}, None),
+    ({"lakeshard.checkpoint_interval_before": "50"}, None),
+])
+def test_the_interval_to_give_back_is_the_recorded_one_only_while_the_temporary_interval_is_there(
+        configuration: dict[str, str], expected: str | None) -> None:
+    from lakeshard.lake.native.public import CHECKPOINT_INTERVAL_BEFORE, interval_before, interval_left
+
+    assert interval_before(configuration) == expected
+    assert interval_left(configuration) == (CHECKPOINT_INTERVAL_BEFORE in configuration)

@@ -127,3 +127,117 @@ def test_a_replayed_rewrite_of_files_already_rewritten_commits_nothing(
     again = bookkeeping._rewrite(native_store, uri, QUARANTINE, version, live, live)
     assert again.conflict and again.version is None
     assert native_store.version(uri) == at and _rows(native_store, uri) == rows
+
+
+class _Died(BaseException):
+    """The process ending at a statement: not an ``Exception``, so no ``except Exception`` on the way handles it."""
+
+
+def _die_at_alter(spark: Any, monkeypatch: pytest.MonkeyPatch, at: int = 2) -> list[bool]:
+    """Make the session's ``at``-th ``ALTER TABLE`` from now on end the process instead of running; return the switch
+    that disarms it (set its first item False)."""
+    real = spark.sql
+    armed, seen = [True], []
+
+    def sql(text: str, *args: Any, **kwargs: Any) -> Any:
+        if armed[0] and text.lstrip().upper().startswith("ALTER TABLE"):
+            seen.append(text)
+            if len(seen) == at:
+                raise _Died(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(spark, "sql", sql)
+    return armed
+
+
+def _properties(uri: str) -> dict[str, str]:
+    from deltalake import DeltaTable
+
+    return dict(DeltaTable(uri).metadata().configuration)
+
+
+@pytest.mark.parametrize("own", [None, "50"], ids=["no-interval-of-its-own", "an-interval-of-its-own"])
+def test_an_interval_a_checkpoint_that_died_left_at_1_is_given_back_by_the_next_hourly_run(
+        spark: Any, native_store: TableStore, test_config: LakeshardConfig, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, own: str | None) -> None:
+    """The checkpoint through Delta's public SQL (the path under Spark Connect) sets ``delta.checkpointInterval`` to
+    1 for one commit and then back; the process dies between the two changes. The next hourly run puts the table's
+    own value back (or none), and the table stops writing a checkpoint at every commit."""
+    from lakeshard.lake.native.jvm import CommitPath
+
+    cfg = _config(tmp_path, test_config)
+    uri = cfg.table_uri(QUARANTINE)
+    native_store.create(uri, SCHEMA, partition_by=("part",),
+                        properties={} if own is None else {"delta.checkpointInterval": own})
+    for i in range(3):
+        _append(native_store, uri, i)
+    monkeypatch.setattr(native_store, "_commit_path", CommitPath(False, "Delta's public SQL, as under Spark Connect"))
+    armed = _die_at_alter(native_store._log.spark, monkeypatch)
+    with pytest.raises(_Died):
+        native_store.create_checkpoint(uri)
+    armed[0] = False
+    assert _properties(uri).get("delta.checkpointInterval") == "1"  # left by the process that died
+
+    report = run_pipeline(spark, native_store, cfg, flows=["compact_books"],
+                          params={"compact_books": {"max_files": 100}})
+    assert report.ok, report.render()
+    left = _properties(uri)
+    assert left.get("delta.checkpointInterval") == own
+    assert not any(k.startswith("lakeshard.checkpoint") for k in left), left
+    result = report.flow("compact_books").result
+    assert result is not None and QUARANTINE in str(result.details["intervals_restored"])
+    checkpoints = native_store.checkpoint_versions(uri)
+    for i in range(3, 6):
+        _append(native_store, uri, i)
+    assert native_store.checkpoint_versions(uri) == checkpoints  # no checkpoint per commit any more
+    assert _rows(native_store, uri) == _rows_by_delta_rs(uri) and len(_rows(native_store, uri)) == 6
+
+    again = compact_bookkeeping(native_store, cfg, tables=[QUARANTINE], max_files=100)
+    assert not again.tables[0].interval_restored and _properties(uri) == left
+
+
+def test_an_interval_its_user_set_after_a_checkpoint_died_is_kept(
+        native_store: TableStore, test_config: LakeshardConfig, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakeshard.lake.native.jvm import CommitPath
+    from lakeshard.lake.native.public import delta_table_name
+
+    cfg = _config(tmp_path, test_config)
+    uri = cfg.table_uri(QUARANTINE)
+    _grow(native_store, uri, 2)
+    monkeypatch.setattr(native_store, "_commit_path", CommitPath(False, "Delta's public SQL, as under Spark Connect"))
+    armed = _die_at_alter(native_store._log.spark, monkeypatch)
+    with pytest.raises(_Died):
+        native_store.create_checkpoint(uri)
+    armed[0] = False
+    native_store.spark.sql(f"ALTER TABLE {delta_table_name(uri)} SET TBLPROPERTIES ('delta.checkpointInterval' = '7')")
+
+    report = compact_bookkeeping(native_store, cfg, tables=[QUARANTINE], max_files=100)
+    assert not report.tables[0].interval_restored
+    left = _properties(uri)
+    assert left.get("delta.checkpointInterval") == "7"
+    assert not any(k.startswith("lakeshard.checkpoint") for k in left), left
+
+
+def test_a_restore_that_died_before_removing_its_record_is_finished_without_a_change_of_interval(
+        native_store: TableStore, test_config: LakeshardConfig, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoint's third statement (removing the record after the interval went back) never runs: the next run
+    removes the record and leaves the interval as it is."""
+    from lakeshard.lake.native.jvm import CommitPath
+
+    cfg = _config(tmp_path, test_config)
+    uri = cfg.table_uri(QUARANTINE)
+    _grow(native_store, uri, 2)
+    monkeypatch.setattr(native_store, "_commit_path", CommitPath(False, "Delta's public SQL, as under Spark Connect"))
+    armed = _die_at_alter(native_store._log.spark, monkeypatch, at=3)
+    with pytest.raises(_Died):
+        native_store.create_checkpoint(uri)
+    armed[0] = False
+    assert _properties(uri).get("delta.checkpointInterval") == "1000"
+    assert _properties(uri).get("lakeshard.checkpoint_interval_before") == "1000"
+
+    report = compact_bookkeeping(native_store, cfg, tables=[QUARANTINE], max_files=100)
+    assert not report.tables[0].interval_restored  # it was back already
+    left = _properties(uri)
+    assert left.get("delta.checkpointInterval") == "1000" and "lakeshard.checkpoint_interval_before" not in left

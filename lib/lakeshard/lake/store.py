@@ -303,6 +303,17 @@ class TableStore(ABC):
     def create_checkpoint(self, table: str) -> int:
         """Write a checkpoint of the table's latest version and return that version."""
 
+    def restore_checkpoint_interval(self, table: str) -> bool:
+        """Return whether the table's ``delta.checkpointInterval`` was given back the value it had before a
+        :meth:`create_checkpoint` that sets it to 1 for one commit was interrupted between its two property
+        changes (what to put back is in a table property of lakeshard's own, set with the 1); nothing changes
+        when none was. This default does nothing: an adapter whose checkpoints change no property leaves none.
+
+        Raises:
+            CommitConflict: the change lost a race with another commit (try again later).
+        """
+        return False
+
     def clean_log(self, table: str) -> int:
         """Delete the commit files past the table's ``delta.logRetentionDuration`` that a checkpoint supersedes;
         return how many went. This default does nothing: Delta on the JVM cleans up at every checkpoint."""

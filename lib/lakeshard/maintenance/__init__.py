@@ -2,7 +2,8 @@
 no recent version references vacuumed (the maintenance job's ``compact_books`` flow, docs/pipelines.md), and
 every live data file checked against the log (``lakeshard fsck``), and the events a repair removed restored from
 the landing zone (``lakeshard refill``: a bucket's events, or a ``routed`` file's batch routed again) or, for
-the ID index, from ``events``, and for ``placements``, from the shards the events of each window went to.
+the ID index, from ``events``, for ``placements``, from the shards the events of each window went to, and for
+``buckets``, ``tenant_settings`` and ``shard_topology``, from the files a bookkeeping rewrite made them from.
 
 Example::
 
@@ -32,6 +33,12 @@ if TYPE_CHECKING:
         vacuum_tables,
         write_sorted,
     )
+    from lakeshard.maintenance.decisions import (
+        DECISION_TABLES,
+        DecisionRefill,
+        plan_decision_refills,
+        refill_decisions,
+    )
     from lakeshard.maintenance.errors import MaintenanceError, RefillRefused
     from lakeshard.maintenance.fsck import FSCK_OPERATION, TableCheck, check_table, repair_table
     from lakeshard.maintenance.placements import PlacementRefills, plan_placement_refills, refill_placements
@@ -43,10 +50,12 @@ if TYPE_CHECKING:
 __all__ = [
     "BOOKKEEPING_TABLES",
     "CHECKPOINT_INTERVAL",
+    "DECISION_TABLES",
     "FSCK_OPERATION",
     "REFILL_OPERATION",
     "SORTED_LAYOUTS",
     "BookkeepingReport",
+    "DecisionRefill",
     "IdRefill",
     "IdRefills",
     "MaintenanceError",
@@ -60,11 +69,13 @@ __all__ = [
     "check_table",
     "clean_logs",
     "compact_bookkeeping",
+    "plan_decision_refills",
     "plan_id_refills",
     "plan_placement_refills",
     "plan_refill",
     "plan_routed_refills",
     "refill_bucket",
+    "refill_decisions",
     "refill_ids",
     "refill_placements",
     "refill_routed",

@@ -24,8 +24,11 @@ these tables are small, and a Spark job's fixed cost would dwarf them.
 
 Snapshot loads replay the commits since the table's last checkpoint. delta-rs writes one every 100 commits
 (Delta's ``delta.checkpointInterval``) as part of each commit; a table whose newest checkpoint is further
-behind than that (written by a writer that skipped it) gets one here. :func:`clean_logs` deletes commit files
-past a table's ``delta.logRetentionDuration``, and once a day :func:`vacuum_tables` deletes the data files of every
+behind than that (written by a writer that skipped it) gets one here. A checkpoint written through a property
+change (Delta's public SQL: ``delta.checkpointInterval`` set to 1 for one commit) that did not finish left the
+table checkpointing at every commit; the table's interval is given back its value here first
+(:meth:`~lakeshard.lake.TableStore.restore_checkpoint_interval`). :func:`clean_logs` deletes commit files past a
+table's ``delta.logRetentionDuration``, and once a day :func:`vacuum_tables` deletes the data files of every
 table that no version within ``maintenance.vacuum_retention_hours`` references (the files compaction and expiry
 removed from the log stay on disk until then, readable by time travel).
 
@@ -107,6 +110,8 @@ class TableUpkeep:
     conflict: bool = False  # the swap lost a race and committed nothing (retried next run)
     version: int | None = None  # the swap's commit
     checkpoint: int | None = None  # the version a checkpoint was written at, when one was missing
+    # delta.checkpointInterval given back its value, left at 1 by a checkpoint that did not finish
+    interval_restored: bool = False
 
 
 @dataclass(frozen=True)
@@ -223,8 +228,9 @@ def _upkeep(store: TableStore, uri: str, name: str, limit: int, budget: int, ret
     else:
         why = f"{len(files)} files <= {limit}" if len(files) <= limit else f"fewer than two files fit {budget} bytes"
         upkeep = TableUpkeep(name, len(files), len(files), skipped=why)
+    restored = _restore_interval(store, uri)
     checkpoint = _ensure_checkpoint(store, uri)
-    return upkeep if checkpoint is None else replace(upkeep, checkpoint=checkpoint)
+    return replace(upkeep, checkpoint=checkpoint, interval_restored=restored)
 
 
 def _rewrite(store: TableStore, uri: str, name: str, version: int, live: Sequence[FileInfo],
@@ -314,3 +320,12 @@ def _ensure_checkpoint(store: TableStore, uri: str) -> int | None:
         return store.create_checkpoint(uri)
     except CommitConflict:
         return None
+
+
+def _restore_interval(store: TableStore, uri: str) -> bool:
+    """Return whether the table's checkpoint interval was given back the value an interrupted checkpoint left at 1
+    (:meth:`TableStore.restore_checkpoint_interval`); False too when that lost a race: the next run tries again."""
+    try:
+        return store.restore_checkpoint_interval(uri)
+    except CommitConflict:
+        return False

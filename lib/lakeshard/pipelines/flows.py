@@ -299,6 +299,7 @@ def run_compact_books(ctx: FlowContext) -> FlowResult:
                       details={"tables": ",".join(t.table for t in done),
                                "conflicts": sum(1 for t in report.tables if t.conflict),
                                "checkpoints": ",".join(t.table for t in report.tables if t.checkpoint is not None),
+                               "intervals_restored": ",".join(t.table for t in report.tables if t.interval_restored),
                                "log_files_removed": sum(cleaned.values()),
                                "vacuumed": ",".join(vacuumed), "files_vacuumed": sum(vacuumed.values())},
                       outcome=report)

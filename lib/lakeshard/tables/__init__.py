@@ -110,6 +110,7 @@ __all__ = [
     "USER_TABLE_SHAPES",
     "TableShape",
     "dead_letter_app_id",
+    "decisions_refill_app_id",
     "fragments_migrated_app_id",
     "hour_of",
     "id_refill_app_id",
@@ -193,6 +194,12 @@ def refill_app_id(batch: int, shard: int) -> str:
     """Return the app transaction id, on ``routed``, of a batch's rows for one shard routed again by ``lakeshard
     refill`` (its version: how many of those rows' files fsck removed)."""
     return f"refill/{batch}/{shard}"
+
+
+def decisions_refill_app_id(table: str) -> str:
+    """Return the app transaction id, on ``buckets``, ``tenant_settings`` or ``shard_topology``, of the rows of its
+    removed files rebuilt by ``lakeshard refill --decisions`` (its version: how many of its files fsck removed)."""
+    return f"refill-decisions/{table}"
 
 
 def id_refill_app_id(shard: int, interval: str) -> str:

@@ -3,7 +3,8 @@
 * ``fsck``   — every live data file of every table checked against its log; ``--repair`` removes the damaged
   ones (one commit per table) and records what they held in ``fsck_repairs``;
 * ``refill`` — what a repair removed restored: an ``events`` bucket from the landing zone, ``routed`` files by
-  routing their batches again, ``event_ids`` partitions from ``events``, placements from their events' shards.
+  routing their batches again, ``event_ids`` partitions from ``events``, placements from their events' shards,
+  ``buckets``, ``tenant_settings`` and ``shard_topology`` rows from the files a bookkeeping rewrite made them from.
 
 The top-level parser wires them in with :func:`add_commands`.
 """
@@ -58,6 +59,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
                   f"{done.repaired_version}; recorded in {FSCK_REPAIRS}")
             if name in _REFILLS:
                 print(f"  {_REFILLS[name]}")
+            _name_unrebuildable(store, cfg, name, {f.path for f, _ in done.damaged})
         elif check.damaged:
             left += len(check.damaged)
     if left:
@@ -69,6 +71,19 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     return 1 if left or unreadable else 0
 
 
+def _name_unrebuildable(store: TableStore, cfg: LakeshardConfig, name: str, removed: set[str]) -> None:
+    """Print, for a table whose removed files ``refill --decisions`` rebuilds, each of ``removed`` it cannot rebuild
+    and why (stderr): at the repair, not only when a refill is run."""
+    from lakeshard.maintenance import DECISION_TABLES, plan_decision_refills
+
+    if name not in DECISION_TABLES:
+        return
+    for refill in plan_decision_refills(store, cfg, tables=[name]):
+        for path, why in refill.unrebuilt:
+            if path in removed:
+                print(f"  cannot rebuild {name} file {path}: {why}", file=sys.stderr)
+
+
 # What restores the rows a repair removed from each table ``lakeshard refill`` knows.
 _REFILLS = {
     "events": "lakeshard refill --bucket TENANT/HOUR restores a repaired bucket's events from the landing zone",
@@ -76,6 +91,9 @@ _REFILLS = {
     "event_ids": "lakeshard refill --ids rebuilds the removed IDs from events; run it before the next ingest",
     "placements": "lakeshard refill --placements restores the removed placements from their events' shards; run it "
                   "before the next ingest",
+    **{name: "lakeshard refill --decisions rebuilds the removed rows from the files a bookkeeping rewrite made them "
+             "from, and names each file it cannot rebuild and why" for name in ("buckets", "tenant_settings",
+                                                                                "shard_topology")},
 }
 
 
@@ -87,7 +105,10 @@ def cmd_refill(args: argparse.Namespace) -> int:
     the rest as duplicates. With --ids (damaged event_ids files): rebuild each repaired partition's IDs from the
     events they index. With --placements (damaged placements files): restore the placement of each window the
     events hold and placements lacks, when exactly one placement the tenant could have had sends every event of
-    the window to the shard it went to. Exit 1 when some removed rows or windows cannot be restored."""
+    the window to the shard it went to. With --decisions (damaged buckets, tenant_settings or shard_topology
+    files): rebuild each removed file's rows from the files the bookkeeping rewrite that made it removed, still on
+    disk until vacuum; each file that cannot be rebuilt is named with the reason. Exit 1 when some removed rows or
+    windows cannot be restored."""
     from lakeshard.lake import open_lazy_store
     from lakeshard.maintenance import plan_refill, refill_bucket
 
@@ -99,6 +120,8 @@ def cmd_refill(args: argparse.Namespace) -> int:
         return _refill_ids(store, cfg, dry_run=args.dry_run)
     if args.placements:
         return _refill_placements(store, cfg, dry_run=args.dry_run)
+    if args.decisions:
+        return _refill_decisions(store, cfg, dry_run=args.dry_run)
     tenant_id, hour = args.bucket
     plan = plan_refill(store, cfg, tenant_id, hour)
     print(f"bucket {tenant_id}/{hour}: {plan.found:,} events in the landing bytes of {len(plan.batches)} batches, "
@@ -145,6 +168,27 @@ def _refill_ids(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool) -> in
                                 f"events the index lacks (fsck removed {r.removed:,} rows)",
                  would="would commit them", did="committed in {}")
     return 0
+
+
+def _refill_decisions(store: TableStore, cfg: LakeshardConfig, *, dry_run: bool) -> int:
+    """Rebuild the buckets, tenant_settings and shard_topology rows fsck removed (``lakeshard refill --decisions``)."""
+    from lakeshard.maintenance import DECISION_TABLES, plan_decision_refills, refill_decisions
+
+    refills = plan_decision_refills(store, cfg)
+    if not refills:
+        print(f"nothing to refill in {', '.join(DECISION_TABLES)}: fsck removed none of their files")
+    for r in refills:
+        what = (f"{r.table}: {len(r.rebuilt)} of {r.version} removed files rebuilt from the files they were rewritten "
+                f"from (fsck removed {r.removed:,} rows), {r.rows.num_rows:,} rows not in the table")
+        if dry_run or not r.rows.num_rows:
+            print(f"{what}; " + ("would commit them" if dry_run and r.rows.num_rows else "nothing to commit"))
+        else:
+            done = refill_decisions(store, cfg, r)
+            print(f"{what}; " + ("committed already" if done is None or done.skipped
+                                 else f"committed in {r.table} version {done.version}"))
+        for path, why in r.unrebuilt:
+            print(f"cannot rebuild {r.table} file {path}: {why}", file=sys.stderr)
+    return 1 if any(r.unrebuilt for r in refills) else 0
 
 
 def _commit_each(pending: Sequence[Any], commit: Callable[[Any], CommitResult], *, dry_run: bool, table: str,
@@ -212,8 +256,8 @@ def add_commands(subparsers: Any, common: Callable[..., None]) -> None:
                    help="remove damaged files from their table's log (one commit per table), recorded in fsck_repairs")
     p.set_defaults(func=cmd_fsck)
 
-    p = subparsers.add_parser("refill",
-                              help="restore what fsck --repair removed: events, routed files, IDs, placements",
+    p = subparsers.add_parser("refill", help="restore what fsck --repair removed: events, routed files, IDs, "
+                                              "placements, decisions",
                               description=cmd_refill.__doc__)
     common(p, landing=False)
     which = p.add_mutually_exclusive_group(required=True)
@@ -226,5 +270,8 @@ def add_commands(subparsers: Any, common: Callable[..., None]) -> None:
     which.add_argument("--placements", action="store_true",
                        help="every window whose placements file fsck removed: restore its placement from the "
                             "shards its events went to")
+    which.add_argument("--decisions", action="store_true",
+                       help="every buckets, tenant_settings or shard_topology file fsck removed: rebuild its rows from "
+                            "the files it was rewritten from")
     p.add_argument("--dry-run", action="store_true", help="say what would be restored, commit nothing")
     p.set_defaults(func=cmd_refill)

@@ -70,6 +70,7 @@ from lakeshard.lake.native.public import (
     PublicCommits,
     create_table_sql,
     delta_table_name,
+    interval_left,
     whole_partitions_predicate,
 )
 from lakeshard.lake.native.vacuum import vacuum
@@ -554,6 +555,17 @@ class NativeTableStore(AdapterBase):
         snapshot = scala_call(log, "update")
         scala_call(log, "checkpoint", snapshot)
         return int(snapshot.version())
+
+    def restore_checkpoint_interval(self, table: str) -> bool:
+        """See :meth:`TableStore.restore_checkpoint_interval`: Delta's public SQL on any session
+        (:meth:`~lakeshard.lake.native.public.PublicCommits.restore_interval`)."""
+        uri = normalise_uri(table)
+        state = self._log.state(uri)
+        if not interval_left(state.metadata.get("configuration") or {}):
+            return False
+        self._require_delta()
+        supported(uri, state, "restore_checkpoint_interval", write=True)
+        return self._public.restore_interval(uri, state, {"lakeshard.operation": "checkpoint_interval_restore"})
 
     # --------------------------------------------------------------------------------- metadata
     def history(self, table: str, *, limit: int | None = None) -> list[CommitInfo]:

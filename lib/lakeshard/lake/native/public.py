@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 
     from lakeshard.lake.native.log import NativeLog
 
-__all__ = ["CHECKPOINT_INTERVAL_PROPERTY", "FENCE_PROPERTY", "NATIVE_PROPERTIES", "SWAP_REFUSAL", "PublicCommits",
-           "create_table_sql", "delta_table_name", "guard_partition_files", "whole_partitions_predicate"]
+__all__ = ["CHECKPOINT_INTERVAL_BEFORE", "CHECKPOINT_INTERVAL_PROPERTY", "FENCE_PROPERTY", "INTERVAL_UNSET",
+           "NATIVE_PROPERTIES", "SWAP_REFUSAL", "PublicCommits", "create_table_sql", "delta_table_name",
+           "guard_partition_files", "interval_before", "interval_left", "whole_partitions_predicate"]
 
 # What the swap's in-write check says when the partitions it rewrites changed: how its failure is told apart.
 SWAP_REFUSAL = "lakeshard: the partitions changed while this swap ran"
@@ -78,6 +79,44 @@ FENCE_PROPERTY = "lakeshard.fence"
 # giving it back its value is tried when it loses a race.
 CHECKPOINT_INTERVAL_PROPERTY = "delta.checkpointInterval"
 _RESTORE_ATTEMPTS = 3
+# lakeshard's own table property, set in the same commit as the temporary interval: the interval the table had
+# before (INTERVAL_UNSET when it had none). It is removed once that value is back, so a process that dies between
+# the two changes leaves it behind, and the next maintenance run reads from it what to put back
+# (PublicCommits.restore_interval). A table without it never has its interval changed by a restore.
+CHECKPOINT_INTERVAL_BEFORE = "lakeshard.checkpoint_interval_before"
+INTERVAL_UNSET = "unset"
+_TEMPORARY_INTERVAL = "1"
+
+
+def interval_left(configuration: Mapping[str, str]) -> bool:
+    """Return whether a table's properties hold the record of a checkpoint's temporary interval
+    (:data:`CHECKPOINT_INTERVAL_BEFORE`): a checkpoint through a property change did not finish."""
+    return CHECKPOINT_INTERVAL_BEFORE in configuration
+
+
+def interval_before(configuration: Mapping[str, str]) -> str | None:
+    """Return the ``delta.checkpointInterval`` a table had before a checkpoint through a property change set it to
+    1 (:data:`INTERVAL_UNSET` when it had none), when the table still has that temporary interval; else None.
+
+    A table holding :data:`CHECKPOINT_INTERVAL_BEFORE` whose interval is no longer 1 had its interval set since
+    (given back by a restore that died before removing the marker, or set by its user): None, it is left as it is.
+
+    Example::
+
+        interval_before({"delta.checkpointInterval": "1", "lakeshard.checkpoint_interval_before": "50"})  # "50"
+    """
+    before = configuration.get(CHECKPOINT_INTERVAL_BEFORE)
+    if before is None or configuration.get(CHECKPOINT_INTERVAL_PROPERTY) != _TEMPORARY_INTERVAL:
+        return None
+    return before
+
+
+def _set_sql(values: Mapping[str, str]) -> str:
+    return "SET TBLPROPERTIES (" + ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in values.items()) + ")"
+
+
+def _unset_sql(*keys: str) -> str:
+    return "UNSET TBLPROPERTIES IF EXISTS (" + ", ".join(_literal(k) for k in keys) + ")"
 
 
 def delta_table_name(uri: str) -> str:
@@ -273,7 +312,7 @@ class PublicCommits:
                 property change lost a race.
         """
         ids = tuple(app_ids)
-        entry = self._set_property(uri, read_version, FENCE_PROPERTY, None, metadata, ids, "the fence's")
+        entry = self._alter(uri, read_version, None, metadata, ids, "the fence's")
         if entry.version > read_version + 1:
             ours = set(ids)
             for between, _ in self._log.entries(uri, read_version + 1, entry.version - 1):
@@ -289,22 +328,24 @@ class PublicCommits:
 
         Delta has no public statement that writes a checkpoint; it writes one itself after a commit whose version
         is a multiple of the table's ``delta.checkpointInterval``, read from the metadata that commit leaves. So
-        ``ALTER TABLE ... SET TBLPROPERTIES ('delta.checkpointInterval' = '1')`` commits and is checkpointed,
-        and a second change gives the property its value back (or unsets it). Both are metadata changes: a
-        commit of the table overlapping either fails, as it would against a closing fence, and is retried by
-        its writer.
+        ``ALTER TABLE ... SET TBLPROPERTIES ('delta.checkpointInterval' = '1', ...)`` commits and is checkpointed,
+        recording the interval the table had in :data:`CHECKPOINT_INTERVAL_BEFORE` in the same commit, and
+        :meth:`restore_interval` gives the property its value back (or unsets it) and removes that record. Both
+        are metadata changes: a commit of the table overlapping either fails, as it would against a closing fence,
+        and is retried by its writer. A process that dies in between leaves the record, which the next
+        maintenance run's :meth:`restore_interval` finds (a table left so keeps the value recorded first).
 
         Raises:
             CommitConflict: the first property change lost a race (nothing changed; the next run tries again).
             TableStoreError: Delta wrote no checkpoint at that commit.
         """
-        entry = self._set_property(uri, state.version, CHECKPOINT_INTERVAL_PROPERTY, "1", metadata, (),
-                                   "the checkpoint's")
-        before = (state.metadata.get("configuration") or {}).get(CHECKPOINT_INTERVAL_PROPERTY)
+        config = state.metadata.get("configuration") or {}
+        before = interval_before(config) or config.get(CHECKPOINT_INTERVAL_PROPERTY, INTERVAL_UNSET)
+        change = {CHECKPOINT_INTERVAL_PROPERTY: _TEMPORARY_INTERVAL, CHECKPOINT_INTERVAL_BEFORE: before}
+        entry = self._alter(uri, state.version, _set_sql(change), metadata, (), "the checkpoint's")
         for attempt in range(_RESTORE_ATTEMPTS):
             try:
-                self._set_property(uri, entry.version, CHECKPOINT_INTERVAL_PROPERTY, before, metadata, (),
-                                   "the checkpoint interval's restoring")
+                self.restore_interval(uri, self._log.state(uri), metadata)
                 break
             except CommitConflict:
                 if attempt == _RESTORE_ATTEMPTS - 1:
@@ -315,18 +356,42 @@ class PublicCommits:
                                   f"{CHECKPOINT_INTERVAL_PROPERTY} = 1")
         return entry.version
 
-    def _set_property(self, uri: str, read_version: int, key: str, value: str | None,
-                      metadata: Mapping[str, Any] | None, app_ids: tuple[str, ...], what: str) -> LogEntry:
-        """Return the commit of ``ALTER TABLE ... SET TBLPROPERTIES (key = value)`` (``UNSET`` when ``value`` is
-        None and the key is not the fence's, whose value is the commit's id), carrying lakeshard's metadata."""
+    def restore_interval(self, uri: str, state: LogState, metadata: Mapping[str, Any] | None) -> bool:
+        """Return whether ``uri``'s ``delta.checkpointInterval`` was given back the value :meth:`checkpoint`
+        recorded in :data:`CHECKPOINT_INTERVAL_BEFORE` (:func:`interval_before`), then that record removed.
+
+        The interval goes back first and the record second (one ``UNSET`` of both when the table had no
+        interval), so a crash in between leaves a record beside an interval that is no longer 1, which the next
+        call only removes. A table without the record is not changed; nor is an interval set since the record.
+
+        Raises:
+            CommitConflict: a property change lost a race (the next run tries again).
+        """
+        config = state.metadata.get("configuration") or {}
+        if not interval_left(config):
+            return False
+        before, version = interval_before(config), state.version
+        if before == INTERVAL_UNSET:
+            self._alter(uri, version, _unset_sql(CHECKPOINT_INTERVAL_PROPERTY, CHECKPOINT_INTERVAL_BEFORE), metadata,
+                        (), "the checkpoint interval's restoring")
+            return True
+        if before is not None:
+            version = self._alter(uri, version, _set_sql({CHECKPOINT_INTERVAL_PROPERTY: before}), metadata, (),
+                                  "the checkpoint interval's restoring").version
+        self._alter(uri, version, _unset_sql(CHECKPOINT_INTERVAL_BEFORE), metadata, (),
+                    "the checkpoint interval record's removal")
+        return before is not None
+
+    def _alter(self, uri: str, read_version: int, change: str | None, metadata: Mapping[str, Any] | None,
+               app_ids: tuple[str, ...], what: str) -> LogEntry:
+        """Return the commit of ``ALTER TABLE ... <change>`` (``None``: the fence's property set to the commit's
+        id), carrying lakeshard's metadata."""
         from lakeshard.lake.native.commit import COMMIT_LOCK, USER_METADATA_CONF, session_conf
 
         commit_id = uuid.uuid4().hex
         text = encode_user_metadata({**(metadata or {}), COMMIT_ID: commit_id})
-        if key == FENCE_PROPERTY:
-            value = commit_id
-        change = (f"UNSET TBLPROPERTIES IF EXISTS ({_literal(key)})" if value is None
-                  else f"SET TBLPROPERTIES ({_literal(key)} = {_literal(value)})")
+        if change is None:
+            change = _set_sql({FENCE_PROPERTY: commit_id})
         spark = self._log.spark
         try:
             with COMMIT_LOCK, session_conf(spark, USER_METADATA_CONF, text):
@@ -338,7 +403,7 @@ class PublicCommits:
             conflict_or_raise(exc, uri, read_version, app_ids)
         entry = self._log.find_commit(uri, read_version, commit_id)
         if entry is None:
-            raise TableStoreError(f"{uri}: {what} property change ({key}) left no commit of its own in the log "
+            raise TableStoreError(f"{uri}: {what} property change ({change}) left no commit of its own in the log "
                                   f"after version {read_version}")
         return entry
 
