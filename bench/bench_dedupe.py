@@ -62,13 +62,12 @@ from pyspark.sql import functions as F
 
 from lakeshard.compaction import compact_events
 from lakeshard.config import LakeshardConfig, load_config
-from lakeshard.dedupe.writer import EVENTS, EVENTS_SCHEMA, KEY, ShardWriter
+from lakeshard.dedupe.writer import EVENTS, EVENTS_SCHEMA, ShardWriter
 from lakeshard.lake import TableStore, open_store
-from lakeshard.landing.schema import EVENT_SCHEMA
 from lakeshard.routing.router import Router
 from lakeshard.runtime import get_spark
-from lakeshard.tables import ROUTED
-from lakeshard.tables.schemas import ROUTED_SCHEMA
+from lakeshard.tables import EVENT_KEY, ROUTED
+from lakeshard.tables.schemas import EVENT_SCHEMA, ROUTED_SCHEMA
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHARDS = 16
@@ -289,9 +288,9 @@ class SparkAntiJoin(Case):
 
     def write(self, batch_path: str) -> None:
         self._ensure_target()
-        batch = self._events(batch_path).dropDuplicates(KEY)
-        existing = self.store.read(self.target).select(*KEY)
-        self.store.append(self.target, batch.join(existing, KEY, "left_anti"))
+        batch = self._events(batch_path).dropDuplicates(list(EVENT_KEY))
+        existing = self.store.read(self.target).select(*EVENT_KEY)
+        self.store.append(self.target, batch.join(existing, list(EVENT_KEY), "left_anti"))
 
 
 class PlainAppend(Case):

@@ -28,6 +28,7 @@ from lakeshard.lake import open_store
 from lakeshard.routing.router import Router
 from lakeshard.runtime import get_spark
 from lakeshard.synth import SynthSpec, generate_landing
+from lakeshard.tables import EVENT_KEY
 
 RESULTS = Path(__file__).parent / "results"
 SHARDS = 4
@@ -57,7 +58,7 @@ def run_case(spark: Any, cache_bytes: int, events: int, hours: float, root: Path
     replay_s = time.perf_counter() - started
     table = store.read(cfg.table_uri(EVENTS))
     rows = table.count()
-    distinct = table.dropDuplicates(["tenant_id", "event_id", "ts"]).count()
+    distinct = table.dropDuplicates(list(EVENT_KEY)).count()
     stats = writer.cache.stats()
     return {"cache_bytes": cache_bytes, "first_write_s": round(first_s, 2), "replay_write_s": round(replay_s, 2),
             "steps": len(first) + len(again), "replay_rows_in": sum(r.rows_in for r in again),

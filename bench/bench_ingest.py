@@ -64,8 +64,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lakeshard.tables import EVENT_KEY
+
 RESULTS = Path(__file__).resolve().parent / "results"
-KEY = ["tenant_id", "event_id", "ts"]  # the record format's event key (docs/design.md §2)
+KEY = list(EVENT_KEY)  # the event key (docs/design.md §2), as Spark's and pyarrow's column lists take it
 SAMPLE_S = 0.1
 SETTLE_S = 3.0  # default rest between two cases, after the first one's output is synced
 

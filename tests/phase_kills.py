@@ -70,14 +70,21 @@ def child_env(**extra: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class KillAt:
-    """Kill the child ``delay`` seconds after it entered phase ``phase`` (write or commit) the ``nth`` time."""
+    """Kill the child ``delay`` seconds after it entered phase ``phase`` (write or commit) the ``nth`` time; with
+    ``table``, the ``nth`` time it entered that phase of that table."""
 
     phase: str
     nth: int
     delay: float
+    table: str = ""
 
     def __str__(self) -> str:
-        return f"{self.phase}#{self.nth}+{self.delay * 1000:.1f}ms"
+        return f"{self.phase}{f' {self.table}' if self.table else ''}#{self.nth}+{self.delay * 1000:.1f}ms"
+
+    def aims_at(self, line: str) -> bool:
+        """Return whether the trace line ``line`` enters the phase (and table) this kill counts."""
+        _, event, phase, *rest = line.split(" ", 3)
+        return (event, phase) == ("enter", self.phase) and (not self.table or Path(rest[0]).name == self.table)
 
 
 @dataclass(frozen=True)
@@ -168,7 +175,7 @@ def run_traced(argv: Sequence[str], *, kill_at: KillAt | None = None, env: Mappi
                 line = raw.decode("utf-8")
                 lines.append(line)
                 seen.append(time.monotonic())
-                if not fired and kill_at is not None and line.split(" ")[1:3] == ["enter", kill_at.phase]:
+                if not fired and kill_at is not None and kill_at.aims_at(line):
                     entered += 1
                     if entered == kill_at.nth:
                         if kill_at.delay > 0:

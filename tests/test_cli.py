@@ -89,6 +89,57 @@ def test_ingest_routes_and_writes_a_small_landing_exactly_once_even_when_run_twi
     assert len({(r["tenant_id"], r["event_id"]) for r in ids}) == len(ids)  # no duplicate
 
 
+def test_route_after_a_killed_ingest_finishes_its_batch_exactly_once_through_the_route_flow(tmp_path: Path) -> None:
+    """``lakeshard ingest`` SIGKILLed as it starts writing the fused batch's rows to ``events``; ``lakeshard route``
+    then finishes that batch as the pipeline's route flow does (the ingest flow's gate, the event log), and a later
+    ``lakeshard ingest`` finds nothing left: every event of the zone once in ``events`` and its key in the index."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable  # an independent reader of what the commands committed
+
+    from lakeshard.config import load_config
+    from lakeshard.lake import open_lazy_store
+    from lakeshard.lake.trace import WRITE
+    from lakeshard.synth.manifest import EVENTS_FILE, TRUTH_DIR
+    from lakeshard.tables import EVENTS, FUSED_APP_ID, ID_INDEX, PIPELINE_EVENTS
+    from phase_kills import KillAt, run_traced
+
+    landing = tmp_path / "landing"
+    gen = subprocess.run([*LAKESHARD, "generate", "--landing", str(landing), "--events", "400", "--tenants", "5",
+                          "--quiet"], capture_output=True, text=True, timeout=120)
+    assert gen.returncode == 0, gen.stderr
+    for attempt in range(3):  # a kill that landed after the batch's IDs were committed is tried again
+        lakehouse = tmp_path / f"lh{attempt}"
+        common = ["--lakehouse", str(lakehouse), "--landing", str(landing)]
+        killed = run_traced([*LAKESHARD, "ingest", *common], kill_at=KillAt(WRITE, 1, 0.0, table=EVENTS),
+                            env=dict(os.environ), timeout=300)
+        assert killed.killed, killed.stderr
+        store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+        ids = str(lakehouse / ID_INDEX)
+        if not store.exists(ids) or store.transaction_version(ids, FUSED_APP_ID) is None:
+            break
+    else:
+        pytest.fail("every kill landed after the fused batch was delivered")
+
+    run = subprocess.run([*LAKESHARD, "route", *common], capture_output=True, text=True, timeout=300)
+
+    assert run.returncode == 0 and run.stderr == "", run.stdout + run.stderr
+    assert "finished 1 an earlier run had planned" in run.stdout, run.stdout
+    log = DeltaTable(str(lakehouse / PIPELINE_EVENTS)).to_pyarrow_table().to_pylist()
+    route_run = run.stdout.split("lakeshard pipeline events --run ")[1].split()[0]
+    assert [r["flow"] for r in log if r["run_id"] == route_run and r["event"] == "completed"] == ["route"]
+    again = subprocess.run([*LAKESHARD, "ingest", *common], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("routed 0 events (0 quarantined); wrote 0 events"), again.stdout
+    events = DeltaTable(str(lakehouse / EVENTS)).to_pyarrow_table(columns=["tenant_id", "event_id", "ts"])
+    ms = pc.divide(pc.cast(pc.cast(events.column("ts"), pa.timestamp("us", tz="UTC")), pa.int64()), 1000).to_pylist()
+    keys = list(zip(events.column("tenant_id").to_pylist(), events.column("event_id").to_pylist(), ms, strict=True))
+    truth = pq.read_table(landing / TRUTH_DIR / EVENTS_FILE, columns=["tenant_id", "event_id", "ts_ms"])
+    assert sorted(keys) == sorted(zip(*(truth.column(c).to_pylist() for c in truth.column_names), strict=True))
+    assert DeltaTable(str(lakehouse / ID_INDEX)).to_pyarrow_table(columns=["key_hi"]).num_rows == len(keys)
+
+
 def test_an_unexpected_error_is_one_line_with_the_traceback_saved_to_a_file(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -312,3 +312,32 @@ def test_the_router_module_only_orchestrates_a_batch() -> None:
                     and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets))
     assert sorted(exported) == ["RouteReport", "Router"], f"router.py exports {exported}: table names live in " \
         "lakeshard.tables, the routes in spark_route/arrow_route"
+
+
+def key_spellings(source: str) -> list[int]:
+    """Return the lines of ``source`` where a tuple, list or set literal names the event key's columns: both
+    ``tenant_id`` and ``event_id`` among its strings (a key, or a column list that starts from one)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            strings = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+            if {"tenant_id", "event_id"} <= strings:
+                found.append(node.lineno)
+    return found
+
+
+def test_the_key_spelling_check_finds_key_lists_and_nothing_else() -> None:
+    source = ('KEY = ["tenant_id", "event_id", "ts"]\n'
+              'rows.select(("tenant_id", "event_id", "shard"))\n'
+              'ts = rows.column("ts"); on = ["tenant_id", "hour"]\n'
+              'record = {"tenant_id": t, "event_id": e}; row["tenant_id"], row["event_id"]\n'
+              'keys = (*EVENT_KEY, "shard")\n')
+    assert key_spellings(source) == [1, 2]
+
+
+def test_the_event_key_is_spelled_only_in_the_catalog() -> None:
+    # The dedupe key, its hash and the record's required fields are lakeshard.tables.EVENT_KEY; a list of its column
+    # names elsewhere is a second definition of what makes two events the same event.
+    found = [f"{module}:{line}" for module, path in _modules(LIB) if _unit(module) != "lakeshard.tables"
+             for line in key_spellings(path.read_text(encoding="utf-8"))]
+    assert not found, "the event key spelled outside lakeshard.tables (use EVENT_KEY from there):\n" + "\n".join(found)

@@ -17,8 +17,8 @@ from lakeshard.config import LandingConfig
 from lakeshard.landing import list_landing_files, parse_landing_arrow, read_landing, reasons
 from lakeshard.landing.batches import _raw_text
 from lakeshard.landing.errors import LandingReadError
-from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 from lakeshard.synth import Manifest, SynthSpec, generate_landing, read_truth_events
+from lakeshard.tables.schemas import EVENT_SCHEMA, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

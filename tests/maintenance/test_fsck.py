@@ -47,11 +47,12 @@ def test_fsck_finds_each_damaged_file_and_repair_removes_and_records_them(
         victims[name] = victim
 
     assert main(["fsck", "--lakehouse", str(lakehouse)]) == 1
-    out = capsys.readouterr().out
-    for name, victim in victims.items():
-        assert f"{name}: " in out and f"  damaged: {lakehouse / name}: data file {victim.path}" in out
+    out, err = capsys.readouterr()
+    for name, victim in victims.items():  # the tables' results on stdout, each damaged file on stderr
+        assert f"{name}: " in out and f"  damaged: {lakehouse / name}: data file {victim.path}" in err
+        assert victim.path not in out
         assert victim.path in {f.path for f in store.files(str(lakehouse / name))}  # a check changes nothing
-    assert "4 damaged files left in the log" in out
+    assert "4 damaged files left in the log" in err
 
     versions = {name: DeltaTable(str(lakehouse / name)).version() for name in victims}
     assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 0
@@ -121,12 +122,12 @@ def test_fsck_finds_a_file_whose_key_range_is_not_the_logs(
         victims[name] = (victim, column)
 
     assert main(["fsck", "--lakehouse", str(lakehouse)]) == 1
-    out = capsys.readouterr().out
+    err = capsys.readouterr().err
     for name, (victim, column) in victims.items():
-        line = next(x for x in out.splitlines() if x.startswith(f"  damaged: {lakehouse / name}: "))
+        line = next(x for x in err.splitlines() if x.startswith(f"  damaged: {lakehouse / name}: "))
         assert f"data file {victim.path}" in line and f" of {column} is " in line, line
         assert "where the log's minValues says" in line or "where the log's maxValues says" in line, line
-    assert f"{len(victims)} damaged files left in the log" in out
+    assert f"{len(victims)} damaged files left in the log" in err
 
     assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 0
     for name, (victim, _) in victims.items():
@@ -233,11 +234,11 @@ def test_fsck_flags_only_statistics_that_exclude_a_value_of_the_file(
     commit.write_text("\n".join(lines) + "\n")  # the file as an outside writer committed it
 
     assert main(["fsck", "--lakehouse", str(lakehouse)]) == (0 if damaged is None else 1)
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     if damaged is None:
         assert "events: 1 live files at version 1, 0 damaged" in out, out
     else:
-        line = next(x for x in out.splitlines() if x.startswith("  damaged: "))
+        line = next(x for x in err.splitlines() if x.startswith("  damaged: "))
         assert f"its footer's {damaged} is " in line, line
 
 
@@ -257,9 +258,9 @@ def test_a_torn_commit_is_named_with_its_table_and_the_other_tables_are_still_ch
 
     assert main(["fsck", "--lakehouse", str(lakehouse)]) == 1
     captured = capsys.readouterr()
-    assert f"{EVENTS}: cannot be checked: {lakehouse / EVENTS}: commit " in captured.out, captured
+    assert f"{EVENTS}: cannot be checked: {lakehouse / EVENTS}: commit " in captured.err, captured
     assert "Traceback" not in captured.out + captured.err
     for name in (ID_INDEX, LANDING_BATCHES, PLACEMENTS):  # checked all the same
         assert f"\n{name}: " in captured.out and f"{name}: cannot" not in captured.out
-    assert "1 table's log cannot be read" in captured.out
+    assert "1 table's log cannot be read" in captured.err
     assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 1  # a log fsck does not mend

@@ -65,3 +65,13 @@ def test_run_then_events_show_the_latest_run(
     assert first_run[1].run_id not in out[0] and [line.split()[:2] for line in out[3:]] == [["ingest", "up_to_date"]]
     assert main(["pipeline", "events", "--lakehouse", lh, "--run", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: run 'nope' is not in the event log")
+
+
+def test_a_failed_flow_is_an_error_line_on_stderr_and_exit_1(
+    spark: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["pipeline", "run", "--flows", "autoshard", "--param", "autoshard.as_of=yesterday", "--lakehouse",
+                 str(tmp_path / "lh")]) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith("autoshard: FAILED: ") and "found 'yesterday'" in err, err
+    assert "autoshard: running ..." in out and "autoshard: FAILED" not in out, out

@@ -17,10 +17,9 @@ from pyspark.sql.types import StructType
 from lakeshard.config import load_config
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.landing import reasons
-from lakeshard.landing.schema import QUARANTINE_SCHEMA
 from lakeshard.routing.router import Router
 from lakeshard.tables import EVENTS, QUARANTINE, ROUTED, ROUTED_PARTITIONING
-from lakeshard.tables.schemas import ROUTED_SCHEMA
+from lakeshard.tables.schemas import QUARANTINE_SCHEMA, ROUTED_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -31,6 +31,7 @@ from lakeshard.runtime import on_databricks_cluster
 from lakeshard.runtime.memory import prepare_process_memory
 
 if TYPE_CHECKING:
+    from lakeshard.pipelines.context import RuleCount
     from lakeshard.routing.lifecycle import Intake
 
 __all__ = ["main"]
@@ -178,29 +179,43 @@ def _delta_engine(spark: Any, uri: str) -> str:
 
 
 def cmd_route(args: argparse.Namespace) -> int:
-    """Route new landing files: validate, quarantine bad records, place and shard events, commit exactly once."""
-    from lakeshard.lake import open_lazy_store
-    from lakeshard.routing.router import Router, RouteReport
+    """Run the pipeline's route flow: route new landing files (validate, quarantine bad records, place and shard
+    events, commit exactly once into routed), with the flow's expectations and the pipeline event log.
+
+    A batch a stopped ``lakeshard ingest`` planned for the in-memory hand-off is finished first, as the flow
+    finishes it: writers of every shard commit it to events through the ingest flow's expectations.
+    """
+    from lakeshard.pipelines.commands import run_flows
+    from lakeshard.pipelines.context import FlowResult
 
     cfg = config_from_args(args)
-    # Spark starts only if a batch is too big for the driver (routing.arrow_max_bytes).
-    router = Router(None, open_lazy_store(cfg), cfg, max_batch_files=args.batch_files)
-
-    def show(r: RouteReport) -> None:
-        again = " (finished a batch an earlier run had planned)" if r.replayed else ""
-        if r.already_committed:
-            again += f"; {r.already_committed:,} records another run had already committed"
-        print(f"batch {r.batch}: {r.files} files, {r.records:,} records = {r.routed:,} routed + "
-              f"{r.quarantined:,} quarantined{again}", flush=True)
-
-    reports = router.run(on_batch=show)
-    if not reports:
+    # Spark starts only when the flow needs it: a batch too big for the driver (routing.arrow_max_bytes), or rows
+    # its expectations check with Spark.
+    report = run_flows(cfg, ["route"], {"route": {"batch_files": args.batch_files}}, lazy=True)
+    route = report.flow("route")
+    routed = route.result or FlowResult()
+    details = routed.details
+    if not details.get("batches"):
         print(f"nothing new to route in {cfg.landing}")
     else:
-        print(f"routed {sum(r.routed for r in reports):,} events, quarantined "
-              f"{sum(r.quarantined for r in reports):,} records, into {cfg.lakehouse}")
-    _show_left(router.last_intake, cfg)
+        batches = int(details["batches"])
+        notes = f"{batches} {'batch' if batches == 1 else 'batches'} of {details.get('files', 0)} files"
+        if replayed := details.get("replayed"):
+            notes += f"; finished {replayed} an earlier run had planned"
+        if already := details.get("already_committed"):
+            notes += f"; {already:,} records another run had already committed"
+        print(f"routed {routed.rows_out:,} events, quarantined {routed.quarantined:,} records, into {cfg.lakehouse} "
+              f"({notes})", flush=True)
+        if route.expectations:
+            print(f"expectations: {_rule_counts(route.expectations)}")
+    print(f"event log: lakeshard pipeline events --run {report.run_id}", flush=True)
+    _show_left(routed.outcome, cfg)
     return 0
+
+
+def _rule_counts(counts: Sequence[RuleCount]) -> str:
+    """Return how many rows passed each expectation, as a command prints it."""
+    return ", ".join(f"{c.rule.name} {c.passed}/{c.passed + c.failed} passed" for c in counts)
 
 
 def _show_left(left: Intake | None, cfg: LakeshardConfig) -> None:
@@ -250,8 +265,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                   flush=True)
             rules = [c for f in (route, ingest) for c in f.expectations]
             if rules:
-                print("expectations: " + ", ".join(f"{c.rule.name} {c.passed}/{c.passed + c.failed} passed"
-                                                   for c in rules)
+                print("expectations: " + _rule_counts(rules)
                       + (f", {written.dropped:,} rows dropped" if written.dropped else ""))
             print(f"event log: lakeshard pipeline events --run {report.run_id}", flush=True)
             _show_left(routed.outcome, cfg)

@@ -34,6 +34,7 @@ from lakeshard.buckets.planner import Bucket
 from lakeshard.errors import DamagedDataFile
 from lakeshard.lake import FileInfo, TableStore, naming_damaged_files
 from lakeshard.sparkhash import SPARK_HASH_SEED, U64, xxhash64_longs, xxhash64_strings
+from lakeshard.tables import EVENT_KEY
 from lakeshard.versions.chunks import rows_in
 
 __all__ = ["CHECKSUM_KINDS", "ROWHASH2", "ROWJSON", "BucketCheck", "ChecksumError", "check_buckets",
@@ -42,7 +43,6 @@ __all__ = ["CHECKSUM_KINDS", "ROWHASH2", "ROWJSON", "BucketCheck", "ChecksumErro
 ROWJSON = "rowjson"  # kind 1: recorded without a prefix
 ROWHASH2 = "rowhash2"
 CHECKSUM_KINDS = (ROWJSON, ROWHASH2)
-_KEY = ("tenant_id", "event_id", "ts")
 _NULL = np.int64(0x6E756C6C)  # what a null value contributes to its row's hash ("null")
 K = TypeVar("K")
 
@@ -145,8 +145,8 @@ def rowhash2_groups(groups: Mapping[K, pa.Table]) -> dict[K, tuple[int, int, str
         with np.errstate(over="ignore"):  # sums modulo 2**64: a group's is the difference of running sums
             running = np.concatenate([np.zeros(1, np.uint64), np.cumsum(h, dtype=np.uint64)])
             totals = running[ends] - running[ends - sizes]
-        distinct = (rows.select(list(_KEY)).append_column("_group", pa.array(group))
-                    .group_by(["_group", *_KEY], use_threads=False).aggregate([]).column("_group"))
+        distinct = (rows.select(list(EVENT_KEY)).append_column("_group", pa.array(group))
+                    .group_by(["_group", *EVENT_KEY], use_threads=False).aggregate([]).column("_group"))
         key_counts = np.bincount(distinct.to_numpy(), minlength=len(keys))
         for i, key in enumerate(keys):
             out[key] = (int(sizes[i]), int(key_counts[i]), f"{ROWHASH2}:{int(totals[i]):016x}")
@@ -212,7 +212,7 @@ def _check_rowjson(store: TableStore, events: str, files: Mapping[Bucket, Sequen
                 row_hash = F.xxhash64(F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])))
                 agg = (df.groupBy("tenant_id", "hour")
                        .agg(F.count(F.lit(1)).alias("rows"),
-                            F.count_distinct(*[F.col(c) for c in _KEY]).alias("keys"),
+                            F.count_distinct(*[F.col(c) for c in EVENT_KEY]).alias("keys"),
                             F.sum(row_hash.cast("decimal(38,0)")).cast("string").alias("checksum"))
                        .collect())
             break

@@ -87,8 +87,8 @@ def append_shard(store: TableStore, table: str, rows: DataFrame | pa.Table,
     if _is_arrow(rows):
         if store.writes_in_process:
             from lakeshard.dedupe.faults import write_or_blame
-            from lakeshard.dedupe.keyhash import KEY
             from lakeshard.lake import write_partitioned
+            from lakeshard.tables import EVENT_KEY
 
             columns = schema if schema is not None else store.arrow_schema(table)
             arrow: pa.Table = rows
@@ -97,7 +97,7 @@ def append_shard(store: TableStore, table: str, rows: DataFrame | pa.Table,
                 return write_partitioned(part, target, columns, list(layout.partition_by), list(layout.sort_by))
 
             # Event rows failing alone are named (RecordLevelFailure), to be dead-lettered, as on the one-commit path.
-            blamed = set(KEY) <= set(arrow.column_names)
+            blamed = set(EVENT_KEY) <= set(arrow.column_names)
             return store.append(table, None, app_transactions=[txn], metadata=metadata, read_version=read_version,
                                 write=lambda target: write_or_blame(arrow, target, write) if blamed
                                 else write(arrow, target))

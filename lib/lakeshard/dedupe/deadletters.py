@@ -24,9 +24,8 @@ from lakeshard.dedupe.faults import RecordLevelFailure, event_keys
 from lakeshard.dedupe.report import WriteReport, empty_report
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
-from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA
 from lakeshard.tables import QUARANTINE, dead_letter_app_id, writer_app_id
-from lakeshard.tables.schemas import EVENT_COLUMNS, USER_TABLE_SHAPES
+from lakeshard.tables.schemas import EVENT_COLUMNS, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA, USER_TABLE_SHAPES
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -151,7 +150,7 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
     their reason, once (app transactions :func:`letters_transactions` of each shard and these keys → the routed
     version: a step redone after a crash finds the same rows and commits nothing); return how many rows that
     is."""
-    from lakeshard.landing.schema import EVENT_SCHEMA
+    from lakeshard.tables.schemas import EVENT_SCHEMA
 
     columns = [f.name for f in EVENT_SCHEMA.fields]
     store.create_or_grow(quarantine, QUARANTINE_SCHEMA, description=USER_TABLE_SHAPES[QUARANTINE].description)
@@ -171,7 +170,7 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
 
 
 def dead_letter_arrow(rows: pa.Table, unwritable: Mapping[tuple[object, ...], str]) -> pa.Table:
-    """Return quarantine rows (``lakeshard.landing.schema.QUARANTINE_SCHEMA``, category ``write_failed``) for the
+    """Return quarantine rows (``lakeshard.tables.schemas.QUARANTINE_SCHEMA``, category ``write_failed``) for the
     events of ``rows`` (Arrow rows) whose keys are ``unwritable``: each event as JSON in ``raw`` (cut to the
     quarantine's limit), with its key's reason, and the landing file and line it came from where ``rows`` carry
     them (``source_file``, ``line_number``: routed rows do; they are not part of ``raw``)."""

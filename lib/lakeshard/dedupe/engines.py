@@ -24,12 +24,14 @@ from lakeshard.dedupe.commit import Layout, ShardCommits, StepRows, append_shard
 from lakeshard.dedupe.faults import event_keys, write_or_blame
 from lakeshard.dedupe.feed import RoutedFeed
 from lakeshard.dedupe.index import IdIndex, own_hour, own_hour_arrow
-from lakeshard.dedupe.keyhash import HASH, KEY, first_of_each_key, key_hash_columns
+from lakeshard.dedupe.keyhash import first_of_each_key, key_hash_columns
 from lakeshard.dedupe.report import IndexCheck, WriteReport, step_report
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.runtime import arrow_dataframe
 from lakeshard.tables import (
+    EVENT_KEY,
+    EVENT_KEY_HASH,
     EVENTS,
     EVENTS_DISTINCT_COLUMNS,
     EVENTS_PARTITIONING,
@@ -302,20 +304,20 @@ class SparkStep(StepEngine):
             # events' column order: an aggregate, as dropDuplicates was, not a sort of the batch.
             order = [F.coalesce(F.col(LANDED[0]), F.lit(0)), *[F.col(c) for c in LANDED[1:]]]
             landed = F.struct(*[x for c in order for x in (c.isNull(), c)])
-            copy = F.struct(*[c for c in batch.columns if c not in (*HASH, *LANDED)], *HASH)
-            unique = (batch.groupBy(*KEY).agg(F.min_by(copy, landed).alias("_copy")).select("_copy.*")
+            copy = F.struct(*[c for c in batch.columns if c not in (*EVENT_KEY_HASH, *LANDED)], *EVENT_KEY_HASH)
+            unique = (batch.groupBy(*EVENT_KEY).agg(F.min_by(copy, landed).alias("_copy")).select("_copy.*")
                       .persist(StorageLevel.MEMORY_AND_DISK))
             # The keys of a micro-batch are small: the index check runs on the driver, against the cache.
-            keys = unique.select("shard", "interval", *HASH).toArrow()
+            keys = unique.select("shard", "interval", *EVENT_KEY_HASH).toArrow()
             check = self.index.check(keys)
             duplicate_rows = keys.filter(check.duplicate)
             survivors = unique
             if duplicate_rows.num_rows:
-                known = self._spark().createDataFrame(duplicate_rows.select(HASH).to_pandas())
-                survivors = unique.join(F.broadcast(known), HASH, "left_anti")
+                known = self._spark().createDataFrame(duplicate_rows.select(list(EVENT_KEY_HASH)).to_pandas())
+                survivors = unique.join(F.broadcast(known), list(EVENT_KEY_HASH), "left_anti")
             n_unique, n_new = keys.num_rows, keys.num_rows - duplicate_rows.num_rows
             txns = self.transactions(step)
-            new_events = survivors.drop(*HASH, "interval")
+            new_events = survivors.drop(*EVENT_KEY_HASH, "interval")
             if self._gate is not None:  # the gate counts and filters: read the survivors once
                 new_events = new_events.persist(StorageLevel.MEMORY_AND_DISK)
             kept = new_events if self._gate is None else self._gate(new_events, txns)
@@ -334,7 +336,7 @@ class SparkStep(StepEngine):
                 # Sorted by the hash within each (shard, interval), as the driver path writes them: a page-in
                 # then merges sorted runs.
                 ids = (survivors.select(*self.index.columns())
-                       .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
+                       .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *EVENT_KEY_HASH))
                 self.store.append(self.ids_uri, ids, app_transactions=txns, metadata=self.ids_metadata(step))
 
             conflict = self.commit(step, append_events, append_ids, keys.filter(~check.duplicate),
@@ -371,7 +373,8 @@ class ArrowStep(StepEngine):
 
         from lakeshard.buckets.late import assign_buckets_arrow
 
-        rows = routed.select([*EVENT_COLUMNS, "shard", *[c for c in (*LANDED, *HASH) if c in routed.column_names]])
+        carried = [c for c in (*LANDED, *EVENT_KEY_HASH) if c in routed.column_names]
+        rows = routed.select([*EVENT_COLUMNS, "shard", *carried])
         if excluded:  # rows proven unwritable, dead-lettered already
             rows = rows.filter(pa.array([k not in excluded for k in event_keys(rows)], pa.bool_()))
         own = own_hour_arrow(rows.column("ts"))
@@ -393,9 +396,9 @@ class ArrowStep(StepEngine):
         batch = (self.batch(step.files, step.routed_version, step.excluded) if step.rows is None
                  else self.assign(step.rows, step.routed_version, step.excluded))
         rows_in = batch.num_rows
-        if set(HASH) <= set(batch.column_names):
-            hi, lo = (batch.column(c).to_numpy() for c in HASH)
-            batch = batch.drop_columns(list(HASH))
+        if set(EVENT_KEY_HASH) <= set(batch.column_names):
+            hi, lo = (batch.column(c).to_numpy() for c in EVENT_KEY_HASH)
+            batch = batch.drop_columns(list(EVENT_KEY_HASH))
         else:
             hi, lo = key_hashes(batch)
         # Within the batch: the copy of each key that came first in landing order (as on Spark).
@@ -447,7 +450,8 @@ class ArrowStep(StepEngine):
                 return
 
             def write_ids(target: str) -> list[WrittenFile]:
-                written = write_partitioned(survivors, target, ids_schema, ["shard", "interval"], HASH, plain=HASH)
+                written = write_partitioned(survivors, target, ids_schema, ["shard", "interval"], EVENT_KEY_HASH,
+                                            plain=EVENT_KEY_HASH)
                 self.index.wrote(target, written)  # the end-of-run merge takes these from memory
                 return written
 
@@ -467,7 +471,7 @@ class ArrowStep(StepEngine):
         """
         if self._gate is None:
             return survivors
-        events = survivors.drop_columns([*HASH, "interval"])
+        events = survivors.drop_columns([*EVENT_KEY_HASH, "interval"])
         kept = self._gate.keep_arrow(events, txns)
         if kept is not None:
             return survivors if kept is events else kept

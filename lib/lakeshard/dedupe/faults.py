@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from lakeshard.dedupe.errors import DedupeError
 from lakeshard.errors import ConfigError, DamagedDataFile, LakeshardError, TableStoreError
+from lakeshard.tables import EVENT_KEY
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -126,10 +127,8 @@ def record_level_failure(rows: pa.Table, error: Exception, write: Callable[[pa.T
     bad = unwritable_rows(rows, write)
     if not bad:
         return error
-    keys = rows.select(["tenant_id", "event_id", "ts"]).take(bad).to_pylist()
     cause = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:500]}"
-    return RecordLevelFailure(f"row cannot be written: {cause}",
-                              [(k["tenant_id"], k["event_id"], k["ts"]) for k in keys])
+    return RecordLevelFailure(f"row cannot be written: {cause}", event_keys(rows.take(bad)))
 
 
 @dataclass(frozen=True)
@@ -220,4 +219,4 @@ def write_or_blame(rows: pa.Table, target: str, write: Callable[[pa.Table, str],
 
 def event_keys(rows: pa.Table) -> list[tuple[object, ...]]:
     """Return each row's event key ``(tenant_id, event_id, ts)`` as Python values."""
-    return [(r["tenant_id"], r["event_id"], r["ts"]) for r in rows.select(["tenant_id", "event_id", "ts"]).to_pylist()]
+    return list(zip(*(rows.column(c).to_pylist() for c in EVENT_KEY), strict=True))

@@ -22,11 +22,11 @@ import numpy as np
 
 from lakeshard.dedupe.cache import IdCache, IdInterval, Interval, hash_order
 from lakeshard.dedupe.commit import commits_per_shard
-from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
+from lakeshard.dedupe.keyhash import key_hash_columns
 from lakeshard.dedupe.report import IndexCheck
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore, WrittenFile
-from lakeshard.tables import FUSED_APP_ID, HOUR_FORMAT, SPARK_HOUR_FORMAT, writer_app_id
+from lakeshard.tables import EVENT_KEY, EVENT_KEY_HASH, FUSED_APP_ID, HOUR_FORMAT, SPARK_HOUR_FORMAT, writer_app_id
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -143,7 +143,7 @@ class IdIndex:
         self._before_commit("page-in")
         listing = self._files_by_interval()
         wanted = {key: listing[key] for key in intervals if key in listing}
-        read = self.store.read_arrow_groups(self.ids_uri, wanted, columns=HASH) if wanted else {}
+        read = self.store.read_arrow_groups(self.ids_uri, wanted, columns=list(EVENT_KEY_HASH)) if wanted else {}
         total = 0
         for key in sorted(intervals):
             ids = read.get(key)
@@ -207,7 +207,7 @@ class IdIndex:
 
         self.cache.drop_shards(self.shards)  # cached intervals lack the IDs about to be rebuilt
         candidates = [f for f in self.store.files(self.events_uri) if _may_hold(f, "routed_version", -batch, -batch)]
-        rows = self.store.read_arrow(self.events_uri, candidates, columns=[*KEY, "shard", "routed_version"])
+        rows = self.store.read_arrow(self.events_uri, candidates, columns=[*EVENT_KEY, "shard", "routed_version"])
         rows = rows.filter(pa.array(rows.column("routed_version").to_numpy() == -batch))
         hi, lo = key_hashes(rows)
         rows = (rows.append_column("interval", own_hour_arrow(rows.column("ts")))
@@ -216,7 +216,7 @@ class IdIndex:
         self.store.append(self.ids_uri, None, app_transactions=[AppTransaction(FUSED_APP_ID, batch)],
                           metadata={"repair": True, "fused": batch},
                           write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
-                                                                 HASH))
+                                                                 EVENT_KEY_HASH))
         return int(rows.num_rows)
 
     def _repair_spark(self, candidates: Sequence[FileInfo], behind: Sequence[int], lag: dict[int, int],
@@ -238,7 +238,7 @@ class IdIndex:
             # Laid out as a step writes IDs: one file per (shard, interval), sorted by hash (a page-in's order).
             rows = (wanted.withColumns(key_hash_columns())
                     .withColumn("interval", own_hour()).select(*self.columns())
-                    .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *HASH))
+                    .repartition("shard", "interval").sortWithinPartitions("shard", "interval", *EVENT_KEY_HASH))
         rows = rows.persist()
         try:
             n = rows.count()
@@ -258,7 +258,7 @@ class IdIndex:
         from lakeshard.dedupe.keyhash import key_hashes
         from lakeshard.lake import write_partitioned
 
-        rows = self.store.read_arrow(self.events_uri, candidates, columns=[*KEY, "shard", "routed_version"])
+        rows = self.store.read_arrow(self.events_uri, candidates, columns=[*EVENT_KEY, "shard", "routed_version"])
         shard, version = rows.column("shard").to_numpy(), rows.column("routed_version").to_numpy()
         # Each row's shard bounds by lookup in the sorted shards behind: one pass, whatever their number.
         order = np.array(sorted(behind), dtype=np.int64)
@@ -276,7 +276,7 @@ class IdIndex:
         else:
             self.store.append(self.ids_uri, None, app_transactions=txns, metadata={"repair": True},
                               write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
-                                                                     HASH))
+                                                                     EVENT_KEY_HASH))
         return int(rows.num_rows)
 
     def _repair_by_shard(self, rows: DataFrame | pa.Table, versions: dict[int, int]) -> None:
@@ -285,7 +285,7 @@ class IdIndex:
         from lakeshard.dedupe.commit import Layout, ShardCommits
 
         ShardCommits(self.store, lambda _: None).ids(
-            self.ids_uri, rows, Layout(("shard", "interval"), tuple(HASH)), versions, metadata={"repair": True})
+            self.ids_uri, rows, Layout(("shard", "interval"), EVENT_KEY_HASH), versions, metadata={"repair": True})
 
     def wrote(self, directory: str, written: Sequence[WrittenFile]) -> None:
         """Keep the rows of the ID files just written under ``directory``, a store's fresh write directory whose
@@ -366,10 +366,10 @@ class IdIndex:
                     self.ids_uri, doomed, None, data_change=False, metadata=metadata,
                     # The partition sort is stable: each interval keeps its hash order.
                     write=lambda target: write_partitioned(rows, target, ids_schema, ["shard", "interval"],
-                                                           plain=HASH))
+                                                           plain=EVENT_KEY_HASH))
             else:  # the merged rows go to Spark (a Spark Connect session: no files written by this process)
                 merged = (self.store.frame(self.ids_uri, rows).repartition("shard", "interval")
-                          .sortWithinPartitions("shard", "interval", *HASH))
+                          .sortWithinPartitions("shard", "interval", *EVENT_KEY_HASH))
                 self.store.replace_files(self.ids_uri, doomed, merged, data_change=False, metadata=metadata)
         except CommitConflict:
             return 0  # an expiry or another writer's merge removed some of these files first: merged next time

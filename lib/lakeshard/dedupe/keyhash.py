@@ -2,8 +2,9 @@
 
 The ID index stores, per event, ``key_hi = xxhash64(tenant_id, event_id, ts)`` and
 ``key_lo = xxhash64("lakeshard/key-lo", tenant_id, event_id, ts)`` as Spark computes them
-(:func:`key_hash_columns`). The writer's driver-side (Arrow) path must produce the same numbers so that both
-paths share one index and one cache: :func:`key_hashes` does, without Spark; the two sit side by side here.
+(:func:`key_hash_columns`); the key's columns and the hash's are :data:`lakeshard.tables.EVENT_KEY` and
+:data:`lakeshard.tables.EVENT_KEY_HASH`. The writer's driver-side (Arrow) path must produce the same numbers so
+that both paths share one index and one cache: :func:`key_hashes` does, without Spark; the two sit side by side here.
 
 Spark's ``xxhash64(c1, c2, ...)`` chains XXH64 over its inputs (:mod:`lakeshard.sparkhash` implements it over
 whole columns); ``tests/dedupe/test_keyhash.py`` checks the key hash against Spark over arbitrary Unicode.
@@ -24,25 +25,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeshard.sparkhash import SPARK_HASH_SEED, U64, xxhash64_longs, xxhash64_strings
+from lakeshard.tables import EVENT_KEY, EVENT_KEY_HASH
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-__all__ = ["HASH", "KEY", "first_of_each_key", "key_hash_columns", "key_hashes"]
+__all__ = ["first_of_each_key", "key_hash_columns", "key_hashes"]
 
-KEY = ["tenant_id", "event_id", "ts"]  # what makes two events the same event
-HASH = ["key_hi", "key_lo"]  # the key's 128-bit hash, as two long columns
 KEY_LO_PREFIX = "lakeshard/key-lo"  # the constant first input that seeds the second half differently
 
 
 def key_hash_columns() -> dict[str, Column]:
-    """Return the two 64-bit halves of the event key's hash as Spark columns (``key_hi``, ``key_lo``).
+    """Return the two 64-bit halves of the event key's hash as Spark columns, by name (``key_hi``, ``key_lo``).
 
     Spark's ``xxhash64`` chains its inputs; a constant first input gives the second half a different seed.
     """
     from pyspark.sql import functions as F
 
-    return {"key_hi": F.xxhash64(*KEY), "key_lo": F.xxhash64(F.lit(KEY_LO_PREFIX), *KEY)}
+    hi, lo = EVENT_KEY_HASH
+    return {hi: F.xxhash64(*EVENT_KEY), lo: F.xxhash64(F.lit(KEY_LO_PREFIX), *EVENT_KEY)}
 
 
 def _strings_hashed_once(strings: pa.Array | pa.ChunkedArray, seed: int) -> U64:
@@ -56,17 +57,18 @@ def _strings_hashed_once(strings: pa.Array | pa.ChunkedArray, seed: int) -> U64:
 
 
 def key_hashes(events: pa.Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Return ``(key_hi, key_lo)`` of each row of ``events`` (columns ``tenant_id``, ``event_id``, ``ts``):
-    the signed 64-bit values Spark's :func:`key_hash_columns` gives the same rows."""
+    """Return ``(key_hi, key_lo)`` of each row of ``events`` (the key's columns, ``tenant_id``, ``event_id``,
+    ``ts``): the signed 64-bit values Spark's :func:`key_hash_columns` gives the same rows."""
     n = events.num_rows
-    micros = pc.cast(pc.cast(events.column("ts"), pa.timestamp("us", tz="UTC")), pa.int64())
+    tenant, event, when = EVENT_KEY  # two strings and a timestamp, hashed in this order
+    micros = pc.cast(pc.cast(events.column(when), pa.timestamp("us", tz="UTC")), pa.int64())
     ts = micros.fill_null(0).to_numpy()
     ts_valid = pc.is_valid(micros).to_numpy(zero_copy_only=False)
     lo_seed = xxhash64_strings(pa.array([KEY_LO_PREFIX]), np.array([SPARK_HASH_SEED], np.uint64))[0]
     # Both halves at once: one row of seeds each, so each event_id's words are read and mixed in once.
-    h = np.stack([_strings_hashed_once(events.column("tenant_id"), int(seed))
+    h = np.stack([_strings_hashed_once(events.column(tenant), int(seed))
                   for seed in (np.uint64(SPARK_HASH_SEED), lo_seed)])
-    h = xxhash64_strings(events.column("event_id"), h)
+    h = xxhash64_strings(events.column(event), h)
     h = np.where(ts_valid, xxhash64_longs(ts, h), h) if n else h
     return h[0].view(np.int64), h[1].view(np.int64)
 

@@ -76,7 +76,7 @@ from lakeshard.dedupe.engines import ArrowStep, ClosedBuckets, Gate, SparkStep, 
 from lakeshard.dedupe.faults import RecordLevelFailure, RetryPolicy, retry_step
 from lakeshard.dedupe.feed import RoutedFeed
 from lakeshard.dedupe.index import IdIndex
-from lakeshard.dedupe.keyhash import HASH, KEY, key_hash_columns
+from lakeshard.dedupe.keyhash import key_hash_columns
 from lakeshard.dedupe.report import WriteReport
 from lakeshard.errors import DamagedDataFile, LakeshardError
 from lakeshard.lake import FileInfo, TableStore, check_data_file, damaged_in_spark
@@ -96,7 +96,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
-    "EVENTS", "EVENTS_SCHEMA", "HASH", "ID_INDEX", "ID_SCHEMA", "KEY", "ShardWriter", "WriteReport",
+    "EVENTS", "EVENTS_SCHEMA", "ID_INDEX", "ID_SCHEMA", "ShardWriter", "WriteReport",
     "key_hash_columns", "writer_app_id",
 ]
 

@@ -38,10 +38,6 @@ if TYPE_CHECKING:
         is_blank,
         parse_record,
     )
-    from lakeshard.landing.schema import (
-        EVENT_SCHEMA,
-        QUARANTINE_SCHEMA,
-    )
     from lakeshard.landing.spark_reader import (
         LandingBatch,
         read_landing,
@@ -50,8 +46,6 @@ if TYPE_CHECKING:
 
 # Spark and Arrow load on first use of a name, not on `import lakeshard.landing`.
 __all__ = [
-    "EVENT_SCHEMA",
-    "QUARANTINE_SCHEMA",
     "LandingBatch",
     "LandingFile",
     "LandingReadError",

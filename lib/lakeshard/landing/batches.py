@@ -51,9 +51,9 @@ from lakeshard.config import LandingConfig
 from lakeshard.landing import reasons
 from lakeshard.landing.gzip import GZIP_HEADER_BYTES, GzipDamage, gunzip, is_gzip
 from lakeshard.landing.listing import LandingFile, content_checksum
-from lakeshard.landing.parse import EventFields, RecordParser
-from lakeshard.landing.schema import QUARANTINE_RAW_LIMIT_BYTES
+from lakeshard.landing.parse import OPTIONAL_STRING_FIELDS, REQUIRED_FIELDS, EventFields, RecordParser
 from lakeshard.landing.vector import BlockParser, split_lines
+from lakeshard.tables.schemas import QUARANTINE_RAW_LIMIT_BYTES
 
 __all__ = ["EPOCH", "PARSED", "ParseFiles", "path_key", "unreadable"]
 
@@ -101,7 +101,7 @@ PARSED = pa.schema(
     ]
 )
 _Parsers = tuple[RecordParser, BlockParser]  # the exact rules and the vectorised parser over the same limits
-_EVENT_ONLY = ("tenant_id", "event_id", "ts", "service", "status", "env", "host", "message", "attributes")
+_EVENT_ONLY = (*REQUIRED_FIELDS, *OPTIONAL_STRING_FIELDS, "attributes")
 _REJECTION_ONLY = ("raw", "raw_truncated", "reason", "category", "quarantined_at", "start_byte", "end_byte")
 _ByteRange = tuple[int, int]  # [start, end) of a landing file's bytes
 

@@ -19,10 +19,10 @@ import pyarrow as pa
 from lakeshard.config import LandingConfig
 from lakeshard.landing.batches import PARSED, ParseFiles, path_key, unreadable
 from lakeshard.landing.listing import LandingFile, open_landing_file
-from lakeshard.landing.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
 from lakeshard.landing.threads import parse_threads, split_by_bytes
 from lakeshard.runtime.cores import worker_pool
 from lakeshard.runtime.sharing import SharedJobs
+from lakeshard.tables.schemas import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
 __all__ = ["parse_landing_arrow"]
 

@@ -68,6 +68,7 @@ from typing import Any
 from lakeshard.config import LandingConfig
 from lakeshard.errors import ConfigError
 from lakeshard.landing import reasons
+from lakeshard.tables import EVENT_KEY
 
 __all__ = [
     "OPTIONAL_STRING_FIELDS",
@@ -82,7 +83,7 @@ __all__ = [
     "parse_rfc3339_us",
 ]
 
-REQUIRED_FIELDS: tuple[str, ...] = ("tenant_id", "event_id", "ts")
+REQUIRED_FIELDS = EVENT_KEY  # a record names the event it is
 OPTIONAL_STRING_FIELDS: tuple[str, ...] = ("service", "status", "env", "host", "message")
 _KNOWN_FIELDS = frozenset((*REQUIRED_FIELDS, *OPTIONAL_STRING_FIELDS, "attributes"))
 

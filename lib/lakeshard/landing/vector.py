@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from lakeshard.landing.parse import OPTIONAL_STRING_FIELDS, RecordParser
+from lakeshard.landing.parse import OPTIONAL_STRING_FIELDS, REQUIRED_FIELDS, RecordParser
 
 __all__ = ["BlockParser", "ParsedBlock", "split_lines"]
 
@@ -51,7 +51,7 @@ IntArray = npt.NDArray[np.int64]
 _STRING = pa.string()
 _ATTRIBUTES = pa.map_(pa.string(), pa.string())
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
-_KNOWN = frozenset(("tenant_id", "event_id", "ts", *OPTIONAL_STRING_FIELDS, "attributes"))
+_KNOWN = frozenset((*REQUIRED_FIELDS, *OPTIONAL_STRING_FIELDS, "attributes"))
 _FOLDABLE = (pa.types.is_string, pa.types.is_int64, pa.types.is_boolean)  # unknown members json.dumps like Arrow
 _OPEN, _CLOSE, _NEWLINE, _CR = ord("{"), ord("}"), ord("\n"), ord("\r")
 # Where Arrow says which row it failed on ("... in row 17").
@@ -127,10 +127,11 @@ class BlockParser:
         # ts * 1000 within [earliest_us, latest_us], decided in milliseconds so nothing overflows.
         self.earliest_ms = -(-self.earliest_us // 1000)
         self.latest_ms = self.latest_us // 1000
-        strings = [(name, _STRING) for name in ("tenant_id", "event_id")]
+        tenant, event, when = REQUIRED_FIELDS
         optional = [(name, _STRING) for name in OPTIONAL_STRING_FIELDS]
         self._schemas = {
-            ts_type: pa.schema([*strings, ("ts", ts_type), *optional, ("attributes", pa.struct([]))])
+            ts_type: pa.schema([(tenant, _STRING), (event, _STRING), (when, ts_type), *optional,
+                                ("attributes", pa.struct([]))])
             for ts_type in (pa.int64(), _STRING)
         }
 

@@ -57,6 +57,7 @@ from lakeshard.maintenance.fsck import repair_commits
 from lakeshard.routing.hashing import HASH_MMH3
 from lakeshard.tables import (
     ALLOCATOR_APP_ID,
+    EVENT_KEY,
     EVENTS,
     FSCK_REPAIRS,
     PLACEMENTS,
@@ -325,24 +326,24 @@ def _as_restored(p: Placement, created: datetime) -> Placement:
 
 def _observed(store: TableStore, cfg: LakeshardConfig, held: pa.Table, span: tuple[int, int] | None, size: int
               ) -> tuple[dict[str, pa.Table], dict[tuple[str, int], set[int]]]:
-    """Return, per tenant, the events (``event_id``, ``shard``, ``_window_us``) of the windows ``placements`` lacks,
+    """Return, per tenant, the events (their key, ``shard``, ``_window_us``) of the windows ``placements`` lacks,
     from ``events`` and ``routed``; and per such window, the shards its events and its metrics went to."""
     parts = []
     events = cfg.table_uri(EVENTS)
     if store.exists(events):
         files = [f for f in store.files(events) if _meets(f.time_range("ts"), span, size)]
         if files:
-            rows = store.read_arrow(events, files, ["tenant_id", "event_id", "ts", "shard"])
+            rows = store.read_arrow(events, files, [*EVENT_KEY, "shard"])
             us = rows.column("ts").cast(_UTC_US).cast(pa.int64()).to_numpy()
-            parts.append(rows.select(["tenant_id", "event_id", "shard"])
+            parts.append(rows.select([*EVENT_KEY, "shard"])
                          .append_column("_window_us", pa.array(us - np.mod(us, size))))
     routed = cfg.table_uri(ROUTED)
     if store.exists(routed):
         where = None if span is None else (
             (pc.field("window_start") >= pa.scalar(span[0], pa.int64()).cast(_UTC_US))
             & (pc.field("window_start") <= pa.scalar(span[1], pa.int64()).cast(_UTC_US)))
-        rows = store.read_table_arrow(routed, ["tenant_id", "event_id", "window_start", "shard"], where=where)
-        parts.append(rows.select(["tenant_id", "event_id", "shard"]).append_column(
+        rows = store.read_table_arrow(routed, [*EVENT_KEY, "window_start", "shard"], where=where)
+        parts.append(rows.select([*EVENT_KEY, "shard"]).append_column(
             "_window_us", rows.column("window_start").cast(_UTC_US).cast(pa.int64())))
     metrics = cfg.table_uri(ROUTING_METRICS)
     used = (store.read_table_arrow(metrics, ["tenant_id", "window_start", "shard"]) if store.exists(metrics)
@@ -369,7 +370,7 @@ def _observed(store: TableStore, cfg: LakeshardConfig, held: pa.Table, span: tup
     observed: dict[str, pa.Table] = {}
     if seen is not None and seen.num_rows:
         # An event in routed and in events (consumed since) is one event: its shard is the same in both.
-        seen = seen.group_by(["tenant_id", "event_id", "_window_us", "shard"], use_threads=False).aggregate([])
+        seen = seen.group_by([*EVENT_KEY, "_window_us", "shard"], use_threads=False).aggregate([])
         for tenant in pc.unique(seen.column("tenant_id")).to_pylist():
             observed[tenant] = seen.filter(pc.equal(seen.column("tenant_id"), tenant))
     return observed, dict(shards_used)

@@ -47,6 +47,7 @@ from lakeshard.maintenance.errors import RefillRefused
 from lakeshard.maintenance.fsck import repair_commits
 from lakeshard.tables import (
     BUCKETS,
+    EVENT_KEY,
     EVENTS,
     FSCK_REPAIRS,
     ID_INDEX,
@@ -54,6 +55,7 @@ from lakeshard.tables import (
     ROUTING_METRICS,
     hour_of,
 )
+from lakeshard.tables.schemas import EVENT_COLUMNS
 from lakeshard.utc import aware, millis
 
 if TYPE_CHECKING:
@@ -63,9 +65,6 @@ if TYPE_CHECKING:
 __all__ = ["REFILL_OPERATION", "RefillPlan", "plan_refill", "refill_bucket"]
 
 REFILL_OPERATION = "lakeshard.refill"  # the commit metadata key describing a refill
-
-_EVENT_COLUMNS = ("tenant_id", "event_id", "ts", "service", "status", "env", "host", "message", "attributes",
-                  "size_bytes")
 
 
 @dataclass(frozen=True, eq=False)  # an Arrow table has no meaningful equality
@@ -148,8 +147,9 @@ def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> pa.T
     from lakeshard.routing.plan import planned_file
 
     if not batches:
-        return pa.table({c: pa.array([], pa.string()) for c in ("tenant_id", "event_id")}
-                        | {"ts": pa.array([], pa.timestamp("us", tz="UTC"))})
+        tenant, event, when = EVENT_KEY
+        return pa.table({tenant: pa.array([], pa.string()), event: pa.array([], pa.string()),
+                         when: pa.array([], pa.timestamp("us", tz="UTC"))})
     plans = store.read_table_arrow(cfg.table_uri(LANDING_BATCHES),
                                    where=pc.field("batch").isin(pa.array(batches, pa.int64()))).to_pylist()
     parts = []
@@ -194,9 +194,9 @@ def _lost(store: TableStore, cfg: LakeshardConfig, parsed: pa.Table, tenant_id: 
                          pc.less_equal(ts, pa.scalar(span[1], ts.type)))
         keep = pc.or_(pc.invert(late), inside)
         events, lost, late = events.filter(keep), lost.filter(keep), late.filter(keep)
-    events = events.select(list(_EVENT_COLUMNS))
+    events = events.select(list(EVENT_COLUMNS))
     n = events.num_rows
-    columns: dict[str, Any] = {name: events.column(name) for name in _EVENT_COLUMNS}
+    columns: dict[str, Any] = {name: events.column(name) for name in EVENT_COLUMNS}
     columns |= {"shard": lost.column("shard"), "routed_version": lost.column("routed_version"),
                 "hour": pa.array([hour] * n, pa.string()), "late": late}
     return pa.table({f.name: columns[f.name] for f in schema}).cast(schema)
@@ -208,7 +208,7 @@ def _live_keys(store: TableStore, cfg: LakeshardConfig, tenant_id: str, since: s
     uri = cfg.table_uri(EVENTS)
     files = [f for f in store.files(uri) if f.partition_values.get("tenant_id") == tenant_id
              and str(f.partition_values.get("hour")) >= since]
-    live = store.read_arrow(uri, files, ["tenant_id", "event_id", "ts"])
+    live = store.read_arrow(uri, files, list(EVENT_KEY))
     live_hi, live_lo = key_hashes(live)
     return pa.table({"key_hi": live_hi, "key_lo": live_lo})
 

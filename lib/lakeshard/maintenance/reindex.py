@@ -107,11 +107,12 @@ def _lost_ids(store: TableStore, ids_uri: str, events_uri: str, live: list[FileI
     """Return the ID rows of the events of ``shard`` whose own hour is ``interval`` that the partition's remaining
     ``event_ids`` files do not hold, in ``schema``."""
     from lakeshard.dedupe.index import own_hour_arrow
-    from lakeshard.dedupe.keyhash import KEY, key_hashes
+    from lakeshard.dedupe.keyhash import key_hashes
+    from lakeshard.tables import EVENT_KEY
 
     start = datetime.strptime(interval, HOUR_FORMAT).replace(tzinfo=UTC)
     candidates = [f for f in live if _may_hold(f, shard, start, start + timedelta(hours=1))]
-    columns = [*KEY, "shard", "routed_version"]
+    columns = [*EVENT_KEY, "shard", "routed_version"]
     events = store.read_arrow(events_uri, candidates, columns=columns) if candidates else None
     if events is None or not events.num_rows:
         return schema.empty_table()

@@ -93,7 +93,8 @@ def _router(ctx: FlowContext, handoff: FusedHandoff, *, fused: bool) -> Router:
 
 class _FinishFused:
     """The fused hand-off of a route-only run: writers for every shard, built only when a fused batch is met, that
-    commit through the ingest flow's expectation gate as a fused run's writers do."""
+    commit through the ingest flow's expectation gate as a fused run's writers do; the route flow's expectations
+    count the batch's routed rows, as in a fused run."""
 
     def __init__(self, ctx: FlowContext) -> None:
         self.ctx = ctx
@@ -107,6 +108,7 @@ class _FinishFused:
                              gate=gate, clock=ctx.clock)
         result = writer.deliver(batch, routed)
         writer.compact_ids()
+        _count_routed(ctx, result, routed)
         return result
 
     def derive(self, events: pa.Table) -> pa.Table:
@@ -116,8 +118,7 @@ class _FinishFused:
 
 
 class _Observed:
-    """A fused hand-off that counts the route flow's expectations on each batch's routed rows it commits (the
-    rows ``routed`` would have received)."""
+    """A fused hand-off that counts the route flow's expectations on each batch's routed rows it commits."""
 
     def __init__(self, writer: FusedWriter, ctx: FlowContext) -> None:
         self.writer = writer
@@ -128,14 +129,20 @@ class _Observed:
 
     def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
         result = self.writer.deliver(batch, routed)
-        gate = self.ctx.gate
-        # A batch handed back goes to routed, whose added rows the route flow counts after the run.
-        if result is not None and not result.skipped and self.ctx.flow.expectations:
-            if gate.runs_in_arrow(routed.schema):
-                gate.observe_arrow(routed)
-            else:
-                gate.observe(arrow_dataframe(self.ctx.spark, routed))
+        _count_routed(self.ctx, result, routed)
         return result
+
+
+def _count_routed(ctx: FlowContext, result: CommitResult | None, routed: pa.Table) -> None:
+    """Count the route flow's expectations on a fused batch's routed rows once its writers committed them (the rows
+    ``routed`` would have received)."""
+    gate = ctx.gate
+    # A batch handed back goes to routed, whose added rows the route flow counts after the run.
+    if result is not None and not result.skipped and ctx.flow.expectations:
+        if gate.runs_in_arrow(routed.schema):
+            gate.observe_arrow(routed)
+        else:
+            gate.observe(arrow_dataframe(ctx.spark, routed))
 
 
 def ingest_fused(route_ctx: FlowContext, ingest_ctx: FlowContext) -> tuple[FlowResult, FlowResult]:
@@ -163,6 +170,8 @@ def _route_result(router: Router, reports: Sequence[RouteReport]) -> FlowResult:
     details: dict[str, int] = {"batches": len(reports), "files": sum(r.files for r in reports)}
     if already := sum(r.already_committed for r in reports):  # another router committed part of these batches
         details["already_committed"] = already
+    if replayed := sum(1 for r in reports if r.replayed):  # batches a stopped run had planned, finished here
+        details["replayed"] = replayed
     left = router.last_intake
     if left is not None and left.held_back:  # left for a later run: records still being written
         details["held_back_bytes"] = left.held_back_bytes

@@ -32,7 +32,6 @@ from lakeshard.config import LakeshardConfig
 from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
 from lakeshard.landing.driver import parse_landing_arrow
 from lakeshard.landing.listing import LandingFile, scan_landing
-from lakeshard.landing.schema import QUARANTINE_SCHEMA
 from lakeshard.landing.spark_reader import read_landing
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.arrow_route import route_arrow, routed_rows
@@ -57,7 +56,13 @@ from lakeshard.tables import (
     ROUTER_APP_ID,
     ROUTING_METRICS,
 )
-from lakeshard.tables.schemas import LANDING_BATCHES_SCHEMA, ROUTED_PROPERTIES, ROUTED_SCHEMA, USER_TABLE_SHAPES
+from lakeshard.tables.schemas import (
+    LANDING_BATCHES_SCHEMA,
+    QUARANTINE_SCHEMA,
+    ROUTED_PROPERTIES,
+    ROUTED_SCHEMA,
+    USER_TABLE_SHAPES,
+)
 from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA as METRICS_SCHEMA
 from lakeshard.utc import millis
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakeshard.landing.schema import EVENT_SCHEMA
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.hashing import event_hash_column
+from lakeshard.tables.schemas import EVENT_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -19,6 +19,7 @@ import numpy as np
 from lakeshard.landing import reasons
 from lakeshard.synth.timestamps import format_rfc3339
 from lakeshard.synth.vocabulary import ENVS, SERVICES, STATUSES
+from lakeshard.tables import EVENT_KEY
 
 __all__ = ["BAD_WEIGHTS", "arrow_refused_line", "base_record", "malformed_line"]
 
@@ -112,7 +113,7 @@ def _oversize(rng: np.random.Generator, rec: dict[str, Any], limit: int) -> str:
 
 
 def _missing_field(rng: np.random.Generator, rec: dict[str, Any], _limit: int) -> str:
-    field = _pick(rng, ("tenant_id", "event_id", "ts"))
+    field = _pick(rng, EVENT_KEY)  # a required field
     if rng.random() < 0.25:
         rec[field] = None  # null counts as missing
     else:
@@ -140,7 +141,7 @@ def _bad_type(rng: np.random.Generator, rec: dict[str, Any], _limit: int) -> str
 
 
 def _empty_field(rng: np.random.Generator, rec: dict[str, Any], _limit: int) -> str:
-    rec[_pick(rng, ("tenant_id", "event_id"))] = ""
+    rec[_pick(rng, EVENT_KEY[:2])] = ""  # a string field of the key
     return _dumps(rec)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakeshard.synth.manifest import EVENTS_FILE, TRUTH_DIR, landing_path
+from lakeshard.tables import EVENT_KEY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -42,10 +43,11 @@ def check_against_truth(spark: SparkSession, events: DataFrame, landing: str | P
     from pyspark.sql import functions as F
 
     truth_path = landing_path(landing) / TRUTH_DIR / EVENTS_FILE
-    on = ["tenant_id", "event_id", "ts_ms"]
+    tenant, event, when = EVENT_KEY
+    on = [tenant, event, "ts_ms"]  # the truth holds each key with its event time in milliseconds
     truth = (spark.read.parquet(f"file://{truth_path.resolve()}")
              .groupBy(*on).agg(F.count(F.lit(1)).alias("t")))
-    keys = events.select("tenant_id", "event_id", F.floor(F.unix_micros("ts") / 1000).alias("ts_ms"))
+    keys = events.select(tenant, event, F.floor(F.unix_micros(when) / 1000).alias("ts_ms"))
     # One pass: each key's count on both sides, joined outer. A key only the truth has is missing, one only the
     # table has is unexpected; rows beyond a key's first are duplicates.
     n = keys.groupBy(*on).agg(F.count(F.lit(1)).alias("n"))

@@ -64,6 +64,8 @@ __all__ = [
     "EVENTS_PARTITIONING",
     "EVENTS_SCHEMA",
     "EVENTS_SORT_COLUMNS",
+    "EVENT_KEY",
+    "EVENT_KEY_HASH",
     "EXPECTATION_QUARANTINE",
     "EXPECTATION_QUARANTINE_PARTITIONING",
     "EXPECTATION_QUARANTINE_SCHEMA",
@@ -146,6 +148,14 @@ TABLES = (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS, PLACEMENTS, TENA
 # The tables a user queries by name (lakeshard.catalog registers them); the rest is bookkeeping.
 USER_TABLES = (EVENTS, QUARANTINE, BUCKETS, PIPELINE_EVENTS)
 
+# --- The event's identity ----------------------------------------------------------------------------------------
+
+# What makes two events the same event (docs/design.md §2): the record format's required fields, the columns
+# exactly once holds ``events`` to, and what the ID index hashes. In this order: the hash chains its inputs.
+EVENT_KEY: tuple[str, str, str] = ("tenant_id", "event_id", "ts")
+# The key's 128-bit hash, two long columns: what ``event_ids`` holds per event and a fused batch's rows carry.
+EVENT_KEY_HASH: tuple[str, str] = ("key_hi", "key_lo")
+
 # --- Partitioning (tables not listed here are unpartitioned) --------------------------------------------------
 
 ROUTED_PARTITIONING = ("shard",)
@@ -159,8 +169,9 @@ FRAGMENTS_PARTITIONING = ("data_table", "hour")
 # The order rows of an ``events`` file are written in (Husky's typical log schema), within a (tenant, hour);
 # lakeshard.compaction.sort_schema builds its EVENTS_SORT_SCHEMA (and the pruning regexes) from it.
 EVENTS_SORT_COLUMNS = ("service", "status", "env", "ts")
-# The columns of ``events`` whose values are nearly all distinct within a file: written without a dictionary.
-EVENTS_DISTINCT_COLUMNS = ("event_id", "ts")
+# The columns of ``events`` whose values are nearly all distinct within a file: written without a dictionary. A
+# file holds one tenant, so these are the key's columns other than the partition's.
+EVENTS_DISTINCT_COLUMNS = tuple(c for c in EVENT_KEY if c not in EVENTS_PARTITIONING)
 
 # --- App transaction ids: whose progress a Delta ``txn`` action carries -----------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -74,7 +75,7 @@ def _close(args: argparse.Namespace, cfg: LakeshardConfig) -> int:
     report: CompletionReport = args.run_flow(cfg, "close_buckets", params)
     code = _show(report)
     closed = {(s.tenant_id, s.hour) for s in report.closed}
-    failed = {(c.tenant_id, c.hour): f"integrity check failed: {c.problem}" for c in report.failed_checks}
+    failed = {(c.tenant_id, c.hour): "integrity check failed" for c in report.failed_checks}  # the file: stderr
     still_open = [d for d in report.decisions if (d.tenant_id, d.hour) not in closed]
     why = "; ".join(f"{d.tenant_id}/{d.hour}: {failed.get((d.tenant_id, d.hour), d.reason)}" for d in still_open[:_WHY])
     more = f"; ... and {len(still_open) - _WHY} more" if len(still_open) > _WHY else ""
@@ -85,7 +86,8 @@ def _close(args: argparse.Namespace, cfg: LakeshardConfig) -> int:
 
 
 def _show(report: CompletionReport) -> int:
-    """Print every open bucket's decision and failed integrity checks; return 1 when a check failed."""
+    """Print every open bucket's decision, and each failed integrity check as an error line on stderr; return 1
+    when a check failed."""
     from lakeshard.report import format_table
 
     closed_now = {(s.tenant_id, s.hour) for s in report.closed}
@@ -95,7 +97,7 @@ def _show(report: CompletionReport) -> int:
     if more:
         print(more)
     for check in report.failed_checks:
-        print(f"integrity check failed for {check.tenant_id}/{check.hour}: {check.problem}")
+        print(f"integrity check failed for {check.tenant_id}/{check.hour}: {check.problem}", file=sys.stderr)
     return 1 if report.failed_checks else 0
 
 

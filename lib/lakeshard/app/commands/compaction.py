@@ -12,6 +12,7 @@ The top-level parser wires them in with :func:`add_commands`.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -86,9 +87,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         if r.gave_up and not r.failed:  # failed buckets are listed below, one line each
             what = "locked" if r.locked else f"gave up after {r.attempts} attempts"
             for tenant, hour in sorted(t.bucket for t in r.tasks):
-                print(f"{what}: bucket {tenant!r}/{hour} is left as it is: {r.reason}")
+                print(f"{what}: bucket {tenant!r}/{hour} is left as it is: {r.reason}", file=sys.stderr)
     for (tenant, hour), why in report.failed:
-        print(f"failed: bucket {tenant!r}/{hour} is left as it is: {why}")
+        print(f"failed: bucket {tenant!r}/{hour} is left as it is: {why}", file=sys.stderr)
     return 1 if report.gave_up else 0
 
 

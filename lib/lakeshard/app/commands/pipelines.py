@@ -6,6 +6,7 @@ The top-level parser wires them in with :func:`add_commands`.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,6 +40,13 @@ def parse_params(items: Sequence[str]) -> dict[str, dict[str, str]]:
     return out
 
 
+def _progress(line: str) -> None:
+    """Print one of the runner's progress lines: a flow's failure (``<flow>: FAILED: <error>``) on stderr, every
+    other line on stdout."""
+    failed = line.split(": ", 2)[1:2] == ["FAILED"]
+    print(line, file=sys.stderr if failed else sys.stdout, flush=True)
+
+
 def cmd_pipeline_run(args: argparse.Namespace) -> int:
     """Run the declared flows in DAG order (all, or --flows), incrementally or with --full-refresh; log every event."""
     from lakeshard.lake import open_store
@@ -51,7 +59,7 @@ def cmd_pipeline_run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     spark = get_spark(cfg)
     report = run_pipeline(spark, open_store(spark, cfg), cfg, pipeline, flows=args.flows,
-                          full_refresh=args.full_refresh, params=params, say=lambda line: print(line, flush=True))
+                          full_refresh=args.full_refresh, params=params, say=_progress)
     print(report.render())
     print(f"event log: lakeshard pipeline events --run {report.run_id} --lakehouse {cfg.lakehouse}")
     return 0 if report.ok else 1

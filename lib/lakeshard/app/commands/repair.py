@@ -47,12 +47,12 @@ def cmd_fsck(args: argparse.Namespace) -> int:
         try:
             check = check_table(store, uri)
         except TableStoreError as exc:  # its log cannot be read (a torn commit): the other tables are still checked
-            print(f"{name}: cannot be checked: {exc}")
+            print(f"{name}: cannot be checked: {exc}", file=sys.stderr)
             unreadable += 1
             continue
         print(f"{name}: {check.files:,} live files at version {check.version}, {len(check.damaged)} damaged")
         for _, damage in check.damaged:
-            print(f"  damaged: {damage}")
+            print(f"  damaged: {damage}", file=sys.stderr)
         if check.damaged and args.repair:
             done = repair_table(store, check, cfg.table_uri(FSCK_REPAIRS))
             print(f"  removed {len(done.damaged)} files ({done.lost_rows:,} rows by the log) from {name} in version "
@@ -63,11 +63,12 @@ def cmd_fsck(args: argparse.Namespace) -> int:
         elif check.damaged:
             left += len(check.damaged)
     if left:
-        print(f"{left} damaged files left in the log: lakeshard fsck --repair removes them and records what they held")
+        print(f"{left} damaged files left in the log: lakeshard fsck --repair removes them and records what they held",
+              file=sys.stderr)
     if unreadable:
         print(f"{unreadable} table's log cannot be read: fsck checks data files against a log, it does not mend one"
               if unreadable == 1 else f"{unreadable} tables' logs cannot be read: fsck checks data files against a "
-              "log, it does not mend one")
+              "log, it does not mend one", file=sys.stderr)
     return 1 if left or unreadable else 0
 
 

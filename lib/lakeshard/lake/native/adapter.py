@@ -35,9 +35,8 @@ object in the commit's ``userMetadata``; a public-writer commit records rows and
 Tables with deletion vectors, column mapping or V2 checkpoints cannot be read file by file or replayed this
 way; the operations that need that raise :class:`~lakeshard.errors.UnsupportedByAdapter` naming the feature.
 
-Its contract tests run in ``make test`` on delta-spark's engine (the jars ``make env`` resolves with ``mvn``),
-on a classic session and under a local Spark Connect server; :data:`NATIVE_UNVERIFIED` says what remains
-unverified until a Databricks workspace.
+Under Spark Connect every request is bounded in size and time (:mod:`lakeshard.lake.native.connect`). Contract
+tests: delta-spark's engine, classic and Connect; :data:`NATIVE_UNVERIFIED`: what waits for a workspace.
 """
 
 from __future__ import annotations
@@ -74,9 +73,7 @@ from lakeshard.lake.native.public import (
     whole_partitions_predicate,
 )
 from lakeshard.lake.native.vacuum import vacuum
-from lakeshard.lake.protocol.datafiles import (
-    read_data_files,
-)
+from lakeshard.lake.protocol.datafiles import read_data_files
 from lakeshard.lake.protocol.filesystem import normalise_uri
 from lakeshard.lake.protocol.log import (
     checkpoint_parts,
@@ -412,8 +409,7 @@ class NativeTableStore(AdapterBase):
                            app_transactions=app_transactions, metadata=metadata, read_version=read_version)
 
     def frame(self, table: str, rows: pa.Table) -> DataFrame:
-        """Return Arrow rows as a DataFrame to write into ``table``; under Spark Connect no request to the server
-        carries more than ``limits.request_bytes`` of them (:func:`~lakeshard.lake.native.connect.server_frame`)."""
+        """See :meth:`TableStore.frame`: :func:`~lakeshard.lake.native.connect.server_frame` under Connect."""
         return server_frame(self.spark, rows, normalise_uri(table), self.limits)
 
     def fence(self, table: str, app_transactions: Sequence[AppTransaction], *, read_version: int,

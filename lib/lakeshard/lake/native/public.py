@@ -396,7 +396,7 @@ class PublicCommits:
         try:
             with COMMIT_LOCK, session_conf(spark, USER_METADATA_CONF, text):
                 self._bounded(lambda: spark.sql(f"ALTER TABLE {delta_table_name(uri)} {change}").collect(),
-                              f"changing {key} of {uri}")
+                              f"{what} change of {uri}")
         except ServerUnresponsive:
             raise
         except Exception as exc:
