@@ -26,13 +26,11 @@ import json
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError
@@ -43,7 +41,6 @@ from lakeshard.lake.base import (
     DEFAULT_PROPERTIES,
     AdapterBase,
     all_committed,
-    arrow_columns,
     check_read_point,
     now_ms,
     txn_text,
@@ -68,10 +65,10 @@ from lakeshard.lake.embedded.write import (
     version_of_commit,
     write_new_files,
 )
-from lakeshard.lake.protocol.datafiles import damaged, read_data_files, with_log_rows
-from lakeshard.lake.protocol.filesystem import filesystem, read_commit_text
+from lakeshard.lake.protocol.arrowread import read_file_groups
+from lakeshard.lake.protocol.datafiles import read_data_files
+from lakeshard.lake.protocol.filesystem import read_commit_text
 from lakeshard.lake.protocol.log import COMMIT_ID, LogState, custom_metadata, table_id
-from lakeshard.lake.protocol.rowgroups import read_data_file
 from lakeshard.lake.store import K, check_new_columns
 from lakeshard.lake.trace import COMMIT, phase
 from lakeshard.lake.types import (
@@ -93,9 +90,6 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructField, StructType
 
 __all__ = ["EmbeddedTableStore"]
-
-# Threads that read data files for read_arrow: pyarrow decodes Parquet without the GIL.
-_READ_THREADS = 4
 
 
 class EmbeddedTableStore(AdapterBase):
@@ -299,34 +293,10 @@ class EmbeddedTableStore(AdapterBase):
         """
         uri = embedded_uri(table)
         if (state := self._log.state(uri)) is not None:  # one look for the schema and the partitioning
-            schema, parts = arrow_schema_from_json(str(state.metadata["schemaString"])), set(state.partition_columns)
+            schema, parts = arrow_schema_from_json(str(state.metadata["schemaString"])), state.partition_columns
         else:
-            schema, parts = self.arrow_schema(uri), set(self.partition_columns(uri))
-        names, wanted = arrow_columns(uri, schema, columns)
-        # Data columns as the table types them (a column a file lacks reads as null, as Spark reads it).
-        read_schema = pa.schema([schema.field(c).with_nullable(True) for c in schema.names if c not in parts])
-        fs, base = filesystem(uri)
-        everything = [f for files in groups.values() for f in files]
-        fragments = list(ds.FileSystemDataset.from_paths(
-            [f"{base}/{unquote(f.path)}" for f in everything], schema=read_schema, format=ds.ParquetFileFormat(),
-            filesystem=fs).get_fragments()) if everything else []
-
-        def read(at: int) -> pa.Table:
-            file = everything[at]
-            try:
-                rows = read_data_file(fragments[at], file, read_schema, schema, names, parts, where)
-            except (OSError, pa.ArrowException) as exc:
-                raise damaged(uri, file, exc) from None
-            return rows if where is not None else with_log_rows(uri, file, rows)
-
-        with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
-            tables = list(pool.map(read, range(len(fragments))))
-        out: dict[K, pa.Table] = {}
-        at = 0
-        for key, files in groups.items():
-            out[key] = pa.concat_tables(tables[at:at + len(files)]) if files else wanted.empty_table()
-            at += len(files)
-        return out
+            schema, parts = self.arrow_schema(uri), self.partition_columns(uri)
+        return read_file_groups(uri, schema, parts, groups, columns, where=where)
 
     def arrow_schema(self, table: str) -> pa.Schema:
         """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""
