@@ -315,12 +315,12 @@ class NativeTableStore(AdapterBase):
     def read_arrow_groups(self, table: str, groups: Mapping[K, Sequence[FileInfo]],
                           columns: Sequence[str] | None = None, *, where: pc.Expression | None = None
                           ) -> dict[K, pa.Table]:
-        """Return, per group of data files, their rows as Arrow: with pyarrow in this process where it writes the
-        files it commits (:attr:`writes_in_process`: it reaches the storage), in one pass as the embedded adapter
-        reads (a Spark job per group cost ~0.5 s); elsewhere through Spark, on any filesystem the cluster reaches."""
+        """Return, per group of data files, their rows as Arrow: with pyarrow in this process, in one pass as the
+        embedded adapter reads (a Spark job per group cost ~0.5 s), where it writes the files it commits
+        (:attr:`writes_in_process`) on a local filesystem; elsewhere through Spark, where the cluster reaches."""
         uri = normalise_uri(table)
         schema = self.arrow_schema(uri)
-        if not self.writes_in_process:
+        if not (self.writes_in_process and uri.startswith(("/", "file:"))):  # dbfs: is FUSE-mounted on Databricks only
             return read_groups_through_spark(uri, schema, lambda files: self.read_files(uri, files), groups, columns,
                                              where)
         state = self._log.state(uri)

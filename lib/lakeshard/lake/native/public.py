@@ -202,9 +202,9 @@ class PublicCommits:
             a write landed at).
     """
 
-    def __init__(self, log: NativeLog, limits: ConnectLimits) -> None:
+    def __init__(self, log: NativeLog, limits: ConnectLimits | None = None) -> None:
         self._log = log
-        self._limits = limits
+        self._limits = limits or ConnectLimits()
 
     def _bounded(self, action: Callable[[], object], what: str) -> None:
         """Run ``action`` as a bounded request (:func:`~lakeshard.lake.native.connect.bounded`)."""
