@@ -315,17 +315,18 @@ class NativeTableStore(AdapterBase):
     def read_arrow_groups(self, table: str, groups: Mapping[K, Sequence[FileInfo]],
                           columns: Sequence[str] | None = None, *, where: pc.Expression | None = None
                           ) -> dict[K, pa.Table]:
-        """Return, per group of data files, their rows as Arrow: with pyarrow in this process, in one pass as the
-        embedded adapter reads (a Spark job per group cost ~0.5 s), where it writes the files it commits
-        (:attr:`writes_in_process`) on a local filesystem; elsewhere through Spark, where the cluster reaches."""
+        """Return, per group of data files, their rows as Arrow: read by pyarrow in one pass where this process writes
+        what it commits on local storage (a Spark job per group cost ~0.5 s), elsewhere through Spark."""
+        from pyspark.sql.types import StructType
+
         uri = normalise_uri(table)
-        schema = self.arrow_schema(uri)
         if not (self.writes_in_process and uri.startswith(("/", "file:"))):  # dbfs: is FUSE-mounted on Databricks only
-            return read_groups_through_spark(uri, schema, lambda files: self.read_files(uri, files), groups, columns,
-                                             where)
-        state = self._log.state(uri)
+            return read_groups_through_spark(uri, self.arrow_schema(uri), lambda files: self.read_files(uri, files),
+                                             groups, columns, where)
+        state = self._log.state(uri)  # one look at the log: the schema, the partitioning, the features
         supported(uri, state, "read_arrow")
-        return read_file_groups(uri, schema, state.partition_columns, groups, columns, where=where)
+        return read_file_groups(uri, arrow_schema_utc(StructType.fromJson(state.schema_json)),
+                                state.partition_columns, groups, columns, where=where)
 
     def arrow_schema(self, table: str) -> pa.Schema:
         """Return the table's schema as Arrow types (timestamps in microseconds, UTC), partition columns included."""

@@ -286,8 +286,6 @@ class PublicCommits:
             with COMMIT_LOCK, session_conf(spark, USER_METADATA_CONF, text):
                 self._bounded(lambda: spark.sql(f"DELETE FROM {delta_table_name(uri)} WHERE {predicate}").collect(),
                               f"deleting {predicate} from {uri}")
-        except ServerUnresponsive:
-            raise
         except Exception as exc:
             conflict_or_raise(exc, uri, state.version, [])
         entry = self._log.find_commit(uri, state.version, commit_id)
@@ -397,8 +395,6 @@ class PublicCommits:
             with COMMIT_LOCK, session_conf(spark, USER_METADATA_CONF, text):
                 self._bounded(lambda: spark.sql(f"ALTER TABLE {delta_table_name(uri)} {change}").collect(),
                               f"{what} change of {uri}")
-        except ServerUnresponsive:
-            raise
         except Exception as exc:
             conflict_or_raise(exc, uri, read_version, app_ids)
         entry = self._log.find_commit(uri, read_version, commit_id)
