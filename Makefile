@@ -58,17 +58,17 @@ unit: env
 	$(BIN)/pytest tests notebooks --nbval-lax -p no:cacheprovider --durations=20 -n $(TEST_WORKERS) --dist loadscope
 
 bench: env
-	$(BIN)/python bench/bench_synth.py
-	$(BIN)/python bench/bench_routing.py
-	$(BIN)/python bench/bench_balancing.py
-	$(BIN)/python bench/bench_compaction.py
-	$(BIN)/python bench/bench_planning.py
-	$(BIN)/python bench/bench_dedupe.py
-	$(BIN)/python bench/bench_dedupe_tiny_cache.py
-	$(BIN)/python bench/bench_hostile.py
-	$(BIN)/python bench/bench_day.py
-	$(BIN)/python bench/bench_scale.py
-	$(BIN)/python bench/bench_ingest.py
+	$(BIN)/python -m bench.bench_synth
+	$(BIN)/python -m bench.bench_routing
+	$(BIN)/python -m bench.bench_balancing
+	$(BIN)/python -m bench.bench_compaction
+	$(BIN)/python -m bench.bench_planning
+	$(BIN)/python -m bench.bench_dedupe
+	$(BIN)/python -m bench.bench_dedupe_tiny_cache
+	$(BIN)/python -m bench.bench_hostile
+	$(BIN)/python -m bench.bench_day
+	$(BIN)/python -m bench.bench_scale
+	$(BIN)/python -m bench.bench_ingest
 
 # Java's class-data archive of Spark's classes (lakeshard.runtime.classdata): made once, about a minute; every local
 # Spark session lakeshard starts then starts in about two thirds of the time. Quiet when it is there already.

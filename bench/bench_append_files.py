@@ -15,7 +15,7 @@ and the live files), two ways, alternating:
 The table is grown with commits of 5,000 add actions each (files that are never read). Writes
 ``bench/results/append-files.{json,md,png}``.
 
-    PYTHONPATH=lib .venv/bin/python bench/bench_append_files.py [--files 1000,10000,40000,100000] [--repeat 20]
+    .venv/bin/python -m bench.bench_append_files [--files 1000,10000,40000,100000] [--repeat 20]
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,11 +34,9 @@ from deltalake.transaction import AddAction
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import lakeshard.lake.embedded.adapter as embedded
+from bench import peer_curve
 from lakeshard.lake.embedded import EmbeddedTableStore
 from lakeshard.lake.embedded.write import COMMIT_HOOKS
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peer_curve
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PEERS = ("delta-rs commit", "lakeshard blind append")

@@ -12,7 +12,7 @@
 
 Writes ``bench/results/balancing.json``, ``balancing.md`` and ``balancing.png``.
 
-    .venv/bin/python bench/bench_balancing.py
+    .venv/bin/python -m bench.bench_balancing
 """
 
 from __future__ import annotations

@@ -14,13 +14,12 @@ ways, alternating:
 Both give the same result per bucket (checked on every repeat). Reading the files is not measured: both read the
 same files. Writes ``bench/results/close-check.{json,md,png}``.
 
-    PYTHONPATH=lib .venv/bin/python bench/bench_close_check.py [--buckets 100,500,2000] [--repeat 7]
+    .venv/bin/python -m bench.bench_close_check [--buckets 100,500,2000] [--repeat 7]
 """
 
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,10 +27,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from bench import peer_curve
 from lakeshard.buckets.checksum import rowhash2, rowhash2_groups
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peer_curve
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PEERS = ("bucket by bucket", "one pass")

@@ -13,13 +13,12 @@ needs, two ways, alternating:
 
 Writes ``bench/results/commit-log.{json,md,png}``.
 
-    PYTHONPATH=lib .venv/bin/python bench/bench_commit_log.py [--lengths 100,2000,5000,10000] [--repeat 30]
+    .venv/bin/python -m bench.bench_commit_log [--lengths 100,2000,5000,10000] [--repeat 30]
 """
 
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -30,10 +29,8 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.transaction import AddAction, PostCommitHookProperties
 
+from bench import peer_curve
 from lakeshard.lake.embedded.write import COMMIT_HOOKS
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peer_curve
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PEERS: dict[str, PostCommitHookProperties | None] = {"delta-rs defaults": None, "lakeshard": COMMIT_HOOKS}

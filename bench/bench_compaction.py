@@ -18,7 +18,7 @@ high-water mark are recorded next to the input's uncompressed size.
 
 Writes ``bench/results/compaction.json`` and ``compaction.md``.
 
-    PYTHONPATH=lib .venv/bin/python bench/bench_compaction.py [--events 2000000] [--driver-memory 1g]
+    .venv/bin/python -m bench.bench_compaction [--events 2000000] [--driver-memory 1g]
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ NEEDLES: list[tuple[str, str, str]] = [
 ]
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
     print(f"[{datetime.now(UTC):%H:%M:%S}] {text}", flush=True)
 
 
@@ -131,7 +131,7 @@ def build_table(store: Any, uri: str, events: int, tenants: int, hours: int, fil
         write_deltalake(uri, _flush(rng, tenants, starts, rows, flush), mode="append",
                         partition_by=["tenant_id", "hour"])
         if flush % 10 == 9:
-            _say(f"  wrote {flush + 1}/{files} flushes")
+            say(f"  wrote {flush + 1}/{files} flushes")
 
 
 def _jvm_peak_heap(spark: Any, reset: bool) -> int:
@@ -204,11 +204,11 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="lakeshard-bench-compaction-"))
     cfg = load_config(overrides={"spark": {"master": "local[2]", "shuffle_partitions": 4,
                                            "driver_memory": args.driver_memory, "adapter": "embedded"}})
-    _say(f"starting Spark (driver memory {args.driver_memory}) ...")
+    say(f"starting Spark (driver memory {args.driver_memory}) ...")
     spark = get_spark(cfg)
     store = open_store(spark, cfg)
     base = str(work / "base" / "events")
-    _say(f"writing {args.events:,} events as {args.tenants * args.hours * args.files} small files to {base}")
+    say(f"writing {args.events:,} events as {args.tenants * args.hours * args.files} small files to {base}")
     build_table(store, base, args.events, args.tenants, args.hours, args.files, args.seed)
     inputs = store.files(base)
     rows_in = sum(f.num_records or 0 for f in inputs)
@@ -244,7 +244,7 @@ def main() -> None:
         if n > 0:
             for path in fresh.values():
                 shutil.copytree(base, path)
-        _say(f"run {n + 1}/{args.repeat}: delta-rs optimize.compact, then lakeshard ({args.memory_budget_mib} MiB) ...")
+        say(f"run {n + 1}/{args.repeat}: delta-rs optimize.compact, then lakeshard ({args.memory_budget_mib} MiB) ...")
         timed["delta_compact"].append({"seconds": compact(fresh["delta_compact"])})
         timed["lakeshard"].append(_lakeshard_run(spark, store, fresh["lakeshard"],
                                                  settings(args.memory_budget_mib, True)))
@@ -255,10 +255,10 @@ def main() -> None:
             results[name]["arrow_peak_bytes"] = max(r["arrow_peak_bytes"] for r in runs)
     for name, budget, outliers in (("lakeshard_no_outliers", args.memory_budget_mib, False),
                                    ("lakeshard_small_budget", args.small_budget_mib, True)):
-        _say(f"{name}: compaction with a {budget} MiB merge budget ...")
+        say(f"{name}: compaction with a {budget} MiB merge budget ...")
         results[name] = _lakeshard_run(spark, store, copies[name], settings(budget, outliers))
 
-    _say("delta-rs optimize.z_order ...")
+    say("delta-rs optimize.z_order ...")
     started = time.perf_counter()
     DeltaTable(copies["delta_zorder"]).optimize.z_order(SORT, target_size=target_bytes)
     results["delta_zorder"] = {"seconds": time.perf_counter() - started}
@@ -272,7 +272,7 @@ def main() -> None:
                              needles_min_max=_needles(store, uri, args.tenants, args.hours, with_regex=False))
         if name.startswith("lakeshard"):
             results[name]["needles_regex"] = _needles(store, uri, args.tenants, args.hours, with_regex=True)
-        _say(f"{name}: {results[name]['seconds']:.1f}s, {len(files)} files")
+        say(f"{name}: {results[name]['seconds']:.1f}s, {len(files)} files")
     summary = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"), "machine": platform.platform(),
         "cpus": os.cpu_count(), "events": rows_in, "buckets": args.tenants * args.hours, "files_in": len(inputs),

@@ -26,9 +26,9 @@ last hour of the last day against the first hour of day 1, live files and log co
 peak resident memory (driver + Spark JVM), and the exact ground-truth check at the end: every generated event
 exactly once in ``events``, and the quarantine holding exactly the bad records.
 
-    .venv/bin/python bench/bench_day.py                                   # 2M events/day, 500 tenants, 24 h
-    .venv/bin/python bench/bench_day.py --hours 2 --events 100000         # a short slice
-    .venv/bin/python bench/bench_day.py --days 2 --events 1000000 --keep-landing-hours 6   # results/day-2days.*
+    .venv/bin/python -m bench.bench_day                                   # 2M events/day, 500 tenants, 24 h
+    .venv/bin/python -m bench.bench_day --hours 2 --events 100000         # a short slice
+    .venv/bin/python -m bench.bench_day --days 2 --events 1000000 --keep-landing-hours 6   # results/day-2days.*
 """
 
 from __future__ import annotations

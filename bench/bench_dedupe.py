@@ -33,8 +33,8 @@ and the writer's ID page-in rate against its ingest rate (the writer's steps onl
 batches run) and says so in the results; a capped case runs no large batch. Writes
 ``bench/results/dedupe.json``, ``dedupe.md`` and ``dedupe.png`` (``--output NAME``: ``NAME.json`` ...).
 
-    .venv/bin/python bench/bench_dedupe.py                      # 100 x 50k, then 1M: the issue's sizes
-    .venv/bin/python bench/bench_dedupe.py --batches 20 --batch-events 20000 --large-events 100000
+    .venv/bin/python -m bench.bench_dedupe                      # 100 x 50k, then 1M: the issue's sizes
+    .venv/bin/python -m bench.bench_dedupe --batches 20 --batch-events 20000 --large-events 100000
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ writes the replay, with ``dedupe.id_cache_bytes`` = 64 KiB and with the default 
 write and the replay's write, per cache size. Checked: ``events`` holds each distinct input key exactly once.
 Writes ``bench/results/dedupe-tiny-cache.json`` and ``.md``.
 
-    .venv/bin/python bench/bench_dedupe_tiny_cache.py
-    .venv/bin/python bench/bench_dedupe_tiny_cache.py --events 5000
+    .venv/bin/python -m bench.bench_dedupe_tiny_cache
+    .venv/bin/python -m bench.bench_dedupe_tiny_cache --events 5000
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ back as one ``unreadable_file`` quarantine row while the valid events are routed
 
 Writes ``bench/results/hostile.json`` and ``bench/results/hostile.md``.
 
-    .venv/bin/python bench/bench_hostile.py [--expand-gib 4]
+    .venv/bin/python -m bench.bench_hostile [--expand-gib 4]
 """
 
 from __future__ import annotations

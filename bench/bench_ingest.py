@@ -33,7 +33,7 @@ psutil; rows out, duplicates let through (rows out minus distinct event keys out
 (distinct keys out against the zone's ground truth ``_truth/events.parquet``). An event's key is the record
 format's ``(tenant_id, event_id, ts)``. Writes ``bench/results/ingest.json``, ``ingest.md`` and ``ingest.png``.
 
-    .venv/bin/python bench/bench_ingest.py [--events 1000000] [--cases cli,one-table,...] [--landing ZONE] [--repeat 3]
+    .venv/bin/python -m bench.bench_ingest [--events 1000000] [--cases cli,one-table,...] [--landing ZONE] [--repeat 3]
 
 ``--repeat N`` runs ``lakeshard ingest`` and its floors N times, in turn, and reports each by its median run:
 one run of each on a shared machine moves their ratio by 10% either way. Each ratio to a floor is also given round
@@ -48,7 +48,7 @@ size, so ``--files-per-trigger`` (default 40) sets the streaming peers' micro-ba
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import contextlib
 import json
 import os
 import platform
@@ -64,10 +64,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lakeshard.tables import EVENT_KEY
+from bench.connect import local_connect_server
+from bench.spark_peers import KEY, SPARK_CASES, Case, files_under
 
 RESULTS = Path(__file__).resolve().parent / "results"
-KEY = list(EVENT_KEY)  # the event key (docs/design.md §2), as Spark's and pyarrow's column lists take it
+ROOT = Path(__file__).resolve().parents[1]  # where `python -m bench.<name>` finds the package
 SAMPLE_S = 0.1
 SETTLE_S = 3.0  # default rest between two cases, after the first one's output is synced
 
@@ -82,17 +83,25 @@ CASES: dict[str, str] = {
     "stream-parquet-15min": "Structured Streaming, watermark 15 min, dropDuplicatesWithinWatermark, Parquet sink",
     "stream-delta": "Structured Streaming, watermark 6 h, dropDuplicatesWithinWatermark, Delta sink",
     "merge": "Structured Streaming foreachBatch: dedupe in the batch + insert-only MERGE into Delta",
+    "cli-native": "lakeshard ingest on Delta's engine, classic session",
+    "cli-connect": "lakeshard ingest on Delta's engine under Spark Connect",
+    "stream-delta-connect": "Structured Streaming, watermark 6 h, dropDuplicatesWithinWatermark, Delta sink, "
+                            "under Spark Connect",
+    "merge-connect": "Structured Streaming foreachBatch: dedupe + insert-only MERGE into Delta, under Spark Connect",
 }
 # The cases --repeat runs more than once (a few seconds each): lakeshard and the floors its ratios are taken against.
 REPEATED = ("cli", "one-table", "one-table-partitioned", "machine")
 STREAMING_LIKE_EVENTS = ("stream-parquet-6h", "stream-parquet-15min", "stream-delta", "merge")
+# lakeshard ingest's cases: the environment each one's process gets (the embedded lakehouse, or Delta's engine).
+LAKESHARD_CASES: dict[str, dict[str, str]] = {"cli": {}, "cli-native": {"LAKESHARD_SPARK_ADAPTER": "native"},
+                                              "cli-connect": {"LAKESHARD_SPARK_ADAPTER": "native"}}
+# The cases run against one local Spark Connect server with Delta's engine (bench.connect), started for them.
+CONNECT_CASES = ("cli-connect", "stream-delta-connect", "merge-connect")
+# The peers on Delta's engine that lakeshard on the same engine and client is measured against.
+DELTA_PEERS = {"cli-native": ("stream-delta", "merge"), "cli-connect": ("stream-delta-connect", "merge-connect")}
 
 
 # --- The cases, each run in a process of its own (``--run-case``) ------------------------------------------------
-
-def _files_under(root: Path, suffix: str = ".parquet") -> int:
-    return sum(1 for p in root.rglob(f"*{suffix}") if not any(part.startswith(("_", ".")) for part in p.parts))
-
 
 def _parse(landing: Path) -> Any:
     from lakeshard.config import LandingConfig
@@ -115,7 +124,7 @@ def _one_table(landing: Path, out: Path, hours: Callable[[Any], Any] | None = No
     write_deltalake(str(out), events, mode="append", partition_by=None if hours is None else ["tenant_id", "hour"])
     end = time.perf_counter()
     layout = "unpartitioned" if hours is None else "partitioned by (tenant, hour)"
-    return {"wall_s": end - start, "files_out": _files_under(out), "output": ["delta", str(out)],
+    return {"wall_s": end - start, "files_out": files_under(out), "output": ["delta", str(out)],
             "note": f"parse {parsed - start:.1f} s, write {end - parsed:.1f} s; {layout}"}
 
 
@@ -170,7 +179,7 @@ def case_machine(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, A
     parsed = time.perf_counter()
     write_deltalake(str(out), events, mode="append")
     end = time.perf_counter()
-    return {"wall_s": end - start, "files_out": _files_under(out), "output": ["delta", str(out)],
+    return {"wall_s": end - start, "files_out": files_under(out), "output": ["delta", str(out)],
             "note": f"read {parsed - start:.1f} s, write {end - parsed:.1f} s; unpartitioned"}
 
 
@@ -198,185 +207,57 @@ def case_three_tables(landing: Path, work: Path, opts: dict[str, Any]) -> dict[s
     ids = pa.table({"shard": shard, "interval": hour, "key_hi": hi, "key_lo": lo})  # what event_ids holds
     write_partitioned(ids, str(out / "event_ids"), ids.schema, ["shard", "interval"], ["key_hi", "key_lo"])
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-    return {"wall_s": wall, "files_out": _files_under(out / "events"), "output": ["parquet-flat", str(out / "events")],
+    return {"wall_s": wall, "files_out": files_under(out / "events"), "output": ["parquet-flat", str(out / "events")],
             "note": f"CPU {cpu:.1f} s = parse {parse_cpu:.1f} s + writes {cpu - parse_cpu:.1f} s (routed, events, "
-                    f"event_ids: {_files_under(out)} files); files out counts events' only"}
+                    f"event_ids: {files_under(out)} files); files out counts events' only"}
 
 
-def _spark() -> Any:
-    """Return a local session set up as lakeshard's own (``local_spark_conf``), with Delta's installed jars."""
-    from pyspark.sql import SparkSession
-
-    from lakeshard.config import LakeshardConfig
-    from lakeshard.errors import EnvironmentProblem
-    from lakeshard.runtime.session import delta_jars_folder, find_java, local_spark_conf
-
-    cfg = LakeshardConfig()
-    cfg = dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, master="local[2]", app_name="bench_ingest",
-                                                             adapter="native"))
-    find_java()
-    conf = local_spark_conf(cfg)
-    if "spark.jars" not in conf:
-        raise EnvironmentProblem(f"Delta's jars: expected delta-spark's jar in {delta_jars_folder()}, found none; "
-                                 "run scripts/install-delta-jars.sh or set LAKESHARD_DELTA_JARS to their folder")
-    return SparkSession.builder.master(cfg.spark.master).config(map=dict(conf)).getOrCreate()
-
-
-def _json_schema() -> Any:
-    from pyspark.sql.types import MapType, StringType, StructField, StructType
-
-    fields = [StructField(n, StringType()) for n in ("tenant_id", "event_id", "ts", "service", "status", "env",
-                                                     "host", "message")]
-    return StructType([*fields, StructField("attributes", MapType(StringType(), StringType()))])
-
-
-def _typed(frame: Any) -> Any:
-    """Return the JSON frame with ``ts`` as a timestamp (RFC 3339 string or epoch milliseconds) and bad rows gone."""
-    from pyspark.sql import functions as F
-
-    ts = F.coalesce(F.try_to_timestamp(F.col("ts")),
-                    F.timestamp_millis(F.expr("try_cast(ts as bigint)")))
-    # The peers keep what a partition directory can hold: present ids of lakeshard's lengths and a timestamp.
-    # A far-future ts (a producer bug the zone holds) would move a streaming watermark centuries ahead and drop
-    # everything after it as late: the peers get lakeshard's range check too.
-    in_range = F.col("ts").between(F.lit("2000-01-01 00:00:00").cast("timestamp"),
-                                   F.current_timestamp() + F.expr("INTERVAL 1 DAY"))
-    valid = (F.length("tenant_id").between(1, 128) & F.length("event_id").between(1, 256) & in_range)
-    return frame.withColumn("ts", ts).where(valid).withColumn("hour", F.date_format("ts", "yyyy-MM-dd'T'HH"))
-
-
-def _landing_glob(landing: Path) -> str:
-    return str(landing / "*" / "*" / "*")
-
-
-def _stream(spark: Any, landing: Path, opts: dict[str, Any]) -> Any:
-    return _typed(spark.readStream.schema(_json_schema()).option("maxFilesPerTrigger", opts["files_per_trigger"])
-                  .json(_landing_glob(landing)))
-
-
-SparkRun = Callable[[Any], tuple[Path, str, str, Any]]
-
-
-def _timed_spark(run: SparkRun) -> dict[str, Any]:
-    """Return the figures of ``run(spark)``, the session's start apart; ``run`` gives its output directory, format,
-    note and its streaming query (``None`` for a batch job)."""
-    spark = _spark()
-    start = time.perf_counter()
-    out, fmt, note, query = run(spark)
-    wall = time.perf_counter() - start
-    batches = None if query is None else len([p for p in query.recentProgress if p.get("numInputRows", 0)])
-    spark.stop()
-    if batches is not None:
-        note = f"{note}, {batches} micro-batches"
-    return {"wall_s": wall, "files_out": _files_under(out), "output": [fmt, str(out)], "note": note,
-            "micro_batches": batches}
-
-
-def case_batch(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
-    def run(spark: Any) -> tuple[Path, str, str, Any]:
-        out = work / "spark_batch"
-        frame = _typed(spark.read.schema(_json_schema()).json(_landing_glob(landing)))
-        frame.write.partitionBy("tenant_id", "hour").parquet(str(out))
-        return out, "parquet", "no dedupe, no Delta commit", None
-
-    return _timed_spark(run)
-
-
-def _case_stream_parquet(watermark: str) -> Callable[[Path, Path, dict[str, Any]], dict[str, Any]]:
-    def case(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
-        def run(spark: Any) -> tuple[Path, str, str, Any]:
-            name = watermark.replace(" ", "")
-            out = work / f"stream_parquet_{name}"
-            query = (_stream(spark, landing, opts).withWatermark("ts", watermark)
-                     .dropDuplicatesWithinWatermark(KEY).writeStream.format("parquet")
-                     .partitionBy("tenant_id", "hour").option("path", str(out))
-                     .option("checkpointLocation", str(work / f"ckpt_parquet_{name}"))
-                     .trigger(availableNow=True).start())
-            query.awaitTermination()
-            return out, "parquet", "availableNow", query
-
-        return _timed_spark(run)
-
-    return case
-
-
-def case_stream_delta(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
-    def run(spark: Any) -> tuple[Path, str, str, Any]:
-        out = work / "stream_delta"
-        query = (_stream(spark, landing, opts).withWatermark("ts", "6 hours").dropDuplicatesWithinWatermark(KEY)
-                 .writeStream.format("delta").partitionBy("tenant_id", "hour")
-                 .option("checkpointLocation", str(work / "ckpt_delta")).trigger(availableNow=True)
-                 .start(str(out)))
-        query.awaitTermination()
-        return out, "delta", "delta-spark sink, availableNow", query
-
-    return _timed_spark(run)
-
-
-def case_merge(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
-    from delta.tables import DeltaTable
-
-    def run(spark: Any) -> tuple[Path, str, str, Any]:
-        out = work / "merge"
-        schema = _typed(spark.read.schema(_json_schema()).json(_landing_glob(landing))).schema
-        DeltaTable.create(spark).location(str(out)).addColumns(schema).partitionedBy("tenant_id", "hour").execute()
-        condition = ("t.tenant_id = s.tenant_id AND t.hour = s.hour AND t.event_id = s.event_id AND t.ts = s.ts")
-
-        def merge(batch: Any, batch_id: int) -> None:
-            (DeltaTable.forPath(spark, str(out)).alias("t").merge(batch.dropDuplicates(KEY).alias("s"), condition)
-             .whenNotMatchedInsertAll().execute())
-
-        query = (_stream(spark, landing, opts).writeStream.foreachBatch(merge)
-                 .option("checkpointLocation", str(work / "ckpt_merge")).trigger(availableNow=True).start())
-        query.awaitTermination()
-        return out, "delta", "delta-spark MERGE per micro-batch, availableNow", query
-
-    return _timed_spark(run)
-
-
-RUNNERS: dict[str, Callable[[Path, Path, dict[str, Any]], dict[str, Any]]] = {
+RUNNERS: dict[str, Case] = {
     "prepare": prepare_valid_lines,
     "one-table": case_one_table,
     "one-table-partitioned": case_one_table_partitioned,
     "machine": case_machine,
     "three-tables": case_three_tables,
-    "batch": case_batch,
-    "stream-parquet-6h": _case_stream_parquet("6 hours"),
-    "stream-parquet-15min": _case_stream_parquet("15 minutes"),
-    "stream-delta": case_stream_delta,
-    "merge": case_merge,
+    **SPARK_CASES,
 }
 
 
 # --- The harness: each case as a child process, its tree sampled, its output checked against the truth -----------
 
-def _sample_tree(proc: subprocess.Popen[bytes]) -> tuple[float, float]:
-    """Wait for ``proc``; return the peak RSS (MiB) of it and all its descendants together, and their CPU seconds.
+def _sample_tree(proc: subprocess.Popen[bytes], server: int | None = None) -> tuple[float, float]:
+    """Wait for ``proc``; return the peak RSS (MiB) of it and all its descendants together, and their CPU seconds;
+    with ``server``, that process's tree too (its CPU seconds counted from now: the server was up before).
 
     CPU is each process's last sampled user + system time, so a process's final ``SAMPLE_S`` may be missed.
     """
     import psutil
 
-    root = psutil.Process(proc.pid)
-    cpu: dict[int, float]
-    peak, cpu = 0, {}
+    def tree(pid: int) -> list[Any]:
+        try:
+            root = psutil.Process(pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    baseline: dict[int, float] = {}  # the server's processes: their CPU seconds when first seen
+    cpu: dict[int, float] = {}
+    peak = 0
     while proc.poll() is None:
         total = 0
-        try:
-            tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            break
-        for p in tree:
-            try:
-                total += p.memory_info().rss
-                times = p.cpu_times()
+        for owner, processes in ((proc.pid, tree(proc.pid)), (server, tree(server) if server else [])):
+            for p in processes:
+                try:
+                    total += p.memory_info().rss
+                    times = p.cpu_times()
+                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                    continue
                 cpu[p.pid] = times.user + times.system
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
+                if owner == server:
+                    baseline.setdefault(p.pid, cpu[p.pid])
         peak = max(peak, total)
         time.sleep(SAMPLE_S)
     proc.wait()
-    return peak / 2**20, sum(cpu.values())
+    return peak / 2**20, sum(v - baseline.get(pid, 0.0) for pid, v in cpu.items())
 
 
 def _byte_compile_lakeshard() -> None:
@@ -390,11 +271,13 @@ def _byte_compile_lakeshard() -> None:
     compileall.compile_dir(str(Path(lakeshard.__file__).parent), quiet=1)
 
 
-def _run_child(cmd: list[str], what: str) -> tuple[float, float, float]:
-    """Run ``cmd``; return its wall seconds, peak RSS of its tree (MiB) and the tree's CPU seconds."""
+def _run_child(cmd: list[str], what: str, env: dict[str, str] | None = None,
+               server: int | None = None) -> tuple[float, float, float]:
+    """Run ``cmd``; return its wall seconds, peak RSS of its tree (MiB) and the tree's CPU seconds (with the
+    ``server`` process's tree counted in, when given)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-    peak, cpu = _sample_tree(proc)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
+    peak, cpu = _sample_tree(proc, server)
     wall = time.perf_counter() - start
     if proc.returncode:
         raise SystemExit(f"{what}: expected exit code 0, found {proc.returncode} ({' '.join(cmd)})")
@@ -441,21 +324,34 @@ def _against_truth(keys: Any, truth: Any) -> dict[str, int]:
 
 def run_case(case: str, landing: Path, work: Path, opts: dict[str, Any], attempt: int = 0) -> dict[str, Any]:
     """Return the figures of one case run as a child process on ``landing`` (``attempt``: which run of the case,
-    each ``lakeshard ingest`` into a lakehouse of its own)."""
+    each ``lakeshard ingest`` into a lakehouse of its own). A case under Connect (``opts["remote"]``, its server's
+    process ``opts["server_pid"]``) counts the server's memory and CPU with its own."""
     load_before = os.getloadavg()[0]
-    if case == "cli":
-        lakehouse = work / f"lakehouse-{attempt}"
+    remote = opts.get("remote") if case in CONNECT_CASES else None
+    server = opts.get("server_pid") if remote else None
+    if case in LAKESHARD_CASES:
+        lakehouse = work / f"lakehouse-{case}-{attempt}"
+        env = {**os.environ, **LAKESHARD_CASES[case], **({"LAKESHARD_SPARK_REMOTE": remote} if remote else {})}
         wall, peak, cpu = _run_child([sys.executable, "-m", "lakeshard.app.cli", "ingest", "--lakehouse",
-                                      str(lakehouse), "--landing", str(landing)], case)
+                                      str(lakehouse), "--landing", str(landing)], case, env=env, server=server)
         from deltalake import DeltaTable
 
+        engine = "Delta's engine" + (" under Spark Connect" if remote else ", classic") if LAKESHARD_CASES[case] \
+            else "delta-rs"
         result = {"wall_s": wall, "files_out": len(DeltaTable(str(lakehouse / "events")).file_uris()),
-                  "output": ["delta", str(lakehouse / "events")], "note": "route + dedupe + Delta commits"}
+                  "output": ["delta", str(lakehouse / "events")],
+                  "note": f"route + dedupe + Delta commits ({engine}); wall s is the whole process"}
     else:
         out = work / f"{case}.result.json"
-        wall, peak, cpu = _run_child([sys.executable, __file__, "--run-case", case, "--landing", str(landing),
-                                      "--work", str(work), "--result", str(out), "--files-per-trigger",
-                                      str(opts["files_per_trigger"])], case)
+        # A Spark case writes its output and checkpoints in a folder of its own: the same peer under Connect and on a
+        # classic session must not find each other's checkpoint.
+        case_work = work / case if case in SPARK_CASES else work
+        case_work.mkdir(exist_ok=True)
+        wall, peak, cpu = _run_child([sys.executable, "-m", "bench.bench_ingest", "--run-case", case, "--landing",
+                                      str(landing), "--work", str(case_work), "--result", str(out),
+                                      "--files-per-trigger", str(opts["files_per_trigger"]),
+                                      *(["--remote", remote] if remote else [])],
+                                     case, server=server)
         result = json.loads(out.read_text())
     result.update(case=case, name=CASES.get(case, case), process_wall_s=wall, peak_rss_mib=peak, cpu_s=cpu,
                   load_before=load_before, load_after=os.getloadavg()[0])
@@ -479,7 +375,7 @@ def _rounded(case: dict[str, Any], mb: float) -> dict[str, Any]:
 def ratios(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """Return lakeshard's wall and CPU time over each floor's, and the best streaming peer's over lakeshard's."""
     by = {c["case"]: c for c in cases}
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = _delta_engine_ratios(by)
     if "cli" not in by:
         return out
     cli = by["cli"]
@@ -502,6 +398,24 @@ def ratios(cases: list[dict[str, Any]]) -> dict[str, Any]:
         best_cpu = min(streams, key=lambda c: c["cpu_s"])
         out["best_streaming_cpu_over_cli"] = round(best_cpu["cpu_s"] / cli["cpu_s"], 2)
         out["best_streaming_cpu_case"] = best_cpu["case"]
+    return out
+
+
+def _delta_engine_ratios(by: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Return lakeshard on Delta's engine (classic, Connect) over lakeshard embedded, whole process against whole
+    process; and the best Delta peer on the same engine and client that drops no event over lakeshard there."""
+    out: dict[str, Any] = {}
+    for case in DELTA_PEERS:
+        if case not in by:
+            continue
+        if "cli" in by:
+            out[f"{case}_over_cli"] = round(by[case]["wall_s"] / by["cli"]["wall_s"], 2)
+            out[f"{case}_cpu_over_cli"] = round(by[case]["cpu_s"] / by["cli"]["cpu_s"], 2)
+        peers = [by[c] for c in DELTA_PEERS[case] if c in by and by[c].get("events_dropped", 1) == 0]
+        if peers:
+            best = min(peers, key=lambda c: c["wall_s"])
+            out[f"best_peer_over_{case}"] = round(best["wall_s"] / by[case]["wall_s"], 2)
+            out[f"best_peer_of_{case}"] = best["case"]
     return out
 
 
@@ -561,10 +475,28 @@ def write_results(doc: dict[str, Any]) -> None:
             lines.append(f"| best Structured Streaming peer partitioned like `events` that drops no event / "
                          f"`lakeshard ingest` | **{r['best_streaming_over_cli']}x** ({r['best_streaming_case']}) "
                          f"| - | - | {r['best_streaming_cpu_over_cli']}x ({r['best_streaming_cpu_case']}) |")
+    lines += _delta_engine_text(r)
     if doc.get("note"):
         lines += ["", str(doc["note"])]
     (RESULTS / "ingest.md").write_text("\n".join(lines) + "\n")
     _plot(doc)
+
+
+def _delta_engine_text(r: dict[str, Any]) -> list[str]:
+    """Return the table of lakeshard on Delta's engine against embedded and against the Delta peers."""
+    rows = []
+    for case, client in (("cli-native", "classic session"), ("cli-connect", "Spark Connect")):
+        if f"{case}_over_cli" in r:
+            rows.append(f"| `lakeshard ingest` on Delta's engine, {client} / embedded | **{r[f'{case}_over_cli']}x** "
+                        f"| {r[f'{case}_cpu_over_cli']}x |")
+        if f"best_peer_over_{case}" in r:
+            rows.append(f"| best Delta peer that drops no event ({r[f'best_peer_of_{case}']}) / `lakeshard ingest` on "
+                        f"Delta's engine, {client} | **{r[f'best_peer_over_{case}']}x** | - |")
+    if not rows:
+        return []
+    return ["", "On Delta's engine (lakeshard's wall s is its whole process, JVM start included; a peer's leaves its "
+                "session's start out; under Connect, memory and CPU count the server's process tree too):", "",
+            "| ratio | wall | CPU |", "| --- | ---: | ---: |", *rows]
 
 
 def _creation_text(doc: dict[str, Any]) -> list[str]:
@@ -628,7 +560,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-save", action="store_true", help="print the figures, write nothing to bench/results")
     p.add_argument("--render", action="store_true", help="write ingest.md and ingest.png again from ingest.json")
     p.add_argument("--note", default=None, help="a paragraph for ingest.md (with --render)")
+    p.add_argument("--connect-heap", default="1g",
+                   help="Java heap of the local Connect server the cases under Connect share (Spark's default 1g)")
     p.add_argument("--run-case", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--remote", default=None, help=argparse.SUPPRESS)
     p.add_argument("--work", default=None, help=argparse.SUPPRESS)
     p.add_argument("--result", default=None, help=argparse.SUPPRESS)
     return p
@@ -657,7 +592,7 @@ def run(args: argparse.Namespace, work: Path, say: Callable[[str], None] = print
     manifest = read_manifest(landing)
     truth = pq.read_table(landing / TRUTH_DIR / EVENTS_FILE, columns=["tenant_id", "event_id", "ts_ms"])
     mb = _landing_bytes(landing) / 1e6
-    opts = {"files_per_trigger": args.files_per_trigger}
+    opts: dict[str, Any] = {"files_per_trigger": args.files_per_trigger}
     load_start = os.getloadavg()[0]
     creation = [_file_creation_us(work / "probe-start")]
     say(f"creating a file costs {creation[0]:.0f} us of system time here now")
@@ -668,24 +603,31 @@ def run(args: argparse.Namespace, work: Path, say: Callable[[str], None] = print
     repeated = [c for c in chosen if c in REPEATED]
     sequence = [*([c for _ in range(max(1, args.repeat)) for c in repeated]), *(c for c in chosen if c not in REPEATED)]
     runs: dict[str, list[dict[str, Any]]] = {}
-    cases: list[dict[str, Any]] = []
-    for case in sequence:
-        figures = run_case(case, landing, work, opts, attempt=len(runs.get(case, [])))
-        fmt, path = figures.pop("output")
-        figures.update(_against_truth(_keys_out(fmt, path), truth))
-        runs.setdefault(case, []).append(_rounded(figures, mb))
-        say(json.dumps(runs[case][-1]))
-        cases = [_median_run(r) for r in runs.values()]
-        if on_case is not None:
-            on_case(_document(args, manifest, mb, load_start, cases))
-        if case != "cli":
-            shutil.rmtree(path, ignore_errors=True)  # the disk is small; the figures are taken
-        # The next case starts once this one's writes and deletions are on disk and the file system's deferred work
-        # is done: a run right after a 1M case's output was deleted spent several more seconds in the kernel.
-        os.sync()
-        time.sleep(args.settle)
+
+    def measured() -> dict[str, Any]:
+        return _document(args, manifest, mb, load_start, [_median_run(r) for r in runs.values()])
+
+    server = contextlib.ExitStack()
+    if any(c in CONNECT_CASES for c in chosen):
+        say(f"starting a local Spark Connect server with Delta's engine ({args.connect_heap} heap) ...")
+        opts["remote"], opts["server_pid"] = server.enter_context(local_connect_server(args.connect_heap))
+    with server:
+        for case in sequence:
+            figures = run_case(case, landing, work, opts, attempt=len(runs.get(case, [])))
+            fmt, path = figures.pop("output")
+            figures.update(_against_truth(_keys_out(fmt, path), truth))
+            runs.setdefault(case, []).append(_rounded(figures, mb))
+            say(json.dumps(runs[case][-1]))
+            if on_case is not None:
+                on_case(measured())
+            if case not in LAKESHARD_CASES:
+                shutil.rmtree(path, ignore_errors=True)  # the disk is small; the figures are taken
+            # The next case starts once this one's writes and deletions are on disk and the file system's deferred
+            # work is done: a run right after a 1M case's output was deleted spent several more seconds in the kernel.
+            os.sync()
+            time.sleep(args.settle)
     creation.append(_file_creation_us(work / "probe-end"))
-    return {**_document(args, manifest, mb, load_start, cases), "file_create_us": [round(c) for c in creation]}
+    return {**measured(), "file_create_us": [round(c) for c in creation]}
 
 
 def _file_creation_us(directory: Path, n: int = 1000) -> float:
@@ -733,8 +675,8 @@ def main() -> None:
         from lakeshard.runtime.memory import prepare_process_memory
 
         prepare_process_memory()
-        result = RUNNERS[args.run_case](Path(args.landing), Path(args.work), {"files_per_trigger":
-                                                                              args.files_per_trigger})
+        result = RUNNERS[args.run_case](Path(args.landing), Path(args.work),
+                                        {"files_per_trigger": args.files_per_trigger, "remote": args.remote})
         Path(args.result).write_text(json.dumps(result))
         return
     if args.render:

@@ -16,14 +16,13 @@ a table of its own, the peers taking turns:
 
 Writes ``bench/results/native-commits.{json,md,png}``.
 
-    .venv/bin/python bench/bench_native_commits.py [--lengths 10,50,100] [--repeat 8]
+    .venv/bin/python -m bench.bench_native_commits [--lengths 10,50,100] [--repeat 8]
 """
 
 from __future__ import annotations
 
 import socket
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,8 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peer_curve
+from bench import peer_curve
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PUBLIC = "Delta public writer"

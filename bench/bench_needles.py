@@ -16,7 +16,7 @@ compacted by lakeshard (sort ``service, status, env, ts``, fragment regexes). Ea
 Both sides collect the matching rows (checked equal). Wall time is the median of ``--repeat`` runs per
 needle and side, alternating; one warm-up query first. Writes ``bench/results/needles.{json,md,png}``.
 
-    PYTHONPATH=lib .venv/bin/python bench/bench_needles.py [--events 2000000] [--repeat 5]
+    .venv/bin/python -m bench.bench_needles [--events 2000000] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 import urllib.request
@@ -36,9 +35,7 @@ from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_compaction import NEEDLES, _say, build_table
-
+from bench.bench_compaction import NEEDLES, build_table, say
 from lakeshard.compaction import CompactionSettings, Compactor, LocalityPlanner, SizeTieredPlanner
 from lakeshard.config import load_config
 from lakeshard.lake import FileInfo, open_store
@@ -114,19 +111,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
 
-    _say("starting Spark with the UI on ...")
+    say("starting Spark with the UI on ...")
     spark, cfg = _spark(args.driver_memory, args.ui_port)
     store = open_store(spark, cfg)
     register_lakeshard_source(spark)
     work = Path(tempfile.mkdtemp(prefix="lakeshard-bench-needles-"))
     uri = str(work / "events")
-    _say(f"writing {args.events:,} events as {args.tenants * args.hours * args.files} writer files ...")
+    say(f"writing {args.events:,} events as {args.tenants * args.hours * args.files} writer files ...")
     build_table(store, uri, args.events, args.tenants, args.hours, args.files, args.seed)
     settings = CompactionSettings(
         size_tiered=SizeTieredPlanner(min_files=32, target_rows=args.target_rows, base_rows=args.target_rows // 64,
                                       growth=4),
         locality=LocalityPlanner(target_rows=args.target_rows, growth=4), max_retries=3)
-    _say("compacting ...")
+    say("compacting ...")
     Compactor(store, uri, settings=settings).run(apply=True)
     live: list[FileInfo] = store.files(uri)
     paths = [f"{uri}/{unquote(f.path)}" for f in live]
@@ -174,7 +171,7 @@ def main() -> None:
                "files_plain_footer_admits": admits,
                "wall_lakeshard_s": round(statistics.median(times["lakeshard"]), 4),
                "wall_plain_s": round(statistics.median(times["plain"]), 4)}
-        _say(json.dumps(row))
+        say(json.dumps(row))
         needles.append(row)
     summary = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": platform.platform(),
                "cpus": os.cpu_count(), "events": args.events, "tenants": args.tenants, "hours": args.hours,

@@ -19,7 +19,7 @@ store: the snapshot is loaded from the checkpoint and the commits after it, as a
 
 Writes ``bench/results/planning.json``, ``planning.md`` and ``planning.png``.
 
-    PYTHONPATH=lib .venv/bin/python bench/bench_planning.py [--repeat 15] [--quick]
+    .venv/bin/python -m bench.bench_planning [--repeat 15] [--quick]
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ CPU is the ``process_time`` of the best of ``--repeat`` runs after an untimed on
 The three must agree on every line's outcome (events and quarantine counts are checked). Writes
 ``bench/results/refusals.{json,md,png}``.
 
-    .venv/bin/python bench/bench_refusals.py [--lines 100000] [--shares 0,0.001,0.01,0.05,0.3] [--repeat 3]
+    .venv/bin/python -m bench.bench_refusals [--lines 100000] [--shares 0,0.001,0.01,0.05,0.3] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def markdown(s: dict[str, Any]) -> str:
         lines.append(f"| {r['share'] * 100:g} % | {r['zone_mb']} | **{r['lakeshard_cpu_s']:.2f}** | "
                      f"{r['arrow-only_cpu_s']:.2f} | {r['exact_cpu_s']:.2f} | {r['lakeshard_over_clean']:.2f}x | "
                      f"{r['lakeshard_over_exact']:.2f}x |")
-    lines += ["", f"{s['machine']}; {s['at']}. `.venv/bin/python bench/bench_refusals.py`."]
+    lines += ["", f"{s['machine']}; {s['at']}. `.venv/bin/python -m bench.bench_refusals`."]
     return "\n".join(lines) + "\n"
 
 

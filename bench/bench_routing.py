@@ -20,7 +20,7 @@ grows 8 → 10 and 255 → 256 shards, against the ideal 1 - k/k'.
 
 Writes ``bench/results/routing.json`` and ``bench/results/routing.md``.
 
-    .venv/bin/python bench/bench_routing.py [--events 1000000]
+    .venv/bin/python -m bench.bench_routing [--events 1000000]
 """
 
 from __future__ import annotations

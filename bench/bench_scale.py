@@ -14,8 +14,8 @@ whether every demo check passed. Results go to ``bench/results/<name>.json``, ``
 seconds against events, log-log, with a linear reference through each flow's smallest size); a partial result is
 written after each size.
 
-    .venv/bin/python bench/bench_scale.py                                  # 100k, 300k, 1M events; 500 tenants
-    .venv/bin/python bench/bench_scale.py --sizes 20000 60000 --name scale-small
+    .venv/bin/python -m bench.bench_scale                                  # 100k, 300k, 1M events; 500 tenants
+    .venv/bin/python -m bench.bench_scale --sizes 20000 60000 --name scale-small
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from typing import Any
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_day import cpu_seconds as day_cpu_seconds
+from bench.bench_day import cpu_seconds as day_cpu_seconds
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]  # where `python -m bench.<name>` finds the package
 FLOWS = ("route", "ingest", "close_buckets", "compact", "autoshard", "balance", "compact_books")
 # The demo's own steps around the pipeline (the pipeline step itself is the flows above).
 STEPS = {"generate landing zone": "generate", "check against ground truth and the event log": "check",
@@ -244,12 +244,13 @@ def run_size(args: argparse.Namespace, events: int) -> dict[str, Any]:
     """Return one size's measurements from a fresh process on a fresh work directory (removed afterwards)."""
     work = Path(tempfile.mkdtemp(prefix=f"lakeshard-bench-scale-{events}-"))
     result = work / "result.json"
-    cmd = [sys.executable, __file__, "--one", str(events), "--tenants", str(args.tenants), "--hours", str(args.hours),
+    cmd = [sys.executable, "-m", "bench.bench_scale", "--one", str(events), "--tenants", str(args.tenants),
+           "--hours", str(args.hours),
            "--seed", str(args.seed), "--driver-memory", args.driver_memory, "--work", str(work),
            "--result", str(result)]
     tag = f"[{events // 1000}k]"
     try:
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT) as proc:
             assert proc.stdout is not None
             for line in proc.stdout:
                 if line.strip():

@@ -3,7 +3,7 @@
 Writes ``bench/results/synth.json`` (this run) and updates ``bench/results/synth.md`` (one row per
 machine and event count, the latest run winning).
 
-    .venv/bin/python bench/bench_synth.py [--events 1000000] [--seed 7] [--keep DIR]
+    .venv/bin/python -m bench.bench_synth [--events 1000000] [--seed 7] [--keep DIR]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ that counts exclusive time (a phase's own time minus the phases nested in it), t
 of the first and last ``--window`` steps and writes ``bench/results/<output>.json`` / ``.md``. The timers patch
 methods of this process only; nothing in the library changes.
 
-    .venv/bin/python bench/profile_dedupe.py --batches 100 --batch-events 50000
+    .venv/bin/python -m bench.profile_dedupe --batches 100 --batch-events 50000
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import functools
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -27,14 +26,12 @@ from typing import Any
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_dedupe as bench
-
 import lakeshard.dedupe.keyhash as keyhash
 import lakeshard.lake as files_mod
 import lakeshard.lake.embedded.adapter as embedded
 import lakeshard.lake.embedded.log as embedded_log
 import lakeshard.lake.embedded.write as embedded_write
+from bench import bench_dedupe as bench
 from lakeshard.config import load_config
 from lakeshard.dedupe.engines import ArrowStep
 from lakeshard.dedupe.feed import RoutedFeed

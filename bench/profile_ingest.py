@@ -5,7 +5,7 @@ process only; nothing in the library changes), then prints each phase's total se
 the spans of the longer calls in time order: which thread is the critical path, and how much of the next batch's
 parse (the router's look-ahead thread) hides behind the batch in hand.
 
-    .venv/bin/python bench/profile_ingest.py --landing ZONE --lakehouse /tmp/lh [--spans 0.05]
+    .venv/bin/python -m bench.profile_ingest --landing ZONE --lakehouse /tmp/lh [--spans 0.05]
 
 The lakehouse is emptied first. cProfile (``python -m cProfile -m lakeshard.app.cli ingest ...``) gives the
 functions inside each phase, for the main thread only.

@@ -7,7 +7,7 @@ clock would charge one thread's phase with what the others did meanwhile. It the
 does, and prints the CPU seconds per phase, the bytes Arrow's JSON reader was handed (failed blocks re-read
 included) and the parse's MB/s. The timers patch functions of this process only; nothing in the library changes.
 
-    .venv/bin/python bench/profile_parse.py --landing /tmp/z200k [--json out.json] [--no-phases]
+    .venv/bin/python -m bench.profile_parse --landing /tmp/z200k [--json out.json] [--no-phases]
 """
 
 from __future__ import annotations

@@ -12,9 +12,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import HealthCheck, settings
 
+from bench.connect import local_connect_server
 from lakeshard.config import LakeshardConfig, load_config
 
 if TYPE_CHECKING:
@@ -37,7 +35,6 @@ settings.load_profile("lakeshard")
 
 # Set to a Spark Connect URL, the ``spark`` fixture is a Connect session to that server.
 TEST_REMOTE_ENV = "LAKESHARD_TEST_SPARK_REMOTE"
-CONNECT_SERVER = Path(__file__).with_name("connect_server.py")
 # Set (CI does, in .ci/run), a test that needs Delta's JVM fails where it would otherwise skip.
 REQUIRE_DELTA_JVM_ENV = "LAKESHARD_REQUIRE_DELTA_JVM"
 
@@ -192,26 +189,9 @@ def native_store(spark: SparkSession) -> TableStore:
 @pytest.fixture(scope="session")
 def connect_server() -> Iterator[str]:
     """Return the ``sc://`` URL of a local Spark Connect server, one per test session, started by the first
-    test that asks for it (in its own process, ``tests/connect_server.py``) and stopped at the end."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, str(CONNECT_SERVER), str(port)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None and server.stdin is not None
-    try:
-        line = server.stdout.readline()
-        if line.strip() != "ready":
-            raise RuntimeError(f"the Spark Connect server for the tests did not start (exit {server.poll()}, "
-                               f"said {line!r}; its stderr is above)")
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        server.stdin.close()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    test that asks for it (in its own process, ``scripts/connect_server.py``) and stopped at the end."""
+    with local_connect_server() as server:
+        yield server.url
 
 
 @pytest.fixture

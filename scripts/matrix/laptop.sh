@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The laptop path to Databricks, exactly as docs/databricks.md says: a Python 3.12 virtual environment with
 # `pip install ".[databricks]"` (databricks-connect 17.3, its own pyarrow), driving a Spark Connect server with
-# Delta's jars that this script starts: tests/connect_server.py in a Python 3.12 environment of the local extra
+# Delta's jars that this script starts: scripts/connect_server.py in a Python 3.12 environment of the local extra
 # (.venv-laptop-server/: pyspark 4.2 with the Delta jars `make env` resolved), since a Spark Connect client's Python
 # functions run on the server only under the same Python line, as on serverless. Runs, through that client, on
 # Delta's engine:
@@ -49,7 +49,7 @@ step "installed: $("$venv/bin/python" -c 'import importlib.metadata as m; print(
 port="$("$server_python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lakeshard-laptop.XXXXXX")"
 mkfifo "$work/server-stdin"
-"$server_python" tests/connect_server.py "$port" <"$work/server-stdin" >"$work/server.out" 2>"$work/server.err" &
+"$server_python" scripts/connect_server.py "$port" <"$work/server-stdin" >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
 exec 7>"$work/server-stdin"  # the server stops when this closes: at exit, however the script ends
 trap 'exec 7>&-; sleep 5; kill $server_pid 2>/dev/null || true; wait $server_pid 2>/dev/null || true; rm -rf "$work"' EXIT

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from bench_scripts import load_bench
 from pyspark.sql import SparkSession
+
+from bench import bench_day as bench
 
 
 @pytest.mark.slow
 def test_a_simulated_hour_ends_exactly_once_and_writes_its_report(spark: SparkSession, tmp_path: Path) -> None:
-    bench = load_bench("bench_day")
     out = tmp_path / "results"
     # Files quiet for 6 simulated minutes leave the zone after the maintenance job (a lifecycle rule): the runs
     # after it see a zone without them, and the lakehouse still ends exactly once.

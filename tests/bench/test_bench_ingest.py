@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench_scripts import load_bench
+
+from bench import bench_ingest as bench
 
 
 def _run(tmp_path: Path, cases: str, *more: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    bench = load_bench("bench_ingest")
     args = bench.parser().parse_args(["--events", "1500", "--tenants", "4", "--cases", cases,
                                       "--files-per-trigger", "61", "--settle", "0", *more])
     doc = bench.run(args, tmp_path, say=lambda line: None)
@@ -42,7 +42,6 @@ def test_the_round_by_round_ratio_holds_through_a_drift_of_the_machines_speed() 
     """Five rounds on a machine whose speed drifts from round to round (both runs of a round at one speed), one
     lakeshard run stalled besides: the round-by-round ratio stays lakeshard's true 1.4x, where the ratio of the two
     medians, taken from different rounds, does not."""
-    bench = load_bench("bench_ingest")
     speed = [1.0, 1.6, 0.8, 1.3, 1.1]
     floor = [5 * s for s in speed]
     cli = [7 * s for s in speed]
@@ -63,13 +62,26 @@ def test_the_round_by_round_ratio_holds_through_a_drift_of_the_machines_speed() 
 @pytest.mark.slow
 @pytest.mark.delta_jvm
 @pytest.mark.usefixtures("delta_jars_installed")
-def test_the_delta_peers_write_each_event_once_into_delta_tables(tmp_path: Path) -> None:
-    doc, by = _run(tmp_path, "stream-delta,merge")
+def test_lakeshard_and_the_delta_peers_write_each_event_once_classic_and_under_connect(tmp_path: Path) -> None:
+    """lakeshard on Delta's engine and the Delta peers, on a classic session and under Spark Connect (one local
+    server for the Connect cases), each checked against the zone's truth."""
+    doc, by = _run(tmp_path, "cli,cli-native,stream-delta,merge,cli-connect,stream-delta-connect,merge-connect")
 
-    for case in ("stream-delta", "merge"):
+    for case in ("cli-native", "cli-connect"):
+        c = by[case]
+        assert c["rows_out"] == doc["unique_events"] == 1500, c
+        assert c["duplicates_let_through"] == c["events_dropped"] == c["extra_events"] == 0, c
+    for case in ("stream-delta", "merge", "stream-delta-connect", "merge-connect"):
         c = by[case]
         # A 6 h watermark keeps every late event of the zone; dedupe on the event key lets no duplicate through.
         assert c["duplicates_let_through"] == c["events_dropped"] == 0, c
         assert c["rows_out"] == doc["unique_events"] + c["extra_events"], c
         assert c["files_out"] > 0 and c["peak_rss_mib"] > 0, c
-    assert by["merge"]["micro_batches"] > 1, by["merge"]
+    # 122 landing files at 61 per trigger: two micro-batches, counted from the checkpoint on both clients.
+    assert by["merge"]["micro_batches"] == by["merge-connect"]["micro_batches"] == 2, by
+    # Under Connect the server's JVM is counted with the client: more memory than the embedded run's process.
+    assert by["cli-connect"]["peak_rss_mib"] > by["cli"]["peak_rss_mib"], by
+    ratios = doc["ratios"]
+    assert {"cli-native_over_cli", "cli-connect_over_cli", "best_peer_over_cli-native",
+            "best_peer_over_cli-connect"} <= set(ratios), ratios
+    assert ratios["best_peer_of_cli-connect"] in ("stream-delta-connect", "merge-connect"), ratios

@@ -6,15 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bench_scripts import load_bench
 from pyspark.sql import SparkSession
+
+from bench import bench_native_commits as bench
 
 pytestmark = pytest.mark.delta_jvm
 
 
 def test_every_peer_commits_each_append_once_and_the_table_renders(spark: SparkSession, native_store: object,
                                                                    tmp_path: Path) -> None:
-    bench = load_bench("bench_native_commits")
     rows = bench.measure([2, 4], 1, tmp_path)
     assert [r["log_commits"] for r in rows] == [2, 4]
     # Grown to 2, one measured commit; grown to 4, one more: five commits of two rows on every peer's table.

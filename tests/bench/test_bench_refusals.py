@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench_scripts import load_bench
+from bench import bench_refusals as bench
 
 
 def test_each_share_gets_three_parses_that_agree_and_the_results_are_written(tmp_path: Path) -> None:
-    bench = load_bench("bench_refusals")
     assert bench.main(["--lines", "3000", "--file-lines", "1000", "--shares", "0,0.05,0.3", "--repeat", "1",
                        "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "refusals.json").read_text())

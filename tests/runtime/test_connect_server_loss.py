@@ -1,7 +1,7 @@
 """A Spark Connect server that stalls or dies in the middle of ``lakeshard ingest``'s write: the command ends with
 one clear line within a bounded time (never a hang), and the next run finishes the batch exactly once.
 
-The test starts a Connect server of its own (``tests/connect_server.py``, Delta's engine, the default 1 GiB driver
+The test starts a Connect server of its own (``scripts/connect_server.py``, Delta's engine, the default 1 GiB driver
 heap), runs ``lakeshard ingest`` against it with requests of 1 MiB (so a batch is staged in several chunks), and
 once the first chunk is on disk stops the server (SIGSTOP: it takes connections but answers nothing) or kills it
 (SIGKILL). Before :mod:`lakeshard.lake.native.connect` the client waited forever on the first and retried the second
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.connect import local_connect_server
 from lakeshard.lake.native.connect import STAGE_PREFIX
 
-TESTS = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 20  # spark.connect_timeout_seconds for the stalled server
 # What a report may take past the fault: the timeout, the interrupt's wait, the liveness check's own wait, polling.
 BOUND_S = TIMEOUT_S + 45
@@ -32,22 +31,15 @@ BOUND_S = TIMEOUT_S + 45
 @pytest.fixture
 def own_server() -> Iterator[tuple[str, int]]:
     """Return (sc:// URL, process group) of a Connect server started for this test alone, killed at the end."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, str(TESTS / "connect_server.py"), str(port)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, start_new_session=True)
-    assert server.stdout is not None
-    try:
-        assert server.stdout.readline().strip() == "ready", f"the test's Connect server did not start ({server.poll()})"
-        yield f"sc://127.0.0.1:{port}", os.getpgid(server.pid)
-    finally:
-        for sig in (signal.SIGCONT, signal.SIGKILL):
-            try:
-                os.killpg(server.pid, sig)
-            except ProcessLookupError:
-                pass
-        server.wait(timeout=60)
+    with local_connect_server(own_session=True) as server:
+        try:
+            yield server.url, os.getpgid(server.pid)
+        finally:
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.killpg(server.pid, sig)
+                except ProcessLookupError:
+                    pass
 
 
 def _ingest(remote: str, lakehouse: Path, landing: Path, **env: str) -> subprocess.Popen[str]:
