@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 
-from chaos_check import Ledger, check_round, open_store
+from chaos_check import Ledger, check_round, closed_buckets, open_store
 from chaos_faults import (
     FAKETIME_LIB,
     KILL_SCALE,
@@ -166,7 +166,7 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
     if "damaged_file" in kinds:
         store, cfg = open_store(zone.lakehouse)
         table = rng.choice(["events", "routed", "event_ids"])
-        cut = damage_file(store, cfg, table, set(ledger.closed), rng)
+        cut = damage_file(store, cfg, table, set(closed_buckets(store, cfg)), rng)  # closed now: refill refuses
         detail = {"kind": "damaged_file", "detail": f"{table}: no file to damage"}
         if cut is not None:
             path, refill = cut

@@ -22,7 +22,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["ClosedBucket", "Ledger", "RoundCheck", "check_round", "landing_keys", "open_store", "truth_keys"]
+__all__ = ["ClosedBucket", "Ledger", "RoundCheck", "check_round", "closed_buckets", "landing_keys", "open_store",
+           "truth_keys"]
 
 Key = tuple[str, str]
 
@@ -123,7 +124,8 @@ def landing_keys(landing: Path) -> set[Key]:
     return keys
 
 
-def _closed_buckets(store: Any, cfg: Any) -> dict[Key, tuple[str, int]]:
+def closed_buckets(store: Any, cfg: Any) -> dict[Key, tuple[str, int]]:
+    """Return the (recorded checksum, rows) of every bucket ``buckets`` holds as closed."""
     from lakeshard.tables import BUCKETS
 
     uri = cfg.table_uri(BUCKETS)
@@ -167,7 +169,7 @@ def check_round(lakehouse: Path, landing: Path, ledger: Ledger) -> RoundCheck:
     examples = [f"lost {k}" for k in lost[:3]] + [f"duplicated {k} x{n}" for k, n in list(duplicated.items())[:3]]
     examples += [f"invented {k}" for k in invented[:3]]
 
-    closed_now = _closed_buckets(store, cfg)
+    closed_now = closed_buckets(store, cfg)
     hashes = _bucket_hashes(events, set(closed_now)) if events is not None else {}
     changed = 0
     for bucket, (recorded, rows) in closed_now.items():
