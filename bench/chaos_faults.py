@@ -184,11 +184,19 @@ def run_racers(zone: Zone, racers: Sequence[Racer], logs: Path) -> None:
         racer.stderr_tail = log.read_text(errors="replace")[-600:]
 
 
+def _log_entries(table: Path) -> int:
+    log = table / "_delta_log"
+    return sum(1 for p in log.glob("*.json")) if log.is_dir() else 0
+
+
 def plan_then_kill(zone: Zone, logs: Path) -> bool:
     """Return whether an ingest was SIGKILLed right after it committed a planned batch to ``landing_batches``
-    (False: it ended before planning anything new)."""
+    (False: it ended before planning anything new). The commit is seen in the embedded store's phase trace, or,
+    on Delta's engine (which traces nothing), as a new entry of the table's log."""
     trace = logs / "plan-trace.txt"
     trace.unlink(missing_ok=True)
+    batches = zone.lakehouse / "landing_batches"
+    before = _log_entries(batches)
     cmd = lakeshard(zone, "ingest", "--lakehouse", str(zone.lakehouse), "--landing", str(zone.landing))
     with (logs / "plan.log").open("wb") as out:
         proc = subprocess.Popen(cmd, env=zone.env(LAKESHARD_TRACE_PHASES=str(trace)), stdout=out, stderr=out,
@@ -196,8 +204,9 @@ def plan_then_kill(zone: Zone, logs: Path) -> bool:
     started = time.monotonic()
     try:
         while proc.poll() is None and time.monotonic() - started < zone.engine.deadline:
-            if trace.exists() and any(line.startswith(f"{proc.pid} exit commit") and "landing_batches" in line
-                                      for line in trace.read_text().splitlines()):
+            traced = trace.exists() and any(line.startswith(f"{proc.pid} exit commit") and "landing_batches" in line
+                                            for line in trace.read_text().splitlines())
+            if traced or _log_entries(batches) > max(before, 1):  # a new table: its creation, then the plan
                 _kill_group(proc)
                 proc.wait()
                 return True
