@@ -16,11 +16,13 @@ invariant broke. Writes ``chaos.json``, ``chaos.md`` and ``chaos.png`` to ``--ou
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -83,9 +85,12 @@ def _run(zone: Zone, args: list[str], log: Path) -> tuple[int, str, bool]:
         text, _ = proc.communicate(timeout=zone.engine.deadline)
         hung = False
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
+        os.killpg(proc.pid, signal.SIGKILL)
         text, _ = proc.communicate()
         hung = True
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what it left behind; and on an interrupted campaign, itself
     output = text.decode(errors="replace")
     with log.open("ab") as out:
         out.write(output.encode() + f"(exit {proc.returncode})\n".encode())
@@ -337,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = engines(names)
     shares = {"native": max(1, round(args.faults * args.native_share))} if len(chosen) > 1 and "native" in names \
         else {}
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a stopped campaign unmounts and kills its processes
     work = Path(tempfile.mkdtemp(prefix="lakeshard-chaos-"))
     runs = []
     try:
@@ -356,4 +362,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("chaos: interrupted; its processes killed, its tmpfs unmounted, no results written", file=sys.stderr)
+        sys.exit(130)

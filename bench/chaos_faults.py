@@ -164,6 +164,19 @@ def run_racers(zone: Zone, racers: Sequence[Racer], logs: Path) -> None:
             proc = subprocess.Popen(_chain(zone, racer, log), env=zone.env(**extra), stdout=out, stderr=out,
                                     start_new_session=True)
         procs.append((racer, proc, time.monotonic(), log))
+    try:
+        _wait_racers(zone, procs)
+    finally:  # also when the campaign itself is interrupted: no racer outlives it
+        for _, proc, _, _ in procs:
+            _kill_group(proc)
+    for racer, proc, started, log in procs:
+        proc.wait()
+        racer.returncode = proc.returncode
+        racer.seconds = racer.seconds or round(time.monotonic() - started, 2)
+        racer.stderr_tail = log.read_text(errors="replace")[-600:]
+
+
+def _wait_racers(zone: Zone, procs: list[tuple[Racer, subprocess.Popen[bytes], float, Path]]) -> None:
     while any(p.poll() is None for _, p, _, _ in procs):
         now = time.monotonic()
         for racer, proc, started, _ in procs:
@@ -177,11 +190,6 @@ def run_racers(zone: Zone, racers: Sequence[Racer], logs: Path) -> None:
                 _kill_group(proc)
                 racer.hung = True
         time.sleep(0.02)
-    for racer, proc, started, log in procs:
-        _kill_group(proc)  # anything the process left behind (a JVM whose parent was killed)
-        racer.returncode = proc.returncode
-        racer.seconds = racer.seconds or round(time.monotonic() - started, 2)
-        racer.stderr_tail = log.read_text(errors="replace")[-600:]
 
 
 def _log_entries(table: Path) -> int:
