@@ -197,6 +197,7 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
         fault["outcome"] = "broke" if broken else "held"
     return {"round": number, "engine": zone.engine.name, "processes": [r.describe() for r in racers],
             "faults": faults, "hangs": hangs, "fsck_clean": rc_fsck == 0,
+            "hung_output": {r.describe(): r.stderr_tail for r in racers if r.hung},  # where a hang stood
             "unnamed_damage": unnamed, "check": check.as_dict(), "broken": broken, "notes": notes}
 
 
