@@ -17,7 +17,7 @@ DEMO_ARGS ?=
 # three were slower (1,995 s of pytest against 1,823 s for two on 2026-12-02, both cores 99% busy with three).
 TEST_WORKERS ?= 2
 
-.PHONY: demo demo-native test matrix lint typecheck unit notebooks bench env java clean help
+.PHONY: demo demo-native test matrix lint typecheck unit notebooks bench chaos env java clean help
 
 help:
 	@echo "make demo   - run the main job end to end on a fresh embedded lakehouse"
@@ -26,6 +26,7 @@ help:
 	@echo "make matrix - the environments users run lakeshard in: lowest versions, Databricks Runtime 17.3's shape,"
 	@echo "              databricks-connect 17.3 on a laptop (scripts/matrix; make test is the pinned one)"
 	@echo "make bench  - run the benchmarks in bench/ (results in bench/results/)"
+	@echo "make chaos SEED=<n> FAULTS=<n> [ENGINES=embedded,native] - a seeded fault campaign (bench/chaos.py)"
 
 demo: env
 	$(BIN)/lakeshard demo $(DEMO_ARGS)
@@ -69,6 +70,19 @@ bench: env
 	$(BIN)/python -m bench.bench_day
 	$(BIN)/python -m bench.bench_scale
 	$(BIN)/python -m bench.bench_ingest
+
+# A seeded fault campaign (bench/chaos.py): racing processes under SIGKILLs, a full disk (a tmpfs: needs root),
+# clock jumps (libfaketime, installed here with apt when root and missing), mutated landing files and damaged data
+# files; invariants after every round. Ends with the line "N faults: L lost, D duplicated, ..."; exit 1 on a break.
+SEED ?= 1
+FAULTS ?= 30
+ENGINES ?= embedded
+CHAOS_ARGS ?=
+chaos: env
+	@test -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 || { [ "$$(id -u)" = 0 ] && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q libfaketime >/dev/null 2>&1; } || \
+		echo "libfaketime is not installed: the campaign leaves clock jumps out"
+	$(BIN)/python -m bench.chaos --seed $(SEED) --faults $(FAULTS) --engines $(ENGINES) $(CHAOS_ARGS)
 
 # Java's class-data archive of Spark's classes (lakeshard.runtime.classdata): made once, about a minute; every local
 # Spark session lakeshard starts then starts in about two thirds of the time. Quiet when it is there already.

@@ -1,0 +1,367 @@
+"""A seeded fault campaign: rounds of racing lakeshard processes under injected faults, invariants after each.
+
+Each round the synthetic generator adds half an hour of landing files (with its truth), then 2-4 processes drawn
+by seed race on the lakehouse — a fused ``lakeshard ingest``, ``route`` and the shard writers, ``buckets close``,
+``compact --apply``, the hourly maintenance (``pipeline run`` of its flows) — while the round's faults strike
+(:mod:`chaos_faults`). Every process ends or is killed by the engine's deadline (alive past it: a hang). A clean
+``route`` and ``ingest`` settle the round; a damaged data file is then cut, named by ``fsck``, repaired and refilled;
+``fsck`` must then be clean and the invariants of :mod:`chaos_check` hold.
+
+Prints a line per round, then ``N faults: L lost, D duplicated, C closed buckets changed, H hangs``; exits 1 when an
+invariant broke. Writes ``chaos.json``, ``chaos.md`` and ``chaos.png`` to ``--out`` (default bench/results/).
+
+    .venv/bin/python -m bench.chaos --seed 1 --faults 300 --engines embedded,native
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.chaos_check import Ledger, check_round, closed_buckets, open_store
+from bench.chaos_faults import (
+    FAKETIME_LIB,
+    KILL_SCALE,
+    PROCESS_KINDS,
+    Engine,
+    Racer,
+    Zone,
+    damage_file,
+    fill_disk,
+    lakeshard,
+    mount_tmpfs,
+    mutate_landing,
+    plan_then_kill,
+    run_racers,
+    unmount,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+START = datetime(2026, 1, 1, tzinfo=UTC)
+CLOCKS = ("+2h", "-2h", "+1d", "-1d", "+10m", "-45m")
+PROCESS_WEIGHTS = {"ingest": 4, "routed": 3, "close": 2, "compact": 2, "maintenance": 1}
+FAULT_WEIGHTS = {"sigkill": 5, "disk_full": 2, "clock_jump": 2, "landing_rewrite": 1, "landing_truncate": 1,
+                 "landing_remove": 1, "damaged_file": 2}
+TMPFS_MIB = 384
+
+
+def engines(names: list[str]) -> list[Engine]:
+    """Return the engines named, each with its environment and bounds."""
+    jars = os.environ.get("LAKESHARD_DELTA_JARS", str(ROOT / ".delta-jars"))
+    known = {
+        "embedded": Engine("embedded", {"LAKESHARD_SPARK_ADAPTER": "embedded"}, deadline=120.0, kill_window=2.5,
+                           events=1500),
+        "native": Engine("native", {"LAKESHARD_SPARK_ADAPTER": "native", "LAKESHARD_DELTA_JARS": jars},
+                         deadline=300.0, kill_window=20.0, events=600),
+    }
+    return [known[n] for n in names]
+
+
+def _run(zone: Zone, args: list[str], log: Path) -> tuple[int, str, bool]:
+    """Return (exit code, output, hung) of one settling command, bounded by the engine's deadline."""
+    with log.open("ab") as out:
+        out.write(f"$ lakeshard {' '.join(args)}\n".encode())
+    proc = subprocess.Popen(lakeshard(zone, *args), env=zone.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        text, _ = proc.communicate(timeout=zone.engine.deadline)
+        hung = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        text, _ = proc.communicate()
+        hung = True
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what it left behind; and on an interrupted campaign, itself
+    output = text.decode(errors="replace")
+    with log.open("ab") as out:
+        out.write(output.encode() + f"(exit {proc.returncode})\n".encode())
+    return proc.returncode, output, hung
+
+
+def _draw_faults(rng: random.Random, left: int, available: list[str]) -> list[str]:
+    count = min(left, rng.randint(2, 5))
+    weights = [FAULT_WEIGHTS[k] for k in available]
+    faults = rng.choices(available, weights, k=count)
+    landing = [f for f in faults if f.startswith("landing_")]  # one landing mutation a round (one planned batch)
+    return [f for f in faults if not f.startswith("landing_")] + landing[:1]
+
+
+def play_round(zone: Zone, number: int, rng: random.Random, left: int, available: list[str], ledger: Ledger,
+               seed: int, work: Path) -> dict[str, Any]:
+    """Return the record of one round: its processes, its faults with their outcome, the invariants after it."""
+    from lakeshard.synth import SynthSpec, generate_landing
+
+    logs = work / "logs" / zone.engine.name / f"round-{number:03d}"
+    logs.mkdir(parents=True, exist_ok=True)
+    folder = zone.landing / f"round-{number:03d}"
+    generate_landing(folder, SynthSpec(events=zone.engine.events, tenants=6, seed=seed * 1000 + number,
+                                       start=START + timedelta(minutes=30 * number), hours=0.5))
+    kinds = _draw_faults(rng, left, available)
+    notes: list[str] = []
+    faults: list[dict[str, Any]] = []
+    hangs = 0
+    for kind in kinds:
+        if kind.startswith("landing_"):
+            planned = plan_then_kill(zone, logs)
+            name = mutate_landing(folder, kind.removeprefix("landing_"), rng)
+            if kind == "landing_rewrite":
+                ledger.rewritten.add(name)
+            faults.append({"kind": kind, "detail": f"{name} after {'a planned batch' if planned else 'a run'}"})
+    racers = [Racer(k) for k in rng.choices(PROCESS_KINDS, [PROCESS_WEIGHTS[k] for k in PROCESS_KINDS],
+                                             k=rng.randint(2, 3 if zone.engine.name == "native" else 4))]
+    disk = None
+    for kind in kinds:
+        if kind == "sigkill":
+            racer = rng.choice([r for r in racers if r.kill_after is None] or racers)
+            racer.kill_after = round(rng.uniform(0.2, zone.engine.kill_window * KILL_SCALE[racer.kind]), 2)
+            faults.append({"kind": kind, "racer": racer})
+        elif kind == "clock_jump":
+            racer = rng.choice(racers)
+            racer.clock, racer.clock_after = rng.choice(CLOCKS), rng.randint(0, 1)
+            faults.append({"kind": kind, "clocked": racer})
+        elif kind == "disk_full" and disk is None:
+            after, hold = rng.uniform(0.0, zone.engine.kill_window / 2), rng.uniform(0.5, 5.0)
+            disk = fill_disk(zone.lakehouse, after, hold)
+            faults.append({"kind": kind, "detail": f"full at {after:.1f}s for {hold:.1f}s"})
+    run_racers(zone, racers, logs)
+    if disk is not None:
+        disk.join()
+    hangs += sum(r.hung for r in racers)
+    for fault in faults:
+        if "racer" in fault:
+            racer = fault.pop("racer")
+            fault["detail"] = f"{racer.kind} at {racer.kill_after}s" + ("" if racer.killed else " (had ended)")
+            fault["landed"] = racer.killed
+        if "clocked" in fault:  # the jump happened only if the process still ran then
+            racer = fault.pop("clocked")
+            fault["landed"] = racer.seconds > racer.clock_after
+            fault["detail"] = f"{racer.kind} {racer.clock} at {racer.clock_after}s" + (
+                "" if fault["landed"] else " (had ended)")
+
+    settle = logs / "settle.log"
+    for args in (["route"], ["ingest"]):
+        rc, out, hung = _run(zone, [*args, "--lakehouse", str(zone.lakehouse), "--landing", str(zone.landing)], settle)
+        hangs += hung
+        if rc != 0:  # once more: a commit conflict with nothing racing any more is a failure
+            rc, out, hung = _run(zone, [*args, "--lakehouse", str(zone.lakehouse), "--landing", str(zone.landing)],
+                                 settle)
+            hangs += hung
+            if rc != 0:
+                notes.append(f"settling {args[0]} failed: {out.strip().splitlines()[-1:] }")
+    unnamed = 0
+    if "damaged_file" in kinds:
+        store, cfg = open_store(zone.lakehouse)
+        table = rng.choice(["events", "routed", "event_ids"])
+        cut = damage_file(store, cfg, table, set(closed_buckets(store, cfg)), rng)  # closed now: refill refuses
+        detail = {"kind": "damaged_file", "detail": f"{table}: no file to damage"}
+        if cut is not None:
+            path, refill = cut
+            rc, out, hung = _run(zone, ["fsck", "--lakehouse", str(zone.lakehouse)], settle)
+            named = Path(path).name in out and rc == 1
+            unnamed += not named
+            _run(zone, ["fsck", "--lakehouse", str(zone.lakehouse), "--repair"], settle)
+            rc_refill, out_refill, _ = _run(zone, ["refill", "--lakehouse", str(zone.lakehouse), refill], settle)
+            _run(zone, ["ingest", "--lakehouse", str(zone.lakehouse), "--landing", str(zone.landing)], settle)
+            detail = {"kind": "damaged_file", "detail": f"{table} {Path(path).name} ({refill}); fsck "
+                      f"{'named it' if named else 'did NOT name it'}; refill exit {rc_refill}"}
+            if rc_refill != 0:
+                notes.append(f"refill {refill} exit {rc_refill}: {out_refill.strip().splitlines()[-1:]}")
+        faults.append(detail)
+    rc_fsck, out_fsck, hung = _run(zone, ["fsck", "--lakehouse", str(zone.lakehouse)], settle)
+    hangs += hung
+    if rc_fsck != 0:
+        notes.append(f"fsck not clean after the round: {out_fsck.strip().splitlines()[-2:]}")
+    check = check_round(zone.lakehouse, zone.landing, ledger)
+    broken = check.broken or bool(hangs) or bool(unnamed) or rc_fsck != 0
+    for fault in faults:
+        fault.setdefault("landed", True)
+        fault["outcome"] = "broke" if broken else "held"
+    return {"round": number, "engine": zone.engine.name, "processes": [r.describe() for r in racers],
+            "faults": faults, "hangs": hangs, "fsck_clean": rc_fsck == 0,
+            "hung_output": {r.describe(): r.stderr_tail for r in racers if r.hung},  # where a hang stood
+            "unnamed_damage": unnamed, "check": check.as_dict(), "broken": broken, "notes": notes}
+
+
+def campaign(engine: Engine, faults: int, seed: int, work: Path, say: Any, minutes: float = 0.0) -> dict[str, Any]:
+    """Return the rounds of one engine's campaign of ``faults`` landed faults (fewer when ``minutes`` runs out
+    first: no round starts after it)."""
+    rng = random.Random(f"{seed}-{engine.name}")
+    root = work / engine.name
+    zone = Zone(root, engine)
+    mounted = mount_tmpfs(zone.lakehouse, TMPFS_MIB)
+    available = [k for k in ("sigkill", "clock_jump", "landing_rewrite", "landing_truncate", "landing_remove",
+                             "damaged_file")
+                 if k != "clock_jump" or FAKETIME_LIB.exists()]
+    if mounted:
+        available.append("disk_full")
+    left_out = {"disk_full": "no tmpfs could be mounted (needs root)"} if not mounted else {}
+    if not FAKETIME_LIB.exists():
+        left_out["clock_jump"] = f"libfaketime is not installed ({FAKETIME_LIB})"
+    ledger, rounds, landed = Ledger(), [], 0
+    started = time.monotonic()
+    try:
+        while landed < faults and not (minutes and time.monotonic() - started > minutes * 60):
+            record = play_round(zone, len(rounds), rng, faults - landed, available, ledger, seed, work)
+            rounds.append(record)
+            landed += sum(f["landed"] for f in record["faults"])
+            c = record["check"]
+            say(f"{engine.name} round {record['round']:3d}: {', '.join(record['processes'])} | "
+                f"{'; '.join(f['kind'] + ' ' + f.get('detail', '') for f in record['faults'])} | "
+                f"{c['events']} events / {c['expected']} expected, lost {c['lost']}, dup {c['duplicated']}, "
+                f"closed {c['closed']} (changed {c['closed_changed']}), hangs {record['hangs']}"
+                f"{' BROKEN ' + str(record['notes'] + c['examples']) if record['broken'] else ''}")
+    finally:
+        if mounted:
+            unmount(zone.lakehouse)
+    return {"engine": engine.name, "rounds": rounds, "seconds": round(time.monotonic() - started, 1),
+            "faults": landed, "faults_asked": faults, "tmpfs_mib": TMPFS_MIB if mounted else None, "left_out": left_out}
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return the totals of the campaign: faults, lost, duplicated, closed buckets changed, hangs, per kind."""
+    kinds: Counter[tuple[str, str, str]] = Counter()
+    totals = Counter[str]()
+    for run in runs:
+        for r in run["rounds"]:
+            for f in r["faults"]:
+                outcome = f["outcome"] if f["landed"] else "missed (the process had ended)"
+                kinds[(run["engine"], f["kind"], outcome)] += 1
+            totals["lost"] += r["check"]["lost"]
+            totals["duplicated"] += r["check"]["duplicated"] + r["check"]["invented"]
+            totals["closed_changed"] += r["check"]["closed_changed"]
+            totals["hangs"] += r["hangs"]
+            totals["quarantine_repeated"] += r["check"]["quarantine_repeated"]
+            totals["unnamed_damage"] += r["unnamed_damage"]
+            totals["broken_rounds"] += r["broken"]
+    faults = sum(run["faults"] for run in runs)
+    line = (f"{faults} faults: {totals['lost']} lost, {totals['duplicated']} duplicated, "
+            f"{totals['closed_changed']} closed buckets changed, {totals['hangs']} hangs")
+    return {"faults": faults, **totals, "line": line,
+            "kinds": [{"engine": e, "kind": k, "outcome": o, "count": n} for (e, k, o), n in sorted(kinds.items())]}
+
+
+def write_results(out: Path, args: argparse.Namespace, runs: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """Write chaos.json, chaos.md and chaos.png into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"seed": args.seed, "faults_asked": args.faults, "engines": args.engines,
+            "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": platform.platform(),
+            "cpus": os.cpu_count()}
+    per_engine = [{"engine": r["engine"], "faults": r["faults"], "rounds": len(r["rounds"]), "seconds": r["seconds"],
+                   "seconds_per_fault": round(r["seconds"] / max(r["faults"], 1), 1), "left_out": r["left_out"]}
+                  for r in runs]
+    (out / "chaos.json").write_text(json.dumps({"meta": meta, "summary": summary, "engines": per_engine,
+                                                "runs": runs}, indent=1, default=str) + "\n")
+    lines = ["# Fault campaign (bench/chaos.py)", "",
+             f"Seed {args.seed}, {summary['faults']} faults landed on {args.engines}, {meta['when']}, "
+             f"{meta['cpus']} CPUs. Run with `make chaos SEED={args.seed} FAULTS={args.faults} "
+             f"ENGINES={args.engines}`.", "", f"**{summary['line']}**", "",
+             f"Rounds broken: {summary['broken_rounds']}; quarantine rows repeated: {summary['quarantine_repeated']}; "
+             f"damaged files fsck did not name: {summary['unnamed_damage']}.", "",
+             "| engine | faults | rounds | seconds | seconds per fault | left out |", "|---|---:|---:|---:|---:|---|"]
+    lines += [f"| {e['engine']} | {e['faults']} | {e['rounds']} | {e['seconds']} | {e['seconds_per_fault']} | "
+              f"{'; '.join(f'{k}: {v}' for k, v in e['left_out'].items()) or '-'} |" for e in per_engine]
+    lines += ["", "| engine | fault | outcome | count |", "|---|---|---|---:|"]
+    lines += [f"| {k['engine']} | {k['kind']} | {k['outcome']} | {k['count']} |" for k in summary["kinds"]]
+    broken = [r for run in runs for r in run["rounds"] if r["broken"]]
+    if broken:
+        lines += ["", "## Broken rounds", ""]
+        lines += [f"- {r['engine']} round {r['round']}: {r['processes']}, faults "
+                  f"{[f['kind'] + ' ' + f.get('detail', '') for f in r['faults']]}: {r['notes']} "
+                  f"{r['check']['examples']}" for r in broken]
+    (out / "chaos.md").write_text("\n".join(lines) + "\n")
+    _plot(out / "chaos.png", summary)
+
+
+def _plot(path: Path, summary: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = sorted({(k["engine"], k["kind"]) for k in summary["kinds"]})
+    outcomes = sorted({k["outcome"] for k in summary["kinds"]})
+    colors = {"held": "#4c9a2a", "broke": "#c0392b"}
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(bars) + 2), 4))
+    bottom = [0] * len(bars)
+    for outcome in outcomes:
+        heights = [sum(k["count"] for k in summary["kinds"] if (k["engine"], k["kind"]) == b and
+                       k["outcome"] == outcome) for b in bars]
+        ax.bar(range(len(bars)), heights, bottom=bottom, label=outcome, color=colors.get(outcome, "#999999"))
+        bottom = [a + b for a, b in zip(bottom, heights, strict=True)]
+    ax.set_xticks(range(len(bars)), [f"{e}\n{k}" for e, k in bars], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("faults")
+    ax.set_title(summary["line"], fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--faults", type=int, default=30, help="faults to land, over all engines")
+    parser.add_argument("--engines", default="embedded", help="comma-separated: embedded, native")
+    parser.add_argument("--native-share", type=float, default=0.2,
+                        help="share of the faults aimed at the native engine when both run (its rounds are slower)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--keep", action="store_true", help="keep the campaign's folder (lakehouses, logs)")
+    parser.add_argument("--minutes", type=float, default=0.0,
+                        help="start no round after this many minutes per engine (0: no bound)")
+    parser.add_argument("--merge", type=Path, nargs="+", default=[],
+                        help="write the results of these chaos.json files (campaigns run apart) as one, run nothing")
+    args = parser.parse_args(argv)
+    if args.merge:
+        docs = [json.loads(p.read_text()) for p in args.merge]
+        runs = [run for d in docs for run in d["runs"]]
+        args.engines = ",".join(r["engine"] for r in runs)
+        args.faults = sum(d["meta"]["faults_asked"] for d in docs)
+        summary = summarize(runs)
+        write_results(args.out, args, runs, summary)
+        print(summary["line"])
+        return 1 if summary["broken_rounds"] else 0
+    names = [n.strip() for n in args.engines.split(",") if n.strip()]
+    chosen = engines(names)
+    shares = {"native": max(1, round(args.faults * args.native_share))} if len(chosen) > 1 and "native" in names \
+        else {}
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a stopped campaign unmounts and kills its processes
+    work = Path(tempfile.mkdtemp(prefix="lakeshard-chaos-"))
+    runs = []
+    try:
+        for engine in chosen:
+            n = shares.get(engine.name, args.faults - sum(shares.values()) if engine.name != "native" or not shares
+                           else 0)
+            runs.append(campaign(engine, n, args.seed, work, lambda s: print(s, flush=True), args.minutes))
+    finally:
+        if args.keep:
+            print(f"campaign folder kept: {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    summary = summarize(runs)
+    write_results(args.out, args, runs, summary)
+    print(summary["line"])
+    return 1 if summary["broken_rounds"] else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("chaos: interrupted; its processes killed, its tmpfs unmounted, no results written", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,313 @@
+"""The racing processes and the faults of a fault campaign (bench/chaos.py).
+
+A process is a ``lakeshard`` command started in a session of its own, so a SIGKILL of its process group takes its
+Spark JVM and Python workers with it. A fault is drawn by seed and applied to one round:
+
+* ``sigkill``: one racing process is SIGKILLed at a random point of its run;
+* ``disk_full``: the lakehouse (a small tmpfs) is filled with a ballast file for a while, then the ballast goes;
+* ``clock_jump``: one racing process runs with its clock hours ahead or behind (libfaketime);
+* ``landing_rewrite`` / ``landing_truncate`` / ``landing_remove``: an ingest is killed right after it planned a
+  batch (its ``landing_batches`` commit), then a landing file of the round is rewritten (the same records,
+  serialized again), cut at a random byte or removed before the next run replays the plan;
+* ``damaged_file``: a live data file of ``events`` (an open bucket), ``routed`` or ``event_ids`` is cut in half after
+  the round settled; ``lakeshard fsck`` must name it, ``fsck --repair`` and ``refill`` restore it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "FAKETIME_LIB",
+    "FAULT_KINDS",
+    "KILL_SCALE",
+    "PROCESS_KINDS",
+    "Engine",
+    "Racer",
+    "Zone",
+    "damage_file",
+    "fill_disk",
+    "lakeshard",
+    "mount_tmpfs",
+    "mutate_landing",
+    "plan_then_kill",
+    "run_racers",
+    "unmount",
+]
+
+PROCESS_KINDS = ("ingest", "routed", "close", "compact", "maintenance")
+FAULT_KINDS = ("sigkill", "disk_full", "clock_jump", "landing_rewrite", "landing_truncate", "landing_remove",
+               "damaged_file")
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+LIB = Path(__file__).resolve().parents[1] / "lib"
+# How long each kind of process runs, relative to a fused ingest: a kill lands anywhere in its run.
+KILL_SCALE = {"ingest": 1.0, "routed": 2.0, "close": 4.0, "compact": 4.0, "maintenance": 8.0}
+MAINTENANCE_FLOWS = ("close_buckets", "compact", "autoshard", "balance", "compact_books")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine the campaign runs on: its environment and how long its processes may take."""
+
+    name: str  # "embedded" or "native"
+    env: dict[str, str]
+    deadline: float  # seconds a racing or settling process may run before it counts as a hang
+    kill_window: float  # SIGKILLs land uniformly in [0.2, kill_window * KILL_SCALE[kind]] s after a start
+    events: int  # unique events the generator adds per round
+
+
+@dataclass
+class Zone:
+    """A campaign's lakehouse, landing zone and configuration on one engine."""
+
+    root: Path
+    engine: Engine
+    lakehouse: Path = field(init=False)
+    landing: Path = field(init=False)
+    config: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lakehouse, self.landing, self.config = (self.root / "lakehouse", self.root / "landing",
+                                                     self.root / "lakeshard.toml")
+        self.landing.mkdir(parents=True, exist_ok=True)
+        self.lakehouse.mkdir(parents=True, exist_ok=True)
+        if not self.config.exists():
+            self.config.write_text("[routing]\ntotal_shards = 4\n")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """Return the environment of a ``lakeshard`` process on this zone."""
+        path = os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")])
+        return {**os.environ, **self.engine.env, "PYTHONPATH": path, "LAKESHARD_CONFIG": str(self.config), **extra}
+
+
+def lakeshard(zone: Zone, *args: str) -> list[str]:
+    """Return the command line of ``lakeshard <args>`` on ``zone`` (lakehouse and, where taken, landing)."""
+    return [sys.executable, "-m", "lakeshard.app.cli", *args]
+
+
+def _commands(zone: Zone, kind: str) -> list[list[str]]:
+    """Return the commands one racing process of ``kind`` runs one after the other."""
+    lh, land = ["--lakehouse", str(zone.lakehouse)], ["--landing", str(zone.landing)]
+    if kind == "ingest":
+        return [lakeshard(zone, "ingest", *lh, *land)]
+    if kind == "routed":  # the two-job flow: route into routed, then the writers of the shards
+        return [lakeshard(zone, "route", *lh, *land), lakeshard(zone, "ingest", *lh, *land, "--shards", "0", "1"),
+                lakeshard(zone, "ingest", *lh, *land, "--shards", "2", "3")]
+    if kind == "close":
+        return [lakeshard(zone, "buckets", "close", *lh, *land, "--quiet-minutes", "0", "--grace-minutes", "0")]
+    if kind == "compact":
+        return [lakeshard(zone, "compact", *lh, "--apply", "--include-open", "--min-files", "2")]
+    if kind == "maintenance":
+        return [lakeshard(zone, "pipeline", "run", *lh, *land, "--flows", *MAINTENANCE_FLOWS,
+                          "--param", "close_buckets.quiet_minutes=0", "--param", "close_buckets.grace_minutes=0")]
+    raise ValueError(f"unknown process kind {kind!r}")
+
+
+@dataclass
+class Racer:
+    """One racing process of a round, with the faults aimed at it and how it ended."""
+
+    kind: str
+    kill_after: float | None = None  # SIGKILL this many seconds after the start
+    clock: str = ""  # a libfaketime offset, e.g. "+3h"
+    clock_after: int = 0  # seconds into the run the clock jumps
+    returncode: int | None = None
+    killed: bool = False  # the SIGKILL landed while the process ran
+    hung: bool = False
+    seconds: float = 0.0
+    stderr_tail: str = ""
+
+    def describe(self) -> str:
+        extra = f" kill@{self.kill_after:.1f}s" if self.kill_after is not None else ""
+        extra += f" clock{self.clock}@{self.clock_after}s" if self.clock else ""
+        return f"{self.kind}{extra} ({self.seconds:.1f}s, exit {self.returncode})"
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _chain(zone: Zone, racer: Racer, log: Path) -> list[str]:
+    """Return one shell line running the racer's commands in order (the shard writers of ``routed`` at once)."""
+    cmds = [" ".join(f"'{a}'" for a in c) for c in _commands(zone, racer.kind)]
+    if racer.kind == "routed":
+        return ["sh", "-c", f"{cmds[0]}; {cmds[1]} & {cmds[2]} & wait"]
+    return ["sh", "-c", cmds[0]]
+
+
+def run_racers(zone: Zone, racers: Sequence[Racer], logs: Path) -> None:
+    """Start the racers at once, SIGKILL each at its time, and wait for all within the engine's deadline (a
+    process alive past it is a hang: killed and marked)."""
+    procs: list[tuple[Racer, subprocess.Popen[bytes], float, Path]] = []
+    for i, racer in enumerate(racers):
+        # The wall clock jumps by racer.clock, racer.clock_after seconds into the run; timers of poll and select
+        # are left alone (libfaketime's scaling of them makes Python's subprocess timeouts fail with EINVAL).
+        extra = {"LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": racer.clock, "DONT_FAKE_MONOTONIC": "1",
+                 "FAKETIME_IGNORE_SELECT": "1", "FAKETIME_START_AFTER_SECONDS": str(racer.clock_after)} \
+            if racer.clock else {}
+        log = logs / f"racer-{i}-{racer.kind}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(_chain(zone, racer, log), env=zone.env(**extra), stdout=out, stderr=out,
+                                    start_new_session=True)
+        procs.append((racer, proc, time.monotonic(), log))
+    try:
+        _wait_racers(zone, procs)
+    finally:  # also when the campaign itself is interrupted: no racer outlives it
+        for _, proc, _, _ in procs:
+            _kill_group(proc)
+    for racer, proc, started, log in procs:
+        proc.wait()
+        racer.returncode = proc.returncode
+        racer.seconds = racer.seconds or round(time.monotonic() - started, 2)
+        racer.stderr_tail = log.read_text(errors="replace")[-600:]
+
+
+def _wait_racers(zone: Zone, procs: list[tuple[Racer, subprocess.Popen[bytes], float, Path]]) -> None:
+    while any(p.poll() is None for _, p, _, _ in procs):
+        now = time.monotonic()
+        for racer, proc, started, _ in procs:
+            if proc.poll() is not None:
+                racer.seconds = racer.seconds or round(now - started, 2)
+                continue
+            if racer.kill_after is not None and not racer.killed and now - started >= racer.kill_after:
+                _kill_group(proc)
+                racer.killed = True
+            elif now - started > zone.engine.deadline:
+                _kill_group(proc)
+                racer.hung = True
+        time.sleep(0.02)
+
+
+def _log_entries(table: Path) -> int:
+    log = table / "_delta_log"
+    return sum(1 for p in log.glob("*.json")) if log.is_dir() else 0
+
+
+def plan_then_kill(zone: Zone, logs: Path) -> bool:
+    """Return whether an ingest was SIGKILLed right after it committed a planned batch to ``landing_batches``
+    (False: it ended before planning anything new). The commit is seen in the embedded store's phase trace, or,
+    on Delta's engine (which traces nothing), as a new entry of the table's log."""
+    trace = logs / "plan-trace.txt"
+    trace.unlink(missing_ok=True)
+    batches = zone.lakehouse / "landing_batches"
+    before = _log_entries(batches)
+    cmd = lakeshard(zone, "ingest", "--lakehouse", str(zone.lakehouse), "--landing", str(zone.landing))
+    with (logs / "plan.log").open("wb") as out:
+        proc = subprocess.Popen(cmd, env=zone.env(LAKESHARD_TRACE_PHASES=str(trace)), stdout=out, stderr=out,
+                                start_new_session=True)
+    started = time.monotonic()
+    try:
+        while proc.poll() is None and time.monotonic() - started < zone.engine.deadline:
+            traced = trace.exists() and any(line.startswith(f"{proc.pid} exit commit") and "landing_batches" in line
+                                            for line in trace.read_text().splitlines())
+            if traced or _log_entries(batches) > max(before, 1):  # a new table: its creation, then the plan
+                _kill_group(proc)
+                proc.wait()
+                return True
+            time.sleep(0.005)
+        return False
+    finally:
+        _kill_group(proc)
+        proc.wait()
+
+
+def _records(path: Path) -> bytes:
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if path.name.endswith(".gz") else raw
+
+
+def mutate_landing(folder: Path, how: str, rng: random.Random) -> str:
+    """Return the name of the landing file of ``folder`` that was rewritten, truncated or removed (``how``)."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and "_truth" not in p.parts)
+    path = rng.choice(files)
+    if how == "remove":
+        path.unlink()
+    elif how == "truncate":
+        size = path.stat().st_size
+        with path.open("r+b") as f:
+            f.truncate(rng.randrange(0, max(size, 1)))
+    else:  # the same records serialized again: other bytes, same events
+        out = []
+        for line in _records(path).split(b"\n"):
+            try:
+                out.append(json.dumps(json.loads(line), separators=(", ", ": ")).encode())
+            except ValueError:
+                out.append(line)
+        data = b"\n".join(out)
+        path.write_bytes(gzip.compress(data, compresslevel=1) if path.name.endswith(".gz") else data)
+    return path.name
+
+
+def damage_file(store: object, cfg: object, table: str, closed: set[tuple[str, str]],
+                rng: random.Random) -> tuple[str, str] | None:
+    """Return (file path, refill argument) of a live data file of ``table`` cut in half, or None when it has no
+    file that may be damaged (an events file of a closed bucket cannot be refilled: refill refuses closed
+    buckets)."""
+    uri = cfg.table_uri(table)  # type: ignore[attr-defined]
+    if not store.exists(uri):  # type: ignore[attr-defined]
+        return None
+    files = store.files(uri)  # type: ignore[attr-defined]
+    if table == "events":
+        files = [f for f in files if (f.partition_values.get("tenant_id"), f.partition_values.get("hour"))
+                 not in closed]
+    if not files:
+        return None
+    info = rng.choice(files)
+    path = Path(str(cfg.lakehouse)) / table / info.path  # type: ignore[attr-defined]
+    with path.open("r+b") as f:
+        f.truncate(path.stat().st_size // 2)
+    if table == "events":
+        return str(path), f"--bucket={info.partition_values['tenant_id']}/{info.partition_values['hour']}"
+    return str(path), {"routed": "--routed", "event_ids": "--ids"}[table]
+
+
+def mount_tmpfs(where: Path, mib: int) -> bool:
+    """Return whether a tmpfs of ``mib`` MiB is mounted at ``where`` (False when this process may not mount)."""
+    where.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mib}m", "tmpfs", str(where)], capture_output=True)
+    return done.returncode == 0
+
+
+def unmount(where: Path) -> None:
+    """Unmount the tmpfs at ``where`` (lazily: a killed process may still hold a file open)."""
+    subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def fill_disk(where: Path, after: float, hold: float) -> threading.Thread:
+    """Return the started thread that, ``after`` seconds from now, fills the file system of ``where`` with a
+    ballast file until it is full, keeps it full ``hold`` seconds, then removes the ballast."""
+    def run() -> None:
+        time.sleep(after)
+        ballast = where / ".ballast"
+        fd = os.open(ballast, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            size = 1 << 20
+            while size:  # halve the block at each ENOSPC, down to one byte: the file system ends full
+                try:
+                    os.write(fd, b"\0" * size)
+                except OSError:
+                    size //= 2
+        finally:
+            os.close(fd)
+        time.sleep(hold)
+        ballast.unlink(missing_ok=True)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,87 @@
+"""The fault campaign (bench/chaos.py): fixed seeds hold every invariant, and its checker catches a lost, a
+duplicated and a changed closed bucket's event made behind its back."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from bench import chaos, chaos_check, chaos_faults
+
+LINE = re.compile(r"^(\d+) faults: (\d+) lost, (\d+) duplicated, (\d+) closed buckets changed, (\d+) hangs$")
+
+
+def _campaign(tmp_path: Path, *args: str) -> dict[str, object]:
+    code = chaos.main([*args, "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "chaos.json").read_text())
+    assert code == 0, (tmp_path / "chaos.md").read_text()
+    return dict(results)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [11, 12])
+def test_a_fixed_seed_lands_its_faults_and_every_invariant_holds(tmp_path: Path, seed: int) -> None:
+    results = _campaign(tmp_path, "--seed", str(seed), "--faults", "3", "--engines", "embedded")
+    summary = results["summary"]
+    assert isinstance(summary, dict)
+    got = LINE.match(summary["line"])
+    assert got is not None, summary["line"]
+    assert int(got[1]) >= 3 and got.groups()[1:] == ("0", "0", "0", "0"), summary["line"]
+    assert summary["broken_rounds"] == 0 and summary["unnamed_damage"] == 0
+    md = (tmp_path / "chaos.md").read_text()
+    assert summary["line"] in md and (tmp_path / "chaos.png").stat().st_size > 0
+    assert sum(k["count"] for k in summary["kinds"] if not k["outcome"].startswith("missed")) == int(got[1])
+
+
+@pytest.mark.slow
+@pytest.mark.delta_jvm
+def test_a_round_on_deltas_engine_holds_every_invariant(tmp_path: Path, delta_jars_installed: None) -> None:
+    results = _campaign(tmp_path, "--seed", "21", "--faults", "1", "--engines", "native")
+    summary = results["summary"]
+    assert isinstance(summary, dict)
+    assert summary["line"].endswith(": 0 lost, 0 duplicated, 0 closed buckets changed, 0 hangs"), summary["line"]
+    assert summary["faults"] >= 1 and summary["broken_rounds"] == 0
+
+
+@pytest.mark.slow
+def test_the_checker_counts_events_lost_duplicated_and_closed_buckets_changed_behind_its_back(tmp_path: Path) -> None:
+    import deltalake
+
+    from lakeshard.synth import SynthSpec, generate_landing
+
+    zone = chaos_faults.Zone(tmp_path, chaos.engines(["embedded"])[0])
+    generate_landing(zone.landing / "round-000", SynthSpec(events=300, tenants=3, seed=5, hours=0.5))
+    lh, land = ["--lakehouse", str(zone.lakehouse)], ["--landing", str(zone.landing)]
+    for args in (["ingest", *lh, *land], ["buckets", "close", *lh, *land, "--quiet-minutes", "0",
+                                          "--grace-minutes", "0"]):
+        subprocess.run(chaos_faults.lakeshard(zone, *args), env=zone.env(), check=True, capture_output=True)
+    ledger = chaos_check.Ledger()
+    clean = chaos_check.check_round(zone.lakehouse, zone.landing, ledger)
+    assert (clean.lost, clean.duplicated, clean.closed_changed, clean.events) == (0, 0, 0, 300), clean
+    assert clean.closed > 1 and not clean.broken
+
+    store, cfg = chaos_check.open_store(zone.lakehouse)
+    uri = cfg.table_uri("events")
+    rows = store.read_table_arrow(uri)
+    buckets = sorted(set(zip(rows.column("tenant_id").to_pylist(), rows.column("hour").to_pylist(), strict=True)))
+    first, second = buckets[0], buckets[-1]
+    index = list(zip(rows.column("tenant_id").to_pylist(), rows.column("hour").to_pylist(), strict=True))
+    doubled = rows.slice(index.index(first), 1)
+    gone = rows.column("event_id")[index.index(second)].as_py()
+    deltalake.write_deltalake(uri, pa.Table.from_batches(doubled.to_batches(), schema=doubled.schema), mode="append")
+    deltalake.DeltaTable(uri).delete(f"event_id = '{gone}' AND tenant_id = '{second[0]}'")
+
+    broken = chaos_check.check_round(zone.lakehouse, zone.landing, ledger)
+    assert (broken.lost, broken.duplicated, broken.closed_changed) == (1, 1, 2), broken
+    assert broken.broken and any("lost" in e for e in broken.examples)
+
+
+def test_the_campaign_script_and_its_make_target_agree() -> None:
+    makefile = (Path(chaos.__file__).resolve().parents[1] / "Makefile").read_text()
+    assert "-m bench.chaos --seed $(SEED) --faults $(FAULTS) --engines $(ENGINES)" in makefile
+    assert re.search(r"^\.PHONY:.* chaos ", makefile, re.M)
