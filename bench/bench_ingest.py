@@ -31,7 +31,8 @@ Figures per case: wall seconds of the case's work (and of its whole process, sta
 bytes, files out, peak RSS and CPU seconds of the case's process tree (the Spark JVM included), sampled with
 psutil; rows out, duplicates let through (rows out minus distinct event keys out) and events dropped / extra
 (distinct keys out against the zone's ground truth ``_truth/events.parquet``). An event's key is the record
-format's ``(tenant_id, event_id, ts)``. Writes ``bench/results/ingest.json``, ``ingest.md`` and ``ingest.png``.
+format's ``(tenant_id, event_id, ts)``. Writes ``bench/results/ingest.json``, ``ingest.md`` and ``ingest.png``
+(``--name`` another name: e.g. ``ingest-delta`` for the cases on Delta's engine at another size).
 
     .venv/bin/python -m bench.bench_ingest [--events 1000000] [--cases cli,one-table,...] [--landing ZONE] [--repeat 3]
 
@@ -429,7 +430,7 @@ def _paired_ratio(cli_runs: list[float] | None, floor_runs: list[float] | None) 
 
 def write_results(doc: dict[str, Any]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ingest.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (RESULTS / f"{doc['name']}.json").write_text(json.dumps(doc, indent=1) + "\n")
     unique = doc["unique_events"]
     lines = [f"# Ingest: landing JSON to events ({doc['events']:,} events, {doc['landing_mb']:.0f} MB)", "",
              f"{doc['when']}, {doc['machine']}, load average {doc['load_start']:.1f} at the start and "
@@ -478,7 +479,7 @@ def write_results(doc: dict[str, Any]) -> None:
     lines += _delta_engine_text(r)
     if doc.get("note"):
         lines += ["", str(doc["note"])]
-    (RESULTS / "ingest.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{doc['name']}.md").write_text("\n".join(lines) + "\n")
     _plot(doc)
 
 
@@ -529,13 +530,13 @@ def _plot(doc: dict[str, Any]) -> None:
     fig.suptitle(f"Ingest, {doc['events']:,} events, {doc['landing_mb']:.0f} MB "
                  "(red: duplicates let through or events dropped)")
     fig.tight_layout()
-    fig.savefig(RESULTS / "ingest.png", dpi=110)
+    fig.savefig(RESULTS / f"{doc['name']}.png", dpi=110)
     plt.close(fig)
 
 
-def _earlier_cases(events: int) -> list[dict[str, Any]]:
-    """Return the cases of an earlier ``ingest.json`` of the same size (kept for the cases not run again)."""
-    path = RESULTS / "ingest.json"
+def _earlier_cases(events: int, name: str) -> list[dict[str, Any]]:
+    """Return the cases of an earlier ``<name>.json`` of the same size (kept for the cases not run again)."""
+    path = RESULTS / f"{name}.json"
     if not path.is_file():
         return []
     doc = json.loads(path.read_text())
@@ -558,7 +559,8 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds of rest between two cases, once the first one's output is deleted and synced")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     p.add_argument("--no-save", action="store_true", help="print the figures, write nothing to bench/results")
-    p.add_argument("--render", action="store_true", help="write ingest.md and ingest.png again from ingest.json")
+    p.add_argument("--name", default="ingest", help="the results' name in bench/results (<name>.json, .md, .png)")
+    p.add_argument("--render", action="store_true", help="write <name>.md and <name>.png again from <name>.json")
     p.add_argument("--note", default=None, help="a paragraph for ingest.md (with --render)")
     p.add_argument("--connect-heap", default="1g",
                    help="Java heap of the local Connect server the cases under Connect share (Spark's default 1g)")
@@ -659,7 +661,7 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _document(args: argparse.Namespace, manifest: Any, mb: float, load_start: float,
               cases: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    return {"name": args.name, "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores", "events": args.events,
             "landing_mb": round(mb, 1), "records": manifest.records, "duplicates": manifest.duplicate_records,
             "bad": manifest.bad_records, "unique_events": manifest.unique_events,
@@ -680,7 +682,8 @@ def main() -> None:
         Path(args.result).write_text(json.dumps(result))
         return
     if args.render:
-        doc = json.loads((RESULTS / "ingest.json").read_text())
+        doc = json.loads((RESULTS / f"{args.name}.json").read_text())
+        doc.setdefault("name", args.name)
         doc["ratios"] = ratios(doc["cases"])
         if args.note is not None:
             doc["note"] = args.note
@@ -688,7 +691,7 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     try:
-        earlier = _earlier_cases(args.events)
+        earlier = _earlier_cases(args.events, args.name)
 
         def save(doc: dict[str, Any]) -> None:
             ran = {c["case"] for c in doc["cases"]}
