@@ -16,8 +16,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.dedupe.report import WriteReport
+from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import ConfigError, DamagedDataFile
 from lakeshard.lake import CommitResult
 from lakeshard.pipelines.context import ExpectationGate, FlowContext, FlowResult
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 
     from lakeshard.compaction.planner import Bucket
 
-# The flows of the maintenance job (close, compact, autoshard, balance, compact_books) and the two-job writers
-# import their library where they run: `lakeshard ingest` loads only what routing and the fused writer need.
+# The flows of the maintenance job (close, compact, autoshard, balance, compact_books)
+# import their library where they run: `lakeshard ingest` loads only what routing and the shard writers need.
 
 __all__ = ["INGEST_FLOW", "LANDING", "compact_buckets", "ingest_fused", "ingest_shards",
            "lakeshard_pipeline", "run_autoshard", "run_balance", "run_close_buckets", "run_compact",
@@ -77,7 +77,7 @@ def run_route(ctx: FlowContext) -> FlowResult:
     New batches go through ``routed``; a batch a crashed process planned for the fused hand-off is finished that
     way, by writers built here (docs/decisions.md, record 19).
     """
-    router = _router(ctx, _FinishFused(ctx), fused=False)
+    router = _router(ctx, _RouteHandoff(ctx), fused=False)
     router.ensure_tables()
     before = _version(ctx, ROUTED)
     reports = router.run()
@@ -91,58 +91,50 @@ def _router(ctx: FlowContext, handoff: FusedHandoff, *, fused: bool) -> Router:
                   handoff=handoff, fused=fused)
 
 
-class _FinishFused:
-    """The fused hand-off of a route-only run: writers for every shard, built only when a fused batch is met, that
-    commit through the ingest flow's expectation gate as a fused run's writers do; the route flow's expectations
-    count the batch's routed rows, as in a fused run."""
+class _RouteHandoff:
+    """The route flow's side of the fused hand-off: the ingest flow's writers deliver each batch
+    (:meth:`ShardWriter.deliver <lakeshard.dedupe.writer.ShardWriter.deliver>`), and the route flow's expectations
+    count the routed rows they committed, the rows ``routed`` would have received.
 
-    def __init__(self, ctx: FlowContext) -> None:
+    ``writer``: the fused run's writers. Without it (a route-only run, which plans no fused batch but finishes one
+    a crashed process planned), writers for every shard are built when a batch is met, behind the ingest flow's
+    expectation gate, and merge their sealed ID intervals after it.
+    """
+
+    def __init__(self, ctx: FlowContext, writer: ShardWriter | None = None) -> None:
         self.ctx = ctx
-
-    def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
-        ctx = self.ctx
-        gate = ctx.gate_of(INGEST_FLOW)
-        if gate is None:  # a context outside a pipeline run: the declared ingest flow's rules
-            gate = ExpectationGate(lakeshard_pipeline().flow(INGEST_FLOW), ctx.store, ctx.cfg, ctx.run_id)
-        writer = FusedWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
-                             gate=gate, clock=ctx.clock)
-        result = writer.deliver(batch, routed)
-        writer.compact_ids()
-        _count_routed(ctx, result, routed)
-        return result
-
-    def derive(self, events: pa.Table) -> pa.Table:
-        import pyarrow as pa
-
-        return pa.table({})  # a route-only router plans no fused batch, so it derives nothing
-
-
-class _Observed:
-    """A fused hand-off that counts the route flow's expectations on each batch's routed rows it commits."""
-
-    def __init__(self, writer: FusedWriter, ctx: FlowContext) -> None:
         self.writer = writer
-        self.ctx = ctx
 
     def derive(self, events: pa.Table) -> pa.Table:
+        if self.writer is None:  # the batch is delivered by writers not built yet: they hash the keys themselves
+            import pyarrow as pa
+
+            return pa.table({})
         return self.writer.derive(events)
 
     def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
-        result = self.writer.deliver(batch, routed)
-        _count_routed(self.ctx, result, routed)
+        ctx = self.ctx
+        writer = self.writer or _ingest_writer(ctx)
+        result = writer.deliver(batch, routed)
+        if self.writer is None:
+            writer.compact_ids()
+        # A batch handed back goes to routed, whose added rows the route flow counts after the run.
+        if result is not None and not result.skipped and ctx.flow.expectations:
+            gate = ctx.gate
+            if gate.runs_in_arrow(routed.schema):
+                gate.observe_arrow(routed)
+            else:
+                gate.observe(arrow_dataframe(ctx.spark, routed))
         return result
 
 
-def _count_routed(ctx: FlowContext, result: CommitResult | None, routed: pa.Table) -> None:
-    """Count the route flow's expectations on a fused batch's routed rows once its writers committed them (the rows
-    ``routed`` would have received)."""
-    gate = ctx.gate
-    # A batch handed back goes to routed, whose added rows the route flow counts after the run.
-    if result is not None and not result.skipped and ctx.flow.expectations:
-        if gate.runs_in_arrow(routed.schema):
-            gate.observe_arrow(routed)
-        else:
-            gate.observe(arrow_dataframe(ctx.spark, routed))
+def _ingest_writer(ctx: FlowContext) -> ShardWriter:
+    """Return writers for every shard whose commits pass the ingest flow's expectation gate."""
+    gate = ctx.gate_of(INGEST_FLOW)
+    if gate is None:  # a context outside a pipeline run: the declared ingest flow's rules
+        gate = ExpectationGate(lakeshard_pipeline().flow(INGEST_FLOW), ctx.store, ctx.cfg, ctx.run_id)
+    return ShardWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
+                       gate=gate, clock=ctx.clock)
 
 
 def ingest_fused(route_ctx: FlowContext, ingest_ctx: FlowContext) -> tuple[FlowResult, FlowResult]:
@@ -153,16 +145,16 @@ def ingest_fused(route_ctx: FlowContext, ingest_ctx: FlowContext) -> tuple[FlowR
     if str(ingest_ctx.params["shards"]).strip():
         return run_route(route_ctx), run_ingest(ingest_ctx)
     shards = ingest_shards(RoutingTables(ingest_ctx.store, ingest_ctx.cfg), "")
-    writer = FusedWriter(ingest_ctx.session, ingest_ctx.store, ingest_ctx.cfg, shards, gate=ingest_ctx.gate,
+    writer = ShardWriter(ingest_ctx.session, ingest_ctx.store, ingest_ctx.cfg, shards, gate=ingest_ctx.gate,
                          clock=ingest_ctx.clock)
-    router = _router(route_ctx, _Observed(writer, route_ctx), fused=True)
+    router = _router(route_ctx, _RouteHandoff(route_ctx, writer), fused=True)
     router.ensure_tables()
     before = _version(route_ctx, ROUTED)
     reports = router.run()
     _observe(route_ctx, ROUTED, before)
-    writer.drain()  # batches too big for the driver, or met by a shard's damaged file, went through routed
+    writer.run()  # batches too big for the driver, or met by a shard's damaged file, went through routed
     writer.compact_ids()
-    return _route_result(router, reports), _ingest_result(ingest_ctx, writer.reports, writer.writer.conflicts,
+    return _route_result(router, reports), _ingest_result(ingest_ctx, writer.reports, writer.conflicts,
                                                       writer.stopped)
 
 
@@ -204,8 +196,6 @@ def ingest_shards(tables: RoutingTables, text: str) -> list[int]:
 
 def run_ingest(ctx: FlowContext) -> FlowResult:
     """Return what the shard writers did (:class:`~lakeshard.dedupe.writer.ShardWriter`), expectations gated."""
-    from lakeshard.dedupe.writer import ShardWriter
-
     shards = ingest_shards(RoutingTables(ctx.store, ctx.cfg), str(ctx.params["shards"]))
     writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, shards, gate=ctx.gate, clock=ctx.clock)
     return _ingest_result(ctx, writer.run(), writer.conflicts, writer.stopped)
