@@ -142,6 +142,7 @@ class ShardWriter:
         before_commit: Callable[[str], None] | None = None,
         gate: Gate | None = None,
         clock: Callable[[], datetime] | None = None,
+        on_delivered: Callable[[pa.Table], None] | None = None,
     ) -> None:
         if not shards:
             raise ValueError("a writer needs at least one shard")
@@ -164,6 +165,8 @@ class ShardWriter:
         self._before_commit = before_commit
         self._ready = False
         self._excluded: dict[tuple[object, ...], str] = {}  # this step's rows proven unwritable -> the reason
+        # Sees the routed rows of each batch :meth:`deliver` committed (the route flow counts its expectations on them).
+        self._on_delivered = on_delivered or (lambda rows: None)
         self.feed = RoutedFeed(store, self.shards, routed_uri=self.routed_uri, events_uri=self.events_uri,
                                dedupe=cfg.dedupe, clock=clock, before_commit=before_commit,
                                one_version_per_step=commits_per_shard(store))
@@ -300,6 +303,8 @@ class ShardWriter:
             report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
                                          error=next(iter(excluded.values())))
         self.reports.append(report)
+        if not report.conflict:
+            self._on_delivered(routed)
         return CommitResult(self.events_uri, self.store.version(self.events_uri), skipped=report.conflict,
                             rows_added=report.written)
 

@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.dedupe.report import WriteReport
@@ -77,7 +78,7 @@ def run_route(ctx: FlowContext) -> FlowResult:
     New batches go through ``routed``; a batch a crashed process planned for the fused hand-off is finished that
     way, by writers built here (docs/decisions.md, record 19).
     """
-    router = _router(ctx, _RouteHandoff(ctx), fused=False)
+    router = _router(ctx, _FinishFused(ctx), fused=False)
     router.ensure_tables()
     before = _version(ctx, ROUTED)
     reports = router.run()
@@ -91,63 +92,54 @@ def _router(ctx: FlowContext, handoff: FusedHandoff, *, fused: bool) -> Router:
                   handoff=handoff, fused=fused)
 
 
-class _RouteHandoff:
-    """The route flow's side of the fused hand-off: the ingest flow's writers deliver each batch
-    (:meth:`ShardWriter.deliver <lakeshard.dedupe.writer.ShardWriter.deliver>`), and the route flow's expectations
-    count the routed rows they committed, the rows ``routed`` would have received.
+class _FinishFused:
+    """The fused hand-off of a route-only run: writers for every shard, built only when a fused batch is met, that
+    commit through the ingest flow's expectation gate as a fused run's writers do; the route flow's expectations
+    count the batch's routed rows, as in a fused run."""
 
-    ``writer``: the fused run's writers. Without it (a route-only run, which plans no fused batch but finishes one
-    a crashed process planned), writers for every shard are built when a batch is met, behind the ingest flow's
-    expectation gate, and merge their sealed ID intervals after it.
-    """
-
-    def __init__(self, ctx: FlowContext, writer: ShardWriter | None = None) -> None:
+    def __init__(self, ctx: FlowContext) -> None:
         self.ctx = ctx
-        self.writer = writer
-
-    def derive(self, events: pa.Table) -> pa.Table:
-        if self.writer is None:  # the batch is delivered by writers not built yet: they hash the keys themselves
-            import pyarrow as pa
-
-            return pa.table({})
-        return self.writer.derive(events)
 
     def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
         ctx = self.ctx
-        writer = self.writer or _ingest_writer(ctx)
+        gate = ctx.gate_of(INGEST_FLOW)
+        if gate is None:  # a context outside a pipeline run: the declared ingest flow's rules
+            gate = ExpectationGate(lakeshard_pipeline().flow(INGEST_FLOW), ctx.store, ctx.cfg, ctx.run_id)
+        writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
+                             gate=gate, clock=ctx.clock, on_delivered=partial(_count_routed, ctx))
         result = writer.deliver(batch, routed)
-        if self.writer is None:
-            writer.compact_ids()
-        # A batch handed back goes to routed, whose added rows the route flow counts after the run.
-        if result is not None and not result.skipped and ctx.flow.expectations:
-            gate = ctx.gate
-            if gate.runs_in_arrow(routed.schema):
-                gate.observe_arrow(routed)
-            else:
-                gate.observe(arrow_dataframe(ctx.spark, routed))
+        writer.compact_ids()
         return result
 
+    def derive(self, events: pa.Table) -> pa.Table:
+        import pyarrow as pa
 
-def _ingest_writer(ctx: FlowContext) -> ShardWriter:
-    """Return writers for every shard whose commits pass the ingest flow's expectation gate."""
-    gate = ctx.gate_of(INGEST_FLOW)
-    if gate is None:  # a context outside a pipeline run: the declared ingest flow's rules
-        gate = ExpectationGate(lakeshard_pipeline().flow(INGEST_FLOW), ctx.store, ctx.cfg, ctx.run_id)
-    return ShardWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
-                       gate=gate, clock=ctx.clock)
+        return pa.table({})  # a route-only router plans no fused batch: the writers hash a replayed one's keys
+
+
+def _count_routed(ctx: FlowContext, routed: pa.Table) -> None:
+    """Count the route flow's expectations on a fused batch's routed rows its writers committed (the rows ``routed``
+    would have received; a batch handed back goes to routed, whose added rows the route flow counts after the run)."""
+    if ctx.flow.expectations:
+        gate = ctx.gate
+        if gate.runs_in_arrow(routed.schema):
+            gate.observe_arrow(routed)
+        else:
+            gate.observe(arrow_dataframe(ctx.spark, routed))
 
 
 def ingest_fused(route_ctx: FlowContext, ingest_ctx: FlowContext) -> tuple[FlowResult, FlowResult]:
     """Return what the route and ingest flows did, run as one pass with the fused hand-off: each batch the driver
-    takes is parsed once, routed in memory and committed to ``events`` and ``event_ids`` by the writers of every
-    shard, without ``routed`` (docs/decisions.md, record 19); bigger batches go through ``routed`` and are then
-    written by the same writers. With ingest shards named, the two flows run one after the other as usual."""
+    takes is parsed once, routed in memory and handed by the router to the writers of every shard
+    (:meth:`ShardWriter.deliver <lakeshard.dedupe.writer.ShardWriter.deliver>`), which commit it to ``events`` and
+    ``event_ids`` without ``routed`` (docs/decisions.md, record 19); bigger batches go through ``routed`` and are
+    then written by the same writers. With ingest shards named, the two flows run one after the other as usual."""
     if str(ingest_ctx.params["shards"]).strip():
         return run_route(route_ctx), run_ingest(ingest_ctx)
     shards = ingest_shards(RoutingTables(ingest_ctx.store, ingest_ctx.cfg), "")
     writer = ShardWriter(ingest_ctx.session, ingest_ctx.store, ingest_ctx.cfg, shards, gate=ingest_ctx.gate,
-                         clock=ingest_ctx.clock)
-    router = _router(route_ctx, _RouteHandoff(route_ctx, writer), fused=True)
+                         clock=ingest_ctx.clock, on_delivered=partial(_count_routed, route_ctx))
+    router = _router(route_ctx, writer, fused=True)
     router.ensure_tables()
     before = _version(route_ctx, ROUTED)
     reports = router.run()
