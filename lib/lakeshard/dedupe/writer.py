@@ -83,13 +83,7 @@ from typing import TYPE_CHECKING
 from lakeshard.config import LakeshardConfig
 from lakeshard.dedupe.cache import IdCache, Interval
 from lakeshard.dedupe.commit import commits_per_shard
-from lakeshard.dedupe.deadletters import (
-    DeadLetters,
-    dead_letter_arrow,
-    letters_transactions,
-    newly_unwritable,
-    quarantine_rows,
-)
+from lakeshard.dedupe.deadletters import DeadLetters, newly_unwritable, quarantine_rows
 from lakeshard.dedupe.engines import ArrowStep, ClosedBuckets, Gate, SparkStep, Step, StepContext, StepEngine
 from lakeshard.dedupe.faults import RecordLevelFailure, RetryPolicy, retry_step
 from lakeshard.dedupe.feed import RoutedFeed
@@ -298,7 +292,7 @@ class ShardWriter:
                 # Rows proven unwritable go to quarantine first (a crash then redoes the batch and finds the same
                 # rows), then the batch is done again without them; a later round's rows get a commit of their own.
                 excluded.update(found)
-                lettered += self._dead_letter_fused(batch, routed, found)
+                lettered += self.dead_letters.send_fused(batch, routed, found)
         if excluded:
             report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
                                          error=next(iter(excluded.values())))
@@ -326,22 +320,6 @@ class ShardWriter:
         """
         uri = self.routed_uri
         return self.store.exists(uri) and (self.store.transaction_version(uri, ROUTER_APP_ID) or 0) >= batch
-
-    def _dead_letter_fused(self, batch: int, routed: pa.Table, unwritable: dict[tuple[object, ...], str]) -> int:
-        """Commit the rows of ``routed`` whose keys are ``unwritable`` to ``quarantine`` once (app transaction
-        :func:`~lakeshard.dedupe.deadletters.letters_transactions` of ``fused`` and these keys → ``batch``); return how
-        many rows that is."""
-        from lakeshard.tables.schemas import EVENT_SCHEMA, QUARANTINE_SCHEMA
-
-        letters = dead_letter_arrow(routed.select([f.name for f in EVENT_SCHEMA.fields]), unwritable)
-        quarantine = self.dead_letters.quarantine_uri
-        self.store.create_or_grow(quarantine, QUARANTINE_SCHEMA,
-                                  description=USER_TABLE_SHAPES[QUARANTINE].description)
-        self._before_commit("dead-letter-rows")
-        self.store.append_arrow(quarantine, letters,
-                                app_transactions=letters_transactions([FUSED_APP_ID], unwritable, batch),
-                                metadata={"dead_letter_rows": letters.num_rows, "fused": batch})
-        return int(letters.num_rows)
 
     def progress(self) -> dict[int, int]:
         """Return, per shard, the routed version whose events are committed (0 = none yet)."""
