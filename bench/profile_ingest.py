@@ -34,9 +34,9 @@ PHASES: list[tuple[str, str, tuple[str, ...]]] = [
     ("lakeshard.routing.consumed", "ConsumedRanges.of", ()),
     ("lakeshard.routing.lifecycle", "plan_intake", ("lakeshard.routing.router",)),
     ("lakeshard.lake.embedded.adapter", "EmbeddedTableStore.append_arrow", ()),
-    ("lakeshard.dedupe.fused", "FusedWriter.deliver", ()),
-    ("lakeshard.dedupe.fused", "FusedWriter.derive", ()),
-    ("lakeshard.dedupe.fused", "FusedWriter.compact_ids", ()),
+    ("lakeshard.dedupe.writer", "ShardWriter.deliver", ()),
+    ("lakeshard.dedupe.writer", "ShardWriter.derive", ()),
+    ("lakeshard.dedupe.writer", "ShardWriter.compact_ids", ()),
     ("lakeshard.dedupe.engines", "ArrowStep.run", ()),
     ("lakeshard.dedupe.keyhash", "key_hashes", ()),
     ("lakeshard.dedupe.index", "IdIndex.check", ()),
@@ -47,7 +47,7 @@ PHASES: list[tuple[str, str, tuple[str, ...]]] = [
     ("lakeshard.lake.embedded.write", "collect_adds", ()),
     ("lakeshard.lake.embedded.adapter", "EmbeddedTableStore.append", ()),
 ]
-SPANS = ("parse_landing_arrow", "route_arrow", "FusedWriter.deliver", "write_partitioned")
+SPANS = ("parse_landing_arrow", "route_arrow", "ShardWriter.deliver", "write_partitioned")
 
 
 def _wrap(spans: list[tuple[str, str, float, float]], t0: float, module: str, path: str,

@@ -7,8 +7,9 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -341,3 +342,160 @@ def test_the_event_key_is_spelled_only_in_the_catalog() -> None:
     found = [f"{module}:{line}" for module, path in _modules(LIB) if _unit(module) != "lakeshard.tables"
              for line in key_spellings(path.read_text(encoding="utf-8"))]
     assert not found, "the event key spelled outside lakeshard.tables (use EVENT_KEY from there):\n" + "\n".join(found)
+
+
+# The delivery wing: one way into ``events`` (docs/architecture.md, "The delivery wing").
+
+# The parts a shard writer owns and drives; a module that reads them off a writer re-implements a step of it.
+WRITER_PARTS = frozenset({"feed", "cache", "index", "arrow_step", "spark_step", "retry_policy", "failures",
+                          "dead_letters", "_excluded", "_before_commit", "_count_failure"})
+
+
+def writer_part_reads(source: str) -> list[tuple[int, str]]:
+    """Return ``(line, expression)`` of each read of a :data:`WRITER_PARTS` attribute off a name that holds a shard
+    writer (``writer``, ``w``, ``self.writer``, ``*_writer``) in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in WRITER_PARTS:
+            holder = ast.unparse(node.value)
+            if holder.split(".")[-1] in {"w", "writer", "_writer"} or holder.endswith("_writer"):
+                found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def test_the_writer_part_check_finds_reads_off_a_writer_and_nothing_else() -> None:
+    source = "w.feed.saw(p)\nself.writer.failures += 1\nfused_writer.cache.drop()\nself.feed.saw(p)\nx.index(3)\n"
+    assert writer_part_reads(source) == [(1, "w.feed"), (2, "self.writer.failures"), (3, "fused_writer.cache")]
+
+
+def test_only_the_shard_writer_drives_its_parts() -> None:
+    """Delivering a batch (a routed step or a batch in memory) is :class:`ShardWriter`'s job alone: no other module
+    reads its feed, ID cache and index, engines, retry policy or failure count."""
+    owner = LIB / "dedupe" / "writer.py"
+    reads = [f"{path.relative_to(LIB)}:{line}: {expr}" for path in sorted(LIB.rglob("*.py")) if path != owner
+             for line, expr in writer_part_reads(path.read_text(encoding="utf-8"))]
+    assert not reads, "modules that drive a shard writer's parts (call a ShardWriter method instead):\n" + \
+        "\n".join(reads)
+
+
+WING = ("lakeshard.landing.", "lakeshard.routing.", "lakeshard.dedupe.", "lakeshard.pipelines.")
+WALKED_ID = "walked-record-1"  # the event_id of the one landing record followed to ``events``
+
+
+def _carries(value: object, depth: int = 0) -> bool:
+    """Return whether ``value`` holds the walked record: its bytes or text, or an Arrow table with its event_id
+    (also inside a list, tuple, dict or dataclass, two levels down)."""
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(value, pa.Table | pa.RecordBatch):
+        if "event_id" not in value.column_names or not value.num_rows:
+            return False
+        ids = value.column("event_id")
+        return pa.types.is_string(ids.type) and bool(pc.any(pc.equal(ids, WALKED_ID)).as_py())
+    if isinstance(value, str):
+        return WALKED_ID in value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return WALKED_ID.encode() in bytes(value)
+    if depth > 1:
+        return False
+    if isinstance(value, list | tuple):
+        return any(_carries(v, depth + 1) for v in value[:64])
+    if isinstance(value, dict):
+        return any(_carries(v, depth + 1) for v in list(value.values())[:64])
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return any(_carries(getattr(value, f.name, None), depth + 1) for f in dataclasses.fields(value))
+    return False
+
+
+def record_walk(tmp_path: Path, handoff: str) -> list[tuple[str, str, str]]:
+    """Return the walk of one landing record to ``events`` through ``lakeshard route`` + ``ingest`` (``handoff``:
+    ``"fused"`` or ``""``, the two jobs) on the embedded lakehouse: ``(module, function, caller module)`` of each
+    call that hands the record (its bytes or rows) into a module of the delivery wing from another module, in
+    order. Calls within a module, and code generated at run time (dataclass constructors), are no hand-over."""
+    import json
+    import sys
+
+    from lakeshard.config import load_config
+    from lakeshard.lake import open_lazy_store
+    from lakeshard.pipelines import lakeshard_pipeline, run_pipeline
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    record = {"tenant_id": "t1", "event_id": WALKED_ID, "ts": "2026-01-01T10:00:00Z", "service": "api"}
+    (landing / "walked.json").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    cfg = load_config(overrides={"lakehouse": str(tmp_path / "lh"), "landing": str(landing),
+                                 "routing": {"total_shards": 2, "default_shard_count": 1}}, env={})
+    store = open_lazy_store(cfg)
+    walk: list[tuple[str, str, str]] = []
+
+    def watch(frame: Any, event: str, arg: object) -> None:
+        if event != "call":
+            return
+        code = frame.f_code
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith(WING) or code.co_filename.startswith("<"):
+            return
+        back = frame.f_back
+        while back is not None and back.f_code.co_filename.startswith("<"):
+            back = back.f_back
+        caller = back.f_globals.get("__name__", "") if back is not None else ""
+        if caller == module:
+            return
+        names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        if any(_carries(frame.f_locals.get(n)) for n in names):
+            walk.append((module, code.co_qualname, caller))
+
+    sys.setprofile(watch)
+    try:
+        report = run_pipeline(None, store, cfg, lakeshard_pipeline(), flows=["route", "ingest"], handoff=handoff)
+    finally:
+        sys.setprofile(None)
+    assert report.ok, report.render()
+    events = store.read_table_arrow(cfg.table_uri("events"), ["event_id"]).column("event_id").to_pylist()
+    assert events == [WALKED_ID]
+    return walk
+
+
+def visits(walk: Sequence[tuple[str, str, str]]) -> dict[str, int]:
+    """Return how many times the walk enters each module (hand-overs into the module it is in count once)."""
+    counts: dict[str, int] = {}
+    for i, (module, _, _) in enumerate(walk):
+        if i == 0 or walk[i - 1][0] != module:
+            counts[module] = counts.get(module, 0) + 1
+    return counts
+
+
+def test_visits_count_entries_not_hand_overs_in_a_row() -> None:
+    walk = [("a", "f", "x"), ("a", "g", "x"), ("b", "h", "a"), ("a", "i", "b"), ("b", "j", "a"), ("a", "k", "b")]
+    assert visits(walk) == {"a": 3, "b": 2}
+
+
+@pytest.fixture(scope="module")
+def record_walks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, str, str]]]:
+    return {name: record_walk(tmp_path_factory.mktemp(name), handoff)
+            for name, handoff in (("fused", "fused"), ("two-job", ""))}
+
+
+@pytest.mark.parametrize("path", ["fused", "two-job"])
+def test_one_landing_record_visits_each_delivery_module_at_most_twice(
+        record_walks: dict[str, list[tuple[str, str, str]]], path: str) -> None:
+    walk = record_walks[path]
+    assert {"lakeshard.landing.driver", "lakeshard.routing.arrow_route", "lakeshard.dedupe.engines"} <= \
+        {module for module, _, _ in walk}, walk
+    again = {module: n for module, n in visits(walk).items() if n > 2}
+    assert not again, f"{path}: modules the record enters more than twice: {again}\n" + \
+        "\n".join(f"  {caller} -> {module}.{function}" for module, function, caller in walk)
+
+
+def test_the_router_hands_a_fused_batch_straight_to_the_one_delivery_entry(
+        record_walks: dict[str, list[tuple[str, str, str]]]) -> None:
+    """On the fused path the record goes from the router to :meth:`ShardWriter.deliver` with nothing between:
+    the flows wire the writers, they do not pass the batch on."""
+    walk = record_walks["fused"]
+    after_router = [(m, f) for m, f, caller in walk if caller == "lakeshard.routing.router"
+                    and m.startswith(("lakeshard.dedupe.", "lakeshard.pipelines."))]
+    assert after_router[:1] == [("lakeshard.dedupe.writer", "ShardWriter.deliver")], walk
+    assert [f for m, f, _ in walk if m == "lakeshard.dedupe.writer"] == ["ShardWriter.deliver"], walk

@@ -20,7 +20,6 @@ import sys
 import threading
 
 from lakeshard.config import load_config
-from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.lake import open_lazy_store
 from lakeshard.routing.router import Router
@@ -51,10 +50,10 @@ def main() -> None:
     if mode == "after":
         threading.Timer(float(arg), die).start()
     if handoff == "fused":
-        fused = FusedWriter(None, store, cfg, list(range(SHARDS)), before_commit=commit_point)
+        fused = ShardWriter(None, store, cfg, list(range(SHARDS)), before_commit=commit_point)
         router = Router(None, store, cfg, max_batch_files=batch_files, before_commit=commit_point, handoff=fused,
                         fused=True)
-        while router.route_once() is not None or fused.drain():
+        while router.route_once() is not None or fused.run():
             pass
         print("caught-up", flush=True)
         os._exit(0)

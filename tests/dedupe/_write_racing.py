@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 from lakeshard.config import LakeshardConfig, load_config
-from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.lake import TableStore, open_lazy_store
 from lakeshard.routing.router import Router
@@ -74,7 +73,7 @@ def main() -> None:
 
 def _route(cfg: LakeshardConfig, store: TableStore, rng: random.Random, *, fused: bool) -> None:
     """Route the landing zone a batch at a time (fused: written in memory too), paced at random."""
-    writer = FusedWriter(None, store, cfg, SHARDS)
+    writer = ShardWriter(None, store, cfg, SHARDS)
     router = Router(None, store, cfg, max_batch_files=2, handoff=writer, fused=fused)
     time.sleep(rng.uniform(0.0, 0.5))
     steps, finished_for_others, already = 0, 0, 0
@@ -84,8 +83,8 @@ def _route(cfg: LakeshardConfig, store: TableStore, rng: random.Random, *, fused
         already += report.already_committed
         time.sleep(rng.uniform(0.0, 0.06))
     if fused:
-        writer.drain()
-    print(json.dumps({"steps": steps, "conflicts": writer.writer.conflicts, "replayed": finished_for_others,
+        writer.run()
+    print(json.dumps({"steps": steps, "conflicts": writer.conflicts, "replayed": finished_for_others,
                       "already_committed": already, "written": sum(r.written for r in writer.reports)}), flush=True)
 
 

@@ -17,7 +17,7 @@ from deltalake import DeltaTable  # an independent reader of what the commands c
 
 from lakeshard.app.cli import main
 from lakeshard.config import LakeshardConfig, load_config
-from lakeshard.dedupe.fused import FusedWriter
+from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import LakeshardError
 from lakeshard.lake import FileInfo, open_lazy_store
 from lakeshard.routing.router import Router
@@ -156,9 +156,9 @@ def _fused_run(lakehouse: Path, landing: Path, *, die_at: int = 0, die_when: tup
                                                   and die_when[0] in calls[:-1]):
             raise Crash(f"killed at commit point {len(calls)} ({table}); LAKESHARD_KILL_SEED={seed}")
 
-    writer = FusedWriter(None, store, cfg, list(range(cfg.routing.total_shards)), before_commit=point)
+    writer = ShardWriter(None, store, cfg, list(range(cfg.routing.total_shards)), before_commit=point)
     Router(None, store, cfg, handoff=writer, fused=True, before_commit=point).run()
-    writer.drain()
+    writer.run()
     return len(calls), dict(writer.stopped)
 
 

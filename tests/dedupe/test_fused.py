@@ -20,7 +20,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakeshard.config import LakeshardConfig, load_config
-from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.dedupe.keyhash import key_hashes
 from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import LakeshardError
@@ -61,7 +60,7 @@ def _two_jobs(cfg: LakeshardConfig) -> None:
     ShardWriter(None, store, cfg, list(range(SHARDS))).run()
 
 
-def _fused(cfg: LakeshardConfig, *, die_at: str = "", batch: int = 2) -> FusedWriter:
+def _fused(cfg: LakeshardConfig, *, die_at: str = "", batch: int = 2) -> ShardWriter:
     """Return the writer that ran the fused path over the zone; with ``die_at``, raise :class:`Crash` right before
     that table's commit of batch ``batch``."""
     store = open_lazy_store(cfg)
@@ -76,9 +75,9 @@ def _fused(cfg: LakeshardConfig, *, die_at: str = "", batch: int = 2) -> FusedWr
         if table == die_at and current["batch"] == batch:
             raise Crash(f"killed before committing {table} of batch {batch}")
 
-    writer = FusedWriter(None, store, cfg, list(range(SHARDS)), before_commit=writer_hook)
+    writer = ShardWriter(None, store, cfg, list(range(SHARDS)), before_commit=writer_hook)
     Router(None, store, cfg, max_batch_files=3, handoff=writer, fused=True, before_commit=router_hook).run()
-    writer.drain()
+    writer.run()
     return writer
 
 
@@ -170,7 +169,7 @@ def test_a_fused_process_killed_before_a_commit_then_restarted_writes_each_event
 def test_every_batch_reaches_the_writer_with_its_key_hashes_computed_beside_its_placements(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The router hashes each fused batch's keys once (``FusedWriter.derive``) on a worker thread while it places
+    """The router hashes each fused batch's keys once (``ShardWriter.derive``) on a worker thread while it places
     the rows; the writer step then hashes none itself, and the hashes are the ones it would compute."""
     import lakeshard.dedupe.keyhash
 
@@ -192,7 +191,7 @@ def test_every_batch_reaches_the_writer_with_its_key_hashes_computed_beside_its_
     assert len(fused) > 2
     assert len(calls) == len(fused)  # once a batch, the writer step none
     assert all(name.startswith("lakeshard-worker") for name in calls), calls
-    events = writer.writer.store.read_table_arrow(cfg.table_uri(EVENTS), ["tenant_id", "event_id", "ts"])
+    events = writer.store.read_table_arrow(cfg.table_uri(EVENTS), ["tenant_id", "event_id", "ts"])
     assert writer.derive(events).to_pydict() == dict(
         zip(["key_hi", "key_lo"], [h.tolist() for h in real(events)], strict=True))
 
@@ -284,7 +283,7 @@ def test_rows_that_fail_to_write_on_the_fused_path_are_dead_lettered_once_across
             raise Crash("killed after the dead letters' commit, before the events' one")
 
     lazy = open_lazy_store(cfg)
-    writer = FusedWriter(None, lazy, cfg, list(range(SHARDS)), before_commit=die_after_the_dead_letters)
+    writer = ShardWriter(None, lazy, cfg, list(range(SHARDS)), before_commit=die_after_the_dead_letters)
     with pytest.raises(Crash):
         Router(None, lazy, cfg, handoff=writer, fused=True).run()
     assert len(_quarantined(store, cfg)) == 2
@@ -328,7 +327,7 @@ def test_a_row_refused_only_once_another_is_dead_lettered_is_dead_lettered_once_
     monkeypatch.setattr(lakeshard.lake, "write_partitioned", refusing_a_second_row_once_the_first_is_out(
         real_write, first={"e1"}, second={"e4"}))
     lazy = open_lazy_store(cfg)
-    writer = FusedWriter(None, lazy, cfg, list(range(SHARDS)), before_commit=die_after_both_rounds)
+    writer = ShardWriter(None, lazy, cfg, list(range(SHARDS)), before_commit=die_after_both_rounds)
     with pytest.raises(Crash):
         Router(None, lazy, cfg, handoff=writer, fused=True).run()
     monkeypatch.setattr(lakeshard.lake, "write_partitioned", refusing_a_second_row_once_the_first_is_out(
@@ -395,11 +394,11 @@ def test_the_id_merge_reads_back_only_the_id_files_this_writer_did_not_write(
         (stash / p.relative_to(landing)).parent.mkdir(parents=True, exist_ok=True)
         p.rename(stash / p.relative_to(landing))
 
-    def run() -> FusedWriter:
+    def run() -> ShardWriter:
         store = open_lazy_store(cfg)
-        writer = FusedWriter(None, store, cfg, list(range(SHARDS)))
+        writer = ShardWriter(None, store, cfg, list(range(SHARDS)))
         Router(None, store, cfg, max_batch_files=4, handoff=writer, fused=True).run()
-        writer.drain()
+        writer.run()
         return writer
 
     run()

@@ -21,7 +21,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakeshard.config import load_config
-from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.dedupe.writer import EVENTS, ID_INDEX, ShardWriter
 from lakeshard.lake import TableStore, open_lazy_store
 from lakeshard.routing.router import Router
@@ -115,9 +114,9 @@ def test_a_fused_process_racing_other_ingest_processes_writes_each_event_exactly
 
     # A writer that started before the router's last batches leaves them to a later run: one fused catch-up.
     store_ = open_lazy_store(cfg)
-    fused = FusedWriter(None, store_, cfg, list(range(SHARDS)))
+    fused = ShardWriter(None, store_, cfg, list(range(SHARDS)))
     Router(None, store_, cfg, handoff=fused, fused=True).run()
-    fused.drain()
+    fused.run()
     check = check_against_truth(spark, store.read(cfg.table_uri(EVENTS)), str(landing))
     assert (check.missing, check.duplicate_rows, check.unexpected) == (0, 0, 0), (summary, check)
     assert check.rows == check.truth_events == m.unique_events, (summary, check)

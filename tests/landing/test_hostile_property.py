@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakeshard.config import LandingConfig, load_config
-from lakeshard.dedupe.fused import FusedWriter
+from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.landing import list_landing_files, parse_landing_arrow, reasons
 from lakeshard.landing.gzip import GZIP_HEADER_BYTES, is_gzip
 from lakeshard.landing.listing import scan_landing
@@ -190,7 +190,7 @@ def test_the_in_driver_router_accounts_for_every_hostile_line(store: TableStore,
                 "landing_format": {"max_record_bytes": LIMITS.max_record_bytes, "settle_seconds": 0},
                 "routing": {"total_shards": 4, "default_shard_count": 2, "arrow_max_bytes": 1 << 30}}, env={})
             if handoff == "fused":
-                writer = FusedWriter(None, store, cfg, range(4))
+                writer = ShardWriter(None, store, cfg, range(4))
                 reports = Router(None, store, cfg, handoff=writer, fused=True).run()
                 routed = sum(r.rows_in for r in writer.reports)
                 events = store.read_table_arrow(cfg.table_uri(EVENTS), ["event_id"]).num_rows

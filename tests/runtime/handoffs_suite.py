@@ -42,7 +42,7 @@ def test_each_handoff_replays_a_crash_closes_and_compacts_exactly_once_on_delta_
     spark: SparkSession, native_store: TableStore, test_config: LakeshardConfig, tmp_path: Path, handoff: str
 ) -> None:
     from lakeshard.buckets import Completionist
-    from lakeshard.dedupe.fused import FusedWriter
+    from lakeshard.dedupe.writer import ShardWriter
     from lakeshard.pipelines import run_pipeline
     from lakeshard.routing import Router
 
@@ -63,7 +63,7 @@ def test_each_handoff_replays_a_crash_closes_and_compacts_exactly_once_on_delta_
 
     with pytest.raises(Crash):
         if fused:
-            writer = FusedWriter(spark, native_store, cfg, list(range(SHARDS)))
+            writer = ShardWriter(spark, native_store, cfg, list(range(SHARDS)))
             Router(spark, native_store, cfg, max_batch_files=4, handoff=writer, fused=True,
                    before_commit=die_in_batch_two).run()
         else:

@@ -58,7 +58,7 @@ def run_native_fused_ingest(spark: SparkSession, native_store: TableStore, test_
     event once) and that the second delivery wrote nothing."""
     import shutil
 
-    from lakeshard.dedupe.fused import FusedWriter
+    from lakeshard.dedupe.writer import ShardWriter
     from lakeshard.routing import Router
     from lakeshard.synth import generate_landing
 
@@ -70,10 +70,10 @@ def run_native_fused_ingest(spark: SparkSession, native_store: TableStore, test_
         spark=dataclasses.replace(test_config.spark, adapter="native"),
         routing=dataclasses.replace(test_config.routing, total_shards=SHARDS))
 
-    def ingest() -> FusedWriter:
-        writer = FusedWriter(spark, native_store, cfg, list(range(SHARDS)))
+    def ingest() -> ShardWriter:
+        writer = ShardWriter(spark, native_store, cfg, list(range(SHARDS)))
         Router(spark, native_store, cfg, handoff=writer, fused=True).run()
-        writer.drain()
+        writer.run()
         return writer
 
     first = ingest()

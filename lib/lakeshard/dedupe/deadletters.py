@@ -24,7 +24,7 @@ from lakeshard.dedupe.faults import RecordLevelFailure, event_keys
 from lakeshard.dedupe.report import WriteReport, empty_report
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.landing.reasons import WRITE_FAILED
-from lakeshard.tables import QUARANTINE, dead_letter_app_id, writer_app_id
+from lakeshard.tables import FUSED_APP_ID, QUARANTINE, dead_letter_app_id, writer_app_id
 from lakeshard.tables.schemas import EVENT_COLUMNS, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA, USER_TABLE_SHAPES
 
 if TYPE_CHECKING:
@@ -48,6 +48,21 @@ class DeadLetters:
         self.quarantine_uri = quarantine_uri
         self.events_uri = events_uri
         self._before_commit = before_commit
+
+    def send_fused(self, batch: int, routed: pa.Table, unwritable: dict[tuple[object, ...], str]) -> int:
+        """Commit the rows of fused batch ``batch`` (``routed``: its routed rows) whose keys are ``unwritable`` to
+        ``quarantine`` once (app transaction :func:`letters_transactions` of ``fused`` and these keys → ``batch``);
+        return how many rows that is."""
+        from lakeshard.tables.schemas import EVENT_SCHEMA
+
+        letters = dead_letter_arrow(routed.select([f.name for f in EVENT_SCHEMA.fields]), unwritable)
+        self.store.create_or_grow(self.quarantine_uri, QUARANTINE_SCHEMA,
+                                  description=USER_TABLE_SHAPES[QUARANTINE].description)
+        self._before_commit("dead-letter-rows")
+        self.store.append_arrow(self.quarantine_uri, letters,
+                                app_transactions=letters_transactions([FUSED_APP_ID], unwritable, batch),
+                                metadata={"dead_letter_rows": letters.num_rows, "fused": batch})
+        return int(letters.num_rows)
 
     def send(self, batch: DataFrame, todo: tuple[int, ...], routed_version: int, error: str, started: float, *,
              progress: Callable[[], dict[int, int]], cache_bytes: int) -> WriteReport:

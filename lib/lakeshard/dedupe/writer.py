@@ -47,11 +47,22 @@ Everything a writer needs to resume is in the lakehouse, so writers are stateles
   (the repair falls back to Spark past the same bound); dead letters are written by Spark.
   :attr:`WriteReport.engine` says which path a step took.
 
+* **One entry for a batch in memory**: a batch the router planned as ``fused`` (docs/decisions.md, record 19)
+  never goes to ``routed``: the router hands its routed rows to :meth:`ShardWriter.deliver`, which drains
+  ``routed`` first (so no ``writer/<shard>`` commit can add IDs the batch's check did not see), then runs the
+  driver-side step on the rows for every shard at once and commits ``events``, then ``event_ids``, each with the
+  app transaction ``fused`` → the batch (rows carry ``routed_version = -batch``, which the ``writer/<shard>``
+  repair never selects). A batch whose ``events`` commit is in but whose IDs are not is completed by rebuilding
+  its IDs from ``events`` (:meth:`~lakeshard.dedupe.index.IdIndex.repair_fused`). A shard's damaged ID file met by
+  the batch's check hands the batch back (None, before any commit of it): the router commits it to ``routed`` with
+  ``router`` → the batch, so a replay takes that path again and a batch is delivered one way only.
+
 * **Commit coalescing**: one writer owning many shards commits them all in one Delta commit (their files and
   app transactions), and one step takes every routed commit waiting (up to the memory gate); a following
   writer may also wait for ``dedupe.commit_min_bytes`` or ``dedupe.commit_max_wait_seconds`` (:meth:`step`).
 
-The writer is a façade over the parts that own its state: :mod:`~lakeshard.dedupe.feed` (progress, coalescing,
+The writer is a façade over the parts that own its state (the only one that reaches into them):
+:mod:`~lakeshard.dedupe.feed` (progress, coalescing,
 the memory gate, new routed files, routed-file expiry), :mod:`~lakeshard.dedupe.index` (the ID cache, page-in,
 remember, repair, merge, expiry), :mod:`~lakeshard.dedupe.engines` (the Spark and Arrow steps behind one
 interface), :mod:`~lakeshard.dedupe.deadletters` and :mod:`~lakeshard.dedupe.report`.
@@ -66,6 +77,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING
 
 from lakeshard.config import LakeshardConfig
@@ -79,20 +91,23 @@ from lakeshard.dedupe.index import IdIndex
 from lakeshard.dedupe.keyhash import key_hash_columns
 from lakeshard.dedupe.report import WriteReport
 from lakeshard.errors import DamagedDataFile, LakeshardError
-from lakeshard.lake import FileInfo, TableStore, check_data_file, damaged_in_spark
+from lakeshard.lake import CommitResult, FileInfo, TableStore, check_data_file, damaged_in_spark
 from lakeshard.tables import (
     BUCKETS,
     EVENTS,
+    FUSED_APP_ID,
     ID_INDEX,
     ID_INDEX_PARTITIONING,
     QUARANTINE,
     ROUTED,
+    ROUTER_APP_ID,
     writer_app_id,
 )
 from lakeshard.tables.schemas import EVENTS_SCHEMA, ID_INDEX_KEYED_SCHEMA, ID_INDEX_PROPERTIES, USER_TABLE_SHAPES
 from lakeshard.tables.schemas import ID_INDEX_SCHEMA as ID_SCHEMA
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import SparkSession
 
 __all__ = [
@@ -121,6 +136,7 @@ class ShardWriter:
         before_commit: Callable[[str], None] | None = None,
         gate: Gate | None = None,
         clock: Callable[[], datetime] | None = None,
+        on_delivered: Callable[[pa.Table], None] | None = None,
     ) -> None:
         if not shards:
             raise ValueError("a writer needs at least one shard")
@@ -135,6 +151,7 @@ class ShardWriter:
         self.arrow_max_bytes = cfg.dedupe.arrow_max_bytes
         self.cfg = cfg
         self.failures = 0
+        self.reports: list[WriteReport] = []  # every step of :meth:`run` and :meth:`deliver`, in order
         clock = clock or (lambda: datetime.now(UTC))
         # Called with the table name right before each commit (and "page-in" before reading IDs): the crash
         # tests stop the process there.
@@ -142,6 +159,8 @@ class ShardWriter:
         self._before_commit = before_commit
         self._ready = False
         self._excluded: dict[tuple[object, ...], str] = {}  # this step's rows proven unwritable -> the reason
+        # Sees the routed rows of each batch :meth:`deliver` committed (the route flow counts its expectations on them).
+        self._on_delivered = on_delivered or (lambda rows: None)
         self.feed = RoutedFeed(store, self.shards, routed_uri=self.routed_uri, events_uri=self.events_uri,
                                dedupe=cfg.dedupe, clock=clock, before_commit=before_commit,
                                one_version_per_step=commits_per_shard(store))
@@ -216,7 +235,91 @@ class ShardWriter:
             if expired:
                 reports[-1] = dataclasses.replace(reports[-1], routed_files_expired=reports[-1].routed_files_expired
                                                   + expired)
+        self.reports += reports
         return reports
+
+    def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
+        """Return the ``events`` commit of fused batch plan ``batch`` (``routed``: its routed rows, in memory), after
+        its IDs' commit; skipped when another process had committed the batch's events (then only missing IDs are
+        committed). None when the batch goes through ``routed`` instead: a shard's ID file it must read is damaged
+        (that shard is stopped, see :attr:`stopped`), or an earlier attempt already handed it over that way.
+
+        Example::
+
+            writer = ShardWriter(spark, store, cfg, shards=range(64))
+            Router(spark, store, cfg, handoff=writer, fused=True).run()
+            writer.run()  # batches too big for the driver went through routed
+            writer.compact_ids()
+        """
+        started = time.perf_counter()
+        self.ensure_tables()
+        self.run()
+        read_version = self.store.version(self.events_uri)
+        in_events = self.store.transaction_version(self.events_uri, FUSED_APP_ID) or 0
+        if (self.store.transaction_version(self.ids_uri, FUSED_APP_ID) or 0) >= batch:
+            return CommitResult(self.events_uri, read_version, skipped=True)
+        if in_events >= batch:
+            # The events are in, their IDs are not (a crash between the two commits): rebuilt from ``events``.
+            self._before_commit(ID_INDEX)
+            self.index.repair_fused(batch)
+            return CommitResult(self.events_uri, read_version, skipped=True)
+        if self._handed_to_routed(batch):
+            return None
+        progress = self.progress()
+        # Another process's commits (a writer's, or a fused batch's) may hold IDs this cache has not seen.
+        self.cache.drop_shards(self.feed.moved_by_others(progress, in_events))
+        self.feed.saw(progress)
+        self.feed.saw_fused(in_events)
+        excluded: dict[tuple[object, ...], str] = {}
+        lettered = 0
+        while True:
+            step = Step((), self.shards, -batch, read_version, 0, started, excluded, rows=routed, fused=batch)
+            try:
+                report = retry_step(partial(self.arrow_step.run, step), self.retry_policy, shards=self.shards,
+                                    routed_version=-batch, on_fault=self._count_failure)
+                break
+            except DamagedDataFile as exc:
+                shard = exc.partition_values.get("shard")
+                if shard is None or not shard.isdigit() or int(shard) not in self.shards:
+                    raise
+                # One commit delivers every shard, so it cannot leave one out: the batch goes through routed, where
+                # the shard writers stop this shard and commit the others. Nothing of the batch is committed yet.
+                self.feed.stop(int(shard), exc)
+                self.cache.drop_shards([int(shard)])
+                return None
+            except RecordLevelFailure as exc:
+                found = newly_unwritable(exc, excluded)
+                # Rows proven unwritable go to quarantine first (a crash then redoes the batch and finds the same
+                # rows), then the batch is done again without them; a later round's rows get a commit of their own.
+                excluded.update(found)
+                lettered += self.dead_letters.send_fused(batch, routed, found)
+        if excluded:
+            report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
+                                         error=next(iter(excluded.values())))
+        self.reports.append(report)
+        if not report.conflict:
+            self._on_delivered(routed)
+        return CommitResult(self.events_uri, self.store.version(self.events_uri), skipped=report.conflict,
+                            rows_added=report.written)
+
+    def derive(self, events: pa.Table) -> pa.Table:
+        """Return each row's key hashes (``key_hi``, ``key_lo``) of ``events``, which :meth:`deliver`'s step then
+        takes instead of hashing the batch itself: the router computes them beside its placements."""
+        import pyarrow as pa
+
+        from lakeshard.dedupe.keyhash import key_hashes
+
+        hi, lo = key_hashes(events)
+        return pa.table({"key_hi": hi, "key_lo": lo})
+
+    def _handed_to_routed(self, batch: int) -> bool:
+        """Return whether fused batch plan ``batch`` went through ``routed`` (``router`` → ``batch`` there).
+
+        Only the newest plan is ever delivered and ``routed``'s ``router`` version never passes the newest plan,
+        so it reaches ``batch`` only when this batch's rows were committed there: a replay then goes the same way.
+        """
+        uri = self.routed_uri
+        return self.store.exists(uri) and (self.store.transaction_version(uri, ROUTER_APP_ID) or 0) >= batch
 
     def progress(self) -> dict[int, int]:
         """Return, per shard, the routed version whose events are committed (0 = none yet)."""

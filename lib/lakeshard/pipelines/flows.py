@@ -14,10 +14,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.dedupe.fused import FusedWriter
 from lakeshard.dedupe.report import WriteReport
+from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.errors import ConfigError, DamagedDataFile
 from lakeshard.lake import CommitResult
 from lakeshard.pipelines.context import ExpectationGate, FlowContext, FlowResult
@@ -47,8 +48,8 @@ if TYPE_CHECKING:
 
     from lakeshard.compaction.planner import Bucket
 
-# The flows of the maintenance job (close, compact, autoshard, balance, compact_books) and the two-job writers
-# import their library where they run: `lakeshard ingest` loads only what routing and the fused writer need.
+# The flows of the maintenance job (close, compact, autoshard, balance, compact_books)
+# import their library where they run: `lakeshard ingest` loads only what routing and the shard writers need.
 
 __all__ = ["INGEST_FLOW", "LANDING", "compact_buckets", "ingest_fused", "ingest_shards",
            "lakeshard_pipeline", "run_autoshard", "run_balance", "run_close_buckets", "run_compact",
@@ -104,41 +105,23 @@ class _FinishFused:
         gate = ctx.gate_of(INGEST_FLOW)
         if gate is None:  # a context outside a pipeline run: the declared ingest flow's rules
             gate = ExpectationGate(lakeshard_pipeline().flow(INGEST_FLOW), ctx.store, ctx.cfg, ctx.run_id)
-        writer = FusedWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
-                             gate=gate, clock=ctx.clock)
+        writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
+                             gate=gate, clock=ctx.clock, on_delivered=partial(_count_routed, ctx))
         result = writer.deliver(batch, routed)
         writer.compact_ids()
-        _count_routed(ctx, result, routed)
         return result
 
     def derive(self, events: pa.Table) -> pa.Table:
         import pyarrow as pa
 
-        return pa.table({})  # a route-only router plans no fused batch, so it derives nothing
+        return pa.table({})  # a route-only router plans no fused batch: the writers hash a replayed one's keys
 
 
-class _Observed:
-    """A fused hand-off that counts the route flow's expectations on each batch's routed rows it commits."""
-
-    def __init__(self, writer: FusedWriter, ctx: FlowContext) -> None:
-        self.writer = writer
-        self.ctx = ctx
-
-    def derive(self, events: pa.Table) -> pa.Table:
-        return self.writer.derive(events)
-
-    def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
-        result = self.writer.deliver(batch, routed)
-        _count_routed(self.ctx, result, routed)
-        return result
-
-
-def _count_routed(ctx: FlowContext, result: CommitResult | None, routed: pa.Table) -> None:
-    """Count the route flow's expectations on a fused batch's routed rows once its writers committed them (the rows
-    ``routed`` would have received)."""
-    gate = ctx.gate
-    # A batch handed back goes to routed, whose added rows the route flow counts after the run.
-    if result is not None and not result.skipped and ctx.flow.expectations:
+def _count_routed(ctx: FlowContext, routed: pa.Table) -> None:
+    """Count the route flow's expectations on a fused batch's routed rows its writers committed (the rows ``routed``
+    would have received; a batch handed back goes to routed, whose added rows the route flow counts after the run)."""
+    if ctx.flow.expectations:
+        gate = ctx.gate
         if gate.runs_in_arrow(routed.schema):
             gate.observe_arrow(routed)
         else:
@@ -147,22 +130,23 @@ def _count_routed(ctx: FlowContext, result: CommitResult | None, routed: pa.Tabl
 
 def ingest_fused(route_ctx: FlowContext, ingest_ctx: FlowContext) -> tuple[FlowResult, FlowResult]:
     """Return what the route and ingest flows did, run as one pass with the fused hand-off: each batch the driver
-    takes is parsed once, routed in memory and committed to ``events`` and ``event_ids`` by the writers of every
-    shard, without ``routed`` (docs/decisions.md, record 19); bigger batches go through ``routed`` and are then
-    written by the same writers. With ingest shards named, the two flows run one after the other as usual."""
+    takes is parsed once, routed in memory and handed by the router to the writers of every shard
+    (:meth:`ShardWriter.deliver <lakeshard.dedupe.writer.ShardWriter.deliver>`), which commit it to ``events`` and
+    ``event_ids`` without ``routed`` (docs/decisions.md, record 19); bigger batches go through ``routed`` and are
+    then written by the same writers. With ingest shards named, the two flows run one after the other as usual."""
     if str(ingest_ctx.params["shards"]).strip():
         return run_route(route_ctx), run_ingest(ingest_ctx)
     shards = ingest_shards(RoutingTables(ingest_ctx.store, ingest_ctx.cfg), "")
-    writer = FusedWriter(ingest_ctx.session, ingest_ctx.store, ingest_ctx.cfg, shards, gate=ingest_ctx.gate,
-                         clock=ingest_ctx.clock)
-    router = _router(route_ctx, _Observed(writer, route_ctx), fused=True)
+    writer = ShardWriter(ingest_ctx.session, ingest_ctx.store, ingest_ctx.cfg, shards, gate=ingest_ctx.gate,
+                         clock=ingest_ctx.clock, on_delivered=partial(_count_routed, route_ctx))
+    router = _router(route_ctx, writer, fused=True)
     router.ensure_tables()
     before = _version(route_ctx, ROUTED)
     reports = router.run()
     _observe(route_ctx, ROUTED, before)
-    writer.drain()  # batches too big for the driver, or met by a shard's damaged file, went through routed
+    writer.run()  # batches too big for the driver, or met by a shard's damaged file, went through routed
     writer.compact_ids()
-    return _route_result(router, reports), _ingest_result(ingest_ctx, writer.reports, writer.writer.conflicts,
+    return _route_result(router, reports), _ingest_result(ingest_ctx, writer.reports, writer.conflicts,
                                                       writer.stopped)
 
 
@@ -204,8 +188,6 @@ def ingest_shards(tables: RoutingTables, text: str) -> list[int]:
 
 def run_ingest(ctx: FlowContext) -> FlowResult:
     """Return what the shard writers did (:class:`~lakeshard.dedupe.writer.ShardWriter`), expectations gated."""
-    from lakeshard.dedupe.writer import ShardWriter
-
     shards = ingest_shards(RoutingTables(ctx.store, ctx.cfg), str(ctx.params["shards"]))
     writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, shards, gate=ctx.gate, clock=ctx.clock)
     return _ingest_result(ctx, writer.run(), writer.conflicts, writer.stopped)

@@ -1,11 +1,10 @@
 """How a routed batch reaches the writers: through ``routed``, or handed over in memory (the fused hand-off).
 
 A batch's plan names its hand-off (``landing_batches.handoff``, docs/decisions.md record 19). The router commits a
-``routed`` batch itself; a ``fused`` batch it hands to a :class:`FusedHandoff`, which dedupes it and commits it to
-``events`` and ``event_ids`` with the app transaction ``fused`` → the batch, or hands back (None) when a shard's
-damaged file keeps it from committing every shard at once: the router then commits the batch to ``routed``, whose
-``router`` → the batch makes any replay take that path too. The writers' package implements it
-(:class:`lakeshard.dedupe.fused.FusedWriter`); the router only needs this face.
+``routed`` batch itself; a ``fused`` batch it hands to one call, :meth:`FusedHandoff.deliver`, implemented by the
+writers (:meth:`lakeshard.dedupe.ShardWriter.deliver`, the one delivery into ``events`` of a batch in memory). When
+that call hands the batch back (None), the router commits it to ``routed``, whose ``router`` → the batch makes any
+replay take that path too.
 """
 
 from __future__ import annotations

@@ -125,9 +125,9 @@ class Router:
         for report in router.run():          # every new landing file, in batches
             print(report.batch, report.routed, report.quarantined)
 
-    Given the writers' hand-off (``handoff=FusedWriter(...)``, :mod:`lakeshard.dedupe.fused`) it finishes batches
-    planned as fused; with ``fused=True`` it also plans every batch the driver takes that way, handing the routed rows
-    to the writers in memory instead of ``routed`` (docs/decisions.md, record 19).
+    Given the writers' hand-off (``handoff=ShardWriter(...)``, whose :meth:`~lakeshard.dedupe.ShardWriter.deliver`
+    takes a batch in memory) it finishes batches planned as fused; with ``fused=True`` it also plans every batch the
+    driver takes that way, handing the routed rows to the writers instead of ``routed`` (docs/decisions.md, record 19).
     """
 
     def __init__(
