@@ -70,10 +70,10 @@ bench: env
 	$(BIN)/python bench/bench_scale.py
 	$(BIN)/python bench/bench_ingest.py
 
-# Java's class-data archive of Spark's classes (lakeshard.runtime.classdata): made once, about a minute; every local
+# Java's class-data archive of Spark's classes (lakeshard.jvm.classdata): made once, about a minute; every local
 # Spark session lakeshard starts then starts in about two thirds of the time. Quiet when it is there already.
 env: java $(STAMP) $(DELTA_STAMP)
-	@$(BIN)/python -c 'from lakeshard.runtime.classdata import main; main()'
+	@$(BIN)/python -c 'from lakeshard.jvm.classdata import main; main()'
 
 # Reinstall only when the project's dependency list changes: a second run starts within seconds.
 $(STAMP): pyproject.toml

@@ -3,7 +3,7 @@
 Generates a landing zone with ``lakeshard generate`` (default 1M events, ~570 MB, producer retries, redelivered
 files, late and malformed records of every quarantine category), then runs every case on the same zone, each in
 a process of its own so that its peak memory is its own, with the memory settings ``lakeshard`` gives its own
-process (``lakeshard.runtime.memory``: no transparent huge pages, Arrow's freed pages kept):
+process (``lakeshard.process.memory``: no transparent huge pages, Arrow's freed pages kept):
 
 * ``cli`` — ``lakeshard ingest`` (route + dedupe + Delta commits), exactly once;
 * ``one-table`` — the one-table floor: lakeshard's parse and one ``write_deltalake`` of the parsed events, no
@@ -730,7 +730,7 @@ def main() -> None:
     if args.run_case:  # a child: run one case, write its figures
         # Every case's process has the memory settings `lakeshard` gives its own (no transparent huge pages,
         # Arrow's freed pages kept): the ratios then measure the work, not the settings.
-        from lakeshard.runtime.memory import prepare_process_memory
+        from lakeshard.process import prepare_process_memory
 
         prepare_process_memory()
         result = RUNNERS[args.run_case](Path(args.landing), Path(args.work), {"files_per_trigger":

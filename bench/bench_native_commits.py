@@ -12,7 +12,7 @@ a table of its own, the peers taking turns:
   ``OptimisticTransaction`` commits them: a commit recorded as ``WRITE``, the app id added to the transaction's
   reads without ``txnVersion``'s state reconstruction; what the shard writers commit on a classic session);
 * **lakeshard append_arrow, py4j with Nagle** - the same with Nagle's algorithm back on both ends of the py4j
-  connection for its commits (py4j's default), which ``lakeshard.runtime.replies`` switches off.
+  connection for its commits (py4j's default), which ``lakeshard.jvm.replies`` switches off.
 
 Writes ``bench/results/native-commits.{json,md,png}``.
 
@@ -44,7 +44,7 @@ PEERS = [PUBLIC, LAKESHARD_DF, ARROW, NAGLE]
 
 def _nagle(spark: Any, on: bool) -> None:
     """Put Nagle's algorithm on (py4j's default) or off at both ends of this thread's py4j connection."""
-    from lakeshard.runtime.replies import _runnable
+    from lakeshard.jvm.replies import _runnable
 
     jvm = spark._jvm
     jvm._gateway_client.get_thread_connection().socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY,

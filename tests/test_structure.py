@@ -341,3 +341,10 @@ def test_the_event_key_is_spelled_only_in_the_catalog() -> None:
     found = [f"{module}:{line}" for module, path in _modules(LIB) if _unit(module) != "lakeshard.tables"
              for line in key_spellings(path.read_text(encoding="utf-8"))]
     assert not found, "the event key spelled outside lakeshard.tables (use EVENT_KEY from there):\n" + "\n".join(found)
+
+
+def test_the_runtime_package_holds_the_session_factory_only() -> None:
+    # The JVM's tuning (lakeshard.jvm), the process's threads and memory (lakeshard.process) and the notebooks'
+    # parameters (lakeshard.notebook) each have a package of their own: runtime is where a session comes from.
+    modules = sorted(p.stem for p in (LIB / "runtime").glob("*.py") if p.stem != "__init__")
+    assert modules == ["environments", "session"], f"lakeshard.runtime holds more than the session factory: {modules}"

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from lakeshard.app.cli_args import LakeshardParser, config_from_args, count, number
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
+from lakeshard.process import prepare_process_memory
 from lakeshard.runtime import on_databricks_cluster
-from lakeshard.runtime.memory import prepare_process_memory
 
 if TYPE_CHECKING:
     from lakeshard.pipelines.context import RuleCount
@@ -503,7 +503,7 @@ def _exit_at_once(code: int) -> NoReturn:
     it (bench/results/ingest-profile.md). The exit handlers (``atexit``) still run and what was printed is flushed.
     A thread other than the worker pool's still running (none after a command) is waited for by a regular exit.
     """
-    from lakeshard.runtime.cores import close_worker_pool
+    from lakeshard.process import close_worker_pool
 
     close_worker_pool()
     main_thread = threading.main_thread()

@@ -33,6 +33,7 @@ from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
 from lakeshard.landing.driver import parse_landing_arrow
 from lakeshard.landing.listing import LandingFile, scan_landing
 from lakeshard.landing.spark_reader import read_landing
+from lakeshard.process import SharedJobs, worker_pool
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.arrow_route import route_arrow, routed_rows
 from lakeshard.routing.consumed import ConsumedRanges
@@ -42,8 +43,6 @@ from lakeshard.routing.lifecycle import Intake, plan_intake
 from lakeshard.routing.metrics import arrow_metrics, spark_metrics
 from lakeshard.routing.plan import PlannedBatch, plan_rows, planned_batch
 from lakeshard.routing.spark_route import route
-from lakeshard.runtime.cores import worker_pool
-from lakeshard.runtime.sharing import SharedJobs
 from lakeshard.tables import (
     EVENTS,
     FUSED_APP_ID,

@@ -1,4 +1,8 @@
-"""Where lakeshard runs: the Spark session factory and the checks behind ``lakeshard doctor``."""
+"""Where lakeshard runs: the Spark session factory and the checks behind ``lakeshard doctor``.
+
+The JVM's tuning lives in :mod:`lakeshard.jvm`, the process's threads and memory in :mod:`lakeshard.process`, the
+notebooks' parameters in :mod:`lakeshard.notebook`.
+"""
 
 from __future__ import annotations
 
