@@ -31,8 +31,8 @@ from lakeshard.process import prepare_process_memory
 from lakeshard.runtime import on_databricks_cluster
 
 if TYPE_CHECKING:
-    from lakeshard.pipelines.context import RuleCount
-    from lakeshard.routing.lifecycle import Intake
+    from lakeshard.pipelines import RuleCount
+    from lakeshard.routing import Intake
 
 __all__ = ["main"]
 
@@ -160,7 +160,7 @@ def _environment_verdict(spark: Any) -> str:
     import pyarrow
     import pyspark
 
-    from lakeshard.runtime.environments import tested_environment
+    from lakeshard.runtime import tested_environment
 
     verdict = tested_environment(python=platform.python_version(), client_spark=pyspark.__version__,
                                  server_spark=spark.version, pyarrow=pyarrow.__version__)
@@ -185,8 +185,7 @@ def cmd_route(args: argparse.Namespace) -> int:
     A batch a stopped ``lakeshard ingest`` planned for the in-memory hand-off is finished first, as the flow
     finishes it: writers of every shard commit it to events through the ingest flow's expectations.
     """
-    from lakeshard.pipelines.commands import run_flows
-    from lakeshard.pipelines.context import FlowResult
+    from lakeshard.pipelines import FlowResult, run_flows
 
     cfg = config_from_args(args)
     # Spark starts only when the flow needs it: a batch too big for the driver (routing.arrow_max_bytes), or rows
@@ -237,10 +236,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     stderr) while the other shards are written; exit 1 then.
     """
     from lakeshard.lake import open_lazy_store
-    from lakeshard.pipelines.commands import run_flows
-    from lakeshard.pipelines.context import FlowResult
-    from lakeshard.pipelines.flows import ingest_shards
-    from lakeshard.routing.tables import RoutingTables
+    from lakeshard.pipelines import FlowResult, ingest_shards, run_flows
+    from lakeshard.routing import RoutingTables
 
     cfg = config_from_args(args)
     params = {"ingest": {"shards": ",".join(map(str, args.shards or []))}}
@@ -440,7 +437,7 @@ def _parser() -> argparse.ArgumentParser:
     from lakeshard.app.commands.pipelines import add_commands as add_pipeline_commands
     from lakeshard.app.commands.repair import add_commands as add_repair_commands
     from lakeshard.app.commands.versions import add_commands as add_versions_commands
-    from lakeshard.pipelines.commands import run_flow
+    from lakeshard.pipelines import run_flow
 
     add_balancing_commands(sub, common, run_flow=run_flow)
     add_compaction_commands(sub, common, run_flow=run_flow)

@@ -27,21 +27,18 @@ from lakeshard.app.plots.landing import landing_overview_plot
 from lakeshard.app.plots.routing import shard_load_plot
 from lakeshard.app.progress import landing_bar
 from lakeshard.config import LakeshardConfig
-from lakeshard.dedupe.writer import EVENTS
 from lakeshard.lake import TableStore, naming_damaged_files
-from lakeshard.landing import reasons
-from lakeshard.report import format_table
-from lakeshard.report.routing import ShardLoad, shard_load
+from lakeshard.landing import CATEGORIES
+from lakeshard.report import ShardLoad, format_table, shard_load
 from lakeshard.runtime import runtime_name
-from lakeshard.synth import Manifest, SynthSpec, generate_landing
-from lakeshard.synth.verify import TruthCheck, check_against_truth
-from lakeshard.tables import QUARANTINE, ROUTED
+from lakeshard.synth import Manifest, SynthSpec, TruthCheck, check_against_truth, generate_landing
+from lakeshard.tables import EVENTS, QUARANTINE, ROUTED
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakeshard.balancing.executor import AutoshardRun, BalanceRun
-    from lakeshard.pipelines.runner import RunReport
+    from lakeshard.balancing import AutoshardRun, BalanceRun
+    from lakeshard.pipelines import RunReport
     from lakeshard.query import PruningReport
 
 __all__ = ["DEMO_FLOW_PARAMS", "DemoReport", "NeedleQuery", "run_demo"]
@@ -182,7 +179,7 @@ class DemoReport:
             format_table(
                 ["quarantine reason", "generated", "quarantined"],
                 [[c, m.bad_by_category.get(c, 0), self.quarantine_by_category.get(c, 0)]
-                 for c in reasons.CATEGORIES if m.bad_by_category.get(c, 0) or self.quarantine_by_category.get(c, 0)],
+                 for c in CATEGORIES if m.bad_by_category.get(c, 0) or self.quarantine_by_category.get(c, 0)],
             ),
             "",
             format_table(

@@ -168,7 +168,7 @@ class FusedWriter:
         """Commit the rows of ``routed`` whose keys are ``unwritable`` to ``quarantine`` once (app transaction
         :func:`~lakeshard.dedupe.deadletters.letters_transactions` of ``fused`` and these keys → ``batch``); return how
         many rows that is."""
-        from lakeshard.tables.schemas import EVENT_SCHEMA, QUARANTINE_SCHEMA, USER_TABLE_SHAPES
+        from lakeshard.tables import EVENT_SCHEMA, QUARANTINE_SCHEMA, USER_TABLE_SHAPES
 
         letters = dead_letter_arrow(routed.select([f.name for f in EVENT_SCHEMA.fields]), unwritable)
         quarantine = self.writer.dead_letters.quarantine_uri

@@ -83,14 +83,17 @@ from lakeshard.lake import FileInfo, TableStore, check_data_file, damaged_in_spa
 from lakeshard.tables import (
     BUCKETS,
     EVENTS,
+    EVENTS_SCHEMA,
     ID_INDEX,
+    ID_INDEX_KEYED_SCHEMA,
     ID_INDEX_PARTITIONING,
+    ID_INDEX_PROPERTIES,
     QUARANTINE,
     ROUTED,
+    USER_TABLE_SHAPES,
     writer_app_id,
 )
-from lakeshard.tables.schemas import EVENTS_SCHEMA, ID_INDEX_KEYED_SCHEMA, ID_INDEX_PROPERTIES, USER_TABLE_SHAPES
-from lakeshard.tables.schemas import ID_INDEX_SCHEMA as ID_SCHEMA
+from lakeshard.tables import ID_INDEX_SCHEMA as ID_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -27,9 +27,14 @@ if TYPE_CHECKING:
     from lakeshard.landing.errors import (
         LandingReadError,
     )
+    from lakeshard.landing.gzip import GZIP_HEADER_BYTES, gzip_stream_ends, is_gzip
     from lakeshard.landing.listing import (
         LandingFile,
+        LandingScan,
+        content_checksum,
         list_landing_files,
+        open_landing_file,
+        scan_landing,
     )
     from lakeshard.landing.parse import (
         ParsedEvent,
@@ -37,6 +42,19 @@ if TYPE_CHECKING:
         Rejection,
         is_blank,
         parse_record,
+    )
+    from lakeshard.landing.reasons import (
+        ABSURD_TIMESTAMP,
+        BAD_TIMESTAMP,
+        BAD_TYPE,
+        CATEGORIES,
+        EMPTY_FIELD,
+        INVALID_JSON,
+        MISSING_FIELD,
+        NOT_AN_OBJECT,
+        OVERSIZE,
+        TOO_LONG,
+        WRITE_FAILED,
     )
     from lakeshard.landing.spark_reader import (
         LandingBatch,
@@ -46,17 +64,35 @@ if TYPE_CHECKING:
 
 # Spark and Arrow load on first use of a name, not on `import lakeshard.landing`.
 __all__ = [
+    "ABSURD_TIMESTAMP",
+    "BAD_TIMESTAMP",
+    "BAD_TYPE",
+    "CATEGORIES",
+    "EMPTY_FIELD",
+    "GZIP_HEADER_BYTES",
+    "INVALID_JSON",
+    "MISSING_FIELD",
+    "NOT_AN_OBJECT",
+    "OVERSIZE",
+    "TOO_LONG",
+    "WRITE_FAILED",
     "LandingBatch",
     "LandingFile",
     "LandingReadError",
+    "LandingScan",
     "ParsedEvent",
     "RecordParser",
     "Rejection",
+    "content_checksum",
+    "gzip_stream_ends",
     "is_blank",
+    "is_gzip",
     "list_landing_files",
+    "open_landing_file",
     "parse_landing_arrow",
     "parse_record",
     "read_landing",
+    "scan_landing",
 ]
 
 __getattr__, __dir__ = lazy_exports(globals())

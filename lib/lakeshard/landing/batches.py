@@ -53,7 +53,7 @@ from lakeshard.landing.gzip import GZIP_HEADER_BYTES, GzipDamage, gunzip, is_gzi
 from lakeshard.landing.listing import LandingFile, content_checksum
 from lakeshard.landing.parse import OPTIONAL_STRING_FIELDS, REQUIRED_FIELDS, EventFields, RecordParser
 from lakeshard.landing.vector import BlockParser, split_lines
-from lakeshard.tables.schemas import QUARANTINE_RAW_LIMIT_BYTES
+from lakeshard.tables import QUARANTINE_RAW_LIMIT_BYTES
 
 __all__ = ["EPOCH", "PARSED", "ParseFiles", "path_key", "unreadable"]
 

@@ -21,7 +21,7 @@ from lakeshard.landing.batches import PARSED, ParseFiles, path_key, unreadable
 from lakeshard.landing.listing import LandingFile, open_landing_file
 from lakeshard.landing.threads import parse_threads, split_by_bytes
 from lakeshard.process import SharedJobs, worker_pool
-from lakeshard.tables.schemas import EVENT_SCHEMA, QUARANTINE_SCHEMA
+from lakeshard.tables import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
 __all__ = ["parse_landing_arrow"]
 

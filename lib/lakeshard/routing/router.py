@@ -30,9 +30,7 @@ import pyarrow.compute as pc
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
-from lakeshard.landing.driver import parse_landing_arrow
-from lakeshard.landing.listing import LandingFile, scan_landing
-from lakeshard.landing.spark_reader import read_landing
+from lakeshard.landing import LandingFile, parse_landing_arrow, read_landing, scan_landing
 from lakeshard.process import SharedJobs, worker_pool
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.arrow_route import route_arrow, routed_rows
@@ -49,20 +47,18 @@ from lakeshard.tables import (
     FUSED_HANDOFF,
     ID_INDEX,
     LANDING_BATCHES,
+    LANDING_BATCHES_SCHEMA,
     QUARANTINE,
+    QUARANTINE_SCHEMA,
     ROUTED,
     ROUTED_PARTITIONING,
-    ROUTER_APP_ID,
-    ROUTING_METRICS,
-)
-from lakeshard.tables.schemas import (
-    LANDING_BATCHES_SCHEMA,
-    QUARANTINE_SCHEMA,
     ROUTED_PROPERTIES,
     ROUTED_SCHEMA,
+    ROUTER_APP_ID,
+    ROUTING_METRICS,
     USER_TABLE_SHAPES,
 )
-from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA as METRICS_SCHEMA
+from lakeshard.tables import ROUTING_METRICS_SCHEMA as METRICS_SCHEMA
 from lakeshard.utc import millis
 
 if TYPE_CHECKING:
