@@ -438,3 +438,10 @@ def test_the_runtime_package_holds_the_session_factory_only() -> None:
     modules = sorted(p.stem for p in (LIB / "runtime").glob("*.py") if p.stem != "__init__")
     assert modules == ["environments", "session"], f"lakeshard.runtime holds more than the session factory: {modules}"
 
+
+def test_figures_are_drawn_only_in_the_plots_package() -> None:
+    found = [f"{module}:{line} imports {target}" for module, path in _modules(LIB)
+             if not module.startswith("lakeshard.app.plots")
+             for line, target in _imports(path, module) if target.split(".")[0] == "matplotlib"]
+    assert not found, "matplotlib imported outside lakeshard.app.plots (give the figure a module there):\n" + \
+        "\n".join(found)

@@ -63,7 +63,9 @@ def _missing_extra(exc: ModuleNotFoundError) -> str | None:
 
 def _require_app_extra() -> None:
     """Import the app extra's modules now, so a command that needs them stops before its work, not in the middle."""
-    import matplotlib  # noqa: F401
+    from lakeshard.app.plots import require_matplotlib
+
+    require_matplotlib()
     import tqdm  # noqa: F401
 
 
