@@ -26,7 +26,7 @@ from typing import Any
 
 # (module, attribute path, also bound by name in these modules)
 PHASES: list[tuple[str, str, tuple[str, ...]]] = [
-    ("lakeshard.landing.driver", "parse_landing_arrow", ("lakeshard.routing.router",)),
+    ("lakeshard.landing.arrow_read", "parse_landing_arrow", ("lakeshard.routing.router",)),
     ("lakeshard.routing.arrow_route", "route_arrow", ("lakeshard.routing.router",)),
     ("lakeshard.routing.router", "Router._look", ()),
     ("lakeshard.routing.router", "Router._commit", ()),

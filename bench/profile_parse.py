@@ -25,9 +25,9 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+import lakeshard.landing.arrow_json as vector
+import lakeshard.landing.arrow_read as driver
 import lakeshard.landing.batches as batches
-import lakeshard.landing.driver as driver
-import lakeshard.landing.vector as vector
 from lakeshard.config import LandingConfig
 from lakeshard.landing.listing import list_landing_files
 from lakeshard.landing.parse import RecordParser

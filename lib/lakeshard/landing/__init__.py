@@ -1,7 +1,9 @@
 """The landing zone: newline-delimited JSON files any producer can write (docs/design.md §2).
 
 ``parse_record`` decides what a valid record is (pure Python); ``read_landing`` reads a landing zone
-with Spark into valid ``events`` and a ``quarantine`` of the rest, with the reason for each.
+with Spark into valid ``events`` and a ``quarantine`` of the rest, with the reason for each (:mod:`.spark_read`);
+``parse_landing_arrow`` parses the same bytes to the same rows in this process with Arrow (:mod:`.arrow_read`, over
+Arrow's JSON reader in :mod:`.arrow_json`).
 
 Names are loaded on first use, so ``import lakeshard.landing.reasons`` (which the synthetic generator
 needs) does not import PySpark or PyArrow.
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from lakeshard.landing.driver import (
+    from lakeshard.landing.arrow_read import (
         parse_landing_arrow,
     )
     from lakeshard.landing.errors import (
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
         TOO_LONG,
         WRITE_FAILED,
     )
-    from lakeshard.landing.spark_reader import (
+    from lakeshard.landing.spark_read import (
         LandingBatch,
         read_landing,
     )
