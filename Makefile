@@ -84,10 +84,10 @@ chaos: env
 		echo "libfaketime is not installed: the campaign leaves clock jumps out"
 	$(BIN)/python -m bench.chaos --seed $(SEED) --faults $(FAULTS) --engines $(ENGINES) $(CHAOS_ARGS)
 
-# Java's class-data archive of Spark's classes (lakeshard.runtime.classdata): made once, about a minute; every local
+# Java's class-data archive of Spark's classes (lakeshard.jvm.classdata): made once, about a minute; every local
 # Spark session lakeshard starts then starts in about two thirds of the time. Quiet when it is there already.
 env: java $(STAMP) $(DELTA_STAMP)
-	@$(BIN)/python -c 'from lakeshard.runtime.classdata import main; main()'
+	@$(BIN)/python -c 'from lakeshard.jvm.classdata import main; main()'
 
 # Reinstall only when the project's dependency list changes: a second run starts within seconds.
 $(STAMP): pyproject.toml

@@ -35,7 +35,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import lakeshard.lake.embedded.adapter as embedded
 from bench import peer_curve
-from lakeshard.lake.embedded import EmbeddedTableStore
+from lakeshard.lake import EmbeddedTableStore
 from lakeshard.lake.embedded.write import COMMIT_HOOKS
 
 RESULTS = Path(__file__).resolve().parent / "results"

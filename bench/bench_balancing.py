@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from lakeshard.app.plots.balancing import ExclusionPanel, balancing_figure
+from lakeshard.balancing import StrategyResult, TraceSpec, compare_balancing, simulate, synthetic_trace
 from lakeshard.balancing.balancer import candidate_first_shards
-from lakeshard.balancing.simulation import StrategyResult, TraceSpec, compare_balancing, simulate, synthetic_trace
 from lakeshard.config import BalancingConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -42,10 +42,10 @@ from deltalake import DeltaTable, write_deltalake
 
 from lakeshard.compaction import CompactionSettings, Compactor, LocalityPlanner, SizeTieredPlanner, read_fragments
 from lakeshard.config import load_config
-from lakeshard.dedupe.writer import EVENTS_SCHEMA
 from lakeshard.lake import open_store
 from lakeshard.query import choose_files
 from lakeshard.runtime import get_spark
+from lakeshard.tables import EVENTS_SCHEMA
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SORT = ["service", "status", "env", "ts"]

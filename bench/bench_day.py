@@ -58,9 +58,7 @@ from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.lake import TableStore, open_store
 from lakeshard.pipelines import run_pipeline
 from lakeshard.runtime import get_spark
-from lakeshard.synth import SynthSpec, generate_landing
-from lakeshard.synth.manifest import EVENTS_FILE, TRUTH_DIR, Manifest
-from lakeshard.synth.verify import check_against_truth
+from lakeshard.synth import EVENTS_FILE, TRUTH_DIR, Manifest, SynthSpec, check_against_truth, generate_landing
 from lakeshard.tables import (
     BUCKETS,
     CHUNK_LOCKS,

@@ -62,12 +62,11 @@ from pyspark.sql import functions as F
 
 from lakeshard.compaction import compact_events
 from lakeshard.config import LakeshardConfig, load_config
-from lakeshard.dedupe.writer import EVENTS, EVENTS_SCHEMA, ShardWriter
+from lakeshard.dedupe import ShardWriter
 from lakeshard.lake import TableStore, open_store
-from lakeshard.routing.router import Router
+from lakeshard.routing import Router
 from lakeshard.runtime import get_spark
-from lakeshard.tables import EVENT_KEY, ROUTED
-from lakeshard.tables.schemas import EVENT_SCHEMA, ROUTED_SCHEMA
+from lakeshard.tables import EVENT_KEY, EVENT_SCHEMA, EVENTS, EVENTS_SCHEMA, ROUTED, ROUTED_SCHEMA
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHARDS = 16

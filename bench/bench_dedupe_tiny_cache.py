@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from lakeshard.config import load_config
-from lakeshard.dedupe.writer import EVENTS, ShardWriter
+from lakeshard.dedupe import ShardWriter
 from lakeshard.lake import open_store
-from lakeshard.routing.router import Router
+from lakeshard.routing import Router
 from lakeshard.runtime import get_spark
 from lakeshard.synth import SynthSpec, generate_landing
-from lakeshard.tables import EVENT_KEY
+from lakeshard.tables import EVENT_KEY, EVENTS
 
 RESULTS = Path(__file__).parent / "results"
 SHARDS = 4

@@ -3,7 +3,7 @@
 Generates a landing zone with ``lakeshard generate`` (default 1M events, ~570 MB, producer retries, redelivered
 files, late and malformed records of every quarantine category), then runs every case on the same zone, each in
 a process of its own so that its peak memory is its own, with the memory settings ``lakeshard`` gives its own
-process (``lakeshard.runtime.memory``: no transparent huge pages, Arrow's freed pages kept):
+process (``lakeshard.process.memory``: no transparent huge pages, Arrow's freed pages kept):
 
 * ``cli`` — ``lakeshard ingest`` (route + dedupe + Delta commits), exactly once;
 * ``one-table`` — the one-table floor: lakeshard's parse and one ``write_deltalake`` of the parsed events, no
@@ -134,7 +134,7 @@ def case_one_table(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str,
 
 
 def case_one_table_partitioned(landing: Path, work: Path, opts: dict[str, Any]) -> dict[str, Any]:
-    from lakeshard.dedupe.index import own_hour_arrow
+    from lakeshard.dedupe import own_hour_arrow
 
     return _one_table(landing, work / "one_table_partitioned", own_hour_arrow)
 
@@ -189,8 +189,8 @@ def case_three_tables(landing: Path, work: Path, opts: dict[str, Any]) -> dict[s
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from lakeshard.dedupe.keyhash import key_hashes
-    from lakeshard.lake.protocol.partitions import write_partitioned
+    from lakeshard.dedupe import key_hashes
+    from lakeshard.lake import write_partitioned
     from lakeshard.tables import EVENTS_SORT_COLUMNS
 
     out = work / "three_tables"
@@ -579,7 +579,7 @@ def run(args: argparse.Namespace, work: Path, say: Callable[[str], None] = print
     """
     import pyarrow.parquet as pq
 
-    from lakeshard.synth.manifest import EVENTS_FILE, TRUTH_DIR, read_manifest
+    from lakeshard.synth import EVENTS_FILE, TRUTH_DIR, read_manifest
 
     chosen = [c for c in args.cases.split(",") if c]
     unknown = sorted(set(chosen) - set(CASES))
@@ -674,7 +674,7 @@ def main() -> None:
     if args.run_case:  # a child: run one case, write its figures
         # Every case's process has the memory settings `lakeshard` gives its own (no transparent huge pages,
         # Arrow's freed pages kept): the ratios then measure the work, not the settings.
-        from lakeshard.runtime.memory import prepare_process_memory
+        from lakeshard.process import prepare_process_memory
 
         prepare_process_memory()
         result = RUNNERS[args.run_case](Path(args.landing), Path(args.work),

@@ -12,7 +12,7 @@ a table of its own, the peers taking turns:
   ``OptimisticTransaction`` commits them: a commit recorded as ``WRITE``, the app id added to the transaction's
   reads without ``txnVersion``'s state reconstruction; what the shard writers commit on a classic session);
 * **lakeshard append_arrow, py4j with Nagle** - the same with Nagle's algorithm back on both ends of the py4j
-  connection for its commits (py4j's default), which ``lakeshard.runtime.replies`` switches off.
+  connection for its commits (py4j's default), which ``lakeshard.jvm.replies`` switches off.
 
 Writes ``bench/results/native-commits.{json,md,png}``.
 
@@ -42,12 +42,12 @@ PEERS = [PUBLIC, LAKESHARD_DF, ARROW, NAGLE]
 
 def _nagle(spark: Any, on: bool) -> None:
     """Put Nagle's algorithm on (py4j's default) or off at both ends of this thread's py4j connection."""
-    from lakeshard.runtime.replies import _runnable
+    from lakeshard.jvm.replies import thread_runnable
 
     jvm = spark._jvm
     jvm._gateway_client.get_thread_connection().socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY,
                                                                   0 if on else 1)
-    _runnable(jvm, jvm.java.lang.Thread.currentThread()).getSocket().setTcpNoDelay(not on)
+    thread_runnable(jvm, jvm.java.lang.Thread.currentThread()).getSocket().setTcpNoDelay(not on)
 
 
 def measure(lengths: list[int], repeat: int, work: Path) -> list[dict[str, Any]]:
@@ -55,8 +55,7 @@ def measure(lengths: list[int], repeat: int, work: Path) -> list[dict[str, Any]]
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from lakeshard.config import load_config
-    from lakeshard.lake.native import NativeTableStore
-    from lakeshard.lake.types import AppTransaction
+    from lakeshard.lake import AppTransaction, NativeTableStore
     from lakeshard.runtime import delta_jars, get_spark
 
     spark = get_spark(load_config(overrides={"spark": {"master": "local[2]", "adapter": "native",

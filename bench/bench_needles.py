@@ -40,7 +40,7 @@ from lakeshard.compaction import CompactionSettings, Compactor, LocalityPlanner,
 from lakeshard.config import load_config
 from lakeshard.lake import FileInfo, open_store
 from lakeshard.query import register_lakeshard_source
-from lakeshard.runtime.session import local_spark_conf
+from lakeshard.runtime import local_spark_conf
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

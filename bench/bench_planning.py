@@ -43,11 +43,10 @@ from deltalake import DeltaTable
 
 from lakeshard.compaction import FragmentMeta, FragmentTable
 from lakeshard.compaction.fragment_table import commit_info_fragments
-from lakeshard.lake.embedded import EmbeddedTableStore
+from lakeshard.lake import EmbeddedTableStore
 from lakeshard.pruning import ColumnPruning
 from lakeshard.query import in_partitions, plan_read
-from lakeshard.tables import EVENTS_PARTITIONING
-from lakeshard.tables.schemas import EVENTS_SCHEMA
+from lakeshard.tables import EVENTS_PARTITIONING, EVENTS_SCHEMA
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DAY = datetime(2026, 3, 1, tzinfo=UTC)

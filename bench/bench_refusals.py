@@ -7,7 +7,7 @@ finds them one at a time. Each share of them gets one generated zone (``--lines`
 
 * ``lakeshard`` — :func:`lakeshard.landing.parse_landing_arrow`, as ``lakeshard ingest`` runs it;
 * ``lakeshard, Arrow finds every refusal`` — the same with its switch to the exact rules where refusals are dense
-  turned off (``vector._DENSE``): what finding every refused line through Arrow costs;
+  turned off (``arrow_json._DENSE``): what finding every refused line through Arrow costs;
 * ``exact rules on every line`` — the same with the vectorised block parse accepting nothing, so every line goes
   through :meth:`lakeshard.landing.parse.RecordParser.check` and its rows are built one by one: what a
   line-by-line parser with these rules and this output costs, and what the switch for dense refusals goes to.
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from lakeshard.config import LandingConfig
-from lakeshard.landing import list_landing_files, parse_landing_arrow, vector
+from lakeshard.landing import arrow_json, list_landing_files, parse_landing_arrow
 from lakeshard.synth.malformed import arrow_refused_line, base_record
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -70,10 +70,10 @@ def _lakeshard(root: Path, limits: LandingConfig) -> tuple[int, int]:
     return events.num_rows, quarantine.num_rows
 
 
-def _every_line_exact(self: vector.BlockParser, text: bytes, starts: Any, ends: Any, numbers: Any
-                      ) -> vector.ParsedBlock:
+def _every_line_exact(self: arrow_json.BlockParser, text: bytes, starts: Any, ends: Any, numbers: Any
+                      ) -> arrow_json.ParsedBlock:
     """A block parse that accepts nothing: every line goes to the exact rules."""
-    return vector.ParsedBlock({}, np.arange(len(starts), dtype=np.int64))
+    return arrow_json.ParsedBlock({}, np.arange(len(starts), dtype=np.int64))
 
 
 def _best(run: Callable[[], tuple[int, int]], repeat: int) -> tuple[float, tuple[int, int]]:
@@ -96,16 +96,16 @@ def measure(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, A
             size = write_zone(root, args.lines, args.file_lines, share, seed=k)
             row: dict[str, Any] = {"share": share, "zone_mb": round(size / 1e6, 2)}
             outcomes = {}
-            dense, block_parse = vector._DENSE, vector.BlockParser.parse
+            dense, block_parse = arrow_json._DENSE, arrow_json.BlockParser.parse
             for case in CASES:
                 if case == "arrow-only":
-                    vector._DENSE = (1 << 30, 0)
+                    arrow_json._DENSE = (1 << 30, 0)
                 elif case == "exact":
-                    vector.BlockParser.parse = _every_line_exact  # type: ignore[method-assign]
+                    arrow_json.BlockParser.parse = _every_line_exact  # type: ignore[method-assign]
                 try:
                     cpu, outcomes[case] = _best(lambda root=root: _lakeshard(root, limits), args.repeat)
                 finally:
-                    vector._DENSE, vector.BlockParser.parse = dense, block_parse  # type: ignore[method-assign]
+                    arrow_json._DENSE, arrow_json.BlockParser.parse = dense, block_parse  # type: ignore[method-assign]
                 row[f"{case}_cpu_s"] = round(cpu, 3)
             if len(set(outcomes.values())) != 1:
                 raise SystemExit(f"share {share}: the parses disagree (events, quarantined): {outcomes}")

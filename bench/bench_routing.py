@@ -40,13 +40,10 @@ from typing import Any
 from lakeshard.config import load_config
 from lakeshard.lake import open_store
 from lakeshard.landing import read_landing
-from lakeshard.routing.allocator import ShardAllocator
-from lakeshard.routing.placement import first_shard
-from lakeshard.routing.spark_route import route, write_tasks
+from lakeshard.routing import ShardAllocator, first_shard, route, write_tasks
 from lakeshard.runtime import get_spark
 from lakeshard.synth import SynthSpec, generate_landing
-from lakeshard.tables import ROUTED
-from lakeshard.tables.schemas import EVENT_SCHEMA, ROUTED_SCHEMA
+from lakeshard.tables import EVENT_SCHEMA, ROUTED, ROUTED_SCHEMA
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROUNDS = 5

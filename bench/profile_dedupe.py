@@ -33,10 +33,10 @@ import lakeshard.lake.embedded.log as embedded_log
 import lakeshard.lake.embedded.write as embedded_write
 from bench import bench_dedupe as bench
 from lakeshard.config import load_config
+from lakeshard.dedupe import ShardWriter
 from lakeshard.dedupe.engines import ArrowStep
 from lakeshard.dedupe.feed import RoutedFeed
 from lakeshard.dedupe.index import IdIndex
-from lakeshard.dedupe.writer import ShardWriter
 from lakeshard.lake import open_store
 from lakeshard.runtime import get_spark
 

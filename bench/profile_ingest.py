@@ -26,7 +26,7 @@ from typing import Any
 
 # (module, attribute path, also bound by name in these modules)
 PHASES: list[tuple[str, str, tuple[str, ...]]] = [
-    ("lakeshard.landing.driver", "parse_landing_arrow", ("lakeshard.routing.router",)),
+    ("lakeshard.landing.arrow_read", "parse_landing_arrow", ("lakeshard.routing.router",)),
     ("lakeshard.routing.arrow_route", "route_arrow", ("lakeshard.routing.router",)),
     ("lakeshard.routing.router", "Router._look", ()),
     ("lakeshard.routing.router", "Router._commit", ()),
@@ -78,7 +78,7 @@ def main() -> None:
     p.add_argument("--spans", type=float, default=0.05, help="print calls at least this long (seconds)")
     args = p.parse_args()
     shutil.rmtree(args.lakehouse, ignore_errors=True)
-    from lakeshard.runtime.memory import prepare_process_memory
+    from lakeshard.process import prepare_process_memory
 
     prepare_process_memory()  # as the command does, before the phases' modules load pyarrow
     t0 = time.perf_counter()

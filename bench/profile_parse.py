@@ -25,13 +25,12 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+import lakeshard.landing.arrow_json as vector
+import lakeshard.landing.arrow_read as driver
 import lakeshard.landing.batches as batches
-import lakeshard.landing.driver as driver
-import lakeshard.landing.vector as vector
 from lakeshard.config import LandingConfig
-from lakeshard.landing.listing import list_landing_files
-from lakeshard.landing.parse import RecordParser
-from lakeshard.routing.hashing import event_hashes
+from lakeshard.landing import RecordParser, list_landing_files
+from lakeshard.routing import event_hashes
 
 _open = threading.local()  # .stack, per thread: per open phase [started, CPU spent in nested phases]
 _lock = threading.Lock()

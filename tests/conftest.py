@@ -71,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
     properties, which Spark reads as it reads ``spark-defaults.conf``. Not in a ``spark-defaults.conf``: the launcher
     puts its configuration folder on the JVM's class path, and Java shares no class data with a process whose class
     path holds a folder with files in it. So the tests run on the virtual environment's pyspark with no Spark
-    configuration folder of the machine's, and share the archive ``make env`` made (:mod:`lakeshard.runtime.classdata`;
+    configuration folder of the machine's, and share the archive ``make env`` made (:mod:`lakeshard.jvm.classdata`;
     made here when missing): it saves each JVM about half of its start (a local session and its first query: 14 s ->
     8 s here).
 
@@ -81,7 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     import pyspark
 
-    from lakeshard.runtime.classdata import archive_options, make_archive
+    from lakeshard.jvm.classdata import archive_options, make_archive
 
     os.environ.pop("SPARK_CONF_DIR", None)
     os.environ["SPARK_HOME"] = str(Path(pyspark.__file__).parent)  # whose configuration folder does not exist

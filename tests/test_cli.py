@@ -461,7 +461,7 @@ def test_on_a_databricks_cluster_the_entry_point_returns_its_code_and_leaves_the
     """A wheel task calls the entry point inside the driver's Python process: ending that process, or changing its
     memory settings, is not the command's to do."""
     script = ("import ctypes, os, sys; sys.platform.startswith('linux') and ctypes.CDLL(None).prctl(41, 0, 0, 0, 0); "
-              "from lakeshard.app.cli import run; from lakeshard.runtime.memory import huge_pages_disabled; "
+              "from lakeshard.app.cli import run; from lakeshard.process.memory import huge_pages_disabled; "
               "sys.argv = ['lakeshard', 'generate', '--events', '30', '--landing', sys.argv[1]]; "
               "code = run(); print('returned', code, huge_pages_disabled(), os.environ.get('MIMALLOC_PURGE_DELAY'))")
     environ = {k: v for k, v in os.environ.items() if k != "MIMALLOC_PURGE_DELAY"}

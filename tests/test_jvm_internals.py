@@ -22,7 +22,7 @@ ALLOWED_FUNCTIONS = {
     # Starting a local classic session: whether this process's JVM (one per process) was launched without Delta's
     # jars, before Delta's catalog is asked of it.
     ("runtime/session.py", "_jvm_without_delta"),
-    # A classic session's py4j view handed to runtime.replies (TCP_NODELAY on its connection); a Spark Connect
+    # A classic session's py4j view handed to jvm.replies (TCP_NODELAY on its connection); a Spark Connect
     # session has no _jvm, and the getattr finds none.
     ("runtime/session.py", "_quick"),
 }

@@ -246,6 +246,95 @@ def test_other_packages_use_the_lake_package_through_its_face() -> None:
         "\n".join(reaching)
 
 
+def _face_names(package: str, root: Path = LIB) -> set[str]:
+    """Return the names the face of the package ``package`` under ``root`` lists in its ``__all__`` (read, not
+    imported)."""
+    for node in ast.parse((root / package / "__init__.py").read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def imports_past_faces(root: Path) -> tuple[list[str], int]:
+    """Return the imports between packages under ``root`` that go past the imported package's face (into one of
+    its modules, or of a name its ``__all__`` does not list), and how many imports between packages there are."""
+    past: list[str] = []
+    between = 0
+    for module, path in _modules(root):
+        me = _unit(module)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                pairs = [(a.name, None) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                stem = node.module or ""
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    stem = ".".join(base + ([node.module] if node.module else []))
+                pairs = [(stem, [a.name for a in node.names])]
+            else:
+                continue
+            for target, names in pairs:
+                parts = target.split(".")
+                if parts[0] != root.name or len(parts) < 2 or _unit(target) == me or not (root / parts[1]).is_dir():
+                    continue
+                between += 1
+                if len(parts) > 2:
+                    past.append(f"{module}:{node.lineno} imports {target}")
+                elif names and (hidden := sorted(set(names) - _face_names(parts[1], root))):
+                    past.append(f"{module}:{node.lineno} imports {', '.join(hidden)} from {target}, not in its __all__")
+    return past, between
+
+
+def test_packages_import_each_other_through_their_faces() -> None:
+    # A package's face (its __init__.py and __all__) is its front door: what another package may use.
+    past, between = imports_past_faces(LIB)
+    assert not past, f"{len(past)} of {between} imports between packages go past a package's face (add the name " \
+        "to the face's __all__, or keep it inside its package):\n" + "\n".join(past)
+
+
+def test_the_face_check_sees_modules_and_names_past_a_face(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    for sub in ("a", "b"):
+        (root / sub).mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "a" / "__init__.py").write_text("from pkg.a.x import f\n__all__ = ['f']\n")
+    (root / "a" / "x.py").write_text("def f(): ...\ndef g(): ...\n")
+    (root / "b" / "__init__.py").write_text("__all__ = []\n")
+    (root / "b" / "y.py").write_text("from pkg.a import f\nfrom pkg.a import g\nfrom ..a.x import f\n"
+                                     "def h():\n    import pkg.a.x\n")
+    past, between = imports_past_faces(root)
+    assert between == 4
+    assert past == ["pkg.b.y:2 imports g from pkg.a, not in its __all__", "pkg.b.y:3 imports pkg.a.x",
+                    "pkg.b.y:5 imports pkg.a.x"]
+
+
+def _imported_names(path: Path) -> dict[str, str]:
+    """Return name -> the module it is imported from, for the ``from lakeshard... import`` lines of the module at
+    ``path`` (absolute imports, anywhere in the module)."""
+    return {a.asname or a.name: node.module for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lakeshard.")
+            for a in node.names}
+
+
+def test_no_face_hands_on_another_package_s_names() -> None:
+    # A face lists its own package's names; a name of another package is imported from that package's face, not
+    # from this face nor through one of this package's modules that imports it.
+    found = []
+    modules = dict(_modules(LIB))
+    for package in _packages():
+        unit = f"lakeshard.{package}"
+        exported = _face_names(package)
+        for name, home in _imported_names(LIB / package / "__init__.py").items():
+            if name not in exported:
+                continue
+            if _unit(home) != unit:
+                found.append(f"{unit} hands on {name} from {home}")
+            elif home in modules and _unit(further := _imported_names(modules[home]).get(name, home)) != unit:
+                found.append(f"{unit} hands on {name} from {further} (through {home})")
+    assert not found, "faces re-exporting another package's names:\n" + "\n".join(found)
+
+
 def test_no_module_imports_the_internals_of_another_package_s_sub_package() -> None:
     # lakeshard.<package>.<sub-package> is entered from outside <package> only through the sub-package's face.
     reaching = []
@@ -483,7 +572,7 @@ def record_walks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tup
 def test_one_landing_record_visits_each_delivery_module_at_most_twice(
         record_walks: dict[str, list[tuple[str, str, str]]], path: str) -> None:
     walk = record_walks[path]
-    assert {"lakeshard.landing.driver", "lakeshard.routing.arrow_route", "lakeshard.dedupe.engines"} <= \
+    assert {"lakeshard.landing.arrow_read", "lakeshard.routing.arrow_route", "lakeshard.dedupe.engines"} <= \
         {module for module, _, _ in walk}, walk
     again = {module: n for module, n in visits(walk).items() if n > 2}
     assert not again, f"{path}: modules the record enters more than twice: {again}\n" + \
@@ -499,3 +588,18 @@ def test_the_router_hands_a_fused_batch_straight_to_the_one_delivery_entry(
                     and m.startswith(("lakeshard.dedupe.", "lakeshard.pipelines."))]
     assert after_router[:1] == [("lakeshard.dedupe.writer", "ShardWriter.deliver")], walk
     assert [f for m, f, _ in walk if m == "lakeshard.dedupe.writer"] == ["ShardWriter.deliver"], walk
+
+
+def test_the_runtime_package_holds_the_session_factory_only() -> None:
+    # The JVM's tuning (lakeshard.jvm), the process's threads and memory (lakeshard.process) and the notebooks'
+    # parameters (lakeshard.notebook) each have a package of their own: runtime is where a session comes from.
+    modules = sorted(p.stem for p in (LIB / "runtime").glob("*.py") if p.stem != "__init__")
+    assert modules == ["environments", "session"], f"lakeshard.runtime holds more than the session factory: {modules}"
+
+
+def test_figures_are_drawn_only_in_the_plots_package() -> None:
+    found = [f"{module}:{line} imports {target}" for module, path in _modules(LIB)
+             if not module.startswith("lakeshard.app.plots")
+             for line, target in _imports(path, module) if target.split(".")[0] == "matplotlib"]
+    assert not found, "matplotlib imported outside lakeshard.app.plots (give the figure a module there):\n" + \
+        "\n".join(found)

@@ -41,7 +41,7 @@ def lazy_exports(namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Calla
     Example (a package's ``__init__.py``)::
 
         if TYPE_CHECKING:
-            from lakeshard.landing.spark_reader import read_landing
+            from lakeshard.landing.spark_read import read_landing
 
         __all__ = ["read_landing"]
 

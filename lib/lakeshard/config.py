@@ -47,7 +47,7 @@ OTHER_VARIABLES: dict[str, str] = {
     "LAKESHARD_CONFIG": "the TOML file to read (default ./lakeshard.toml when present)",
     "LAKESHARD_DEBUG": "print an unexpected error's traceback instead of saving it to a file",
     "LAKESHARD_HUGE_PAGES": "1: the machine's transparent huge pages for a lakeshard command's process "
-                            "(lakeshard.runtime.memory)",
+                            "(lakeshard.process.memory)",
     "LAKESHARD_TRACE_PHASES": "a file the table store appends a line to around each commit and Parquet write "
                               "(lakeshard.lake.trace)",
     "LAKESHARD_DELTA_JARS": "the folder holding Delta's jars (default .delta-jars/ beside the project, filled by "

@@ -265,7 +265,7 @@ def test_spark_quarantines_a_file_gone_after_it_planned_the_read_in_the_same_run
     """A planned file that vanishes after Spark analysed the read, before the task reads it, is one
     ``unreadable_file`` row naming it and its planned range (not a failed job the batch's replay quarantines it in);
     the other files are read, and a file that holds only blank lines is not taken for a vanished one."""
-    from lakeshard.landing import spark_reader
+    from lakeshard.landing import spark_read
 
     rng = random.Random(seed)
     root = tmp_path / "landing"
@@ -278,14 +278,14 @@ def test_spark_quarantines_a_file_gone_after_it_planned_the_read_in_the_same_run
     files = list_landing_files(root)
     victim = next(f for f in files if Path(f.path).name == "part-2.jsonl")
     expected_events, _ = parse_landing_arrow([f for f in files if f is not victim], limits=LIMITS, now_ms=NOW_MS)
-    analysed = spark_reader._binary_contents
+    analysed = spark_read._binary_contents
 
     def then_vanish(*args: Any, **kwargs: Any) -> Any:
         found = analysed(*args, **kwargs)
         (root / "part-2.jsonl").unlink()  # gone after the analysis, before any task reads it
         return found
 
-    monkeypatch.setattr(spark_reader, "_binary_contents", then_vanish)
+    monkeypatch.setattr(spark_read, "_binary_contents", then_vanish)
     with read_landing(spark, files, limits=LIMITS, now_ms=NOW_MS) as batch:
         spark_events = sorted((r.source_file, r.line_number) for r in batch.events.collect())
         spark_quarantine = [r.asDict() for r in batch.quarantine.collect()]

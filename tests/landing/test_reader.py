@@ -257,17 +257,17 @@ def test_the_driver_parse_on_threads_gives_the_rows_of_one_thread_in_the_same_or
         landed: Landed, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch's files are parsed on a thread per core; a file that cannot be read mid-batch is quarantined in
     its place. Whatever the split, the events and rejections are the one-thread parse's, row for row."""
-    from lakeshard.landing import driver
+    from lakeshard.landing import arrow_read
     from lakeshard.landing.listing import LandingFile
 
     files = list_landing_files(landed.root)
     files.insert(len(files) // 2, LandingFile(f"file://{landed.root}/vanished.jsonl", 10, EPOCH))
-    monkeypatch.setattr(driver, "parse_threads", lambda _files: 1)
+    monkeypatch.setattr(arrow_read, "parse_threads", lambda _files: 1)
     alone = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms)
     split: list[list[str]] = []
-    real_split = driver.split_by_bytes
-    monkeypatch.setattr(driver, "parse_threads", lambda _files: threads)
-    monkeypatch.setattr(driver, "split_by_bytes",
+    real_split = arrow_read.split_by_bytes
+    monkeypatch.setattr(arrow_read, "parse_threads", lambda _files: threads)
+    monkeypatch.setattr(arrow_read, "split_by_bytes",
                         lambda fs, n: split.append([f.path for f in fs]) or real_split(fs, n))
     together = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms)
     assert split, "the parse did not split the batch"
@@ -281,19 +281,19 @@ def test_a_parse_given_one_thread_parses_on_the_calling_thread_whatever_the_core
     the rows are those of the parse on every core."""
     import threading
 
-    from lakeshard.landing import driver
+    from lakeshard.landing import arrow_read
 
     files = list_landing_files(landed.root)
-    monkeypatch.setattr(driver, "parse_threads", lambda _files: 4)
+    monkeypatch.setattr(arrow_read, "parse_threads", lambda _files: 4)
     everywhere = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms)
     parsed_on: set[str] = set()
-    real_parse = driver.ParseFiles.parse
+    real_parse = arrow_read.ParseFiles.parse
 
     def parse(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         parsed_on.add(threading.current_thread().name)
         return real_parse(self, *args, **kwargs)
 
-    monkeypatch.setattr(driver.ParseFiles, "parse", parse)
+    monkeypatch.setattr(arrow_read.ParseFiles, "parse", parse)
     alone = parse_landing_arrow(files, limits=LIMITS, now_ms=landed.now_ms, threads=1)
     assert parsed_on == {threading.current_thread().name}
     assert alone[0].equals(everywhere[0]) and alone[1].equals(everywhere[1])

@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.lake import TableStore
-from lakeshard.landing import driver, listing, spark_reader
+from lakeshard.landing import arrow_read, listing, spark_read
 from lakeshard.routing.router import Router
 from lakeshard.routing.unrouted import unrouted_landing
 from lakeshard.tables import LANDING_BATCHES, QUARANTINE, ROUTED
@@ -151,7 +151,7 @@ def test_a_replay_on_a_later_clock_reaches_the_first_attempts_verdicts(
     assert sorted(_routed_ids(store, cfg)) == ["e0", "e2"]
 
     later = time.time() + 7200  # the wall clock two hours on: the record would now be within the bound
-    for reader in (driver, spark_reader):  # the clock of both parse paths
+    for reader in (arrow_read, spark_read):  # the clock of both parse paths
         monkeypatch.setattr(reader, "time", SimpleNamespace(time=lambda: later))
     reports = Router(spark, store, cfg, clock=lambda: datetime.fromtimestamp(later, UTC)).run()
     assert [r.replayed for r in reports] == [True]

@@ -152,8 +152,8 @@ def _fake_java(folder: Path, version_line: str) -> Path:
 def test_java_is_looked_up_in_java_home_first_and_its_version_checked(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from lakeshard.errors import EnvironmentProblem
+    from lakeshard.jvm.classdata import java_executable
     from lakeshard.runtime import find_java
-    from lakeshard.runtime.classdata import java_executable
 
     new = _fake_java(tmp_path / "new", 'openjdk version "21.0.3" 2024-04-16')
     monkeypatch.setenv("JAVA_HOME", str(new.parent.parent))

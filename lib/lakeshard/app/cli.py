@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from lakeshard.app.cli_args import LakeshardParser, config_from_args, count, number
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
+from lakeshard.process import prepare_process_memory
 from lakeshard.runtime import on_databricks_cluster
-from lakeshard.runtime.memory import prepare_process_memory
 
 if TYPE_CHECKING:
-    from lakeshard.pipelines.context import RuleCount
-    from lakeshard.routing.lifecycle import Intake
+    from lakeshard.pipelines import RuleCount
+    from lakeshard.routing import Intake
 
 __all__ = ["main"]
 
@@ -63,7 +63,9 @@ def _missing_extra(exc: ModuleNotFoundError) -> str | None:
 
 def _require_app_extra() -> None:
     """Import the app extra's modules now, so a command that needs them stops before its work, not in the middle."""
-    import matplotlib  # noqa: F401
+    from lakeshard.app.plots import require_matplotlib
+
+    require_matplotlib()
     import tqdm  # noqa: F401
 
 
@@ -160,7 +162,7 @@ def _environment_verdict(spark: Any) -> str:
     import pyarrow
     import pyspark
 
-    from lakeshard.runtime.environments import tested_environment
+    from lakeshard.runtime import tested_environment
 
     verdict = tested_environment(python=platform.python_version(), client_spark=pyspark.__version__,
                                  server_spark=spark.version, pyarrow=pyarrow.__version__)
@@ -185,8 +187,7 @@ def cmd_route(args: argparse.Namespace) -> int:
     A batch a stopped ``lakeshard ingest`` planned for the in-memory hand-off is finished first, as the flow
     finishes it: writers of every shard commit it to events through the ingest flow's expectations.
     """
-    from lakeshard.pipelines.commands import run_flows
-    from lakeshard.pipelines.context import FlowResult
+    from lakeshard.pipelines import FlowResult, run_flows
 
     cfg = config_from_args(args)
     # Spark starts only when the flow needs it: a batch too big for the driver (routing.arrow_max_bytes), or rows
@@ -237,10 +238,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     stderr) while the other shards are written; exit 1 then.
     """
     from lakeshard.lake import open_lazy_store
-    from lakeshard.pipelines.commands import run_flows
-    from lakeshard.pipelines.context import FlowResult
-    from lakeshard.pipelines.flows import ingest_shards
-    from lakeshard.routing.tables import RoutingTables
+    from lakeshard.pipelines import FlowResult, ingest_shards, run_flows
+    from lakeshard.routing import RoutingTables
 
     cfg = config_from_args(args)
     params = {"ingest": {"shards": ",".join(map(str, args.shards or []))}}
@@ -440,7 +439,7 @@ def _parser() -> argparse.ArgumentParser:
     from lakeshard.app.commands.pipelines import add_commands as add_pipeline_commands
     from lakeshard.app.commands.repair import add_commands as add_repair_commands
     from lakeshard.app.commands.versions import add_commands as add_versions_commands
-    from lakeshard.pipelines.commands import run_flow
+    from lakeshard.pipelines import run_flow
 
     add_balancing_commands(sub, common, run_flow=run_flow)
     add_compaction_commands(sub, common, run_flow=run_flow)
@@ -503,7 +502,7 @@ def _exit_at_once(code: int) -> NoReturn:
     it (bench/results/ingest-profile.md). The exit handlers (``atexit``) still run and what was printed is flushed.
     A thread other than the worker pool's still running (none after a command) is waited for by a regular exit.
     """
-    from lakeshard.runtime.cores import close_worker_pool
+    from lakeshard.process import close_worker_pool
 
     close_worker_pool()
     main_thread = threading.main_thread()

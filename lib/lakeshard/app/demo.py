@@ -24,24 +24,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakeshard.app.plots.landing import landing_overview_plot
+from lakeshard.app.plots.pipeline import pipeline_plot
 from lakeshard.app.plots.routing import shard_load_plot
 from lakeshard.app.progress import landing_bar
 from lakeshard.config import LakeshardConfig
-from lakeshard.dedupe.writer import EVENTS
 from lakeshard.lake import TableStore, naming_damaged_files
-from lakeshard.landing import reasons
-from lakeshard.report import format_table
-from lakeshard.report.routing import ShardLoad, shard_load
+from lakeshard.landing import CATEGORIES
+from lakeshard.report import ShardLoad, format_table, shard_load
 from lakeshard.runtime import runtime_name
-from lakeshard.synth import Manifest, SynthSpec, generate_landing
-from lakeshard.synth.verify import TruthCheck, check_against_truth
-from lakeshard.tables import QUARANTINE, ROUTED
+from lakeshard.synth import Manifest, SynthSpec, TruthCheck, check_against_truth, generate_landing
+from lakeshard.tables import EVENTS, QUARANTINE, ROUTED
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakeshard.balancing.executor import AutoshardRun, BalanceRun
-    from lakeshard.pipelines.runner import RunReport
+    from lakeshard.balancing import AutoshardRun, BalanceRun
+    from lakeshard.pipelines import RunReport
     from lakeshard.query import PruningReport
 
 __all__ = ["DEMO_FLOW_PARAMS", "DemoReport", "NeedleQuery", "run_demo"]
@@ -182,7 +180,7 @@ class DemoReport:
             format_table(
                 ["quarantine reason", "generated", "quarantined"],
                 [[c, m.bad_by_category.get(c, 0), self.quarantine_by_category.get(c, 0)]
-                 for c in reasons.CATEGORIES if m.bad_by_category.get(c, 0) or self.quarantine_by_category.get(c, 0)],
+                 for c in CATEGORIES if m.bad_by_category.get(c, 0) or self.quarantine_by_category.get(c, 0)],
             ),
             "",
             format_table(
@@ -301,7 +299,9 @@ def run_demo(
         return load, [
             landing_overview_plot(cfg.landing, manifest, by_category, out / "landing-overview.png"),
             shard_load_plot(load, out / "shard-load.png"),
-            pipeline_plot(log, before, after, queries, out / "pipeline.png"),
+            pipeline_plot(log, before, after, [(q.label, len(q.min_max_only.read), len(q.with_regex.read))
+                                               for q in queries],
+                          queries[0].tenant if queries else "-", out / "pipeline.png"),
         ]
 
     load, pngs = step(5, "plots", plots)
@@ -347,35 +347,3 @@ def needle_queries(spark: SparkSession, store: TableStore, cfg: LakeshardConfig)
             full = full.where(F.col(column) == value)
         out.append(NeedleQuery(label, tenant, predicates, found.count(), full.count(), with_regex, min_max))
     return out
-
-
-def pipeline_plot(log: Mapping[str, Mapping[str, int]], files_before: int, files_after: int,
-                  queries: list[NeedleQuery], path: Path) -> Path:
-    """Return the PNG path of three panels: where the landing records went, files before/after compaction,
-    files read per needle query with regex pruning vs min/max only."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    route, ingest = log["route"], log["ingest"]
-    went = {"events": ingest["rows_out"], "duplicates dropped": ingest["duplicates_dropped"],
-            "quarantined": route["quarantined"] + ingest["quarantined"], "dropped by expectations": ingest["dropped"]}
-    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.2))
-    left.barh(list(went), list(went.values()), color=["tab:green", "tab:orange", "tab:red", "tab:gray"])
-    left.set_xscale("symlog")
-    left.invert_yaxis()
-    left.set(title=f"where the {route['rows_in']:,} landing records went (event log)", xlabel="records")
-    middle.bar(["before", "after"], [files_before, files_after], color=["#bbbbbb", "tab:blue"])
-    middle.set(title="files in 'events' around compaction", ylabel="files")
-    x = range(len(queries))
-    right.bar([i - 0.2 for i in x], [len(q.min_max_only.read) for q in queries], 0.4, label="min/max only")
-    right.bar([i + 0.2 for i in x], [len(q.with_regex.read) for q in queries], 0.4, label="regex pruning")
-    right.set_xticks(list(x), [q.label.replace(" ", "\n", 1) for q in queries], fontsize=8)
-    right.set(title=f"files read per needle query (tenant {queries[0].tenant if queries else '-'})", ylabel="files")
-    right.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

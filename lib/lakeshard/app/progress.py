@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakeshard.synth.generator import Progress, ProgressBar
+from lakeshard.synth import Progress, ProgressBar
 
 __all__ = ["landing_bar"]
 

@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from lakeshard.balancing.errors import BalancingError
 from lakeshard.config import BalancingConfig
-from lakeshard.routing.tables import TenantSetting
+from lakeshard.routing import TenantSetting
 
 __all__ = [
     "AutoshardError",

@@ -29,8 +29,7 @@ import numpy.typing as npt
 
 from lakeshard.balancing.errors import BalancingError
 from lakeshard.config import BalancingConfig
-from lakeshard.routing.hashing import tenant_key
-from lakeshard.routing.tables import ShardTopology, TenantSetting
+from lakeshard.routing import ShardTopology, TenantSetting, tenant_key
 
 __all__ = [
     "BalanceError",

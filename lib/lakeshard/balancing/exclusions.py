@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from lakeshard.balancing.errors import BalancingError
-from lakeshard.routing.tables import ShardTopology
+from lakeshard.routing import ShardTopology
 
 __all__ = ["ExclusionError", "plan_exclusion"]
 

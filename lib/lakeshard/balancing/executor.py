@@ -25,7 +25,7 @@ from lakeshard.balancing.exclusions import plan_exclusion
 from lakeshard.balancing.simulation import Trace
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore, naming_damaged_files
-from lakeshard.routing.tables import RoutingTables, ShardTopology, TenantSetting
+from lakeshard.routing import RoutingTables, ShardTopology, TenantSetting
 from lakeshard.tables import ROUTING_METRICS
 from lakeshard.utc import as_utc, from_micros, micros
 

@@ -24,12 +24,13 @@ if TYPE_CHECKING:
         check_buckets,
     )
     from lakeshard.buckets.completionist import (
-        BUCKETS,
         BucketsError,
         BucketState,
         Completionist,
         CompletionReport,
+        closed_table,
     )
+    from lakeshard.buckets.guard import guard_open_buckets, refused_by_guard
     from lakeshard.buckets.late import (
         assign_buckets,
         assign_buckets_arrow,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         Backlog,
         BucketDecision,
         BucketObservation,
+        hour_end,
         late_target,
         open_hour,
         plan_closures,
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
 
 # Spark and Arrow load on first use of a name, not on `import lakeshard.buckets`.
 __all__ = [
-    "BUCKETS",
     "Backlog",
     "BucketCheck",
     "BucketDecision",
@@ -58,10 +59,14 @@ __all__ = [
     "assign_buckets",
     "assign_buckets_arrow",
     "check_buckets",
+    "closed_table",
     "event_hour",
+    "guard_open_buckets",
+    "hour_end",
     "late_target",
     "open_hour",
     "plan_closures",
+    "refused_by_guard",
 ]
 
 __getattr__, __dir__ = lazy_exports(globals())

@@ -35,7 +35,7 @@ from lakeshard.errors import DamagedDataFile
 from lakeshard.lake import FileInfo, TableStore, naming_damaged_files
 from lakeshard.sparkhash import SPARK_HASH_SEED, U64, xxhash64_longs, xxhash64_strings
 from lakeshard.tables import EVENT_KEY
-from lakeshard.versions.chunks import rows_in
+from lakeshard.versions import rows_in
 
 __all__ = ["CHECKSUM_KINDS", "ROWHASH2", "ROWJSON", "BucketCheck", "ChecksumError", "check_buckets",
            "checksum_kind", "rowhash2", "rowhash2_groups"]

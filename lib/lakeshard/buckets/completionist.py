@@ -40,15 +40,24 @@ from lakeshard.buckets.planner import Backlog, Bucket, BucketDecision, BucketObs
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.tables import BUCKETS, COMPLETIONIST_APP_ID, EVENTS, LANDING_BATCHES, ROUTED, hour_of, writer_app_id
-from lakeshard.tables.schemas import BUCKETS_SCHEMA, USER_TABLE_SHAPES
+from lakeshard.tables import (
+    BUCKETS,
+    BUCKETS_SCHEMA,
+    COMPLETIONIST_APP_ID,
+    EVENTS,
+    LANDING_BATCHES,
+    ROUTED,
+    USER_TABLE_SHAPES,
+    hour_of,
+    writer_app_id,
+)
 from lakeshard.utc import as_utc, aware
-from lakeshard.versions.chunks import rows_in
+from lakeshard.versions import rows_in
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakeshard.landing.listing import LandingFile
+    from lakeshard.landing import LandingFile
 
 __all__ = [
     "BUCKETS",
@@ -254,7 +263,7 @@ class Completionist:
         since, or with a tail still being written (each as the range not routed)."""
         import os
 
-        from lakeshard.routing.unrouted import unrouted_landing
+        from lakeshard.routing import unrouted_landing
 
         landing = self.cfg.landing
         if "://" not in landing and not os.path.exists(landing):
@@ -264,8 +273,7 @@ class Completionist:
     def _landing_buckets(self, files: Sequence[LandingFile]) -> set[Bucket]:
         """Return the buckets the unconsumed landing files hold events of (they are parsed: we can look)."""
         from lakeshard.buckets.late import event_hour
-        from lakeshard.landing.driver import parse_landing_arrow
-        from lakeshard.landing.spark_reader import read_landing
+        from lakeshard.landing import parse_landing_arrow, read_landing
 
         if not files:
             return set()

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     )
     from lakeshard.compaction.fragment_table import (
         FragmentTable,
+        live_fragment_rows,
         read_fragments,
     )
     from lakeshard.compaction.fragments import (
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         FragmentMeta,
     )
     from lakeshard.compaction.planner import (
+        Bucket,
         CompactionPlan,
         CompactionTask,
         FileNode,
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
 # Spark and Arrow load on first use of a name, not on `import lakeshard.compaction`.
 __all__ = [
     "EVENTS_SORT_SCHEMA",
+    "Bucket",
     "CompactionError",
     "CompactionPlan",
     "CompactionReport",
@@ -75,6 +78,7 @@ __all__ = [
     "SortSchema",
     "SortSchemaError",
     "compact_events",
+    "live_fragment_rows",
     "plan_compaction",
     "read_fragments",
     "sort_schema_for",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from lakeshard.compaction.executor import CompactionReport, CompactionSettings, Compactor
 from lakeshard.compaction.planner import LocalityPlanner, SizeTieredPlanner
 from lakeshard.tables import CHUNK_LOCKS, EVENTS
-from lakeshard.versions.locks import ChunkLocks
+from lakeshard.versions import ChunkLocks
 
 if TYPE_CHECKING:
     from lakeshard.compaction.planner import Bucket

@@ -89,7 +89,7 @@ from lakeshard.compaction.sort_schema import SortSchema, sort_schema_for
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore, check_data_file, partition_directory
 from lakeshard.pruning import DEFAULT_MAX_REGEX_CHARS
-from lakeshard.versions.locks import ChunkLocked
+from lakeshard.versions import ChunkLocked
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -158,7 +158,7 @@ class FragmentTable:
         return True
 
     def _create(self) -> None:
-        from lakeshard.tables.schemas import FRAGMENTS_PROPERTIES, FRAGMENTS_SCHEMA
+        from lakeshard.tables import FRAGMENTS_PROPERTIES, FRAGMENTS_SCHEMA
 
         if not self.store.exists(self.uri):
             self.store.create(self.uri, FRAGMENTS_SCHEMA, partition_by=FRAGMENTS_PARTITIONING,

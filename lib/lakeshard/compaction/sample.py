@@ -59,7 +59,7 @@ class SmallFileTable:
     """
 
     def __init__(self, spark: SparkSession, store: TableStore, uri: str, *, seed: int = 42) -> None:
-        from lakeshard.tables.schemas import EVENTS_SCHEMA
+        from lakeshard.tables import EVENTS_SCHEMA
 
         self.spark, self.store, self.uri = spark, store, uri
         self._schema = EVENTS_SCHEMA

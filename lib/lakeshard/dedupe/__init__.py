@@ -22,26 +22,23 @@ if TYPE_CHECKING:
         RecordLevelFailure,
         WriterStepFailed,
     )
+    from lakeshard.dedupe.index import own_hour_arrow
+    from lakeshard.dedupe.keyhash import first_of_each_key, key_hashes
     from lakeshard.dedupe.writer import (
-        EVENTS,
-        EVENTS_SCHEMA,
-        ID_INDEX,
-        ID_SCHEMA,
         ShardWriter,
         WriteReport,
     )
 
 # Spark and Arrow load on first use of a name, not on `import lakeshard.dedupe`.
 __all__ = [
-    "EVENTS",
-    "EVENTS_SCHEMA",
-    "ID_INDEX",
-    "ID_SCHEMA",
     "DedupeError",
     "RecordLevelFailure",
     "ShardWriter",
     "WriteReport",
     "WriterStepFailed",
+    "first_of_each_key",
+    "key_hashes",
+    "own_hour_arrow",
 ]
 
 __getattr__, __dir__ = lazy_exports(globals())

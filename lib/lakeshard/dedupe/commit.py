@@ -109,7 +109,7 @@ def append_shard(store: TableStore, table: str, rows: DataFrame | pa.Table,
         rows = store.frame(table, rows.select([c for c in rows.column_names if c in names]))
     df: DataFrame = rows
     if buckets is not None:
-        from lakeshard.buckets.guard import guard_open_buckets
+        from lakeshard.buckets import guard_open_buckets
 
         df = guard_open_buckets(store, buckets, df, hours)
     ordered = (df.repartition(*layout.partition_by).sortWithinPartitions(*layout.partition_by, *layout.sort_by)
@@ -117,7 +117,7 @@ def append_shard(store: TableStore, table: str, rows: DataFrame | pa.Table,
     try:
         return store.append(table, ordered, app_transactions=[txn], metadata=metadata, read_version=read_version)
     except Exception as exc:
-        from lakeshard.buckets.guard import refused_by_guard
+        from lakeshard.buckets import refused_by_guard
 
         conflict = refused_by_guard(exc, table, read_version, (txn.app_id,)) if buckets is not None else None
         if conflict is None:

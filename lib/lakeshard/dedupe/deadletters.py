@@ -23,9 +23,17 @@ from lakeshard.dedupe.commit import commits_per_shard
 from lakeshard.dedupe.faults import RecordLevelFailure, event_keys
 from lakeshard.dedupe.report import WriteReport, empty_report
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.landing.reasons import WRITE_FAILED
-from lakeshard.tables import FUSED_APP_ID, QUARANTINE, dead_letter_app_id, writer_app_id
-from lakeshard.tables.schemas import EVENT_COLUMNS, QUARANTINE_RAW_LIMIT_BYTES, QUARANTINE_SCHEMA, USER_TABLE_SHAPES
+from lakeshard.landing import WRITE_FAILED
+from lakeshard.tables import (
+    EVENT_COLUMNS,
+    FUSED_APP_ID,
+    QUARANTINE,
+    QUARANTINE_RAW_LIMIT_BYTES,
+    QUARANTINE_SCHEMA,
+    USER_TABLE_SHAPES,
+    dead_letter_app_id,
+    writer_app_id,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,7 +61,7 @@ class DeadLetters:
         """Commit the rows of fused batch ``batch`` (``routed``: its routed rows) whose keys are ``unwritable`` to
         ``quarantine`` once (app transaction :func:`letters_transactions` of ``fused`` and these keys → ``batch``);
         return how many rows that is."""
-        from lakeshard.tables.schemas import EVENT_SCHEMA
+        from lakeshard.tables import EVENT_SCHEMA
 
         letters = dead_letter_arrow(routed.select([f.name for f in EVENT_SCHEMA.fields]), unwritable)
         self.store.create_or_grow(self.quarantine_uri, QUARANTINE_SCHEMA,
@@ -165,7 +173,7 @@ def quarantine_rows(store: TableStore, routed: str, quarantine: str, files: Sequ
     their reason, once (app transactions :func:`letters_transactions` of each shard and these keys → the routed
     version: a step redone after a crash finds the same rows and commits nothing); return how many rows that
     is."""
-    from lakeshard.tables.schemas import EVENT_SCHEMA
+    from lakeshard.tables import EVENT_SCHEMA
 
     columns = [f.name for f in EVENT_SCHEMA.fields]
     store.create_or_grow(quarantine, QUARANTINE_SCHEMA, description=USER_TABLE_SHAPES[QUARANTINE].description)

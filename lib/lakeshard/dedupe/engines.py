@@ -30,6 +30,7 @@ from lakeshard.errors import CommitConflict
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
 from lakeshard.runtime import arrow_dataframe
 from lakeshard.tables import (
+    EVENT_COLUMNS,
     EVENT_KEY,
     EVENT_KEY_HASH,
     EVENTS,
@@ -38,10 +39,10 @@ from lakeshard.tables import (
     EVENTS_SORT_COLUMNS,
     FUSED_APP_ID,
     ID_INDEX,
+    ROUTED_SCHEMA,
     hour_of,
     writer_app_id,
 )
-from lakeshard.tables.schemas import EVENT_COLUMNS, ROUTED_SCHEMA
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -103,7 +104,7 @@ class ClosedBuckets:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from lakeshard.buckets.completionist import closed_table
+        from lakeshard.buckets import closed_table
 
         if not self.store.exists(self.buckets_uri):
             return set()
@@ -371,7 +372,7 @@ class ArrowStep(StepEngine):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from lakeshard.buckets.late import assign_buckets_arrow
+        from lakeshard.buckets import assign_buckets_arrow
 
         carried = [c for c in (*LANDED, *EVENT_KEY_HASH) if c in routed.column_names]
         rows = routed.select([*EVENT_COLUMNS, "shard", *carried])

@@ -95,16 +95,19 @@ from lakeshard.lake import CommitResult, FileInfo, TableStore, check_data_file, 
 from lakeshard.tables import (
     BUCKETS,
     EVENTS,
+    EVENTS_SCHEMA,
     FUSED_APP_ID,
     ID_INDEX,
+    ID_INDEX_KEYED_SCHEMA,
     ID_INDEX_PARTITIONING,
+    ID_INDEX_PROPERTIES,
     QUARANTINE,
     ROUTED,
     ROUTER_APP_ID,
+    USER_TABLE_SHAPES,
     writer_app_id,
 )
-from lakeshard.tables.schemas import EVENTS_SCHEMA, ID_INDEX_KEYED_SCHEMA, ID_INDEX_PROPERTIES, USER_TABLE_SHAPES
-from lakeshard.tables.schemas import ID_INDEX_SCHEMA as ID_SCHEMA
+from lakeshard.tables import ID_INDEX_SCHEMA as ID_SCHEMA
 
 if TYPE_CHECKING:
     import pyarrow as pa

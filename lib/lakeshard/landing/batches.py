@@ -3,9 +3,9 @@
 :func:`lakeshard.landing.read_landing` (Spark, inside ``mapInArrow``) and :func:`lakeshard.landing.parse_landing_arrow`
 (in the driver) hand :class:`ParseFiles` the same bytes, so they give the same rows and reasons. A file's range is
 checked against its batch plan's checksum, gunzipped (:mod:`lakeshard.landing.gzip`), split into lines and parsed
-by blocks with :class:`lakeshard.landing.vector.BlockParser` (Arrow's JSON reader), which hands the lines it does not
-accept to :meth:`lakeshard.landing.parse.RecordParser.check`. Each batch is all events or all rejections, in one
-combined layout (:data:`PARSED`, ``is_event`` tells them apart).
+by blocks with :class:`lakeshard.landing.arrow_json.BlockParser` (Arrow's JSON reader), which hands the lines it
+does not accept to :meth:`lakeshard.landing.parse.RecordParser.check`. Each batch is all events or all rejections, in
+one combined layout (:data:`PARSED`, ``is_event`` tells them apart).
 
 Lines, decided here because docs/design.md is silent:
 
@@ -49,11 +49,11 @@ import pyarrow.compute as pc
 
 from lakeshard.config import LandingConfig
 from lakeshard.landing import reasons
+from lakeshard.landing.arrow_json import BlockParser, split_lines
 from lakeshard.landing.gzip import GZIP_HEADER_BYTES, GzipDamage, gunzip, is_gzip
 from lakeshard.landing.listing import LandingFile, content_checksum
 from lakeshard.landing.parse import OPTIONAL_STRING_FIELDS, REQUIRED_FIELDS, EventFields, RecordParser
-from lakeshard.landing.vector import BlockParser, split_lines
-from lakeshard.tables.schemas import QUARANTINE_RAW_LIMIT_BYTES
+from lakeshard.tables import QUARANTINE_RAW_LIMIT_BYTES
 
 __all__ = ["EPOCH", "PARSED", "ParseFiles", "path_key", "unreadable"]
 
@@ -237,7 +237,7 @@ class _Sink:
 def _parse_file(parsers: _Parsers, source_file: str, content: bytes) -> Iterator[pa.RecordBatch]:
     """Return Arrow batches (the combined event/rejection layout) of one landing file's bytes.
 
-    Lines go by blocks through the vectorised parser (:mod:`lakeshard.landing.vector`); the lines it does not
+    Lines go by blocks through the vectorised parser (:mod:`lakeshard.landing.arrow_json`); the lines it does not
     accept go one by one through the exact rules, which word every rejection. A file past ``max_file_bytes``
     gives one ``unreadable_file`` row (line 0) and none of its lines; a damaged gzip file gives its complete lines
     before the damage, then one ``unreadable_file`` row for the rest (see the module's docstring).

@@ -1,7 +1,7 @@
 """Parse one landing line into a valid event or a quarantine rejection (docs/design.md §2), in pure Python.
 
 These are the exact rules of what a valid landing record is. The parse of a file (:mod:`lakeshard.landing.batches`)
-parses blocks of lines with Arrow (:mod:`lakeshard.landing.vector`), which only accepts lines every rule below
+parses blocks of lines with Arrow (:mod:`lakeshard.landing.arrow_json`), which only accepts lines every rule below
 holds for, and calls these rules for every other line: every quarantine reason is worded here.
 
 Rules, checked in the precedence order of :mod:`lakeshard.landing.reasons`

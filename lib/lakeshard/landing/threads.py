@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lakeshard.landing.listing import LandingFile
-from lakeshard.runtime.cores import driver_threads
+from lakeshard.process import driver_threads
 
 __all__ = ["parse_threads", "split_by_bytes"]
 

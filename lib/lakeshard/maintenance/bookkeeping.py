@@ -64,7 +64,7 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-from lakeshard.compaction.fragment_table import live_fragment_rows
+from lakeshard.compaction import live_fragment_rows
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import CommitConflict
 from lakeshard.lake import FileInfo, TableStore, WriteFiles, filesystem, write_partitioned

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from lakeshard.errors import DamagedDataFile, LakeshardError
 from lakeshard.lake import CommitInfo, FileInfo, TableStore, check_data_file
-from lakeshard.tables.schemas import FSCK_REPAIRS_SCHEMA
+from lakeshard.tables import FSCK_REPAIRS_SCHEMA
 
 __all__ = ["FSCK_OPERATION", "TableCheck", "check_table", "repair_commits", "repair_table"]
 

@@ -54,7 +54,7 @@ import pyarrow.compute as pc
 from lakeshard.errors import LakeshardError
 from lakeshard.lake import AppTransaction
 from lakeshard.maintenance.fsck import repair_commits
-from lakeshard.routing.hashing import HASH_MMH3
+from lakeshard.routing import HASH_MMH3
 from lakeshard.tables import (
     ALLOCATOR_APP_ID,
     EVENT_KEY,
@@ -72,8 +72,7 @@ from lakeshard.utc import from_micros, micros
 if TYPE_CHECKING:
     from lakeshard.config import LakeshardConfig
     from lakeshard.lake import CommitResult, FileInfo, TableStore
-    from lakeshard.routing.placement import Placement
-    from lakeshard.routing.tables import ShardTopology, TenantSetting
+    from lakeshard.routing import Placement, ShardTopology, TenantSetting
 
 __all__ = ["PlacementRefills", "plan_placement_refills", "refill_placements"]
 
@@ -102,7 +101,7 @@ def plan_placement_refills(store: TableStore, cfg: LakeshardConfig) -> Placement
     """Return the placement of every ``(tenant, window)`` that ``events``, ``routed`` or ``routing_metrics`` holds
     and ``placements`` does not, found from the shards its events went to (the module doc says how), and the
     windows for which no single placement fits."""
-    from lakeshard.routing.tables import placements_from_arrow
+    from lakeshard.routing import placements_from_arrow
 
     uri = cfg.table_uri(PLACEMENTS)
     repairs = _repairs(store, cfg)
@@ -167,7 +166,7 @@ def refill_placements(store: TableStore, cfg: LakeshardConfig, refills: Placemen
     The commit is prepared at the version the plan read: an allocator or another refill that committed since makes
     it a :class:`~lakeshard.errors.CommitConflict` (plan again), and a replay of it is skipped.
     """
-    from lakeshard.routing.tables import placements_arrow
+    from lakeshard.routing import placements_arrow
 
     if not refills.restored:
         return None
@@ -184,7 +183,7 @@ class _Fitter:
 
     def __init__(self, tenant: str, observed: pa.Table | None, hashes: set[int], preferred: int,
                  rings: list[ShardTopology], size: int) -> None:
-        from lakeshard.routing.hashing import event_hashes
+        from lakeshard.routing import event_hashes
 
         # The configured hash first: a one-shard placement found under several hashes is recorded under it.
         self.tenant, self.rings, self.size = tenant, rings, size
@@ -242,8 +241,7 @@ class _Fitter:
     def _built(self, ring: ShardTopology, count: int, salt: int, version: int) -> Placement:
         """Return the placement the allocator builds for the tenant from ``count`` and ``salt`` on ``ring`` (its
         shards do not depend on the window: built once, at the epoch's window)."""
-        from lakeshard.routing.allocator import plan_placements
-        from lakeshard.routing.tables import TenantSetting
+        from lakeshard.routing import TenantSetting, plan_placements
 
         key = (ring, count, salt, version)
         if key not in self._cache:
@@ -385,7 +383,7 @@ def _meets(r: tuple[datetime, datetime] | None, span: tuple[int, int] | None, si
 
 def _settings_history(store: TableStore, cfg: LakeshardConfig) -> dict[str, list[TenantSetting]]:
     """Return every setting ``tenant_settings`` ever held, per tenant."""
-    from lakeshard.routing.tables import TenantSetting
+    from lakeshard.routing import TenantSetting
 
     uri = cfg.table_uri(TENANT_SETTINGS)
     out: dict[str, list[TenantSetting]] = defaultdict(list)
@@ -398,7 +396,7 @@ def _settings_history(store: TableStore, cfg: LakeshardConfig) -> dict[str, list
 def _rings(store: TableStore, cfg: LakeshardConfig, held: pa.Table) -> list[ShardTopology]:
     """Return every shard ring a placement could have been made on: the configured one, every one
     ``shard_topology`` ever held, and those of the placements still in the table."""
-    from lakeshard.routing.tables import ShardTopology
+    from lakeshard.routing import ShardTopology
 
     rings = {ShardTopology(cfg.routing.total_shards, ())}
     uri = cfg.table_uri(SHARD_TOPOLOGY)

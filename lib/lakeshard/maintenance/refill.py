@@ -42,11 +42,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeshard.dedupe.keyhash import first_of_each_key, key_hashes
+from lakeshard.dedupe import first_of_each_key, key_hashes
 from lakeshard.maintenance.errors import RefillRefused
 from lakeshard.maintenance.fsck import repair_commits
 from lakeshard.tables import (
     BUCKETS,
+    EVENT_COLUMNS,
     EVENT_KEY,
     EVENTS,
     FSCK_REPAIRS,
@@ -55,7 +56,6 @@ from lakeshard.tables import (
     ROUTING_METRICS,
     hour_of,
 )
-from lakeshard.tables.schemas import EVENT_COLUMNS
 from lakeshard.utc import aware, millis
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def plan_refill(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: s
             refill from.
         DamagedDataFile: a live file of the bucket is damaged still (``lakeshard fsck --repair`` first).
     """
-    from lakeshard.buckets.completionist import closed_table
+    from lakeshard.buckets import closed_table
 
     bucket = f"{tenant_id}/{hour}"
     needed = [t for t in (EVENTS, ID_INDEX, LANDING_BATCHES, ROUTING_METRICS) if not store.exists(cfg.table_uri(t))]
@@ -144,7 +144,7 @@ def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> pa.T
     """Return the events of the batches' planned landing bytes, parsed by each plan's clock, in batch order, each
     with its ``batch``."""
     from lakeshard.landing import parse_landing_arrow
-    from lakeshard.routing.plan import planned_file
+    from lakeshard.routing import planned_file
 
     if not batches:
         tenant, event, when = EVENT_KEY

@@ -106,8 +106,7 @@ def _lost_ids(store: TableStore, ids_uri: str, events_uri: str, live: list[FileI
               schema: pa.Schema) -> pa.Table:
     """Return the ID rows of the events of ``shard`` whose own hour is ``interval`` that the partition's remaining
     ``event_ids`` files do not hold, in ``schema``."""
-    from lakeshard.dedupe.index import own_hour_arrow
-    from lakeshard.dedupe.keyhash import key_hashes
+    from lakeshard.dedupe import key_hashes, own_hour_arrow
     from lakeshard.tables import EVENT_KEY
 
     start = datetime.strptime(interval, HOUR_FORMAT).replace(tzinfo=UTC)

@@ -136,9 +136,7 @@ def _routed_again(store: TableStore, cfg: LakeshardConfig, batch: int) -> pa.Tab
     """Return batch ``batch``'s planned landing bytes parsed by the plan's clock and routed, as ``routed`` rows; None
     when ``landing_batches`` holds no plan of it."""
     from lakeshard.landing import parse_landing_arrow
-    from lakeshard.routing.allocator import ShardAllocator
-    from lakeshard.routing.arrow_route import route_arrow, routed_rows
-    from lakeshard.routing.plan import planned_batch
+    from lakeshard.routing import ShardAllocator, planned_batch, route_arrow, routed_rows
 
     rows = store.read_table_arrow(cfg.table_uri(LANDING_BATCHES), where=pc.field("batch") == batch).to_pylist()
     if not rows:

@@ -17,15 +17,18 @@ from typing import TYPE_CHECKING
 from lakeshard._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from lakeshard.pipelines.commands import run_flow, run_flows
     from lakeshard.pipelines.context import (
         ExpectationFailed,
         ExpectationGate,
         FlowContext,
         FlowResult,
+        RuleCount,
     )
     from lakeshard.pipelines.declaration import (
         Flow,
         Pipeline,
+        describe,
     )
     from lakeshard.pipelines.errors import (
         PipelineError,
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
         expect_or_quarantine,
     )
     from lakeshard.pipelines.flows import (
+        ingest_shards,
         lakeshard_pipeline,
     )
     from lakeshard.pipelines.runner import (
@@ -61,12 +65,17 @@ __all__ = [
     "FlowResult",
     "Pipeline",
     "PipelineError",
+    "RuleCount",
     "RunReport",
+    "describe",
     "expect",
     "expect_or_drop",
     "expect_or_fail",
     "expect_or_quarantine",
+    "ingest_shards",
     "lakeshard_pipeline",
+    "run_flow",
+    "run_flows",
     "run_pipeline",
 ]
 

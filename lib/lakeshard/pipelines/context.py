@@ -27,8 +27,7 @@ from lakeshard.pipelines.arrow_rules import ArrowCondition, UnsupportedCondition
 from lakeshard.pipelines.errors import PipelineError
 from lakeshard.pipelines.expectations import Expectation, ExpectationKind
 from lakeshard.runtime import arrow_dataframe
-from lakeshard.tables import EXPECTATION_QUARANTINE, EXPECTATION_QUARANTINE_PARTITIONING
-from lakeshard.tables.schemas import EXPECTATION_QUARANTINE_SCHEMA
+from lakeshard.tables import EXPECTATION_QUARANTINE, EXPECTATION_QUARANTINE_PARTITIONING, EXPECTATION_QUARANTINE_SCHEMA
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -25,9 +25,8 @@ import pyarrow.compute as pc
 from lakeshard.config import LakeshardConfig
 from lakeshard.errors import TableStoreError
 from lakeshard.lake import FileInfo, TableStore
-from lakeshard.tables import PIPELINE_EVENTS
-from lakeshard.tables.schemas import EXPECTATION_SCHEMA, USER_TABLE_SHAPES
-from lakeshard.tables.schemas import PIPELINE_EVENTS_SCHEMA as EVENT_SCHEMA
+from lakeshard.tables import EXPECTATION_SCHEMA, PIPELINE_EVENTS, USER_TABLE_SHAPES
+from lakeshard.tables import PIPELINE_EVENTS_SCHEMA as EVENT_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -17,18 +17,14 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.dedupe.report import WriteReport
-from lakeshard.dedupe.writer import ShardWriter
+from lakeshard.dedupe import ShardWriter, WriteReport
 from lakeshard.errors import ConfigError, DamagedDataFile
 from lakeshard.lake import CommitResult
 from lakeshard.pipelines.context import ExpectationGate, FlowContext, FlowResult
 from lakeshard.pipelines.declaration import Flow, Joint, Pipeline
 from lakeshard.pipelines.errors import PipelineError
 from lakeshard.pipelines.expectations import expect, expect_or_fail
-from lakeshard.routing.allocator import ShardAllocator
-from lakeshard.routing.handoff import FusedHandoff
-from lakeshard.routing.router import Router, RouteReport
-from lakeshard.routing.tables import RoutingTables
+from lakeshard.routing import FusedHandoff, Router, RouteReport, RoutingTables, ShardAllocator
 from lakeshard.runtime import arrow_dataframe
 from lakeshard.tables import (
     BUCKETS,
@@ -46,7 +42,7 @@ from lakeshard.utc import aware
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from lakeshard.compaction.planner import Bucket
+    from lakeshard.compaction import Bucket
 
 # The flows of the maintenance job (close, compact, autoshard, balance, compact_books)
 # import their library where they run: `lakeshard ingest` loads only what routing and the shard writers need.
@@ -208,7 +204,7 @@ def _ingest_result(ctx: FlowContext, reports: Sequence[WriteReport], conflicts: 
 
 def run_close_buckets(ctx: FlowContext) -> FlowResult:
     """Return the completionist's run (:class:`~lakeshard.buckets.Completionist`): open buckets in, closed out."""
-    from lakeshard.buckets.completionist import Completionist
+    from lakeshard.buckets import Completionist
 
     completionist = Completionist(ctx.spark, ctx.store, ctx.cfg,
                                   quiet=timedelta(minutes=float(ctx.params["quiet_minutes"])),
@@ -225,8 +221,8 @@ def run_close_buckets(ctx: FlowContext) -> FlowResult:
 def run_compact(ctx: FlowContext) -> FlowResult:
     """Return what compacting ``events`` did (files in, files out): closed buckets merge at once, open ones
     lazily by tier, every round under the replace locks of its buckets (:mod:`lakeshard.versions`)."""
-    from lakeshard.buckets.completionist import Completionist
-    from lakeshard.compaction.events import compact_events
+    from lakeshard.buckets import Completionist
+    from lakeshard.compaction import compact_events
 
     events = ctx.cfg.table_uri(EVENTS)
     if not ctx.store.exists(events):
@@ -246,7 +242,7 @@ def run_compact(ctx: FlowContext) -> FlowResult:
 
 def run_autoshard(ctx: FlowContext) -> FlowResult:
     """Return the autosharder's run (:func:`~lakeshard.balancing.executor.autoshard`): tenants in, settings out."""
-    from lakeshard.balancing.executor import autoshard
+    from lakeshard.balancing import autoshard
 
     before = _version(ctx, TENANT_SETTINGS)
     run = autoshard(ctx.store, ctx.cfg, now=_as_of(ctx), apply=bool(ctx.params["apply"]))
@@ -259,7 +255,7 @@ def run_autoshard(ctx: FlowContext) -> FlowResult:
 
 def run_balance(ctx: FlowContext) -> FlowResult:
     """Return the balancer's run (:func:`~lakeshard.balancing.executor.balance`): tenants in, salt moves out."""
-    from lakeshard.balancing.executor import balance
+    from lakeshard.balancing import balance
 
     before = _version(ctx, TENANT_SETTINGS)
     cfg = ctx.cfg

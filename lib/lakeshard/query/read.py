@@ -29,8 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from lakeshard.compaction.fragment_table import read_fragments
-from lakeshard.compaction.fragments import FragmentMeta
+from lakeshard.compaction import FragmentMeta, read_fragments
 from lakeshard.errors import DamagedDataFile
 from lakeshard.lake import FileInfo, TableStore
 from lakeshard.pruning import may_contain

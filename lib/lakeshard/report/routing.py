@@ -7,8 +7,8 @@ from datetime import datetime
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
-from lakeshard.routing.tables import PLACEMENTS, RoutingTables
-from lakeshard.tables import ROUTING_METRICS
+from lakeshard.routing import RoutingTables
+from lakeshard.tables import PLACEMENTS, ROUTING_METRICS
 from lakeshard.utc import from_micros
 
 __all__ = ["ShardLoad", "shard_load"]

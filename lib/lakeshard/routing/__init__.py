@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     )
     from lakeshard.routing.arrow_route import (
         route_arrow,
+        routed_rows,
     )
     from lakeshard.routing.consumed import (
         consumed_landing,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from lakeshard.routing.errors import (
         RoutingError,
     )
+    from lakeshard.routing.handoff import FusedHandoff
     from lakeshard.routing.hashing import (
         HASH_MMH3,
         HASH_VERSIONS,
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
         placement_shards,
         window_of,
     )
+    from lakeshard.routing.plan import planned_batch, planned_file
     from lakeshard.routing.router import (
         Router,
         RouteReport,
@@ -70,9 +73,6 @@ if TYPE_CHECKING:
         write_tasks,
     )
     from lakeshard.routing.tables import (
-        PLACEMENT_SCHEMA,
-        SHARD_TOPOLOGY_SCHEMA,
-        TENANT_SETTINGS_SCHEMA,
         RoutingTables,
         ShardTopology,
         TenantSetting,
@@ -82,10 +82,6 @@ if TYPE_CHECKING:
     from lakeshard.routing.unrouted import (
         unrouted_landing,
     )
-    from lakeshard.tables.schemas import (
-        LANDING_BATCHES_SCHEMA,
-        ROUTED_SCHEMA,
-    )
 
 # Spark and Arrow load on first use of a name, not on `import lakeshard.routing`.
 __all__ = [
@@ -94,13 +90,9 @@ __all__ = [
     "HASH_MMH3",
     "HASH_VERSIONS",
     "HASH_XXHASH64",
-    "LANDING_BATCHES_SCHEMA",
-    "PLACEMENT_SCHEMA",
-    "ROUTED_SCHEMA",
-    "SHARD_TOPOLOGY_SCHEMA",
-    "TENANT_SETTINGS_SCHEMA",
     "AllocatorStats",
     "Consumed",
+    "FusedHandoff",
     "HeldBack",
     "Intake",
     "Placement",
@@ -124,8 +116,11 @@ __all__ = [
     "placements_from_arrow",
     "plan_intake",
     "plan_placements",
+    "planned_batch",
+    "planned_file",
     "route",
     "route_arrow",
+    "routed_rows",
     "tenant_key",
     "unrouted_landing",
     "window_of",

@@ -12,7 +12,7 @@ import pyarrow as pa
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.hashing import event_hashes
-from lakeshard.tables.schemas import ROUTED_SCHEMA
+from lakeshard.tables import ROUTED_SCHEMA
 
 __all__ = ["route_arrow", "routed_rows"]
 

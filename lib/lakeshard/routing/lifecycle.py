@@ -33,11 +33,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakeshard.landing.gzip import GZIP_HEADER_BYTES, gzip_stream_ends, is_gzip
-from lakeshard.landing.listing import (
+from lakeshard.landing import (
+    GZIP_HEADER_BYTES,
     LandingFile,
     LandingScan,
     content_checksum,
+    gzip_stream_ends,
+    is_gzip,
     open_landing_file,
 )
 

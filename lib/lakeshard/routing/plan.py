@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakeshard.landing.listing import LandingFile
+from lakeshard.landing import LandingFile
 from lakeshard.routing.lifecycle import PlannedRange
 from lakeshard.utc import aware, millis
 

@@ -30,9 +30,8 @@ import pyarrow.compute as pc
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
-from lakeshard.landing.driver import parse_landing_arrow
-from lakeshard.landing.listing import LandingFile, scan_landing
-from lakeshard.landing.spark_reader import read_landing
+from lakeshard.landing import LandingFile, parse_landing_arrow, read_landing, scan_landing
+from lakeshard.process import SharedJobs, worker_pool
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.arrow_route import route_arrow, routed_rows
 from lakeshard.routing.consumed import ConsumedRanges
@@ -42,28 +41,24 @@ from lakeshard.routing.lifecycle import Intake, plan_intake
 from lakeshard.routing.metrics import arrow_metrics, spark_metrics
 from lakeshard.routing.plan import PlannedBatch, plan_rows, planned_batch
 from lakeshard.routing.spark_route import route
-from lakeshard.runtime.cores import worker_pool
-from lakeshard.runtime.sharing import SharedJobs
 from lakeshard.tables import (
     EVENTS,
     FUSED_APP_ID,
     FUSED_HANDOFF,
     ID_INDEX,
     LANDING_BATCHES,
+    LANDING_BATCHES_SCHEMA,
     QUARANTINE,
+    QUARANTINE_SCHEMA,
     ROUTED,
     ROUTED_PARTITIONING,
-    ROUTER_APP_ID,
-    ROUTING_METRICS,
-)
-from lakeshard.tables.schemas import (
-    LANDING_BATCHES_SCHEMA,
-    QUARANTINE_SCHEMA,
     ROUTED_PROPERTIES,
     ROUTED_SCHEMA,
+    ROUTER_APP_ID,
+    ROUTING_METRICS,
     USER_TABLE_SHAPES,
 )
-from lakeshard.tables.schemas import ROUTING_METRICS_SCHEMA as METRICS_SCHEMA
+from lakeshard.tables import ROUTING_METRICS_SCHEMA as METRICS_SCHEMA
 from lakeshard.utc import millis
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from lakeshard.routing.allocator import ShardAllocator
 from lakeshard.routing.hashing import event_hash_column
-from lakeshard.tables.schemas import EVENT_SCHEMA
+from lakeshard.tables import EVENT_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -19,8 +19,14 @@ from lakeshard.lake import TableStore
 from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.hashing import HASH_MMH3
 from lakeshard.routing.placement import Placement
-from lakeshard.tables import PLACEMENTS, SHARD_TOPOLOGY, TENANT_SETTINGS
-from lakeshard.tables.schemas import PLACEMENT_SCHEMA, SHARD_TOPOLOGY_SCHEMA, TENANT_SETTINGS_SCHEMA
+from lakeshard.tables import (
+    PLACEMENT_SCHEMA,
+    PLACEMENTS,
+    SHARD_TOPOLOGY,
+    SHARD_TOPOLOGY_SCHEMA,
+    TENANT_SETTINGS,
+    TENANT_SETTINGS_SCHEMA,
+)
 from lakeshard.utc import from_micros, micros
 
 __all__ = [

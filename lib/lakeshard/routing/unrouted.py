@@ -6,7 +6,7 @@ import dataclasses
 
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import TableStore
-from lakeshard.landing.listing import LandingFile, scan_landing
+from lakeshard.landing import LandingFile, scan_landing
 from lakeshard.routing.consumed import consumed_landing
 from lakeshard.tables import EVENTS, FUSED_APP_ID, LANDING_BATCHES, ROUTED, ROUTER_APP_ID
 

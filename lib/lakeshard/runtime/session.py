@@ -15,8 +15,7 @@ from urllib.parse import urlparse
 
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import EnvironmentProblem
-from lakeshard.runtime.classdata import archive_options, java_executable
-from lakeshard.runtime.replies import quick_replies
+from lakeshard.jvm import archive_options, java_executable, quick_replies
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -260,7 +259,7 @@ def local_spark_conf(cfg: LakeshardConfig) -> dict[str, str]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log4j = Path(__file__).with_name("log4j2.properties")
     # The level reaches log4j as a system property its configuration reads, so no JVM call is needed after start.
-    # The class-data archive ``make env`` made (lakeshard.runtime.classdata) saves about a third of the JVM's start.
+    # The class-data archive ``make env`` made (lakeshard.jvm.classdata) saves about a third of the JVM's start.
     java_options = " ".join([f"-Duser.timezone=UTC -Dlog4j2.configurationFile={log4j.as_uri()}",
                              f"-Dlakeshard.log.level={cfg.spark.log_level.lower()}", *archive_options()])
     sc = cfg.spark
@@ -427,7 +426,7 @@ def get_spark(cfg: LakeshardConfig | None = None) -> SparkSession:
 
 
 def _quick(spark: SparkSession) -> SparkSession:
-    """Return a classic session with its py4j replies free of Nagle's delay on this thread (runtime.replies)."""
+    """Return a classic session with its py4j replies free of Nagle's delay on this thread (lakeshard.jvm.replies)."""
     jvm = getattr(spark, "_jvm", None)
     if jvm is not None:
         quick_replies(jvm)

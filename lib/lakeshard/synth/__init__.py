@@ -11,7 +11,7 @@ Example::
 from __future__ import annotations
 
 from lakeshard.synth.errors import ManifestError
-from lakeshard.synth.generator import generate_landing, new_run_folder
+from lakeshard.synth.generator import Progress, ProgressBar, generate_landing, new_run_folder
 from lakeshard.synth.manifest import (
     EVENTS_FILE,
     MANIFEST_FILE,
@@ -23,6 +23,7 @@ from lakeshard.synth.manifest import (
 )
 from lakeshard.synth.spec import SynthSpec
 from lakeshard.synth.timestamps import format_rfc3339
+from lakeshard.synth.verify import TruthCheck, check_against_truth
 
 __all__ = [
     "EVENTS_FILE",
@@ -31,7 +32,11 @@ __all__ = [
     "Burst",
     "Manifest",
     "ManifestError",
+    "Progress",
+    "ProgressBar",
     "SynthSpec",
+    "TruthCheck",
+    "check_against_truth",
     "format_rfc3339",
     "generate_landing",
     "new_run_folder",

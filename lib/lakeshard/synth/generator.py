@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lakeshard.errors import ConfigError, LakeshardError
-from lakeshard.landing.reasons import CATEGORIES
+from lakeshard.landing import CATEGORIES
 from lakeshard.synth.malformed import BAD_WEIGHTS, malformed_line
 from lakeshard.synth.manifest import (
     EVENTS_FILE,

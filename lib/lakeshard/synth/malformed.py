@@ -16,7 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from lakeshard.landing import reasons
+from lakeshard.landing import (
+    ABSURD_TIMESTAMP,
+    BAD_TIMESTAMP,
+    BAD_TYPE,
+    EMPTY_FIELD,
+    INVALID_JSON,
+    MISSING_FIELD,
+    NOT_AN_OBJECT,
+    OVERSIZE,
+    TOO_LONG,
+)
 from lakeshard.synth.timestamps import format_rfc3339
 from lakeshard.synth.vocabulary import ENVS, SERVICES, STATUSES
 from lakeshard.tables import EVENT_KEY
@@ -25,15 +35,15 @@ __all__ = ["BAD_WEIGHTS", "arrow_refused_line", "base_record", "malformed_line"]
 
 # Share of each category among malformed records; oversize records are large, so they stay rare.
 BAD_WEIGHTS: dict[str, float] = {
-    reasons.INVALID_JSON: 0.25,
-    reasons.NOT_AN_OBJECT: 0.08,
-    reasons.OVERSIZE: 0.004,
-    reasons.MISSING_FIELD: 0.16,
-    reasons.BAD_TYPE: 0.15,
-    reasons.EMPTY_FIELD: 0.08,
-    reasons.TOO_LONG: 0.07,
-    reasons.BAD_TIMESTAMP: 0.106,
-    reasons.ABSURD_TIMESTAMP: 0.10,
+    INVALID_JSON: 0.25,
+    NOT_AN_OBJECT: 0.08,
+    OVERSIZE: 0.004,
+    MISSING_FIELD: 0.16,
+    BAD_TYPE: 0.15,
+    EMPTY_FIELD: 0.08,
+    TOO_LONG: 0.07,
+    BAD_TIMESTAMP: 0.106,
+    ABSURD_TIMESTAMP: 0.10,
 }
 
 _BAD_TIMESTAMPS = (
@@ -164,15 +174,15 @@ def _absurd_timestamp(rng: np.random.Generator, rec: dict[str, Any], _limit: int
 
 
 _BUILDERS: dict[str, Callable[[np.random.Generator, dict[str, Any], int], str]] = {
-    reasons.INVALID_JSON: _invalid_json,
-    reasons.NOT_AN_OBJECT: _not_an_object,
-    reasons.OVERSIZE: _oversize,
-    reasons.MISSING_FIELD: _missing_field,
-    reasons.BAD_TYPE: _bad_type,
-    reasons.EMPTY_FIELD: _empty_field,
-    reasons.TOO_LONG: _too_long,
-    reasons.BAD_TIMESTAMP: _bad_timestamp,
-    reasons.ABSURD_TIMESTAMP: _absurd_timestamp,
+    INVALID_JSON: _invalid_json,
+    NOT_AN_OBJECT: _not_an_object,
+    OVERSIZE: _oversize,
+    MISSING_FIELD: _missing_field,
+    BAD_TYPE: _bad_type,
+    EMPTY_FIELD: _empty_field,
+    TOO_LONG: _too_long,
+    BAD_TIMESTAMP: _bad_timestamp,
+    ABSURD_TIMESTAMP: _absurd_timestamp,
 }
 
 

@@ -28,12 +28,12 @@ if TYPE_CHECKING:
         chunk_changes,
         read_chunk,
         roll_forward,
+        rows_in,
     )
     from lakeshard.versions.errors import (
         VersionsError,
     )
     from lakeshard.versions.locks import (
-        CHUNK_LOCKS,
         ChunkLease,
         ChunkLocked,
         ChunkLocks,
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 # Spark and Arrow load on first use of a name, not on `import lakeshard.versions`.
 __all__ = [
-    "CHUNK_LOCKS",
     "Chunk",
     "ChunkDiff",
     "ChunkLease",
@@ -63,6 +62,7 @@ __all__ = [
     "read_chunk",
     "replace_chunk",
     "roll_forward",
+    "rows_in",
 ]
 
 __getattr__, __dir__ = lazy_exports(globals())

@@ -32,10 +32,9 @@ from typing import TYPE_CHECKING
 
 from lakeshard.errors import CommitConflict, LakeshardError
 from lakeshard.lake import AppTransaction, FileInfo, TableStore
-from lakeshard.tables import CHUNK_LOCKS
+from lakeshard.tables import CHUNK_LOCKS, CHUNK_LOCKS_SCHEMA
 from lakeshard.tables import lock_app_id as _lock_app_id
 from lakeshard.tables import replace_app_id as _replace_app_id
-from lakeshard.tables.schemas import CHUNK_LOCKS_SCHEMA
 from lakeshard.utc import as_utc, from_micros
 from lakeshard.versions.chunks import Chunk
 from lakeshard.versions.errors import VersionsError

@@ -41,7 +41,7 @@ def _footer(applied: bool, version: int | None, changed: int, skipped: str) -> s
 def cmd_autoshard(args: argparse.Namespace) -> int:
     """Size each tenant's shard count from its recent bytes/s (up fast, down slowly); print the plan, or --apply
     it by running the pipeline's autoshard flow."""
-    from lakeshard.balancing.executor import autoshard
+    from lakeshard.balancing import autoshard
     from lakeshard.report import format_table
 
     cfg = config_from_args(args)
@@ -69,7 +69,7 @@ def cmd_autoshard(args: argparse.Namespace) -> int:
 def cmd_balance(args: argparse.Namespace) -> int:
     """Move tenants off the hottest shards by changing their salts; print the plan, or --apply it by running the
     pipeline's balance flow."""
-    from lakeshard.balancing.executor import balance
+    from lakeshard.balancing import balance
     from lakeshard.report import format_table
 
     extra: dict[str, Any] = {}
@@ -105,7 +105,7 @@ def _shards(shards: tuple[int, ...]) -> str:
 
 def cmd_exclude(args: argparse.Namespace) -> int:
     """Exclude shards from new placements (e.g. a lagging one) or --include them again; applies at once."""
-    from lakeshard.balancing.executor import exclude_shards
+    from lakeshard.balancing import exclude_shards
 
     cfg = config_from_args(args)
     run = exclude_shards(_store(cfg), cfg, exclude=args.shards, include=args.include or [], reason=args.reason)

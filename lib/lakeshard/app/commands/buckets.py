@@ -21,7 +21,7 @@ from lakeshard.app.cli_args import config_from_args, iso_timestamp
 from lakeshard.config import MAX_SECONDS, LakeshardConfig
 
 if TYPE_CHECKING:
-    from lakeshard.buckets.completionist import CompletionReport
+    from lakeshard.buckets import CompletionReport
 
 __all__ = ["add_commands", "cmd_buckets"]
 
@@ -46,7 +46,7 @@ def _shown(rows: list[list[object]]) -> tuple[list[list[object]], str]:
 
 def cmd_buckets(args: argparse.Namespace) -> int:
     """Show why buckets are open (status), close the complete ones (close), or list closed ones (closed)."""
-    from lakeshard.buckets.completionist import Completionist
+    from lakeshard.buckets import Completionist
     from lakeshard.lake import open_store
     from lakeshard.report import format_table
     from lakeshard.runtime import get_spark

@@ -21,7 +21,7 @@ from lakeshard.config import LakeshardConfig
 from lakeshard.tables import EVENTS
 
 if TYPE_CHECKING:
-    from lakeshard.compaction.executor import CompactionReport
+    from lakeshard.compaction import CompactionReport
 
 # The same --lakehouse/--config handling and ISO timestamp parsing as the load-management commands.
 
@@ -42,7 +42,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     --apply runs the pipeline's compact flow with these options."""
     import json
 
-    from lakeshard.buckets.completionist import Completionist
+    from lakeshard.buckets import Completionist
     from lakeshard.compaction import LocalityPlanner, SizeTieredPlanner, compact_events
     from lakeshard.lake import open_store
     from lakeshard.report import format_table

@@ -11,15 +11,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lakeshard.app.cli_args import config_from_args
-from lakeshard.pipelines.declaration import Pipeline, describe
-from lakeshard.pipelines.errors import PipelineError
+from lakeshard.pipelines import Pipeline, PipelineError, describe
 
 __all__ = ["add_commands", "cmd_pipeline_events", "cmd_pipeline_graph", "cmd_pipeline_run", "parse_params"]
 
 
 def _pipeline() -> Pipeline:
     # Imported on use: the flows load pyspark, and `lakeshard --help` should not pay for it.
-    from lakeshard.pipelines.flows import lakeshard_pipeline
+    from lakeshard.pipelines import lakeshard_pipeline
 
     return lakeshard_pipeline()
 
@@ -50,7 +49,7 @@ def _progress(line: str) -> None:
 def cmd_pipeline_run(args: argparse.Namespace) -> int:
     """Run the declared flows in DAG order (all, or --flows), incrementally or with --full-refresh; log every event."""
     from lakeshard.lake import open_store
-    from lakeshard.pipelines.runner import run_pipeline
+    from lakeshard.pipelines import run_pipeline
     from lakeshard.runtime import get_spark
 
     pipeline = _pipeline()
@@ -72,7 +71,7 @@ def _expectations(rules: Sequence[Mapping[str, Any]] | None) -> str:
 def cmd_pipeline_events(args: argparse.Namespace) -> int:
     """Print the pipeline event log of one run (default: the latest) from the lakehouse's ``pipeline_events``."""
     from lakeshard.lake import open_store
-    from lakeshard.pipelines.eventlog import EventLog
+    from lakeshard.pipelines import EventLog
     from lakeshard.report import format_table
     from lakeshard.runtime import get_spark
 

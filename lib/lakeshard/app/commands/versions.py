@@ -16,7 +16,7 @@ from typing import Any
 from lakeshard.app.cli_args import config_from_args, count
 from lakeshard.config import LakeshardConfig
 from lakeshard.lake import FileInfo
-from lakeshard.versions.chunks import ChunkVersion, rows_in
+from lakeshard.versions import ChunkVersion, rows_in
 
 __all__ = ["add_commands", "cmd_versions", "format_log", "format_show", "format_stat"]
 
@@ -29,8 +29,7 @@ def table_location(cfg: LakeshardConfig, table: str) -> str:
 
 
 def _chunk(text: str) -> Any:
-    from lakeshard.versions.chunks import Chunk
-    from lakeshard.versions.errors import VersionsError
+    from lakeshard.versions import Chunk, VersionsError
 
     try:
         return Chunk.parse(text)
@@ -81,8 +80,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
     """Print a chunk's history (log), the files between two versions (diff) or one version (show)."""
     from lakeshard.lake import open_store
     from lakeshard.runtime import get_spark
-    from lakeshard.versions.chunks import ChunkVersions
-    from lakeshard.versions.errors import VersionsError
+    from lakeshard.versions import ChunkVersions, VersionsError
 
     cfg = config_from_args(args)
     store = open_store(get_spark(cfg), cfg)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from lakeshard.balancing.simulation import BalanceComparison, SimulationReport
+from lakeshard.balancing import BalanceComparison, SimulationReport
 
 __all__ = [
     "ExclusionPanel",

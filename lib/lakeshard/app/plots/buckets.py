@@ -7,8 +7,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from lakeshard.buckets.completionist import BucketState
-from lakeshard.buckets.planner import hour_end
+from lakeshard.buckets import BucketState, hour_end
 
 __all__ = ["plot_bucket_timeline"]
 

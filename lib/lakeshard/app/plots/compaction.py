@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lakeshard.compaction.planner import FileNode
+from lakeshard.compaction import FileNode
 from lakeshard.query import PruningReport
 
 __all__ = ["compaction_figure"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lakeshard.report.routing import ShardLoad
+from lakeshard.report import ShardLoad
 
 __all__ = ["shard_load_plot"]
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakeshard.errors import EnvironmentProblem
+from lakeshard.jvm import quick_replies
 from lakeshard.lake.protocol.datafiles import is_hidden
 from lakeshard.lake.protocol.log import is_temporary_commit
-from lakeshard.runtime.replies import quick_replies
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

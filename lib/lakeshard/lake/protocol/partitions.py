@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from lakeshard.lake.protocol.filesystem import filesystem
 from lakeshard.lake.types import WrittenFile
-from lakeshard.runtime.cores import driver_threads, worker_pool
+from lakeshard.process import driver_threads, worker_pool
 from lakeshard.sortorder import sort_indices
 
 __all__ = ["PARTITION_VALUES_KEY", "hive_escape", "partition_directory", "partition_footer", "partition_order",

@@ -20,9 +20,8 @@ from lakeshard.config import LandingConfig
 from lakeshard.landing.batches import PARSED, ParseFiles, path_key, unreadable
 from lakeshard.landing.listing import LandingFile, open_landing_file
 from lakeshard.landing.threads import parse_threads, split_by_bytes
-from lakeshard.runtime.cores import worker_pool
-from lakeshard.runtime.sharing import SharedJobs
-from lakeshard.tables.schemas import EVENT_SCHEMA, QUARANTINE_SCHEMA
+from lakeshard.process import SharedJobs, worker_pool
+from lakeshard.tables import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
 __all__ = ["parse_landing_arrow"]
 
@@ -45,7 +44,7 @@ def parse_landing_arrow(
     (:attr:`~lakeshard.routing.lifecycle.Intake.contents`): those bytes are the ones the plan's checksum was taken
     of, so they are parsed without reading or hashing them again, and each is taken out of ``contents`` once used.
     Given ``shared``, the files are parsed one by one as its jobs (``threads`` is then not used): this thread runs
-    them, and a thread waiting for this parse may join in (:meth:`~lakeshard.runtime.sharing.SharedJobs.join`).
+    them, and a thread waiting for this parse may join in (:meth:`~lakeshard.process.sharing.SharedJobs.join`).
 
     Raises:
         LandingReadError: a file's location is not understood.

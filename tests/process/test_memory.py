@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lakeshard.runtime.memory import HUGE_PAGES_ENV
+from lakeshard.process import HUGE_PAGES_ENV
 
-_REPORT = ("import json, os, sys; from lakeshard.runtime.memory import huge_pages_disabled; {run}; "
+_REPORT = ("import json, os, sys; from lakeshard.process.memory import huge_pages_disabled; {run}; "
            "status = [l.split()[1] for l in open('/proc/self/status') if l.startswith('THP_enabled')] "
            "if sys.platform.startswith('linux') else []; "
            "print(json.dumps([huge_pages_disabled(), os.environ.get('MIMALLOC_PURGE_DELAY'), status, "
@@ -50,7 +50,7 @@ def test_a_lakeshard_command_runs_without_huge_pages_and_keeps_arrows_pages(
 ])
 def test_what_the_environment_sets_wins(env: dict[str, str], disabled: bool, purge: str) -> None:
     got_disabled, got_purge, status, _ = _report(
-        "from lakeshard.runtime.memory import prepare_process_memory; prepare_process_memory()", env)
+        "from lakeshard.process.memory import prepare_process_memory; prepare_process_memory()", env)
     assert (got_disabled, got_purge) == (disabled, purge)
     if LINUX and status:
         assert status == ["0" if disabled else "1"]
@@ -59,7 +59,7 @@ def test_what_the_environment_sets_wins(env: dict[str, str], disabled: bool, pur
 def test_huge_pages_asked_for_are_given_back_where_the_parent_had_turned_them_off() -> None:
     got_disabled, _, status, _ = _report(
         "import ctypes; sys.platform.startswith('linux') and ctypes.CDLL(None).prctl(41, 1, 0, 0, 0); "
-        "from lakeshard.runtime.memory import prepare_process_memory; prepare_process_memory()", {HUGE_PAGES_ENV: "1"})
+        "from lakeshard.process.memory import prepare_process_memory; prepare_process_memory()", {HUGE_PAGES_ENV: "1"})
     assert got_disabled is False
     if LINUX and status:
         assert status == ["1"]
@@ -67,5 +67,5 @@ def test_huge_pages_asked_for_are_given_back_where_the_parent_had_turned_them_of
 
 def test_once_arrow_is_loaded_only_the_huge_pages_change() -> None:
     got_disabled, got_purge, _, _ = _report(
-        "import pyarrow; from lakeshard.runtime.memory import prepare_process_memory; prepare_process_memory()", {})
+        "import pyarrow; from lakeshard.process.memory import prepare_process_memory; prepare_process_memory()", {})
     assert (got_disabled, got_purge) == (LINUX, None)  # too late for the allocator's options: not pretended

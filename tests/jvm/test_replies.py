@@ -1,4 +1,4 @@
-"""py4j's replies without Nagle's delay (``lakeshard.runtime.replies``): both ends of a thread's connection get
+"""py4j's replies without Nagle's delay (``lakeshard.jvm.replies``): both ends of a thread's connection get
 ``TCP_NODELAY``, on every thread that asks, and a JVM that refuses leaves the connection as it was without an error."""
 
 from __future__ import annotations
@@ -9,17 +9,17 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from lakeshard.runtime.replies import quick_replies
+from lakeshard.jvm.replies import quick_replies
 
 
 def _ends(spark: SparkSession) -> tuple[bool, bool]:
     """Return (Python end, JVM end) of this thread's py4j connection: is Nagle's algorithm off?"""
-    from lakeshard.runtime.replies import _runnable
+    from lakeshard.jvm.replies import thread_runnable
 
     jvm = spark._jvm
     connection = jvm._gateway_client.get_thread_connection()
     python_end = bool(connection.socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
-    jvm_end = bool(_runnable(jvm, jvm.java.lang.Thread.currentThread()).getSocket().getTcpNoDelay())
+    jvm_end = bool(thread_runnable(jvm, jvm.java.lang.Thread.currentThread()).getSocket().getTcpNoDelay())
     return python_end, jvm_end
 
 

@@ -1,4 +1,4 @@
-"""Java's class-data archive of Spark's classes (``lakeshard.runtime.classdata``): the JVMs lakeshard starts map it,
+"""Java's class-data archive of Spark's classes (``lakeshard.jvm.classdata``): the JVMs lakeshard starts map it,
 and a JVM it does not fit, or a machine where it cannot be made, goes on without it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lakeshard.runtime import classdata
+from lakeshard.jvm import classdata
 
 # A local session started by lakeshard (get_spark), Java logging where each class came from.
 _START = """

@@ -27,7 +27,7 @@ from lakeshard.config import LandingConfig
 from lakeshard.landing.batches import EPOCH, PARSED, ParseFiles, path_key, unreadable
 from lakeshard.landing.listing import LandingFile, list_landing_files
 from lakeshard.landing.parse import RecordParser
-from lakeshard.tables.schemas import EVENT_SCHEMA, QUARANTINE_SCHEMA
+from lakeshard.tables import EVENT_SCHEMA, QUARANTINE_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakeshard.runtime.cores import worker_pool
-from lakeshard.runtime.sharing import SharedJobs
+from lakeshard.process import worker_pool
+from lakeshard.process.sharing import SharedJobs
 
 
 def _owned(jobs: SharedJobs[int], work: list, owner: ThreadPoolExecutor):

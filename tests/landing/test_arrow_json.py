@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakeshard.config import LandingConfig
-from lakeshard.landing import list_landing_files, parse_landing_arrow, reasons, vector
+from lakeshard.landing import arrow_json, list_landing_files, parse_landing_arrow, reasons
+from lakeshard.landing.arrow_json import _PART_BYTES, BlockParser, split_lines
 from lakeshard.landing.parse import RecordParser
-from lakeshard.landing.vector import _PART_BYTES, BlockParser, split_lines
 from lakeshard.synth.malformed import BAD_WEIGHTS, arrow_refused_line, base_record, malformed_line
 
 NOW_MS = int(time.time() * 1000)
@@ -211,7 +211,7 @@ def test_every_trap_of_the_generator_in_files_of_several_blocks(dense_to_exact: 
     all the valid lines: one whose unknown member has another type than the lines before it in its part is refused
     there too)."""
     if not dense_to_exact:
-        monkeypatch.setattr(vector, "_DENSE", (1 << 30, 0))
+        monkeypatch.setattr(arrow_json, "_DENSE", (1 << 30, 0))
     rng = np.random.default_rng(7)
     out: list[bytes] = []
     for i in range(20_000):
@@ -308,7 +308,7 @@ def test_any_mix_of_refused_lines_under_any_windows_gives_the_exact_rules_rows(
     rng = np.random.default_rng(seed)
     text = "\n".join(_line_of(kind, rng, i) for i, kind in enumerate(kinds)) + "\n"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(vector, "_MIN_WINDOW", min_window)
-        patch.setattr(vector, "_DENSE", dense)
-        patch.setattr(vector, "_PART_BYTES", part_bytes)
+        patch.setattr(arrow_json, "_MIN_WINDOW", min_window)
+        patch.setattr(arrow_json, "_DENSE", dense)
+        patch.setattr(arrow_json, "_PART_BYTES", part_bytes)
         assert_same({"part-000.jsonl": text.encode()})

@@ -20,7 +20,7 @@ import logging
 import socket
 from typing import Any
 
-__all__ = ["quick_replies"]
+__all__ = ["quick_replies", "thread_runnable"]
 
 _LOG = logging.getLogger(__name__)
 _MARK = "_lakeshard_quick_replies"  # set on py4j's Python connection object once both ends are done
@@ -45,7 +45,7 @@ def quick_replies(jvm: Any) -> bool:
     done = False
     try:
         connection.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        served_by = _runnable(jvm, jvm.java.lang.Thread.currentThread())
+        served_by = thread_runnable(jvm, jvm.java.lang.Thread.currentThread())
         served_by.getSocket().setTcpNoDelay(True)
         done = True
     except Exception as exc:  # the reflection refused, another py4j or Java: the connection stays as it was
@@ -54,7 +54,7 @@ def quick_replies(jvm: Any) -> bool:
     return done
 
 
-def _runnable(jvm: Any, thread: Any) -> Any:
+def thread_runnable(jvm: Any, thread: Any) -> Any:
     """Return the ``Runnable`` a JVM thread runs: ``Thread.target`` up to Java 18, ``Thread.holder.task`` after."""
     thread_class = jvm.java.lang.Class.forName("java.lang.Thread")
     try:
