@@ -3,9 +3,10 @@
 Each round the synthetic generator adds half an hour of landing files (with its truth), then 2-4 processes drawn
 by seed race on the lakehouse — a fused ``lakeshard ingest``, ``route`` and the shard writers, ``buckets close``,
 ``compact --apply``, the hourly maintenance (``pipeline run`` of its flows) — while the round's faults strike
-(:mod:`chaos_faults`). Every process ends or is killed by the engine's deadline (alive past it: a hang). A clean
-``route`` and ``ingest`` settle the round; a damaged data file is then cut, named by ``fsck``, repaired and refilled;
-``fsck`` must then be clean and the invariants of :mod:`chaos_check` hold.
+(:mod:`chaos_faults`). Every process ends, or is killed as a hang: past the engine's deadline and idle
+(:data:`bench.chaos_faults.STALL_S`). A clean ``route`` and ``ingest`` settle the round; a damaged data file is
+then cut, named by ``fsck``, repaired and refilled; ``fsck`` must then be clean and the invariants of
+:mod:`chaos_check` hold.
 
 Prints a line per round, then ``N faults: L lost, D duplicated, C closed buckets changed, H hangs``; exits 1 when an
 invariant broke. Writes ``chaos.json``, ``chaos.md`` and ``chaos.png`` to ``--out`` (default bench/results/).
@@ -48,6 +49,7 @@ from bench.chaos_faults import (
     plan_then_kill,
     run_racers,
     unmount,
+    wait_bounded,
 )
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -73,21 +75,21 @@ def engines(names: list[str]) -> list[Engine]:
 
 
 def _run(zone: Zone, args: list[str], log: Path) -> tuple[int, str, bool]:
-    """Return (exit code, output, hung) of one settling command, bounded by the engine's deadline."""
+    """Return (exit code, output, hung) of one settling command, a hang by the rule of
+    :data:`bench.chaos_faults.STALL_S`."""
     with log.open("ab") as out:
         out.write(f"$ lakeshard {' '.join(args)}\n".encode())
-    proc = subprocess.Popen(lakeshard(zone, *args), env=zone.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        text, _ = proc.communicate(timeout=zone.engine.deadline)
-        hung = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        text, _ = proc.communicate()
-        hung = True
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # what it left behind; and on an interrupted campaign, itself
+    with tempfile.TemporaryFile() as captured:
+        proc = subprocess.Popen(lakeshard(zone, *args), env=zone.env(), stdout=captured, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            hung = wait_bounded(proc, zone.engine.deadline)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # what it left behind; and on an interrupted campaign, itself
+            proc.wait()
+        captured.seek(0)
+        text = captured.read()
     output = text.decode(errors="replace")
     with log.open("ab") as out:
         out.write(output.encode() + f"(exit {proc.returncode})\n".encode())

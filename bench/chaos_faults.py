@@ -35,7 +35,10 @@ __all__ = [
     "FAULT_KINDS",
     "KILL_SCALE",
     "PROCESS_KINDS",
+    "RUNAWAY",
+    "STALL_S",
     "Engine",
+    "GroupProgress",
     "Racer",
     "Zone",
     "damage_file",
@@ -46,6 +49,7 @@ __all__ = [
     "plan_then_kill",
     "run_racers",
     "unmount",
+    "wait_bounded",
 ]
 
 PROCESS_KINDS = ("ingest", "routed", "close", "compact", "maintenance")
@@ -54,6 +58,11 @@ FAULT_KINDS = ("sigkill", "disk_full", "clock_jump", "landing_rewrite", "landing
 FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 LIB = Path(__file__).resolve().parents[1] / "lib"
 # How long each kind of process runs, relative to a fused ingest: a kill lands anywhere in its run.
+# A process past its engine's deadline is a hang once its process group has used no CPU for STALL_S seconds (it
+# waits on something that will not come: a dead server, a lock nobody frees), or, however busy, past RUNAWAY times
+# the deadline. A loaded machine makes processes slow, not idle: slowness alone is not a hang.
+STALL_S = 30.0
+RUNAWAY = 5
 KILL_SCALE = {"ingest": 1.0, "routed": 2.0, "close": 4.0, "compact": 4.0, "maintenance": 8.0}
 MAINTENANCE_FLOWS = ("close_buckets", "compact", "autoshard", "balance", "compact_books")
 
@@ -136,6 +145,52 @@ class Racer:
         return f"{self.kind}{extra} ({self.seconds:.1f}s, exit {self.returncode})"
 
 
+class GroupProgress:
+    """The CPU seconds a process group has used, sampled about once a second, and since when they last grew."""
+
+    def __init__(self, pgid: int, stall_s: float = STALL_S, runaway: float = RUNAWAY) -> None:
+        self.pgid, self.stall_s, self.runaway = pgid, stall_s, runaway
+        self.seen: dict[int, float] = {}  # per process of the group (a finished one keeps its last figure)
+        self.grew_at = time.monotonic()
+        self._next = 0.0
+
+    def _sample(self) -> float:
+        import psutil
+
+        for proc in psutil.process_iter():
+            try:
+                if os.getpgid(proc.pid) == self.pgid:
+                    times = proc.cpu_times()
+                    self.seen[proc.pid] = times.user + times.system
+            except (ProcessLookupError, psutil.Error):
+                continue
+        return sum(self.seen.values())
+
+    def overdue(self, started: float, now: float, deadline: float) -> bool:
+        """Return whether the group, started at ``started``, is hung at ``now`` (see :data:`STALL_S`)."""
+        if now >= self._next:
+            self._next = now + 1.0
+            before = sum(self.seen.values())
+            if self._sample() > before + 0.05:
+                self.grew_at = now
+        ran = now - started
+        return ran > deadline and (now - self.grew_at >= self.stall_s or ran > self.runaway * deadline)
+
+
+def wait_bounded(proc: subprocess.Popen[bytes], deadline: float, *, stall_s: float = STALL_S,
+                 runaway: float = RUNAWAY) -> bool:
+    """Wait for ``proc`` (the leader of its own process group); return True when it hung (then its group is
+    killed), by the rule of :data:`STALL_S`."""
+    started, progress = time.monotonic(), GroupProgress(proc.pid, stall_s, runaway)
+    while proc.poll() is None:
+        if progress.overdue(started, time.monotonic(), deadline):
+            _kill_group(proc)
+            proc.wait()
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -150,8 +205,8 @@ def _chain(zone: Zone, racer: Racer, log: Path) -> list[str]:
 
 
 def run_racers(zone: Zone, racers: Sequence[Racer], logs: Path) -> None:
-    """Start the racers at once, SIGKILL each at its time, and wait for all within the engine's deadline (a
-    process alive past it is a hang: killed and marked)."""
+    """Start the racers at once, SIGKILL each at its time, and wait for all; one that hangs (past the engine's
+    deadline and idle, :data:`STALL_S`) is killed and marked."""
     procs: list[tuple[Racer, subprocess.Popen[bytes], float, Path]] = []
     for i, racer in enumerate(racers):
         # The wall clock jumps by racer.clock, racer.clock_after seconds into the run; timers of poll and select
@@ -177,6 +232,7 @@ def run_racers(zone: Zone, racers: Sequence[Racer], logs: Path) -> None:
 
 
 def _wait_racers(zone: Zone, procs: list[tuple[Racer, subprocess.Popen[bytes], float, Path]]) -> None:
+    progress = {proc.pid: GroupProgress(proc.pid) for _, proc, _, _ in procs}
     while any(p.poll() is None for _, p, _, _ in procs):
         now = time.monotonic()
         for racer, proc, started, _ in procs:
@@ -186,7 +242,7 @@ def _wait_racers(zone: Zone, procs: list[tuple[Racer, subprocess.Popen[bytes], f
             if racer.kill_after is not None and not racer.killed and now - started >= racer.kill_after:
                 _kill_group(proc)
                 racer.killed = True
-            elif now - started > zone.engine.deadline:
+            elif progress[proc.pid].overdue(started, now, zone.engine.deadline):
                 _kill_group(proc)
                 racer.hung = True
         time.sleep(0.02)

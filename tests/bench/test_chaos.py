@@ -85,3 +85,21 @@ def test_the_campaign_script_and_its_make_target_agree() -> None:
     makefile = (Path(chaos.__file__).resolve().parents[1] / "Makefile").read_text()
     assert "-m bench.chaos --seed $(SEED) --faults $(FAULTS) --engines $(ENGINES)" in makefile
     assert re.search(r"^\.PHONY:.* chaos ", makefile, re.M)
+
+
+def test_a_process_past_its_deadline_is_a_hang_when_idle_not_when_busy() -> None:
+    """The campaign's hang rule on real processes: one asleep past its deadline is a hang (killed at once after
+    the idle spell); one that computes past its deadline and then ends is slow, not hung; one that computes past
+    the runaway bound is a hang however busy."""
+    import sys
+    import time
+
+    def start(code: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+
+    began = time.monotonic()
+    assert chaos_faults.wait_bounded(start("import time; time.sleep(60)"), 0.5, stall_s=1.5, runaway=100)
+    assert time.monotonic() - began < 30
+    busy = "import time\nt = time.time()\nwhile time.time() - t < {}: pass"
+    assert not chaos_faults.wait_bounded(start(busy.format(4)), 0.5, stall_s=1.5, runaway=100)
+    assert chaos_faults.wait_bounded(start(busy.format(60)), 0.5, stall_s=1.5, runaway=6)
