@@ -22,9 +22,15 @@ process (``lakeshard.process.memory``: no transparent huge pages, Arrow's freed 
 * ``stream-delta`` — the same stream with a 6 h watermark into a Delta sink partitioned like ``events``
   (delta-spark);
 * ``merge`` — Structured Streaming with ``foreachBatch``: each micro-batch deduplicated on the event key, then an
-  insert-only ``MERGE`` into a Delta table partitioned like ``events`` (delta-spark).
+  insert-only ``MERGE`` into a Delta table partitioned like ``events`` (delta-spark);
+* ``cli-native`` / ``cli-connect`` — ``lakeshard ingest`` on Delta's engine (the native adapter), on a classic session
+  and under Spark Connect;
+* ``stream-delta-connect`` / ``merge-connect`` — ``stream-delta`` and ``merge`` under Spark Connect. The cases under
+  Connect share one local Connect server with Delta's engine (:mod:`bench.connect`, ``--connect-heap``), started
+  for them; its process tree's memory and CPU count with each case's own. The Spark peers are in
+  :mod:`bench.spark_peers`.
 
-The Spark cases start a local session the way lakeshard's own does (``lakeshard.runtime.session``), with Delta's
+The classic Spark cases start a local session the way lakeshard's own does (``lakeshard.runtime``), with Delta's
 installed jars (``scripts/install-delta-jars.sh``; ``LAKESHARD_DELTA_JARS`` names another folder).
 
 Figures per case: wall seconds of the case's work (and of its whole process, start-up included), MB/s of landing
