@@ -244,8 +244,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             for f in r["faults"]:
                 outcome = f["outcome"] if f["landed"] else "missed (the process had ended)"
                 kinds[(run["engine"], f["kind"], outcome)] += 1
-            totals["lost"] += r["check"]["lost"]
-            totals["duplicated"] += r["check"]["duplicated"] + r["check"]["invented"]
+            # An event lost (or doubled) at one check and still so at the next is counted once; records of campaigns
+            # from before the ledger kept them count per round.
+            totals["lost"] += r["check"].get("lost_new", r["check"]["lost"])
+            totals["duplicated"] += r["check"].get("duplicated_new", r["check"]["duplicated"]) + r["check"]["invented"]
             totals["closed_changed"] += r["check"]["closed_changed"]
             totals["hangs"] += r["hangs"]
             totals["quarantine_repeated"] += r["check"]["quarantine_repeated"]

@@ -39,10 +39,14 @@ class ClosedBucket:
 
 @dataclass
 class Ledger:
-    """What the checker carries from round to round: closed buckets as first seen, files rewritten in place."""
+    """What the checker carries from round to round: closed buckets as first seen, files rewritten in place, and
+    the events found lost or duplicated at an earlier check (a campaign counts each such event once, not once per
+    round it stays so)."""
 
     closed: dict[Key, ClosedBucket] = field(default_factory=dict)
     rewritten: set[str] = field(default_factory=set)  # landing file names (basename) rewritten in place
+    lost: set[Key] = field(default_factory=set)
+    duplicated: set[Key] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class RoundCheck:
     expected: int
     closed: int
     examples: tuple[str, ...] = ()
+    lost_new: int = 0  # of ``lost``, the events no earlier check of the campaign found lost
+    duplicated_new: int = 0  # of ``duplicated``, the extra rows of keys no earlier check found duplicated
 
     @property
     def broken(self) -> bool:
@@ -68,7 +74,7 @@ class RoundCheck:
         return {"lost": self.lost, "duplicated": self.duplicated, "invented": self.invented,
                 "closed_changed": self.closed_changed, "quarantine_repeated": self.quarantine_repeated,
                 "events": self.events, "expected": self.expected, "closed": self.closed,
-                "examples": list(self.examples)}
+                "examples": list(self.examples), "lost_new": self.lost_new, "duplicated_new": self.duplicated_new}
 
 
 def open_store(lakehouse: Path) -> tuple[Any, Any]:
@@ -189,6 +195,11 @@ def check_round(lakehouse: Path, landing: Path, ledger: Ledger) -> RoundCheck:
                        if not r["source_file"] or Path(r["source_file"]).name not in ledger.rewritten)
         repeated = sum(n - 1 for n in keys.values() if n > 1)
         examples += [f"quarantined {n}x: {k}" for k, n in list(keys.items()) if n > 1][:3]
+    lost_new = len(set(lost) - ledger.lost)
+    duplicated_new = sum(n - 1 for k, n in duplicated.items() if k not in ledger.duplicated)
+    ledger.lost.update(lost)
+    ledger.duplicated.update(duplicated)
     return RoundCheck(lost=len(lost), duplicated=sum(n - 1 for n in duplicated.values()), invented=len(invented),
                       closed_changed=changed, quarantine_repeated=repeated, events=sum(counts.values()),
-                      expected=len(expected), closed=len(closed_now), examples=tuple(examples[:8]))
+                      expected=len(expected), closed=len(closed_now), examples=tuple(examples[:8]),
+                      lost_new=lost_new, duplicated_new=duplicated_new)

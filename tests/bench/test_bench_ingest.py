@@ -64,14 +64,15 @@ def test_the_round_by_round_ratio_holds_through_a_drift_of_the_machines_speed() 
 @pytest.mark.usefixtures("delta_jars_installed")
 def test_lakeshard_and_the_delta_peers_write_each_event_once_classic_and_under_connect(tmp_path: Path) -> None:
     """lakeshard on Delta's engine and the Delta peers, on a classic session and under Spark Connect (one local
-    server for the Connect cases), each checked against the zone's truth."""
-    doc, by = _run(tmp_path, "cli,cli-native,stream-delta,merge,cli-connect,stream-delta-connect,merge-connect")
+    server for the Connect cases), each checked against the zone's truth. The Delta sink's stream under Connect is
+    left out (the same code as on the classic session; `foreachBatch` is what runs differently there)."""
+    doc, by = _run(tmp_path, "cli,cli-native,stream-delta,merge,cli-connect,merge-connect")
 
     for case in ("cli-native", "cli-connect"):
         c = by[case]
         assert c["rows_out"] == doc["unique_events"] == 1500, c
         assert c["duplicates_let_through"] == c["events_dropped"] == c["extra_events"] == 0, c
-    for case in ("stream-delta", "merge", "stream-delta-connect", "merge-connect"):
+    for case in ("stream-delta", "merge", "merge-connect"):
         c = by[case]
         # A 6 h watermark keeps every late event of the zone; dedupe on the event key lets no duplicate through.
         assert c["duplicates_let_through"] == c["events_dropped"] == 0, c
@@ -84,4 +85,4 @@ def test_lakeshard_and_the_delta_peers_write_each_event_once_classic_and_under_c
     ratios = doc["ratios"]
     assert {"cli-native_over_cli", "cli-connect_over_cli", "best_peer_over_cli-native",
             "best_peer_over_cli-connect"} <= set(ratios), ratios
-    assert ratios["best_peer_of_cli-connect"] in ("stream-delta-connect", "merge-connect"), ratios
+    assert ratios["best_peer_of_cli-connect"] == "merge-connect", ratios
