@@ -105,5 +105,6 @@ def test_a_process_past_its_deadline_is_a_hang_when_idle_not_when_busy() -> None
     assert chaos_faults.wait_bounded(start("import time; time.sleep(60)"), 0.5, stall_s=1.5, runaway=100)
     assert time.monotonic() - began < 30
     busy = "import time\nt = time.time()\nwhile time.time() - t < {}: pass"
-    assert not chaos_faults.wait_bounded(start(busy.format(4)), 0.5, stall_s=1.5, runaway=100)
-    assert chaos_faults.wait_bounded(start(busy.format(60)), 0.5, stall_s=1.5, runaway=6)
+    # A busy process gets CPU within any 5 s even on a loaded machine: it is slow, not idle.
+    assert not chaos_faults.wait_bounded(start(busy.format(4)), 0.5, stall_s=5, runaway=100)
+    assert chaos_faults.wait_bounded(start(busy.format(60)), 0.5, stall_s=5, runaway=6)
