@@ -4,6 +4,7 @@ a closed bucket is refused in one line."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import shutil
@@ -285,3 +286,96 @@ def test_refill_ids_rebuilds_a_repaired_index_partition_so_a_copy_arriving_again
         shutil.copy2(f, f.with_name(f"again-{f.name}"))
     assert main(["ingest", *common]) == 0
     assert _keys_of(lakehouse) == expected
+
+
+def _rewrite(path: Path, rng: random.Random) -> None:
+    """Serialize every record of the landing file again (its keys in another order, other spacing): other bytes on
+    every line, the same events on the same lines."""
+    lines = path.read_text().split("\n")
+    out = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        keys = list(record) if not isinstance(record, dict) else rng.sample(list(record), len(record))
+        out.append(json.dumps({k: record[k] for k in keys} if isinstance(record, dict) else record, indent=None,
+                              separators=(" , ", " : ")))
+    path.write_text("\n".join(out))
+
+
+def _keys_by_file(landing: Path) -> dict[Path, set[tuple[str, str]]]:
+    """Return the (tenant_id, event_id) of each valid record of each landing file."""
+    out: dict[Path, set[tuple[str, str]]] = {}
+    for path in landing.rglob("*"):
+        if not path.is_file() or "_truth" in path.parts:
+            continue
+        raw = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
+        keys = out.setdefault(path, set())
+        for line in raw.split(b"\n"):
+            try:
+                record = json.loads(line)
+                keys.add((record["tenant_id"], record["event_id"]))
+            except (ValueError, TypeError, KeyError):
+                continue
+    return out
+
+
+@pytest.mark.parametrize("seed", [12, 41])
+def test_refill_reads_a_landing_file_rewritten_since_its_batch_or_names_what_is_gone(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int) -> None:
+    """The landing files that fed a damaged bucket changed after their batches were planned: some rewritten (the
+    same records in other bytes), one removed. The refill restores every event a landing file still holds (a
+    rewritten file's rows as it now reads: only ``size_bytes`` may differ), and for the events only the removed file
+    held it exits 1 naming the file and exactly how many rows it could not restore: never 0 with rows missing."""
+    rng = random.Random(seed)
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    assert main(["generate", "--landing", str(landing), "--events", str(rng.randint(400, 900)), "--tenants",
+                 str(rng.randint(2, 4)), "--seed", str(seed), "--quiet"]) == 0
+    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
+    before = _events(lakehouse)
+
+    store = open_lazy_store(load_config(overrides={"lakehouse": str(lakehouse)}, env={}))
+    victim = max(store.files(str(lakehouse / EVENTS)), key=lambda f: f.num_records or 0)
+    tenant, hour = victim.partition_values["tenant_id"], victim.partition_values["hour"]
+    in_victim = {(tenant, e) for e in pq.read_table(lakehouse / EVENTS / unquote(victim.path),
+                                                    columns=["event_id"]).column("event_id").to_pylist()}
+    by_file = _keys_by_file(landing)
+    sources = sorted(p for p, keys in by_file.items() if keys & in_victim and not p.name.endswith(".gz"))
+    assert len(sources) >= 2, sources
+
+    def only_in(path: Path) -> set[tuple[str, str]]:
+        return by_file[path] & in_victim - set().union(*(k for p, k in by_file.items() if p != path))
+    gone = max(sources, key=lambda p: (len(only_in(p)), p.name))
+    rewritten = [p for p in sources if p != gone]
+    for path in rewritten:
+        _rewrite(path, rng)
+    gone.unlink()
+    left = set().union(*_keys_by_file(landing).values())
+    unrestored = [r for r in before if (r["tenant_id"], r["event_id"]) in in_victim - left]
+    assert unrestored  # the removed file held the only copy of some of the bucket's events
+    on_disk = lakehouse / EVENTS / unquote(victim.path)
+    on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+    assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 0
+    capsys.readouterr()
+
+    assert main(["refill", "--lakehouse", str(lakehouse), "--bucket", f"{tenant}/{hour}"]) == 1
+    captured = capsys.readouterr()
+    assert f"{len(unrestored):,} removed rows were not restored" in captured.err, captured.err
+    assert gone.name in captured.err and "gone" in captured.err, captured.err
+    assert rewritten[0].name in captured.err and "changed" in captured.err, captured.err
+    lost = {(r["tenant_id"], r["event_id"]) for r in unrestored}
+    after = _events(lakehouse)
+    assert Counter((r["tenant_id"], r["event_id"]) for r in after) == Counter(
+        (r["tenant_id"], r["event_id"]) for r in before if (r["tenant_id"], r["event_id"]) not in lost)
+
+    def same(rows: list[dict[str, object]]) -> Counter[tuple[object, ...]]:  # what a rewrite leaves unchanged
+        return _canonical([{k: v for k, v in r.items() if k != "size_bytes"} for r in rows])
+    # The events a landing file still holds back as they were, each once (a copy of another file may be the one
+    # restored when the removed file held the first: the same event, so the same columns but its size).
+    assert same(after) == same([r for r in before if (r["tenant_id"], r["event_id"]) not in lost])
+
+    assert main(["refill", "--lakehouse", str(lakehouse), "--bucket", f"{tenant}/{hour}"]) == 1  # still short
+    assert f"{len(unrestored):,} removed rows were not restored" in capsys.readouterr().err
+    assert len(_events(lakehouse)) == len(after)  # and nothing committed twice

@@ -17,12 +17,15 @@ finds exactly the lost events and commits them back to ``events``:
    gives each its ``shard`` and ``routed_version``; an event of another hour is ``late``, so the row committed is
    the one the writer committed, column for column.
 
-The ID index stays as it is: it already holds those keys, and after the refill the rows are there too. A second
-refill finds nothing lost and commits nothing. Rows it cannot find (a landing file changed or gone since) are
-counted against what ``fsck_repairs`` says was removed, so a shortfall is visible (the refill that restores rows
-reports it; an earlier refill's rows are not counted again). A late event is restored to the bucket asked for when
-several of the tenant's buckets (a closed one of its own hour included) lost files whose ``ts`` ranges hold it (or
-the log no longer gives the ranges): exactly once, in the first bucket refilled.
+A landing file whose planned bytes changed since (rewritten) is read whole as it is now: a lost event it still
+holds is found by its key. The ID index stays as it is: it already holds those keys, and after the refill the rows
+are there too. A second refill finds nothing lost and commits nothing. What fsck removed, less what this refill and
+the earlier ones (the refill commits of the log's history) restored, is the shortfall: rows no landing file holds
+any more (a file gone or cut short since), reported with the files that were not as planned, never hidden.
+
+A late event is restored to the bucket asked for when several of the tenant's buckets (a closed one of its own
+hour included) lost files whose ``ts`` ranges hold it (or the log no longer gives the ranges): exactly once, in the
+first bucket refilled.
 
 A closed bucket is refused: its rows are final and its checksum is recorded; a refill would change it.
 
@@ -34,6 +37,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -43,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeshard.dedupe import first_of_each_key, key_hashes
+from lakeshard.landing import LandingFile
 from lakeshard.maintenance.errors import RefillRefused
 from lakeshard.maintenance.fsck import repair_commits
 from lakeshard.tables import (
@@ -72,8 +77,10 @@ class RefillPlan:
     """The events one bucket lost, found in the landing bytes that fed it.
 
     ``rows`` are in ``events``' columns; ``removed`` is what ``fsck_repairs`` records as removed from the bucket
-    (rows by the log), ``found`` how many of the tenant's events of the hours the bucket can hold (its own, and the
-    closed ones that could send it late events) the batches' landing bytes hold.
+    (rows by the log), ``restored`` what earlier refills of the bucket committed back (by the log's history),
+    ``found`` how many of the tenant's events of the hours the bucket can hold (its own, and the closed ones that
+    could send it late events) the batches' landing bytes hold, ``problems`` the landing files that were not as
+    their batches planned them (changed, so read as they are now; gone or unreadable), one line each.
     """
 
     tenant_id: str
@@ -82,13 +89,15 @@ class RefillPlan:
     rows: pa.Table
     removed: int
     found: int
+    restored: int = 0
+    problems: tuple[str, ...] = ()
 
     @property
     def missing(self) -> int:
-        """Return how many rows fsck removed from the bucket that this refill does not give back: 0 when it
-        restores them all, and when it restores nothing (nothing is lost, or an earlier refill restored it)."""
-        restored = int(self.rows.num_rows)
-        return max(self.removed - restored, 0) if restored else 0
+        """Return how many rows fsck removed from the bucket that neither an earlier refill nor this one gives
+        back (0 when every removed row is restored; never less than the truth, more when a refill older than the
+        log's history restored some)."""
+        return max(self.removed - self.restored - int(self.rows.num_rows), 0)
 
 
 def plan_refill(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str) -> RefillPlan:
@@ -116,12 +125,12 @@ def plan_refill(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: s
                         and (span is None or hour_of(span[0]) <= r["hour"] <= hour_of(span[1])))
     own_hours = [*late_hours, hour]
     batches = _batches_of(store, cfg, tenant_id, set(own_hours))
-    parsed = _parsed(store, cfg, batches)
+    parsed, problems = _parsed(store, cfg, batches)
     parsed = parsed.filter(pc.and_(pc.equal(parsed.column("tenant_id"), tenant_id),
                                    pc.is_in(_hours(parsed.column("ts")), pa.array(own_hours, pa.string()))))
     rows = _lost(store, cfg, parsed, tenant_id, hour, own_hours, span)
     return RefillPlan(tenant_id, hour, tuple(batches), rows, _removed(store, cfg, tenant_id, hour),
-                      parsed.num_rows)
+                      parsed.num_rows, _restored(store, cfg, tenant_id, hour), problems)
 
 
 def refill_bucket(store: TableStore, cfg: LakeshardConfig, plan: RefillPlan) -> CommitResult | None:
@@ -140,28 +149,52 @@ def _batches_of(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hours: 
     return sorted({int(r["batch"]) for r in metrics.to_pylist() if hour_of(aware(r["window_start"])) in hours})
 
 
-def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> pa.Table:
+def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> tuple[pa.Table, tuple[str, ...]]:
     """Return the events of the batches' planned landing bytes, parsed by each plan's clock, in batch order, each
-    with its ``batch``."""
-    from lakeshard.landing import parse_landing_arrow
+    with its ``batch``; and what was not as planned, one line per landing file.
+
+    A file whose planned bytes changed since (rewritten: the same records in other bytes, or other records) is read
+    whole as it is now: a lost event it still holds is found by its key all the same. A file that is gone or cannot
+    be read gives nothing, and is named."""
+    from lakeshard.landing import FILE_CHANGED, UNREADABLE_FILE, category_of, parse_landing_arrow
     from lakeshard.routing import planned_file
 
     if not batches:
         tenant, event, when = EVENT_KEY
         return pa.table({tenant: pa.array([], pa.string()), event: pa.array([], pa.string()),
-                         when: pa.array([], pa.timestamp("us", tz="UTC"))})
+                         when: pa.array([], pa.timestamp("us", tz="UTC")), "batch": pa.array([], pa.int64())}), ()
     plans = store.read_table_arrow(cfg.table_uri(LANDING_BATCHES),
                                    where=pc.field("batch").isin(pa.array(batches, pa.int64()))).to_pylist()
-    parts = []
+    parts, problems = [], {}
     for batch in batches:
         rows = [r for r in plans if int(r["batch"]) == batch]
         if not rows:
             continue
         files = sorted((planned_file(r) for r in rows), key=lambda f: f.path)
         clock = max(millis(aware(r["planned_at"])) for r in rows)
-        events, _ = parse_landing_arrow(files, limits=cfg.landing_format, now_ms=clock)
+        events, quarantine = parse_landing_arrow(files, limits=cfg.landing_format, now_ms=clock)
+        changed = []
+        for path, reason in zip(quarantine.column("source_file").to_pylist(),
+                                quarantine.column("reason").to_pylist(), strict=True):
+            if category_of(reason) == FILE_CHANGED:
+                changed.append(next(f for f in files if f.path == path))
+            elif category_of(reason) == UNREADABLE_FILE:
+                problems[path] = f"{path} (batch {batch}): gone or unreadable ({reason.split(':', 1)[1].strip()})"
+        if changed:  # read as the files are now, whole (their events keep their line numbers)
+            whole = [LandingFile(f.path, f.size_bytes, f.mtime, target=f.target) for f in changed]
+            again, unread = parse_landing_arrow(whole, limits=cfg.landing_format, now_ms=clock)
+            events = pa.concat_tables([events, again.cast(events.schema)])
+            for f in changed:
+                problems.setdefault(f.path, f"{f.path} (batch {batch}): changed since its batch was planned; read "
+                                            "as it is now")
+            for path, reason in zip(unread.column("source_file").to_pylist(), unread.column("reason").to_pylist(),
+                                    strict=True):
+                if category_of(reason) == UNREADABLE_FILE:
+                    problems[path] = f"{path} (batch {batch}): gone or unreadable since its batch was planned"
         parts.append(events.append_column("batch", pa.array(np.full(events.num_rows, batch, np.int64))))
-    return pa.concat_tables(parts) if parts else _parsed(store, cfg, [])
+    if not parts:
+        return _parsed(store, cfg, [])
+    return pa.concat_tables(parts), tuple(problems.values())
 
 
 def _hours(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -239,6 +272,18 @@ def _repairs(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str)
     return store.read_table_arrow(cfg.table_uri(FSCK_REPAIRS), ["path", "rows"],
                                   where=(pc.field("table_name") == EVENTS) & (pc.field("tenant_id") == tenant_id)
                                   & (pc.field("hour") == hour))
+
+
+def _restored(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str) -> int:
+    """Return the rows the refills of the bucket the log's history still holds committed back to ``events``."""
+    rows = 0
+    for commit in store.history(cfg.table_uri(EVENTS)):
+        meta = commit.custom_metadata.get(REFILL_OPERATION)
+        if isinstance(meta, str):
+            meta = json.loads(meta)
+        if isinstance(meta, dict) and (meta.get("tenant_id"), meta.get("hour")) == (tenant_id, hour):
+            rows += int(meta.get("rows") or 0)
+    return rows
 
 
 def _removed(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str) -> int:

@@ -85,6 +85,8 @@ def _name_unrebuildable(store: TableStore, cfg: LakeshardConfig, name: str, remo
                 print(f"  cannot rebuild {name} file {path}: {why}", file=sys.stderr)
 
 
+_NAMED = 20  # landing files a refill names one per line; the rest are counted
+
 # What restores the rows a repair removed from each table ``lakeshard refill`` knows.
 _REFILLS = {
     "events": "lakeshard refill --bucket TENANT/HOUR restores a repaired bucket's events from the landing zone",
@@ -132,9 +134,14 @@ def cmd_refill(args: argparse.Namespace) -> int:
     done = refill_bucket(store, cfg, plan)
     if done is not None:
         print(f"restored {plan.rows.num_rows:,} events to {tenant_id}/{hour} in events version {done.version}")
+    for problem in plan.problems[:_NAMED]:
+        print(f"landing file {problem}", file=sys.stderr)
+    if len(plan.problems) > _NAMED:
+        print(f"... and {len(plan.problems) - _NAMED:,} more landing files not as planned", file=sys.stderr)
     if plan.missing:
-        print(f"{plan.missing:,} removed rows were not found in the landing zone: their landing bytes changed or "
-              "are gone", file=sys.stderr)
+        print(f"{plan.missing:,} removed rows were not restored: no landing file of the batches that fed the bucket "
+              "holds them any more (see the files named above); they are lost unless a copy is found elsewhere",
+              file=sys.stderr)
         return 1
     return 0
 
