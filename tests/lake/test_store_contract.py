@@ -25,7 +25,7 @@ from pyspark.sql.types import (
 )
 
 from lakeshard.errors import CommitConflict, TableExists, TableNotFound, TableStoreError, UnsupportedByAdapter
-from lakeshard.lake import AppTransaction, TableStore, check_data_file
+from lakeshard.lake import AppTransaction, TableSpec, TableStore, check_data_file
 
 EVENTS = StructType([
     StructField("tenant_id", StringType(), False),
@@ -458,3 +458,36 @@ def test_added_columns_read_as_null_in_older_rows_and_take_values_after(
     with pytest.raises(TableStoreError, match=r"as NOT NULL"):
         table_store.add_columns(uri, [StructField("must", StringType(), False)])
     assert table_store.version(uri) == 3  # the refused changes committed nothing
+
+
+def test_create_all_makes_each_missing_table_once_grows_the_older_and_names_a_misshapen_one(
+    table_store: TableStore, spark: SparkSession, tmp_path: Path
+) -> None:
+    """One call makes a job's tables ready, on Delta's engine side by side: each missing table created once with its
+    shape, partitioning, properties and description; an existing table of the same shape left as it is; an older one
+    given the nullable columns its spec gained; a second call changes nothing; a table of another shape named."""
+    older = str(tmp_path / "older")
+    table_store.create(older, EVENTS, partition_by=["tenant_id"])
+    same = str(tmp_path / "same")
+    table_store.create(same, EVENTS)
+    grown = StructType([*EVENTS.fields, StructField("start_byte", LongType(), True)])
+    fresh = [str(tmp_path / f"fresh{i}") for i in range(5)]
+    specs = [TableSpec(older, grown, ("tenant_id",), grow=True), TableSpec(same, EVENTS),
+             *(TableSpec(uri, EVENTS, ("tenant_id", "hour")[: i % 3], {"delta.appendOnly": "true"} if i == 2 else None,
+                         f"table {i}") for i, uri in enumerate(fresh))]
+    table_store.create_all(specs)
+    table_store.create_all(specs)
+
+    assert DeltaTable(older).version() == 1 and _shape(table_store.schema(older)) == _shape(grown)
+    assert DeltaTable(same).version() == 0
+    for i, uri in enumerate(fresh):
+        table = DeltaTable(uri)  # read by delta-rs: what each adapter committed
+        assert table.version() == 0, uri
+        assert table.metadata().partition_columns == list(("tenant_id", "hour")[: i % 3])
+        assert table.metadata().description == f"table {i}"
+        assert _shape(table_store.schema(uri)) == _shape(EVENTS)
+    assert DeltaTable(fresh[2]).metadata().configuration.get("delta.appendOnly") == "true"
+
+    other = StructType([*EVENTS.fields, StructField("needed", LongType(), False)])
+    with pytest.raises(TableStoreError, match=f"{tmp_path / 'same'}.*different shape"):
+        table_store.create_all([TableSpec(str(tmp_path / "fresh9"), EVENTS), TableSpec(same, other)])

@@ -228,6 +228,10 @@ def test_route_and_ingest_run_as_one_call_with_the_fused_hand_off_and_account_as
     log = EventLog(store, cfg).read(report.run_id).collect()
     assert [(r["flow"], r["event"]) for r in log] == [
         ("route", "started"), ("ingest", "started"), ("route", "completed"), ("ingest", "completed")]
+    # The pair's events are committed together: two commits of the log where each flow would make its own.
+    commits = [c for c in store.history(cfg.table_uri("pipeline_events"))
+               if c.custom_metadata.get("run_id") == report.run_id]
+    assert len(commits) == 2, commits
     ends = _ends(store, cfg, report.run_id)
     route, ingest = ends["route"], ends["ingest"]
     events = store.read(cfg.table_uri(EVENTS)).count()

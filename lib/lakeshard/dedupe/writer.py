@@ -91,7 +91,7 @@ from lakeshard.dedupe.index import IdIndex
 from lakeshard.dedupe.keyhash import key_hash_columns
 from lakeshard.dedupe.report import WriteReport
 from lakeshard.errors import DamagedDataFile, LakeshardError
-from lakeshard.lake import CommitResult, FileInfo, TableStore, check_data_file, damaged_in_spark
+from lakeshard.lake import CommitResult, FileInfo, TableSpec, TableStore, check_data_file, damaged_in_spark
 from lakeshard.tables import (
     BUCKETS,
     EVENTS,
@@ -208,19 +208,25 @@ class ShardWriter:
     def commit_min_bytes(self, value: int) -> None:
         self.feed.commit_min_bytes = value
 
+    @staticmethod
+    def table_specs(store: TableStore, cfg: LakeshardConfig) -> list[TableSpec]:
+        """Return the tables writers of ``cfg``'s lakehouse write (for :meth:`TableStore.create_all`)."""
+        shape = USER_TABLE_SHAPES[EVENTS]
+        specs = [TableSpec(cfg.table_uri(EVENTS), shape.schema, tuple(shape.partition_by),
+                           description=shape.description)]
+        # An index made with the exact keys beside their hash stays as it is (IDs are written in the table's shape).
+        ids = cfg.table_uri(ID_INDEX)
+        keyed = store.exists(ids) and store.schema(ids).fieldNames() == ID_INDEX_KEYED_SCHEMA.fieldNames()
+        if not keyed:
+            specs.append(TableSpec(ids, ID_SCHEMA, tuple(ID_INDEX_PARTITIONING), ID_INDEX_PROPERTIES,
+                                   "key hashes of committed events, by shard and hour, for deduplication"))
+        return specs
+
     def ensure_tables(self) -> None:
         """Create ``events`` and ``event_ids`` if missing."""
         if self._ready:
             return
-        shape = USER_TABLE_SHAPES[EVENTS]
-        self.store.create(self.events_uri, shape.schema, partition_by=shape.partition_by, description=shape.description)
-        # An index made with the exact keys beside their hash stays as it is (IDs are written in the table's shape).
-        keyed = (self.store.exists(self.ids_uri)
-                 and self.store.schema(self.ids_uri).fieldNames() == ID_INDEX_KEYED_SCHEMA.fieldNames())
-        if not keyed:
-            self.store.create(self.ids_uri, ID_SCHEMA, partition_by=ID_INDEX_PARTITIONING,
-                              properties=ID_INDEX_PROPERTIES,
-                              description="key hashes of committed events, by shard and hour, for deduplication")
+        self.store.create_all(self.table_specs(self.store, self.cfg))
         self._ready = True
 
     def run(self, *, max_steps: int = 1000, flush: bool = True) -> list[WriteReport]:

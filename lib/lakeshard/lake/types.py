@@ -13,6 +13,7 @@ from lakeshard.utc import aware
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from pyspark.sql.types import StructType
 
 __all__ = [
     "BYTES_ADDED",
@@ -24,6 +25,7 @@ __all__ = [
     "FileChange",
     "FileInfo",
     "LogEntry",
+    "TableSpec",
     "VacuumReport",
     "WriteFiles",
     "WrittenFile",
@@ -152,6 +154,19 @@ class CommitInfo:
     parameters: Mapping[str, Any]
     metrics: Mapping[str, Any]
     custom_metadata: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table a job needs: created when missing (:meth:`TableStore.create_all`), else its shape checked; with
+    ``grow``, an existing table first gains the nullable columns of ``schema`` it lacks (``create_or_grow``)."""
+
+    uri: str
+    schema: StructType
+    partition_by: tuple[str, ...] = ()
+    properties: Mapping[str, str] | None = None
+    description: str | None = None
+    grow: bool = False
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ def run_route(ctx: FlowContext) -> FlowResult:
     New batches go through ``routed``; a batch a crashed process planned for the fused hand-off is finished that
     way, by writers built here (docs/decisions.md, record 19).
     """
+    ctx.store.create_all([*RoutingTables(ctx.store, ctx.cfg).table_specs(), *Router.table_specs(ctx.cfg)])
     router = _router(ctx, _FinishFused(ctx), fused=False)
     router.ensure_tables()
     before = _version(ctx, ROUTED)
@@ -132,7 +133,11 @@ def ingest_fused(route_ctx: FlowContext, ingest_ctx: FlowContext) -> tuple[FlowR
     then written by the same writers. With ingest shards named, the two flows run one after the other as usual."""
     if str(ingest_ctx.params["shards"]).strip():
         return run_route(route_ctx), run_ingest(ingest_ctx)
-    shards = ingest_shards(RoutingTables(ingest_ctx.store, ingest_ctx.cfg), "")
+    tables = RoutingTables(ingest_ctx.store, ingest_ctx.cfg)
+    # Every table of the run made ready in one call: created side by side where each create waits on Delta's engine.
+    ingest_ctx.store.create_all([*tables.table_specs(), *Router.table_specs(ingest_ctx.cfg),
+                                 *ShardWriter.table_specs(ingest_ctx.store, ingest_ctx.cfg)])
+    shards = ingest_shards(tables, "")
     writer = ShardWriter(ingest_ctx.session, ingest_ctx.store, ingest_ctx.cfg, shards, gate=ingest_ctx.gate,
                          clock=ingest_ctx.clock, on_delivered=partial(_count_routed, route_ctx))
     router = _router(route_ctx, writer, fused=True)
@@ -184,7 +189,9 @@ def ingest_shards(tables: RoutingTables, text: str) -> list[int]:
 
 def run_ingest(ctx: FlowContext) -> FlowResult:
     """Return what the shard writers did (:class:`~lakeshard.dedupe.writer.ShardWriter`), expectations gated."""
-    shards = ingest_shards(RoutingTables(ctx.store, ctx.cfg), str(ctx.params["shards"]))
+    tables = RoutingTables(ctx.store, ctx.cfg)
+    ctx.store.create_all([*tables.table_specs(), *ShardWriter.table_specs(ctx.store, ctx.cfg)])
+    shards = ingest_shards(tables, str(ctx.params["shards"]))
     writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, shards, gate=ctx.gate, clock=ctx.clock)
     return _ingest_result(ctx, writer.run(), writer.conflicts, writer.stopped)
 

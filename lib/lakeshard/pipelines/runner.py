@@ -197,7 +197,10 @@ class _Run:
                            self.clock, gates=self.gate)
 
     def event(self, flow: str, kind: str, **extra: Any) -> None:
-        self.log.append(FlowEvent(self.run_id, self.pipeline.name, flow, kind, self.full_refresh, **extra))
+        self.log.append(self.flow_event(flow, kind, **extra))
+
+    def flow_event(self, flow: str, kind: str, **extra: Any) -> FlowEvent:
+        return FlowEvent(self.run_id, self.pipeline.name, flow, kind, self.full_refresh, **extra)
 
     def input_versions(self, flow: Flow) -> dict[str, int] | None:
         """Return the versions of ``flow``'s input tables, or None when it always runs (it reads a source, or its
@@ -212,11 +215,11 @@ class _Run:
         flows = [self.pipeline.flow(joint.first), self.pipeline.flow(joint.second)]
         if any(f.name in self.blocked for f in flows):
             return [self.execute(f, params[f.name]) for f in flows]
-        contexts = []
+        # The two flows' events go to the log together: one commit where each flow would make its own.
         for flow in flows:
             self.say(f"{flow.name}: running ...")
-            self.event(flow.name, "started")
-            contexts.append(self.context(flow, params[flow.name]))
+        self.log.append(*(self.flow_event(flow.name, "started") for flow in flows))
+        contexts = [self.context(flow, params[flow.name]) for flow in flows]
         start = time.perf_counter()
         try:
             results = joint.run(contexts[0], contexts[1])
@@ -225,21 +228,24 @@ class _Run:
         except Exception as exc:  # both flows failed: recorded in the log, then independent flows go on
             seconds = time.perf_counter() - start
             message = f"{type(exc).__name__}: {exc}"
-            runs = []
+            runs, events = [], []
             for flow, ctx in zip(flows, contexts, strict=True):
                 counts = tuple(ctx.gate.counts.values())
-                self.event(flow.name, "failed", expectations=counts, duration_seconds=seconds, error=message)
+                events.append(self.flow_event(flow.name, "failed", expectations=counts, duration_seconds=seconds,
+                                              error=message))
                 self.blocked |= self.pipeline.downstream(flow.name)
                 self.say(f"{flow.name}: FAILED: {message}")
                 runs.append(FlowRun(flow.name, "failed", None, counts, seconds, message, exc))
+            self.log.append(*events)
             return runs
         seconds = time.perf_counter() - start
-        runs = []
+        runs, events = [], []
         for flow, ctx, result in zip(flows, contexts, results, strict=True):
             counts = tuple(ctx.gate.counts.values())
-            self.event(flow.name, "completed", result=result, expectations=counts, duration_seconds=seconds,
-                       input_versions=self.input_versions(flow))
+            events.append(self.flow_event(flow.name, "completed", result=result, expectations=counts,
+                                          duration_seconds=seconds, input_versions=self.input_versions(flow)))
             runs.append(FlowRun(flow.name, "completed", result, counts, seconds))
+        self.log.append(*events)
         return runs
 
     def execute(self, flow: Flow, params: Mapping[str, Any]) -> FlowRun:

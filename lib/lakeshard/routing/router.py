@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeshard.config import LakeshardConfig
-from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableStore
+from lakeshard.lake import AppTransaction, CommitResult, FileInfo, TableSpec, TableStore
 from lakeshard.landing import LandingFile, parse_landing_arrow, read_landing, scan_landing
 from lakeshard.process import SharedJobs, worker_pool
 from lakeshard.routing.allocator import ShardAllocator
@@ -175,22 +175,29 @@ class Router:
         """The session big batches run on: the one given, else the store's (started when first needed)."""
         return self._spark if self._spark is not None else self.store.spark
 
+    @staticmethod
+    def table_specs(cfg: LakeshardConfig) -> list[TableSpec]:
+        """Return the tables a router of ``cfg``'s lakehouse writes (for :meth:`TableStore.create_all`)."""
+        uris = {name: cfg.table_uri(name) for name in (ROUTED, QUARANTINE, LANDING_BATCHES, ROUTING_METRICS)}
+        # Tables that gained nullable columns (byte ranges, the plan's hand-off, routed rows' batch) grow them when a
+        # lakehouse made before opens: no migration step; rows written before read them as null.
+        return [
+            TableSpec(uris[ROUTED], ROUTED_SCHEMA, tuple(ROUTED_PARTITIONING), ROUTED_PROPERTIES,
+                      "landing events with their placement window, shard and router batch", grow=True),
+            TableSpec(uris[QUARANTINE], QUARANTINE_SCHEMA, description=USER_TABLE_SHAPES[QUARANTINE].description,
+                      grow=True),
+            TableSpec(uris[LANDING_BATCHES], LANDING_BATCHES_SCHEMA,
+                      description="the router's batch plans: which bytes of which landing files each batch holds",
+                      grow=True),
+            TableSpec(uris[ROUTING_METRICS], METRICS_SCHEMA,
+                      description="events and bytes per window, tenant and shard (autosharder input)"),
+        ]
+
     def ensure_tables(self) -> None:
         """Create the router's tables if missing."""
         if self._ready:
             return
-        # Tables that gained nullable columns (byte ranges, the plan's hand-off, routed rows' batch) grow them when a
-        # lakehouse made before opens: no migration step; rows written before read them as null.
-        self.store.create_or_grow(self.uris[ROUTED], ROUTED_SCHEMA, partition_by=ROUTED_PARTITIONING,
-                                  properties=ROUTED_PROPERTIES,
-                                  description="landing events with their placement window, shard and router batch")
-        self.store.create_or_grow(self.uris[QUARANTINE], QUARANTINE_SCHEMA,
-                                  description=USER_TABLE_SHAPES[QUARANTINE].description)
-        self.store.create_or_grow(self.uris[LANDING_BATCHES], LANDING_BATCHES_SCHEMA,
-                                  description="the router's batch plans: which bytes of which landing files each "
-                                              "batch holds")
-        self.store.create(self.uris[ROUTING_METRICS], METRICS_SCHEMA,
-                          description="events and bytes per window, tenant and shard (autosharder input)")
+        self.store.create_all(self.table_specs(self.cfg))
         self._ready = True
 
     def run(self, landing: str | None = None, *, on_batch: Callable[[RouteReport], None] | None = None

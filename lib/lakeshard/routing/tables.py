@@ -14,8 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakeshard.config import LakeshardConfig
-from lakeshard.errors import TableStoreError
-from lakeshard.lake import TableStore
+from lakeshard.lake import TableSpec, TableStore
 from lakeshard.routing.errors import RoutingError
 from lakeshard.routing.hashing import HASH_MMH3
 from lakeshard.routing.placement import Placement
@@ -118,34 +117,24 @@ class RoutingTables:
         self.topology_uri = cfg.table_uri(SHARD_TOPOLOGY)
         self._ready = False
 
+    def table_specs(self) -> list[TableSpec]:
+        """Return the three tables (for :meth:`TableStore.create_all`)."""
+        return [
+            # A placements table made before hash versions gains its ``hash_version`` column (null: version 1).
+            TableSpec(self.placements_uri, PLACEMENT_SCHEMA,
+                      description="immutable time-bounded shard placements per tenant", grow=True),
+            TableSpec(self.settings_uri, TENANT_SETTINGS_SCHEMA,
+                      description="per-tenant shard count and salt; the newest row per tenant wins"),
+            TableSpec(self.topology_uri, SHARD_TOPOLOGY_SCHEMA,
+                      description="total shards and excluded shards; the newest row wins"),
+        ]
+
     def ensure(self) -> None:
         """Create the three tables if they do not exist yet (idempotent, safe to race)."""
         if self._ready:
             return
-        self._add_hash_version()
-        self.store.create(self.placements_uri, PLACEMENT_SCHEMA,
-                          description="immutable time-bounded shard placements per tenant")
-        self.store.create(self.settings_uri, TENANT_SETTINGS_SCHEMA,
-                          description="per-tenant shard count and salt; the newest row per tenant wins")
-        self.store.create(self.topology_uri, SHARD_TOPOLOGY_SCHEMA,
-                          description="total shards and excluded shards; the newest row wins")
+        self.store.create_all(self.table_specs())
         self._ready = True
-
-    def _add_hash_version(self) -> None:
-        """Give a placements table made before hash versions its ``hash_version`` column (null: version 1).
-
-        Run by every process that opens the tables; two racing to add it both end with the column.
-        """
-        if not self.store.exists(self.placements_uri):
-            return
-        if "hash_version" in self.store.schema(self.placements_uri).fieldNames():
-            return
-        field = next(f for f in PLACEMENT_SCHEMA.fields if f.name == "hash_version")
-        try:
-            self.store.add_columns(self.placements_uri, [field])
-        except TableStoreError:
-            if "hash_version" not in self.store.schema(self.placements_uri).fieldNames():
-                raise
 
     def topology(self) -> ShardTopology:
         """Return the current shard topology: the newest row, or the configured default."""
