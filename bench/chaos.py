@@ -157,6 +157,7 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
                 "" if fault["landed"] else " (had ended)")
 
     settle = logs / "settle.log"
+    zone.wait_settled()
     for args in (["route"], ["ingest"]):
         rc, out, hung = _run(zone, [*args, "--lakehouse", str(zone.lakehouse), "--landing", str(zone.landing)], settle)
         hangs += hung

@@ -62,6 +62,10 @@ LIB = Path(__file__).resolve().parents[1] / "lib"
 # waits on something that will not come: a dead server, a lock nobody frees), or, however busy, past RUNAWAY times
 # the deadline. A loaded machine makes processes slow, not idle: slowness alone is not a hang.
 STALL_S = 30.0
+# How long a landing file must be unchanged before the router takes its unfinished tail (a cut gzip stream, a last
+# line without its newline) as final (``landing_format.settle_seconds``): short, so that the settling run after a
+# truncation can wait it out and the checker sees what a later run would deliver.
+SETTLE_S = 3
 RUNAWAY = 5
 KILL_SCALE = {"ingest": 1.0, "routed": 2.0, "close": 4.0, "compact": 4.0, "maintenance": 8.0}
 MAINTENANCE_FLOWS = ("close_buckets", "compact", "autoshard", "balance", "compact_books")
@@ -94,7 +98,13 @@ class Zone:
         self.landing.mkdir(parents=True, exist_ok=True)
         self.lakehouse.mkdir(parents=True, exist_ok=True)
         if not self.config.exists():
-            self.config.write_text("[routing]\ntotal_shards = 4\n")
+            self.config.write_text(f"[routing]\ntotal_shards = 4\n\n[landing_format]\nsettle_seconds = {SETTLE_S}\n")
+
+    def wait_settled(self) -> None:
+        """Return once every landing file has been unchanged for :data:`SETTLE_S` (a file the round cut short is then
+        final to the router, not held back as still being written)."""
+        newest = max((p.stat().st_mtime for p in self.landing.rglob("*") if p.is_file()), default=0.0)
+        time.sleep(max(0.0, min(newest + SETTLE_S + 0.5 - time.time(), SETTLE_S + 0.5)))
 
     def env(self, **extra: str) -> dict[str, str]:
         """Return the environment of a ``lakeshard`` process on this zone."""
