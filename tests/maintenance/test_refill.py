@@ -19,6 +19,7 @@ from deltalake import DeltaTable  # an independent reader of what the commands c
 from lakeshard.app.cli import main
 from lakeshard.config import load_config
 from lakeshard.lake import open_lazy_store
+from lakeshard.maintenance import compact_bookkeeping
 from lakeshard.synth.manifest import read_truth_events
 from lakeshard.tables import EVENTS, ID_INDEX, ROUTED
 
@@ -379,3 +380,34 @@ def test_refill_reads_a_landing_file_rewritten_since_its_batch_or_names_what_is_
     assert main(["refill", "--lakehouse", str(lakehouse), "--bucket", f"{tenant}/{hour}"]) == 1  # still short
     assert f"{len(unrestored):,} removed rows were not restored" in capsys.readouterr().err
     assert len(_events(lakehouse)) == len(after)  # and nothing committed twice
+
+
+def test_refill_finds_the_batches_of_hours_whose_routing_metrics_expired(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``routing_metrics`` (which batches routed a tenant's events of which windows) expires after
+    ``maintenance.routing_metrics_retention_hours`` from its newest window. A bucket of an hour older than that still
+    gets its lost events back: the batches planned since then (less how far ahead of its arrival an event may be
+    stamped) are read instead."""
+    landing, lakehouse = tmp_path / "landing", tmp_path / "lh"
+    assert main(["generate", "--landing", str(landing), "--events", "1500", "--tenants", "3", "--hours", "30",
+                 "--seed", "17", "--quiet"]) == 0
+    assert main(["ingest", "--lakehouse", str(lakehouse), "--landing", str(landing)]) == 0
+    before = _keys_of(lakehouse)
+    cfg = load_config(overrides={"lakehouse": str(lakehouse), "maintenance": {"routing_metrics_retention_hours": 1}},
+                      env={})
+    store = open_lazy_store(cfg)
+    compact_bookkeeping(store, cfg, max_files=0)
+    windows = DeltaTable(str(lakehouse / "routing_metrics")).to_pyarrow_table(columns=["window_start"])
+    oldest_metric = min(windows.column("window_start").to_pylist())
+    victim = min(store.files(str(lakehouse / EVENTS)), key=lambda f: f.partition_values["hour"])
+    tenant, hour = victim.partition_values["tenant_id"], victim.partition_values["hour"]
+    assert hour < f"{oldest_metric:%Y-%m-%dT%H}"  # no metrics row names the bucket's batches any more
+    on_disk = lakehouse / EVENTS / unquote(victim.path)
+    on_disk.write_bytes(on_disk.read_bytes()[: on_disk.stat().st_size // 2])
+    assert main(["fsck", "--lakehouse", str(lakehouse), "--repair"]) == 0
+    assert len(before - _keys_of(lakehouse)) == victim.num_records
+    capsys.readouterr()
+
+    assert main(["refill", "--lakehouse", str(lakehouse), "--bucket", f"{tenant}/{hour}"]) == 0, capsys.readouterr()
+    assert f"restored {victim.num_records:,} events" in capsys.readouterr().out
+    assert _keys_of(lakehouse) == before

@@ -9,7 +9,8 @@ finds exactly the lost events and commits them back to ``events``:
    closed hour is written late to its tenant's open bucket), narrowed to the ``ts`` range the removed files'
    statistics give when the log still holds them;
 2. the batches that fed those hours: ``routing_metrics`` counts each batch's events per tenant and placement
-   window, so the batches with the tenant's events in those hours' windows;
+   window, so the batches with the tenant's events in those hours' windows; for an hour older than the metrics
+   keep (they expire), every batch planned since that hour began (less ``landing_format.max_future_seconds``);
 3. their plans in ``landing_batches``: the byte ranges of the landing files, their checksums and each plan's
    clock; parsed again as the router parsed them (same bytes, same clock, so the same verdicts);
 4. the lost events: the tenant's events of those hours whose key the ID index holds (committed) and no live row of
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -143,10 +144,25 @@ def refill_bucket(store: TableStore, cfg: LakeshardConfig, plan: RefillPlan) -> 
 
 
 def _batches_of(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hours: set[str]) -> list[int]:
-    """Return the batches that routed events of ``tenant_id`` in placement windows of ``hours``."""
-    metrics = store.read_table_arrow(cfg.table_uri(ROUTING_METRICS), ["tenant_id", "window_start", "batch"],
-                                     where=pc.field("tenant_id") == tenant_id)
-    return sorted({int(r["batch"]) for r in metrics.to_pylist() if hour_of(aware(r["window_start"])) in hours})
+    """Return the batches that routed events of ``tenant_id`` in placement windows of ``hours``.
+
+    ``routing_metrics`` names them while it keeps their windows; it expires rows older than
+    :func:`~lakeshard.maintenance.bookkeeping.metrics_retention` before its newest window. For an hour older than
+    that, every batch planned since the hour began, less how far ahead of its arrival an event may be stamped
+    (``landing_format.max_future_seconds``), is taken: more bytes to read again, none of the bucket's missed.
+    """
+    from lakeshard.maintenance.bookkeeping import metrics_retention
+
+    metrics = store.read_table_arrow(cfg.table_uri(ROUTING_METRICS), ["tenant_id", "window_start", "batch"])
+    mine = metrics.filter(pc.equal(metrics.column("tenant_id"), tenant_id)).to_pylist()
+    batches = {int(r["batch"]) for r in mine if hour_of(aware(r["window_start"])) in hours}
+    earliest = datetime.strptime(min(hours), "%Y-%m-%dT%H").replace(tzinfo=UTC)
+    newest = pc.max(metrics.column("window_start")).as_py() if metrics.num_rows else None
+    if newest is None or earliest < aware(newest) - metrics_retention(cfg) + timedelta(hours=1):
+        since = earliest - timedelta(seconds=cfg.landing_format.max_future_seconds)
+        plans = store.read_table_arrow(cfg.table_uri(LANDING_BATCHES), ["batch", "planned_at"])
+        batches |= {int(r["batch"]) for r in plans.to_pylist() if aware(r["planned_at"]) >= since}
+    return sorted(batches)
 
 
 def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> tuple[pa.Table, tuple[str, ...]]:
