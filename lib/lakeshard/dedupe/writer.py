@@ -161,7 +161,6 @@ class ShardWriter:
         before_commit = before_commit or (lambda table: None)
         self._before_commit = before_commit
         self._ready = False
-        self._excluded: dict[tuple[object, ...], str] = {}  # this step's rows proven unwritable -> the reason
         # Sees the routed rows of each batch :meth:`deliver` committed (the route flow counts its expectations on them).
         self._on_delivered = on_delivered or (lambda rows: None)
         self.feed = RoutedFeed(store, self.shards, routed_uri=self.routed_uri, events_uri=self.events_uri,
@@ -279,32 +278,14 @@ class ShardWriter:
         self.cache.drop_shards(self.feed.moved_by_others(progress, in_events))
         self.feed.saw(progress)
         self.feed.saw_fused(in_events)
-        excluded: dict[tuple[object, ...], str] = {}
-        lettered = 0
-        while True:
-            step = Step((), self.shards, -batch, read_version, 0, started, excluded, rows=routed, fused=batch)
-            try:
-                report = retry_step(partial(self.arrow_step.run, step), self.retry_policy, shards=self.shards,
-                                    routed_version=-batch, on_fault=self._count_failure)
-                break
-            except DamagedDataFile as exc:
-                shard = exc.partition_values.get("shard")
-                if shard is None or not shard.isdigit() or int(shard) not in self.shards:
-                    raise
-                # One commit delivers every shard, so it cannot leave one out: the batch goes through routed, where
-                # the shard writers stop this shard and commit the others. Nothing of the batch is committed yet.
-                self.feed.stop(int(shard), exc)
-                self.cache.drop_shards([int(shard)])
-                return None
-            except RecordLevelFailure as exc:
-                found = newly_unwritable(exc, excluded)
-                # Rows proven unwritable go to quarantine first (a crash then redoes the batch and finds the same
-                # rows), then the batch is done again without them; a later round's rows get a commit of their own.
-                excluded.update(found)
-                lettered += self.dead_letters.send_fused(batch, routed, found)
-        if excluded:
-            report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
-                                         error=next(iter(excluded.values())))
+        report = self._written(
+            lambda excluded: self.arrow_step.run(Step((), self.shards, -batch, read_version, 0, started, excluded,
+                                                      rows=routed, fused=batch)),
+            self.shards, -batch, lambda found: self.dead_letters.send_fused(batch, routed, found))
+        if isinstance(report, int):
+            # One commit delivers every shard, so it cannot leave one out: the batch goes through routed, where the
+            # shard writers stop this shard and commit the others. Nothing of the batch is committed yet.
+            return None
         self.reports.append(report)
         if not report.conflict:
             self._on_delivered(routed)
@@ -360,44 +341,29 @@ class ShardWriter:
         todo, routed_version, new_files = intake.shards, intake.routed_version, intake.files
         engine = self._engine_for(new_files)
 
-        def attempt() -> WriteReport:
+        def attempt(excluded: dict[tuple[object, ...], str]) -> WriteReport:
             try:
-                return engine.run(Step(new_files, todo, routed_version, read_version, repaired, started,
-                                       self._excluded))
+                return engine.run(Step(new_files, todo, routed_version, read_version, repaired, started, excluded))
             except Exception as exc:
                 if (found := self._damaged_routed_file(exc, new_files)) is None:
                     raise
                 raise found from None
 
-        self._excluded, lettered = {}, 0
-        while True:
-            try:
-                report = retry_step(attempt, self.retry_policy, shards=todo, routed_version=routed_version,
-                                    on_fault=self._count_failure)
-                break
-            except DamagedDataFile as exc:
-                shard = exc.partition_values.get("shard")
-                if shard is None or not shard.isdigit() or int(shard) not in todo:
-                    raise
-                # Isolated to its shard: the others' step is done again without it; this one stops here.
-                self.feed.stop(int(shard), exc)
-                self.cache.drop_shards([int(shard)])
-                return self.step(flush=flush)
-            except RecordLevelFailure as exc:
-                if not exc.keys or engine is not self.arrow_step:
-                    return self.dead_letters.send(self.spark_step.batch(new_files, routed_version), todo,
-                                                  routed_version, exc.reason[:1000], started,
-                                                  progress=self.progress, cache_bytes=self.cache.stats().bytes)
-                found = newly_unwritable(exc, self._excluded)
-                # Those rows go to quarantine first (a crash then redoes the step, finding the same rows); the
-                # step is done again without them; a later round's rows get a commit of their own.
-                self._excluded.update(found)
-                self._before_commit("dead-letter-rows")
-                lettered += quarantine_rows(self.store, self.routed_uri, self.dead_letters.quarantine_uri,
-                                            new_files, found, todo, routed_version)
-        if self._excluded:
-            report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
-                                         error=next(iter(self._excluded.values())))
+        def whole(exc: RecordLevelFailure) -> WriteReport | None:
+            if exc.keys and engine is self.arrow_step:
+                return None  # the rows are named: they go to quarantine one by one
+            return self.dead_letters.send(self.spark_step.batch(new_files, routed_version), todo, routed_version,
+                                          exc.reason[:1000], started, progress=self.progress,
+                                          cache_bytes=self.cache.stats().bytes)
+
+        def letter(found: dict[tuple[object, ...], str]) -> int:
+            self._before_commit("dead-letter-rows")
+            return quarantine_rows(self.store, self.routed_uri, self.dead_letters.quarantine_uri, new_files, found,
+                                   todo, routed_version)
+
+        report = self._written(attempt, todo, routed_version, letter, whole)
+        if isinstance(report, int):  # isolated to its shard: the others' step is done again without it
+            return self.step(flush=flush)
         # Both commits are in: merging sealed intervals' ID files and expiring consumed routed files is
         # housekeeping, outside the retries (an error here is not the batch's; the next step goes on from
         # the committed progress).
@@ -409,6 +375,41 @@ class ShardWriter:
             if merged or expired:
                 report = dataclasses.replace(report, id_files_merged=merged, routed_files_expired=expired,
                                              seconds=time.perf_counter() - started)
+        return report
+
+    def _written(self, attempt: Callable[[dict[tuple[object, ...], str]], WriteReport], shards: Sequence[int],
+                 routed_version: int, letter: Callable[[dict[tuple[object, ...], str]], int],
+                 whole: Callable[[RecordLevelFailure], WriteReport | None] = lambda exc: None) -> WriteReport | int:
+        """Return the report of ``attempt`` (given the rows proven unwritable so far) under the retry policy, or the
+        shard a damaged file stopped (the feed stops it and its cache is dropped; the caller goes on without it).
+
+        Rows a commit proves unwritable go to quarantine first (``letter``: a crash then redoes the step and finds
+        the same rows), then the step is done again without them; a later round's rows get a commit of their own.
+        A failure ``whole`` takes (rows it cannot name) ends the step with ``whole``'s report instead.
+        """
+        excluded: dict[tuple[object, ...], str] = {}
+        lettered = 0
+        while True:
+            try:
+                report = retry_step(partial(attempt, excluded), self.retry_policy, shards=shards,
+                                    routed_version=routed_version, on_fault=self._count_failure)
+                break
+            except DamagedDataFile as exc:
+                shard = exc.partition_values.get("shard")
+                if shard is None or not shard.isdigit() or int(shard) not in shards:
+                    raise
+                self.feed.stop(int(shard), exc)
+                self.cache.drop_shards([int(shard)])
+                return int(shard)
+            except RecordLevelFailure as exc:
+                if (ended := whole(exc)) is not None:
+                    return ended
+                found = newly_unwritable(exc, excluded)
+                excluded.update(found)
+                lettered += letter(found)
+        if excluded:
+            report = dataclasses.replace(report, rows_in=report.rows_in + lettered, dead_lettered=lettered,
+                                         error=next(iter(excluded.values())))
         return report
 
     @property
