@@ -42,18 +42,13 @@ tests: delta-spark's engine, classic and Connect; :data:`NATIVE_UNVERIFIED`: wha
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakeshard.errors import (
-    CommitConflict,
-    TableStoreError,
-    UnsupportedByAdapter,
-)
+from lakeshard.errors import CommitConflict, TableStoreError, UnsupportedByAdapter
 from lakeshard.lake.base import (
     AdapterBase,
     arrow_schema_utc,
@@ -91,7 +86,6 @@ from lakeshard.lake.types import (
     CommitResult,
     FileInfo,
     LogEntry,
-    TableSpec,
     VacuumReport,
     WriteFiles,
 )
@@ -113,8 +107,6 @@ NATIVE_UNVERIFIED = (
     "small demo; unverified until a Databricks workspace: Unity Catalog volumes, "
     "serverless and databricks-connect; partial swaps need a classic (py4j) session"
 )
-
-_CREATES_AT_ONCE = 4  # tables created side by side (each waits on the engine, not on this process's cores)
 
 
 class NativeTableStore(AdapterBase):
@@ -144,6 +136,7 @@ class NativeTableStore(AdapterBase):
     # Compaction swaps whole buckets through the public writer on classic sessions and under Connect alike (one
     # code path; docs/decisions.md record 14).
     swaps_whole_partitions = True
+    creates_at_once = 4  # each CREATE TABLE waits on the engine, not on this process's cores
     # How long a create waits for another process that has begun creating the same table (Delta made its
     # `_delta_log` folder, no commit yet) before taking the folder as left by a killed creation.
     creation_wait_s = 10.0
@@ -265,21 +258,6 @@ class NativeTableStore(AdapterBase):
                             wait_s=self.creation_wait_s)
         self._check_same_shape(uri, schema, partition_by)
         return self.version(uri)
-
-    def create_all(self, specs: Sequence[TableSpec]) -> None:
-        """Create the missing tables of ``specs`` side by side (each ``CREATE TABLE`` waits mostly on Delta's
-        engine: its log, its planning, a round trip under Spark Connect), then check each table's shape as
-        :meth:`create` does.
-
-        Raises:
-            TableStoreError: an existing table's shape differs (the first such table is named).
-        """
-        missing = [spec for spec in specs if not self.exists(normalise_uri(spec.uri))]
-        if len(missing) > 1:
-            with ThreadPoolExecutor(min(len(missing), _CREATES_AT_ONCE), thread_name_prefix="lakeshard-create") as pool:
-                for done in [pool.submit(self.create_spec, spec) for spec in missing]:
-                    done.result()
-        super().create_all(specs)
 
     # ------------------------------------------------------------------------------------- read
     def read(
