@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeshard.dedupe import first_of_each_key, key_hashes
-from lakeshard.landing import LandingFile
+from lakeshard.landing import LandingFile, category_of
 from lakeshard.maintenance.errors import RefillRefused
 from lakeshard.maintenance.fsck import repair_commits
 from lakeshard.tables import (
@@ -172,7 +172,7 @@ def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> tupl
     A file whose planned bytes changed since (rewritten: the same records in other bytes, or other records) is read
     whole as it is now: a lost event it still holds is found by its key all the same. A file that is gone or cannot
     be read gives nothing, and is named."""
-    from lakeshard.landing import FILE_CHANGED, UNREADABLE_FILE, category_of, parse_landing_arrow
+    from lakeshard.landing import FILE_CHANGED, UNREADABLE_FILE, parse_landing_arrow
     from lakeshard.routing import planned_file
 
     if not batches:
@@ -181,7 +181,8 @@ def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> tupl
                          when: pa.array([], pa.timestamp("us", tz="UTC")), "batch": pa.array([], pa.int64())}), ()
     plans = store.read_table_arrow(cfg.table_uri(LANDING_BATCHES),
                                    where=pc.field("batch").isin(pa.array(batches, pa.int64()))).to_pylist()
-    parts, problems = [], {}
+    parts: list[pa.Table] = []
+    problems: dict[str, str] = {}
     for batch in batches:
         rows = [r for r in plans if int(r["batch"]) == batch]
         if not rows:
@@ -189,28 +190,26 @@ def _parsed(store: TableStore, cfg: LakeshardConfig, batches: list[int]) -> tupl
         files = sorted((planned_file(r) for r in rows), key=lambda f: f.path)
         clock = max(millis(aware(r["planned_at"])) for r in rows)
         events, quarantine = parse_landing_arrow(files, limits=cfg.landing_format, now_ms=clock)
-        changed = []
-        for path, reason in zip(quarantine.column("source_file").to_pylist(),
-                                quarantine.column("reason").to_pylist(), strict=True):
-            if category_of(reason) == FILE_CHANGED:
-                changed.append(next(f for f in files if f.path == path))
-            elif category_of(reason) == UNREADABLE_FILE:
-                problems[path] = f"{path} (batch {batch}): gone or unreadable ({reason.split(':', 1)[1].strip()})"
+        changed = [path for path, category, _ in _file_rows(quarantine) if category == FILE_CHANGED]
         if changed:  # read as the files are now, whole (their events keep their line numbers)
-            whole = [LandingFile(f.path, f.size_bytes, f.mtime, target=f.target) for f in changed]
+            whole = [LandingFile(f.path, f.size_bytes, f.mtime, target=f.target) for f in files if f.path in changed]
             again, unread = parse_landing_arrow(whole, limits=cfg.landing_format, now_ms=clock)
             events = pa.concat_tables([events, again.cast(events.schema)])
-            for f in changed:
-                problems.setdefault(f.path, f"{f.path} (batch {batch}): changed since its batch was planned; read "
-                                            "as it is now")
-            for path, reason in zip(unread.column("source_file").to_pylist(), unread.column("reason").to_pylist(),
-                                    strict=True):
-                if category_of(reason) == UNREADABLE_FILE:
-                    problems[path] = f"{path} (batch {batch}): gone or unreadable since its batch was planned"
+            quarantine = pa.concat_tables([quarantine, unread.cast(quarantine.schema)])
+        gone = {path: f"{path} (batch {batch}): gone or unreadable ({detail})"
+                for path, category, detail in _file_rows(quarantine) if category == UNREADABLE_FILE}
+        problems |= gone | {path: f"{path} (batch {batch}): changed since its batch was planned; read as it is now"
+                            for path in changed if path not in gone}
         parts.append(events.append_column("batch", pa.array(np.full(events.num_rows, batch, np.int64))))
     if not parts:
         return _parsed(store, cfg, [])
     return pa.concat_tables(parts), tuple(problems.values())
+
+
+def _file_rows(quarantine: pa.Table) -> list[tuple[str, str, str]]:
+    """Return (file, category, detail) of each quarantine row of a parse."""
+    return [(path, category_of(reason), reason.split(":", 1)[-1].strip()) for path, reason in
+            zip(quarantine.column("source_file").to_pylist(), quarantine.column("reason").to_pylist(), strict=True)]
 
 
 def _hours(ts: pa.ChunkedArray | pa.Array) -> pa.Array:
