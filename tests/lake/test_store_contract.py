@@ -461,11 +461,12 @@ def test_added_columns_read_as_null_in_older_rows_and_take_values_after(
 
 
 def test_create_all_makes_each_missing_table_once_grows_the_older_and_names_a_misshapen_one(
-    table_store: TableStore, spark: SparkSession, tmp_path: Path
+    table_store: TableStore, spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One call makes a job's tables ready, on Delta's engine side by side: each missing table created once with its
     shape, partitioning, properties and description; an existing table of the same shape left as it is; an older one
-    given the nullable columns its spec gained; a second call changes nothing; a table of another shape named."""
+    given the nullable columns its spec gained; a second call changes nothing and reads nothing (a job's parts each
+    ask for the tables the job made ready); a table of another shape named."""
     older = str(tmp_path / "older")
     table_store.create(older, EVENTS, partition_by=["tenant_id"])
     same = str(tmp_path / "same")
@@ -476,7 +477,16 @@ def test_create_all_makes_each_missing_table_once_grows_the_older_and_names_a_mi
              *(TableSpec(uri, EVENTS, ("tenant_id", "hour")[: i % 3], {"delta.appendOnly": "true"} if i == 2 else None,
                          f"table {i}") for i, uri in enumerate(fresh))]
     table_store.create_all(specs)
+    looks: list[str] = []
+    for name in ("exists", "schema", "partition_columns", "version", "create", "create_or_grow", "add_columns"):
+        real = getattr(table_store, name)
+        monkeypatch.setattr(table_store, name, lambda *a, _real=real, _name=name, **k: (looks.append(_name),
+                                                                                       _real(*a, **k))[1])
     table_store.create_all(specs)
+    assert looks == []  # made ready once in this process: not looked at again
+    table_store.create_all([TableSpec(same, EVENTS, description="another description")])
+    assert "create" in looks  # another spec of the same table is checked as any other
+    monkeypatch.undo()
 
     assert DeltaTable(older).version() == 1 and _shape(table_store.schema(older)) == _shape(grown)
     assert DeltaTable(same).version() == 0

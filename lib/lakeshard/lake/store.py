@@ -79,6 +79,9 @@ class TableStore(ABC):
     # How many missing tables :meth:`create_all` creates side by side: 1 where a create is quick local work; more
     # where each waits on an engine (Delta's: its log, its planning, a round trip under Spark Connect).
     creates_at_once: int = 1
+    # The specs :meth:`create_all` made ready in this process (their keys, :func:`_spec_key`): a job's parts each
+    # ask for their tables after the flow made all of them ready, and a check is a log read on Delta's engine.
+    _ready_specs: set[tuple[Any, ...]] | None = None
 
     @property
     def writes_in_process(self) -> bool:
@@ -127,11 +130,16 @@ class TableStore(ABC):
     def create_all(self, specs: Sequence[TableSpec]) -> None:
         """Create each of ``specs``' tables that is missing and check the shape of each that exists (growing it
         first where the spec says so): what a job needs, made ready in one call. The missing ones are created
-        :attr:`creates_at_once` side by side; then each is checked as :meth:`create` does.
+        :attr:`creates_at_once` side by side; then each is checked as :meth:`create` does. A spec this store made
+        ready before is left alone: a table is made ready once per process, however many parts of a job ask for it.
 
         Raises:
             TableStoreError: an existing table's shape differs (the first such table is named).
         """
+        if self._ready_specs is None:
+            self._ready_specs = set()
+        ready = self._ready_specs
+        specs = [spec for spec in specs if _spec_key(spec) not in ready]
         missing = [spec for spec in specs if not self.exists(spec.uri)] if self.creates_at_once > 1 else []
         if len(missing) > 1:
             at_once = min(len(missing), self.creates_at_once)
@@ -140,6 +148,7 @@ class TableStore(ABC):
                     done.result()
         for spec in specs:
             self.create_spec(spec)
+            ready.add(_spec_key(spec))
 
     def create_spec(self, spec: TableSpec) -> int:
         """Return the version of ``spec``'s table after :meth:`create` (or :meth:`create_or_grow`) of it."""
@@ -362,3 +371,9 @@ class TableStore(ABC):
     @abstractmethod
     def vacuum(self, table: str, *, retention_hours: float = 168.0, dry_run: bool = False) -> VacuumReport:
         """Delete files no version within ``retention_hours`` needs, and stale uncommitted writes."""
+
+
+def _spec_key(spec: TableSpec) -> tuple[Any, ...]:
+    """Return what makes ``spec`` the spec it is, hashable (its schema as JSON, its properties sorted)."""
+    return (spec.uri, spec.schema.json(), tuple(spec.partition_by), tuple(sorted((spec.properties or {}).items())),
+            spec.description, spec.grow)
