@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -85,12 +85,12 @@ def repair_table(store: TableStore, check: TableCheck, record: str, *, now: date
     return replace(check, repaired_version=result.version)
 
 
-def repair_commits(store: TableStore, uri: str, paths: Collection[str]
+def repair_commits(store: TableStore, uri: str, paths: Collection[str], history: Sequence[CommitInfo] | None = None
                    ) -> Iterator[tuple[CommitInfo, dict[str, FileInfo] | None]]:
     """Yield each repair commit of ``uri`` (newest first) that removed some of ``paths``, with those files' entries
     in the snapshot before it (their statistics, partition values), or None when the log no longer reaches that
-    snapshot."""
-    for commit in store.history(uri):
+    snapshot. ``history``: the table's history, newest first, when the caller read it already."""
+    for commit in store.history(uri) if history is None else history:
         removed = commit.custom_metadata.get(FSCK_OPERATION)
         if isinstance(removed, str):
             removed = json.loads(removed)

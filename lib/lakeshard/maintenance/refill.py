@@ -65,8 +65,10 @@ from lakeshard.tables import (
 from lakeshard.utc import aware, millis
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from lakeshard.config import LakeshardConfig
-    from lakeshard.lake import CommitResult, TableStore
+    from lakeshard.lake import CommitInfo, CommitResult, TableStore
 
 __all__ = ["REFILL_OPERATION", "RefillPlan", "plan_refill", "refill_bucket"]
 
@@ -120,7 +122,9 @@ def plan_refill(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: s
     if {"tenant_id": tenant_id, "hour": hour} in closed:
         raise RefillRefused(f"cannot refill bucket {bucket}: it is closed, so its rows are final and its "
                             "checksum recorded; a closed bucket is not changed")
-    span = _removed_span(store, cfg, tenant_id, hour)
+    history = store.history(cfg.table_uri(EVENTS))  # read once: for the repairs' span and the refills so far
+    repairs = _repairs(store, cfg, tenant_id, hour)
+    span = _removed_span(store, cfg, repairs, history)
     # Late events come only from the tenant's hours closed before the bucket (an open hour keeps its own events).
     late_hours = sorted(r["hour"] for r in closed if r["tenant_id"] == tenant_id and r["hour"] < hour
                         and (span is None or hour_of(span[0]) <= r["hour"] <= hour_of(span[1])))
@@ -130,8 +134,8 @@ def plan_refill(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: s
     parsed = parsed.filter(pc.and_(pc.equal(parsed.column("tenant_id"), tenant_id),
                                    pc.is_in(_hours(parsed.column("ts")), pa.array(own_hours, pa.string()))))
     rows = _lost(store, cfg, parsed, tenant_id, hour, own_hours, span)
-    return RefillPlan(tenant_id, hour, tuple(batches), rows, _removed(store, cfg, tenant_id, hour),
-                      parsed.num_rows, _restored(store, cfg, tenant_id, hour), problems)
+    return RefillPlan(tenant_id, hour, tuple(batches), rows, int(pc.sum(repairs.column("rows")).as_py() or 0),
+                      parsed.num_rows, _restored(history, tenant_id, hour), problems)
 
 
 def refill_bucket(store: TableStore, cfg: LakeshardConfig, plan: RefillPlan) -> CommitResult | None:
@@ -261,16 +265,16 @@ def _live_keys(store: TableStore, cfg: LakeshardConfig, tenant_id: str, since: s
     return pa.table({"key_hi": live_hi, "key_lo": live_lo})
 
 
-def _removed_span(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str
+def _removed_span(store: TableStore, cfg: LakeshardConfig, repairs: pa.Table, history: Sequence[CommitInfo]
                   ) -> tuple[datetime, datetime] | None:
-    """Return the smallest and largest ``ts`` the statistics of the bucket's files fsck removed held (the snapshot
-    before each repair commit gives them), or None when the log no longer gives every such file's range."""
-    uri = cfg.table_uri(EVENTS)
-    wanted = {str(r["path"]) for r in _repairs(store, cfg, tenant_id, hour).to_pylist()}
+    """Return the smallest and largest ``ts`` the statistics of the files fsck removed (``repairs``: the bucket's
+    ``fsck_repairs`` rows) held (the snapshot before each repair commit gives them), or None when the log no longer
+    gives every such file's range."""
+    wanted = {str(path) for path in repairs.column("path").to_pylist()}
     if not wanted:
         return None
     ranges = []
-    for _, before in repair_commits(store, uri, set(wanted)):
+    for _, before in repair_commits(store, cfg.table_uri(EVENTS), set(wanted), history):
         if before is None:
             return None
         ranges += [r for f in before.values() if (r := f.time_range("ts")) is not None]
@@ -289,19 +293,13 @@ def _repairs(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str)
                                   & (pc.field("hour") == hour))
 
 
-def _restored(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str) -> int:
-    """Return the rows the refills of the bucket the log's history still holds committed back to ``events``."""
+def _restored(history: Sequence[CommitInfo], tenant_id: str, hour: str) -> int:
+    """Return the rows the refills of the bucket ``events``' history still holds committed back to ``events``."""
     rows = 0
-    for commit in store.history(cfg.table_uri(EVENTS)):
+    for commit in history:
         meta = commit.custom_metadata.get(REFILL_OPERATION)
         if isinstance(meta, str):
             meta = json.loads(meta)
         if isinstance(meta, dict) and (meta.get("tenant_id"), meta.get("hour")) == (tenant_id, hour):
             rows += int(meta.get("rows") or 0)
     return rows
-
-
-def _removed(store: TableStore, cfg: LakeshardConfig, tenant_id: str, hour: str) -> int:
-    """Return the rows ``fsck_repairs`` records as removed from the bucket's ``events`` files (by the log)."""
-    rows = _repairs(store, cfg, tenant_id, hour)
-    return int(pc.sum(rows.column("rows")).as_py() or 0)
