@@ -11,7 +11,10 @@ then cut, named by ``fsck``, repaired and refilled; ``fsck`` must then be clean 
 Prints a line per round, then ``N faults: L lost, D duplicated, C closed buckets changed, H hangs``; exits 1 when an
 invariant broke. Writes ``chaos.json``, ``chaos.md`` and ``chaos.png`` to ``--out`` (default bench/results/).
 
-    .venv/bin/python -m bench.chaos --seed 1 --faults 300 --engines embedded,native
+    .venv/bin/python -m bench.chaos --seed 1 --faults 300 --engines embedded,native,connect
+
+The ``connect`` engine runs every process under Spark Connect against one local Connect server with Delta's engine
+(the shape of serverless and databricks-connect), which the ``server_kill`` fault kills mid-round.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,8 +40,10 @@ from typing import Any
 from bench.chaos_check import Ledger, check_round, closed_buckets, open_store
 from bench.chaos_faults import (
     FAKETIME_LIB,
+    FAULT_KINDS,
     KILL_SCALE,
     PROCESS_KINDS,
+    ConnectServer,
     Engine,
     Racer,
     Zone,
@@ -58,7 +64,7 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 CLOCKS = ("+2h", "-2h", "+1d", "-1d", "+10m", "-45m")
 PROCESS_WEIGHTS = {"ingest": 4, "routed": 3, "close": 2, "compact": 2, "maintenance": 1}
 FAULT_WEIGHTS = {"sigkill": 5, "disk_full": 2, "clock_jump": 2, "landing_rewrite": 1, "landing_truncate": 1,
-                 "landing_remove": 1, "damaged_file": 2}
+                 "landing_remove": 1, "damaged_file": 2, "server_kill": 3}
 TMPFS_MIB = 384
 
 
@@ -70,7 +76,13 @@ def engines(names: list[str]) -> list[Engine]:
                            events=1500),
         "native": Engine("native", {"LAKESHARD_SPARK_ADAPTER": "native", "LAKESHARD_DELTA_JARS": jars},
                          deadline=300.0, kill_window=20.0, events=600),
+        # Every process a client of the campaign's Connect server (its address added by the zone).
+        "connect": Engine("connect", {"LAKESHARD_SPARK_ADAPTER": "native", "LAKESHARD_DELTA_JARS": jars},
+                          deadline=300.0, kill_window=12.0, events=600),
     }
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise SystemExit(f"chaos: unknown engine(s) {unknown}; known: {sorted(known)}")
     return [known[n] for n in names]
 
 
@@ -126,8 +138,8 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
                 ledger.rewritten.add(name)
             faults.append({"kind": kind, "detail": f"{name} after {'a planned batch' if planned else 'a run'}"})
     racers = [Racer(k) for k in rng.choices(PROCESS_KINDS, [PROCESS_WEIGHTS[k] for k in PROCESS_KINDS],
-                                             k=rng.randint(2, 3 if zone.engine.name == "native" else 4))]
-    disk = None
+                                             k=rng.randint(2, 4 if zone.engine.name == "embedded" else 3))]
+    disk = server_kill = None
     for kind in kinds:
         if kind == "sigkill":
             racer = rng.choice([r for r in racers if r.kill_after is None] or racers)
@@ -141,9 +153,17 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
             after, hold = rng.uniform(0.0, zone.engine.kill_window / 2), rng.uniform(0.5, 5.0)
             disk = fill_disk(zone.lakehouse, after, hold)
             faults.append({"kind": kind, "detail": f"full at {after:.1f}s for {hold:.1f}s"})
+        elif kind == "server_kill" and server_kill is None and zone.server is not None:
+            after = round(rng.uniform(1.0, zone.engine.kill_window), 2)
+            server_kill = zone.server.kill_after(after)
+            faults.append({"kind": kind, "server_after": after})
     run_racers(zone, racers, logs)
     if disk is not None:
         disk.join()
+    if server_kill is not None:
+        server_kill.join()
+    if zone.server is not None and zone.server.ensure_up() and server_kill is None:
+        notes.append("the Connect server had died without a fault aimed at it; started again")
     hangs += sum(r.hung for r in racers)
     for fault in faults:
         if "racer" in fault:
@@ -155,6 +175,10 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
             fault["landed"] = racer.seconds > racer.clock_after
             fault["detail"] = f"{racer.kind} {racer.clock} at {racer.clock_after}s" + (
                 "" if fault["landed"] else " (had ended)")
+        if "server_after" in fault:  # the kill struck a client only if one still ran then
+            after = fault.pop("server_after")
+            fault["landed"] = any(r.seconds > after for r in racers)
+            fault["detail"] = f"at {after}s" + ("" if fault["landed"] else " (every process had ended)")
 
     settle = logs / "settle.log"
     zone.wait_settled()
@@ -201,24 +225,30 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
             "unnamed_damage": unnamed, "check": check.as_dict(), "broken": broken, "notes": notes}
 
 
-def campaign(engine: Engine, faults: int, seed: int, work: Path, say: Any, minutes: float = 0.0) -> dict[str, Any]:
-    """Return the rounds of one engine's campaign of ``faults`` landed faults (fewer when ``minutes`` runs out
-    first: no round starts after it)."""
+def campaign(engine: Engine, faults: int, seed: int, work: Path, say: Any, minutes: float = 0.0,
+             kinds: Sequence[str] = FAULT_KINDS) -> dict[str, Any]:
+    """Return the rounds of one engine's campaign of ``faults`` landed faults of ``kinds`` (those that apply to the
+    engine; fewer faults when ``minutes`` runs out first: no round starts after it)."""
     rng = random.Random(f"{seed}-{engine.name}")
     root = work / engine.name
-    zone = Zone(root, engine)
+    zone = Zone(root, engine, ConnectServer() if engine.name == "connect" else None)
     mounted = mount_tmpfs(zone.lakehouse, TMPFS_MIB)
     available = [k for k in ("sigkill", "clock_jump", "landing_rewrite", "landing_truncate", "landing_remove",
-                             "damaged_file")
-                 if k != "clock_jump" or FAKETIME_LIB.exists()]
-    if mounted:
+                             "damaged_file", "server_kill")
+                 if k in kinds and (k != "clock_jump" or FAKETIME_LIB.exists())
+                 and (k != "server_kill" or zone.server is not None)]
+    if mounted and "disk_full" in kinds:
         available.append("disk_full")
+    if not available:
+        raise SystemExit(f"chaos: none of the fault kinds {list(kinds)} applies to the {engine.name} engine here")
     left_out = {"disk_full": "no tmpfs could be mounted (needs root)"} if not mounted else {}
     if not FAKETIME_LIB.exists():
         left_out["clock_jump"] = f"libfaketime is not installed ({FAKETIME_LIB})"
     ledger, rounds, landed = Ledger(), [], 0
     started = time.monotonic()
     try:
+        if zone.server is not None:
+            zone.server.ensure_up()
         while landed < faults and not (minutes and time.monotonic() - started > minutes * 60):
             record = play_round(zone, len(rounds), rng, faults - landed, available, ledger, seed, work)
             rounds.append(record)
@@ -230,6 +260,8 @@ def campaign(engine: Engine, faults: int, seed: int, work: Path, say: Any, minut
                 f"closed {c['closed']} (changed {c['closed_changed']}), hangs {record['hangs']}"
                 f"{' BROKEN ' + str(record['notes'] + c['examples']) if record['broken'] else ''}")
     finally:
+        if zone.server is not None:
+            zone.server.stop()
         if mounted:
             unmount(zone.lakehouse)
     return {"engine": engine.name, "rounds": rounds, "seconds": round(time.monotonic() - started, 1),
@@ -322,9 +354,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--faults", type=int, default=30, help="faults to land, over all engines")
-    parser.add_argument("--engines", default="embedded", help="comma-separated: embedded, native")
+    parser.add_argument("--engines", default="embedded",
+                        help="comma-separated: embedded, native (classic session), connect (under Spark Connect)")
     parser.add_argument("--native-share", type=float, default=0.2,
-                        help="share of the faults aimed at the native engine when both run (its rounds are slower)")
+                        help="share of the faults aimed at Delta's engine (native and connect, split evenly) when "
+                             "the embedded one runs too (its rounds are slower)")
+    parser.add_argument("--kinds", default=",".join(FAULT_KINDS),
+                        help=f"comma-separated fault kinds to draw from (default all: {', '.join(FAULT_KINDS)})")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="keep the campaign's folder (lakehouses, logs)")
     parser.add_argument("--minutes", type=float, default=0.0,
@@ -343,16 +379,21 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if summary["broken_rounds"] else 0
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
     chosen = engines(names)
-    shares = {"native": max(1, round(args.faults * args.native_share))} if len(chosen) > 1 and "native" in names \
-        else {}
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if unknown := sorted(set(kinds) - set(FAULT_KINDS)):
+        raise SystemExit(f"chaos: unknown fault kind(s) {unknown}; known: {', '.join(FAULT_KINDS)}")
+    slow = [n for n in names if n != "embedded"]
+    if "embedded" in names and slow:
+        shares = {n: max(1, round(args.faults * args.native_share / len(slow))) for n in slow}
+    else:  # Delta's engines alone (or one engine): the faults split evenly
+        shares = {n: max(1, round(args.faults / len(names))) for n in names}
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a stopped campaign unmounts and kills its processes
     work = Path(tempfile.mkdtemp(prefix="lakeshard-chaos-"))
     runs = []
     try:
         for engine in chosen:
-            n = shares.get(engine.name, args.faults - sum(shares.values()) if engine.name != "native" or not shares
-                           else 0)
-            runs.append(campaign(engine, n, args.seed, work, lambda s: print(s, flush=True), args.minutes))
+            n = shares.get(engine.name, args.faults - sum(shares.values()))
+            runs.append(campaign(engine, n, args.seed, work, lambda s: print(s, flush=True), args.minutes, kinds))
     finally:
         if args.keep:
             print(f"campaign folder kept: {work}", file=sys.stderr)

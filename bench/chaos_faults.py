@@ -9,6 +9,9 @@ Spark JVM and Python workers with it. A fault is drawn by seed and applied to on
 * ``landing_rewrite`` / ``landing_truncate`` / ``landing_remove``: an ingest is killed right after it planned a
   batch (its ``landing_batches`` commit), then a landing file of the round is rewritten (the same records,
   serialized again), cut at a random byte or removed before the next run replays the plan;
+* ``server_kill`` (the ``connect`` engine): the Spark Connect server every process of the round talks to is
+  SIGKILLed, JVM and all, at a random point of the round; every client must end on its own (a clear error, no hang)
+  and the server is started again, on the same port, before the round settles;
 * ``damaged_file``: a live data file of ``events`` (an open bucket), ``routed`` or ``event_ids`` is cut in half after
   the round settled; ``lakeshard fsck`` must name it, ``fsck --repair`` and ``refill`` restore it.
 """
@@ -29,6 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "FAKETIME_LIB",
@@ -37,6 +41,7 @@ __all__ = [
     "PROCESS_KINDS",
     "RUNAWAY",
     "STALL_S",
+    "ConnectServer",
     "Engine",
     "GroupProgress",
     "Racer",
@@ -54,7 +59,7 @@ __all__ = [
 
 PROCESS_KINDS = ("ingest", "routed", "close", "compact", "maintenance")
 FAULT_KINDS = ("sigkill", "disk_full", "clock_jump", "landing_rewrite", "landing_truncate", "landing_remove",
-               "damaged_file")
+               "damaged_file", "server_kill")
 FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 LIB = Path(__file__).resolve().parents[1] / "lib"
 # How long each kind of process runs, relative to a fused ingest: a kill lands anywhere in its run.
@@ -75,7 +80,7 @@ MAINTENANCE_FLOWS = ("close_buckets", "compact", "autoshard", "balance", "compac
 class Engine:
     """One engine the campaign runs on: its environment and how long its processes may take."""
 
-    name: str  # "embedded" or "native"
+    name: str  # "embedded", "native" (a classic session) or "connect" (Delta's engine under Spark Connect)
     env: dict[str, str]
     deadline: float  # seconds a racing or settling process may run before it counts as a hang
     kill_window: float  # SIGKILLs land uniformly in [0.2, kill_window * KILL_SCALE[kind]] s after a start
@@ -91,6 +96,7 @@ class Zone:
     lakehouse: Path = field(init=False)
     landing: Path = field(init=False)
     config: Path = field(init=False)
+    server: ConnectServer | None = None  # the Connect server of the ``connect`` engine
 
     def __post_init__(self) -> None:
         self.lakehouse, self.landing, self.config = (self.root / "lakehouse", self.root / "landing",
@@ -109,7 +115,66 @@ class Zone:
     def env(self, **extra: str) -> dict[str, str]:
         """Return the environment of a ``lakeshard`` process on this zone."""
         path = os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")])
-        return {**os.environ, **self.engine.env, "PYTHONPATH": path, "LAKESHARD_CONFIG": str(self.config), **extra}
+        remote = {"LAKESHARD_SPARK_REMOTE": self.server.url} if self.server is not None else {}
+        return {**os.environ, **self.engine.env, **remote, "PYTHONPATH": path, "LAKESHARD_CONFIG": str(self.config),
+                **extra}
+
+
+class ConnectServer:
+    """The Spark Connect server (Delta's engine, Spark's default 1 GiB driver heap) of a campaign's ``connect``
+    engine, on one port for the whole campaign: ``server_kill`` SIGKILLs its process group mid-round, and
+    :meth:`ensure_up` starts it again before the round settles."""
+
+    def __init__(self) -> None:
+        from bench.connect import free_port
+
+        self.port = free_port()
+        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+    def ensure_up(self) -> bool:
+        """Return whether the server had to be started (it was not running); retried while the port is still held
+        by the killed one."""
+        from bench.connect import start_server
+
+        if self.proc is not None and self.proc.poll() is None:
+            return False
+        for attempt in range(4):
+            try:
+                self.proc = start_server(self.port, own_session=True)
+                return True
+            except RuntimeError:
+                if attempt == 3:
+                    raise
+                time.sleep(5.0)
+        return True
+
+    def kill_after(self, seconds: float) -> threading.Thread:
+        """Return the started thread that SIGKILLs the server's process group ``seconds`` from now."""
+        def run() -> None:
+            time.sleep(seconds)
+            if self.proc is not None:
+                _kill_group(self.proc)
+                self.proc.wait()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        """Stop the server (its standard input closed; killed when it does not end within a minute)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.proc)
+            self.proc.wait()
 
 
 def lakeshard(zone: Zone, *args: str) -> list[str]:
@@ -201,7 +266,7 @@ def wait_bounded(proc: subprocess.Popen[bytes], deadline: float, *, stall_s: flo
     return False
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: subprocess.Popen[Any]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 

@@ -15,12 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["SERVER_SCRIPT", "LocalServer", "local_connect_server"]
+__all__ = ["SERVER_SCRIPT", "LocalServer", "free_port", "local_connect_server", "start_server"]
 
 SERVER_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "connect_server.py"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """Return a TCP port of 127.0.0.1 nothing listens on now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -33,6 +34,25 @@ class LocalServer(NamedTuple):
     pid: int
 
 
+def start_server(port: int, heap: str = "1g", *, own_session: bool = False) -> subprocess.Popen[str]:
+    """Return the process of a Spark Connect server on ``port`` once it takes connections (it stops when its standard
+    input closes).
+
+    Raises:
+        RuntimeError: the server did not start (its standard error is shown above, as it is not captured).
+    """
+    server = subprocess.Popen([sys.executable, str(SERVER_SCRIPT), str(port), heap], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, start_new_session=own_session)
+    assert server.stdout is not None
+    line = server.stdout.readline()
+    if line.strip() != "ready":
+        server.kill()
+        server.wait()
+        raise RuntimeError(f"the local Spark Connect server did not start (exit {server.poll()}, said {line!r}; "
+                           "its stderr is above)")
+    return server
+
+
 @contextlib.contextmanager
 def local_connect_server(heap: str = "1g", *, own_session: bool = False) -> Iterator[LocalServer]:
     """Start a Spark Connect server whose driver has ``heap`` of Java heap; yield it; stop it at the end.
@@ -42,15 +62,10 @@ def local_connect_server(heap: str = "1g", *, own_session: bool = False) -> Iter
     Raises:
         RuntimeError: the server did not start (its standard error is shown above, as it is not captured).
     """
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, str(SERVER_SCRIPT), str(port), heap], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, start_new_session=own_session)
-    assert server.stdout is not None and server.stdin is not None
+    port = free_port()
+    server = start_server(port, heap, own_session=own_session)
+    assert server.stdin is not None
     try:
-        line = server.stdout.readline()
-        if line.strip() != "ready":
-            raise RuntimeError(f"the local Spark Connect server did not start (exit {server.poll()}, said {line!r}; "
-                               "its stderr is above)")
         yield LocalServer(f"sc://127.0.0.1:{port}", server.pid)
     finally:
         server.stdin.close()

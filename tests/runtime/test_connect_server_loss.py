@@ -102,3 +102,28 @@ def test_a_server_that_stalls_or_dies_mid_write_is_reported_in_bounded_time_and_
     keys = list(zip(events["tenant_id"].to_pylist(), events["event_id"].to_pylist(), strict=True))
     assert len(keys) == len(set(keys)) == truth.num_rows, "an event lost or written twice"
     assert set(keys) == set(zip(truth["tenant_id"].to_pylist(), truth["event_id"].to_pylist(), strict=True))
+
+
+@pytest.mark.parametrize("command", [["ingest"], ["route"], ["fsck"]])
+def test_a_command_started_while_no_server_listens_ends_in_bounded_time_naming_the_address(
+    command: list[str], tmp_path: Path
+) -> None:
+    # What a shard writer met in the fault campaign when the server it shared had been killed: a client started
+    # then waited on pyspark's retries (at least 10 minutes) before saying anything.
+    from bench.connect import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    remote = f"sc://{address}/;token=dapi-not-to-be-printed"
+    env = {**os.environ, "LAKESHARD_SPARK_REMOTE": remote, "LAKESHARD_SPARK_ADAPTER": "native",
+           "LAKESHARD_LAKEHOUSE": str(tmp_path / "lakehouse"), "LAKESHARD_LANDING": str(tmp_path / "landing")}
+    (tmp_path / "landing").mkdir()
+    started = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-m", "lakeshard.app.cli", *command], env=env, capture_output=True,
+                              text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"lakeshard {command[0]} still waited 120 s on a Spark Connect address nothing listens on")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert address in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "dapi-not-to-be-printed" not in done.stderr + done.stdout
+    assert time.monotonic() - started < 60

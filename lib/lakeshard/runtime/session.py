@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from lakeshard.config import LakeshardConfig, load_config
-from lakeshard.errors import EnvironmentProblem
+from lakeshard.errors import EnvironmentProblem, ServerUnresponsive
 from lakeshard.jvm import archive_options, java_executable, quick_replies
 
 if TYPE_CHECKING:
@@ -356,11 +356,36 @@ def _connect_session(cfg: LakeshardConfig) -> SparkSession:
         conf = local_spark_conf(cfg)
     else:
         conf = session_sql_conf(cfg)
+        _probe(remote)
     with warnings.catch_warnings():
         # pyspark also replays the launch settings on the Connect session, where each one that is not a session
         # setting warns "Failed to set ..."; the server was started with them, so the warnings say nothing.
         warnings.filterwarnings("ignore", message="Failed to set", category=UserWarning)
         return SparkSession.builder.remote(remote).config(map=_options(conf)).getOrCreate()
+
+
+_PROBE_WAIT_S = 10.0  # how long a Spark Connect server may take to accept a connection before a run starts
+
+
+def _probe(remote: str) -> None:
+    """Return once the Spark Connect server of ``remote`` (``sc://host[:port][/;params]``) accepts a connection.
+
+    Raises:
+        ServerUnresponsive: nothing accepted one within :data:`_PROBE_WAIT_S` (pyspark's client would otherwise retry
+            for at least ten minutes before its first request failed, saying nothing meanwhile).
+    """
+    import socket
+
+    address = remote.removeprefix("sc://").split("/")[0].split(";")[0]
+    parsed = urlparse(f"//{address}")
+    host, port = parsed.hostname or "localhost", parsed.port or 15002
+    try:
+        socket.create_connection((host, port), timeout=_PROBE_WAIT_S).close()
+    except OSError as exc:
+        # The address alone is named: spark.remote may carry a token.
+        raise ServerUnresponsive(f"the Spark Connect server {host}:{port} (spark.remote) takes no connections "
+                                 f"({exc.strerror or exc}): start it, or point spark.remote (LAKESHARD_SPARK_REMOTE) "
+                                 "at one that runs; nothing was read or written") from None
 
 
 def is_spark_connect(spark: object) -> bool:
