@@ -72,16 +72,13 @@ bench: env
 	$(BIN)/python -m bench.bench_ingest
 
 # A seeded fault campaign (bench/chaos.py): racing processes under SIGKILLs, a full disk (a tmpfs: needs root),
-# clock jumps (libfaketime, installed here with apt when root and missing), mutated landing files and damaged data
+# clock jumps (bench/clockshift.c, built with the machine's cc), mutated landing files and damaged data
 # files; invariants after every round. Ends with the line "N faults: L lost, D duplicated, ..."; exit 1 on a break.
 SEED ?= 1
 FAULTS ?= 30
 ENGINES ?= embedded
 CHAOS_ARGS ?=
 chaos: env
-	@test -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 || { [ "$$(id -u)" = 0 ] && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q libfaketime >/dev/null 2>&1; } || \
-		echo "libfaketime is not installed: the campaign leaves clock jumps out"
 	$(BIN)/python -m bench.chaos --seed $(SEED) --faults $(FAULTS) --engines $(ENGINES) $(CHAOS_ARGS)
 
 # Java's class-data archive of Spark's classes (lakeshard.jvm.classdata): made once, about a minute; every local

@@ -39,7 +39,6 @@ from typing import Any
 
 from bench.chaos_check import Ledger, check_round, closed_buckets, open_store
 from bench.chaos_faults import (
-    FAKETIME_LIB,
     FAULT_KINDS,
     KILL_SCALE,
     PROCESS_KINDS,
@@ -47,6 +46,7 @@ from bench.chaos_faults import (
     Engine,
     Racer,
     Zone,
+    clock_shifter,
     damage_file,
     fill_disk,
     lakeshard,
@@ -147,7 +147,9 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
             faults.append({"kind": kind, "racer": racer})
         elif kind == "clock_jump":
             racer = rng.choice(racers)
-            racer.clock, racer.clock_after = rng.choice(CLOCKS), rng.randint(0, 1)
+            racer.clock = rng.choice(CLOCKS)
+            racer.clock_after = round(rng.uniform(0.2, zone.engine.kill_window * KILL_SCALE[racer.kind] / 2), 2)
+            racer.clock_back = round(rng.uniform(1.0, zone.engine.kill_window), 2)
             faults.append({"kind": kind, "clocked": racer})
         elif kind == "disk_full" and disk is None:
             after, hold = rng.uniform(0.0, zone.engine.kill_window / 2), rng.uniform(0.5, 5.0)
@@ -173,7 +175,7 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
         if "clocked" in fault:  # the jump happened only if the process still ran then
             racer = fault.pop("clocked")
             fault["landed"] = racer.seconds > racer.clock_after
-            fault["detail"] = f"{racer.kind} {racer.clock} at {racer.clock_after}s" + (
+            fault["detail"] = f"{racer.kind} {racer.clock} at {racer.clock_after}s, back {racer.clock_back}s later" + (
                 "" if fault["landed"] else " (had ended)")
         if "server_after" in fault:  # the kill struck a client only if one still ran then
             after = fault.pop("server_after")
@@ -231,19 +233,20 @@ def campaign(engine: Engine, faults: int, seed: int, work: Path, say: Any, minut
     engine; fewer faults when ``minutes`` runs out first: no round starts after it)."""
     rng = random.Random(f"{seed}-{engine.name}")
     root = work / engine.name
-    zone = Zone(root, engine, ConnectServer() if engine.name == "connect" else None)
+    clock_lib, no_clock = clock_shifter(work) if "clock_jump" in kinds else (None, "")
+    zone = Zone(root, engine, ConnectServer() if engine.name == "connect" else None, clock_lib)
     mounted = mount_tmpfs(zone.lakehouse, TMPFS_MIB)
     available = [k for k in ("sigkill", "clock_jump", "landing_rewrite", "landing_truncate", "landing_remove",
                              "damaged_file", "server_kill")
-                 if k in kinds and (k != "clock_jump" or FAKETIME_LIB.exists())
+                 if k in kinds and (k != "clock_jump" or clock_lib is not None)
                  and (k != "server_kill" or zone.server is not None)]
     if mounted and "disk_full" in kinds:
         available.append("disk_full")
     if not available:
         raise SystemExit(f"chaos: none of the fault kinds {list(kinds)} applies to the {engine.name} engine here")
     left_out = {"disk_full": "no tmpfs could be mounted (needs root)"} if not mounted else {}
-    if not FAKETIME_LIB.exists():
-        left_out["clock_jump"] = f"libfaketime is not installed ({FAKETIME_LIB})"
+    if no_clock:
+        left_out["clock_jump"] = no_clock
     ledger, rounds, landed = Ledger(), [], 0
     started = time.monotonic()
     try:

@@ -5,7 +5,9 @@ Spark JVM and Python workers with it. A fault is drawn by seed and applied to on
 
 * ``sigkill``: one racing process is SIGKILLed at a random point of its run;
 * ``disk_full``: the lakehouse (a small tmpfs) is filled with a ballast file for a while, then the ballast goes;
-* ``clock_jump``: one racing process runs with its clock hours ahead or behind (libfaketime);
+* ``clock_jump``: the wall clock of one racing process (and of its JVM) steps hours or a day ahead or behind at a
+  random point of its run, and back again a few seconds later (``bench/clockshift.c``, preloaded; its monotonic
+  clock and timers untouched, as with a real clock step);
 * ``landing_rewrite`` / ``landing_truncate`` / ``landing_remove``: an ingest is killed right after it planned a
   batch (its ``landing_batches`` commit), then a landing file of the round is rewritten (the same records,
   serialized again), cut at a random byte or removed before the next run replays the plan;
@@ -35,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "FAKETIME_LIB",
     "FAULT_KINDS",
     "KILL_SCALE",
     "PROCESS_KINDS",
@@ -46,6 +47,7 @@ __all__ = [
     "GroupProgress",
     "Racer",
     "Zone",
+    "clock_shifter",
     "damage_file",
     "fill_disk",
     "lakeshard",
@@ -60,7 +62,7 @@ __all__ = [
 PROCESS_KINDS = ("ingest", "routed", "close", "compact", "maintenance")
 FAULT_KINDS = ("sigkill", "disk_full", "clock_jump", "landing_rewrite", "landing_truncate", "landing_remove",
                "damaged_file", "server_kill")
-FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+CLOCKSHIFT_SOURCE = Path(__file__).with_name("clockshift.c")
 LIB = Path(__file__).resolve().parents[1] / "lib"
 # How long each kind of process runs, relative to a fused ingest: a kill lands anywhere in its run.
 # A process past its engine's deadline is a hang once its process group has used no CPU for STALL_S seconds (it
@@ -97,6 +99,7 @@ class Zone:
     landing: Path = field(init=False)
     config: Path = field(init=False)
     server: ConnectServer | None = None  # the Connect server of the ``connect`` engine
+    clock_lib: Path | None = None  # bench/clockshift.c built (clock_shifter): what clock jumps preload
 
     def __post_init__(self) -> None:
         self.lakehouse, self.landing, self.config = (self.root / "lakehouse", self.root / "landing",
@@ -206,8 +209,9 @@ class Racer:
 
     kind: str
     kill_after: float | None = None  # SIGKILL this many seconds after the start
-    clock: str = ""  # a libfaketime offset, e.g. "+3h"
-    clock_after: int = 0  # seconds into the run the clock jumps
+    clock: str = ""  # how far the wall clock steps, e.g. "+3h", "-45m"
+    clock_after: float = 0.0  # seconds into the run the clock steps
+    clock_back: float = 0.0  # seconds after that it steps back
     returncode: int | None = None
     killed: bool = False  # the SIGKILL landed while the process ran
     hung: bool = False
@@ -216,7 +220,7 @@ class Racer:
 
     def describe(self) -> str:
         extra = f" kill@{self.kill_after:.1f}s" if self.kill_after is not None else ""
-        extra += f" clock{self.clock}@{self.clock_after}s" if self.clock else ""
+        extra += f" clock{self.clock}@{self.clock_after:.1f}s" if self.clock else ""
         return f"{self.kind}{extra} ({self.seconds:.1f}s, exit {self.returncode})"
 
 
@@ -284,11 +288,13 @@ def run_racers(zone: Zone, racers: Sequence[Racer], logs: Path) -> None:
     deadline and idle, :data:`STALL_S`) is killed and marked."""
     procs: list[tuple[Racer, subprocess.Popen[bytes], float, Path]] = []
     for i, racer in enumerate(racers):
-        # The wall clock jumps by racer.clock, racer.clock_after seconds into the run; timers of poll and select
-        # are left alone (libfaketime's scaling of them makes Python's subprocess timeouts fail with EINVAL).
-        extra = {"LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": racer.clock, "DONT_FAKE_MONOTONIC": "1",
-                 "FAKETIME_IGNORE_SELECT": "1", "FAKETIME_START_AFTER_SECONDS": str(racer.clock_after)} \
-            if racer.clock else {}
+        # The wall clock of the racer and its children steps by racer.clock, racer.clock_after seconds into the
+        # run, and back racer.clock_back seconds later (bench/clockshift.c: steps on the machine's monotonic clock).
+        extra = {}
+        if racer.clock and zone.clock_lib is not None:
+            at = time.monotonic() + racer.clock_after
+            extra = {"LD_PRELOAD": str(zone.clock_lib),
+                     "CLOCKSHIFT": f"{at:.3f}:{offset_seconds(racer.clock)},{at + racer.clock_back:.3f}:0"}
         log = logs / f"racer-{i}-{racer.kind}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(_chain(zone, racer, log), env=zone.env(**extra), stdout=out, stderr=out,
@@ -404,6 +410,26 @@ def damage_file(store: object, cfg: object, table: str, closed: set[tuple[str, s
     if table == "events":
         return str(path), f"--bucket={info.partition_values['tenant_id']}/{info.partition_values['hour']}"
     return str(path), {"routed": "--routed", "event_ids": "--ids"}[table]
+
+
+def offset_seconds(offset: str) -> int:
+    """Return the seconds of an offset such as ``+2h``, ``-45m``, ``+1d`` or ``-30s``."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    return int(offset[:-1]) * units[offset[-1]]
+
+
+def clock_shifter(work: Path) -> tuple[Path | None, str]:
+    """Return (the shared library of ``bench/clockshift.c`` built into ``work``, "") or (None, why it could not be
+    built): the machine's C compiler builds it."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None, "no C compiler (cc) to build bench/clockshift.c"
+    lib = work / "clockshift.so"
+    done = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(lib), str(CLOCKSHIFT_SOURCE), "-ldl"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return None, f"bench/clockshift.c did not build: {done.stderr.strip()[-300:]}"
+    return lib, ""
 
 
 def mount_tmpfs(where: Path, mib: int) -> bool:

@@ -3,6 +3,7 @@ duplicated and a changed closed bucket's event made behind its back."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -108,3 +109,34 @@ def test_a_process_past_its_deadline_is_a_hang_when_idle_not_when_busy() -> None
     # A busy process gets CPU within any 5 s even on a loaded machine: it is slow, not idle.
     assert not chaos_faults.wait_bounded(start(busy.format(4)), 0.5, stall_s=5, runaway=100)
     assert chaos_faults.wait_bounded(start(busy.format(60)), 0.5, stall_s=5, runaway=6)
+
+
+def test_a_clock_jump_steps_the_wall_clock_there_and_back_mid_run_leaving_monotonic_time_and_sleep(
+    tmp_path: Path
+) -> None:
+    """The campaign's clock jump, on a real process and a child it starts: the wall clock (Python's and the child's)
+    steps ahead at the moment set and back at the next, while the monotonic clock runs on and ``time.sleep`` works
+    (libfaketime, used before, failed ``time.sleep`` with EINVAL: the jump tested that failure instead)."""
+    import os
+    import sys
+    import time
+
+    lib, why = chaos_faults.clock_shifter(tmp_path)
+    assert lib is not None, why
+    code = ("import subprocess, time\n"
+            "for _ in range(18):\n"
+            "    child = subprocess.run(['date', '+%s'], capture_output=True, text=True).stdout.strip()\n"
+            "    print(time.time(), time.monotonic(), child, flush=True)\n"
+            "    time.sleep(0.5)\n")
+    at = time.monotonic() + 3.0  # the child reads its unshifted clock first
+    env = {**os.environ, "LD_PRELOAD": str(lib), "CLOCKSHIFT": f"{at:.3f}:-7200,{at + 3.0:.3f}:0"}
+    before = time.time()
+    lines = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                           timeout=60).stdout.split()
+    rows = [(float(lines[i]), float(lines[i + 1]), int(lines[i + 2])) for i in range(0, len(lines), 3)]
+    shift = [round((wall - (before + (mono - rows[0][1]))) / 3600) for wall, mono, _ in rows]
+    assert shift[0] == 0 and -2 in shift and shift[-1] == 0, shift  # there and back, in this order
+    assert shift.index(-2) < len(shift) - 1 - shift[::-1].index(0)
+    assert all(abs(round((child - wall) / 3600)) == 0 for wall, _, child in rows)  # the child's clock steps too
+    monotonic = [mono for _, mono, _ in rows]
+    assert all(0.4 < b - a < 60 for a, b in itertools.pairwise(monotonic))  # sleeps of 0.5 s each
