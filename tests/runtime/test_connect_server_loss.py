@@ -127,3 +127,38 @@ def test_a_command_started_while_no_server_listens_ends_in_bounded_time_naming_t
     assert address in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "dapi-not-to-be-printed" not in done.stderr + done.stdout
     assert time.monotonic() - started < 60
+
+
+@pytest.mark.slow
+@pytest.mark.delta_jvm
+def test_a_request_after_the_server_died_fails_within_about_a_minute_saying_so(own_server: tuple[str, int]) -> None:
+    # A request outside a bounded write (a read, a schema check, the session's settings) to a server killed between
+    # two requests: pyspark's own policy retries it for at least ten minutes (the campaign's server_kill met a
+    # client waiting so); lakeshard's sessions give up after about a minute, with one line saying why.
+    remote, group = own_server
+    code = ("import sys, time\n"
+            "from lakeshard.config import load_config\n"
+            "from lakeshard.runtime import connect_server_gone, get_spark\n"
+            "spark = get_spark(load_config(overrides={'spark': {'remote': sys.argv[1]}}, env={}))\n"
+            "print(spark.range(3).count(), flush=True)\n"
+            "sys.stdin.readline()\n"
+            "started = time.monotonic()\n"
+            "try:\n"
+            "    spark.range(3).count()\n"
+            "except Exception as exc:\n"
+            "    print(round(time.monotonic() - started), connect_server_gone(exc), flush=True)\n")
+    client = subprocess.Popen([sys.executable, "-c", code, remote], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    assert client.stdout is not None and client.stdin is not None
+    assert client.stdout.readline().strip() == "3", client.communicate()[1][-2000:]
+    os.killpg(group, signal.SIGKILL)
+    client.stdin.write("\n")
+    client.stdin.flush()
+    try:
+        out, err = client.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        client.kill()
+        pytest.fail("a request to the killed server still waited 300 s")
+    seconds, _, line = out.strip().partition(" ")
+    assert int(seconds) < 150 and line.startswith("the Spark Connect server stopped answering"), (out, err[-2000:])
+    assert "Traceback" not in err and "RETRIES_EXCEEDED" not in err, err[-2000:]

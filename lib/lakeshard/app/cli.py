@@ -28,7 +28,7 @@ from lakeshard.app.cli_args import LakeshardParser, config_from_args, count, num
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
 from lakeshard.process import prepare_process_memory
-from lakeshard.runtime import on_databricks_cluster
+from lakeshard.runtime import connect_server_gone, on_databricks_cluster
 
 if TYPE_CHECKING:
     from lakeshard.pipelines import RuleCount
@@ -473,6 +473,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("LAKESHARD_DEBUG"):
             raise
         if isinstance(exc, ModuleNotFoundError) and (message := _missing_extra(exc)):
+            print(f"error: {message}", file=sys.stderr)
+            return 2
+        if message := connect_server_gone(exc):
             print(f"error: {message}", file=sys.stderr)
             return 2
         trace = _save_traceback(exc)

@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -361,7 +361,52 @@ def _connect_session(cfg: LakeshardConfig) -> SparkSession:
         # pyspark also replays the launch settings on the Connect session, where each one that is not a session
         # setting warns "Failed to set ..."; the server was started with them, so the warnings say nothing.
         warnings.filterwarnings("ignore", message="Failed to set", category=UserWarning)
-        return SparkSession.builder.remote(remote).config(map=_options(conf)).getOrCreate()
+        bounded = not remote.startswith("local") and not on_databricks(cfg)
+        if bounded:  # the session first (no request yet), its retries bounded, then the settings sent to it
+            _bound_retries(SparkSession.builder.remote(remote).getOrCreate())
+        spark = SparkSession.builder.remote(remote).config(map=_options(conf)).getOrCreate()
+    if bounded:  # the retries given up say so in the error lakeshard reports (connect_server_gone)
+        warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]", category=UserWarning)
+    return spark
+
+
+# A request to a Spark Connect server that takes no connections is retried for about this long, then fails
+# (pyspark's own policy retries for at least ten minutes, for Databricks compute that may be starting; a server of
+# one's own that refuses connections for a minute is gone).
+_GONE_AFTER_S = 60
+
+
+def _bound_retries(spark: SparkSession) -> None:
+    """Make the requests of the Connect session ``spark`` give up after about :data:`_GONE_AFTER_S` of retries."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    # Waits of 0.25, 0.5, 1 ... 8 s, then 10 s: about a minute over 10 retries.
+    policy = DefaultPolicy(max_retries=10, backoff_multiplier=2.0, initial_backoff=250, max_backoff=10_000)
+    spark.client.set_retry_policies([policy])
+
+
+def connect_server_gone(exc: BaseException) -> str | None:
+    """Return one line saying the Spark Connect server stopped taking connections when ``exc`` (or an error behind
+    it) is a request that failed so (gRPC's ``UNAVAILABLE``, its retries spent); None for any other error."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        code = getattr(seen, "code", None)
+        status = _quietly(code) if callable(code) else None
+        if getattr(status, "name", "") == "UNAVAILABLE":
+            details = getattr(seen, "details", None)
+            said = str(_quietly(details) if callable(details) else "").split(";")[0]
+            return (f"the Spark Connect server stopped answering ({said or 'UNAVAILABLE'}; retried for about "
+                    f"{_GONE_AFTER_S} s); a Delta commit is all or nothing, so what this run wrote is committed whole "
+                    "or not at all: run again once the server is back and every batch is finished exactly once")
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _quietly(call: Callable[[], object]) -> object:
+    try:
+        return call()
+    except Exception:
+        return None
 
 
 _PROBE_WAIT_S = 10.0  # how long a Spark Connect server may take to accept a connection before a run starts
