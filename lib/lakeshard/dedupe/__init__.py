@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from lakeshard.dedupe.writer import (
         ShardWriter,
         WriteReport,
+        WritersOnDemand,
     )
 
 # Spark and Arrow load on first use of a name, not on `import lakeshard.dedupe`.
@@ -36,6 +37,7 @@ __all__ = [
     "ShardWriter",
     "WriteReport",
     "WriterStepFailed",
+    "WritersOnDemand",
     "first_of_each_key",
     "key_hashes",
     "own_hour_arrow",

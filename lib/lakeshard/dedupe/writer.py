@@ -481,3 +481,23 @@ class ShardWriter:
         """
         self.ensure_tables()
         return self.index.expire()
+
+
+class WritersOnDemand:
+    """The fused hand-off of a run that plans no fused batch itself (``lakeshard route``): the writers of every shard,
+    built by ``build`` only when the router meets a fused batch a stopped run planned, deliver it as a fused run's
+    writers do (:meth:`ShardWriter.deliver`), then merge their ID files."""
+
+    def __init__(self, build: Callable[[], ShardWriter]) -> None:
+        self._build = build
+
+    def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
+        writer = self._build()
+        result = writer.deliver(batch, routed)
+        writer.compact_ids()
+        return result
+
+    def derive(self, events: pa.Table) -> pa.Table:
+        import pyarrow as pa
+
+        return pa.table({})  # nothing derived ahead: the writers hash a replayed batch's keys themselves

@@ -17,9 +17,8 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from lakeshard.dedupe import ShardWriter, WriteReport
+from lakeshard.dedupe import ShardWriter, WriteReport, WritersOnDemand
 from lakeshard.errors import ConfigError, DamagedDataFile
-from lakeshard.lake import CommitResult
 from lakeshard.pipelines.context import ExpectationGate, FlowContext, FlowResult
 from lakeshard.pipelines.declaration import Flow, Joint, Pipeline
 from lakeshard.pipelines.errors import PipelineError
@@ -75,7 +74,7 @@ def run_route(ctx: FlowContext) -> FlowResult:
     way, by writers built here (docs/decisions.md, record 19).
     """
     ctx.store.create_all([*RoutingTables(ctx.store, ctx.cfg).table_specs(), *Router.table_specs(ctx.cfg)])
-    router = _router(ctx, _FinishFused(ctx), fused=False)
+    router = _router(ctx, WritersOnDemand(partial(_finishing_writers, ctx)), fused=False)
     router.ensure_tables()
     before = _version(ctx, ROUTED)
     reports = router.run()
@@ -89,29 +88,15 @@ def _router(ctx: FlowContext, handoff: FusedHandoff, *, fused: bool) -> Router:
                   handoff=handoff, fused=fused)
 
 
-class _FinishFused:
-    """The fused hand-off of a route-only run: writers for every shard, built only when a fused batch is met, that
-    commit through the ingest flow's expectation gate as a fused run's writers do; the route flow's expectations
-    count the batch's routed rows, as in a fused run."""
-
-    def __init__(self, ctx: FlowContext) -> None:
-        self.ctx = ctx
-
-    def deliver(self, batch: int, routed: pa.Table) -> CommitResult | None:
-        ctx = self.ctx
-        gate = ctx.gate_of(INGEST_FLOW)
-        if gate is None:  # a context outside a pipeline run: the declared ingest flow's rules
-            gate = ExpectationGate(lakeshard_pipeline().flow(INGEST_FLOW), ctx.store, ctx.cfg, ctx.run_id)
-        writer = ShardWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
-                             gate=gate, clock=ctx.clock, on_delivered=partial(_count_routed, ctx))
-        result = writer.deliver(batch, routed)
-        writer.compact_ids()
-        return result
-
-    def derive(self, events: pa.Table) -> pa.Table:
-        import pyarrow as pa
-
-        return pa.table({})  # a route-only router plans no fused batch: the writers hash a replayed one's keys
+def _finishing_writers(ctx: FlowContext) -> ShardWriter:
+    """Return writers for every shard that finish a fused batch in a route-only run: they commit through the ingest
+    flow's expectation gate as a fused run's writers do, and the route flow's expectations count the batch's routed
+    rows, as in a fused run."""
+    gate = ctx.gate_of(INGEST_FLOW)
+    if gate is None:  # a context outside a pipeline run: the declared ingest flow's rules
+        gate = ExpectationGate(lakeshard_pipeline().flow(INGEST_FLOW), ctx.store, ctx.cfg, ctx.run_id)
+    return ShardWriter(ctx.session, ctx.store, ctx.cfg, ingest_shards(RoutingTables(ctx.store, ctx.cfg), ""),
+                       gate=gate, clock=ctx.clock, on_delivered=partial(_count_routed, ctx))
 
 
 def _count_routed(ctx: FlowContext, routed: pa.Table) -> None:

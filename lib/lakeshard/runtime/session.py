@@ -377,11 +377,29 @@ _GONE_AFTER_S = 60
 
 
 def _bound_retries(spark: SparkSession) -> None:
-    """Make the requests of the Connect session ``spark`` give up after about :data:`_GONE_AFTER_S` of retries."""
-    from pyspark.sql.connect.client.retries import DefaultPolicy
+    """Make the requests of the Connect session ``spark`` give up after about :data:`_GONE_AFTER_S` of retries; once
+    one has, the server counts as gone for the rest of the process: later requests (the run's failure event, the
+    session's stop) fail at once instead of each retrying for another minute."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy, RetryPolicyState
+
+    class GivesUpOnce(DefaultPolicy):
+        gone = False
+
+        def can_retry(self, exception: BaseException) -> bool:
+            return not self.gone and bool(super().can_retry(exception))
+
+        def to_state(self) -> RetryPolicyState:
+            return Attempts(self)
+
+    class Attempts(RetryPolicyState):
+        def next_attempt(self, exception: BaseException | None = None) -> int | None:
+            wait = super().next_attempt(exception)
+            if wait is None:
+                policy.gone = True
+            return wait
 
     # Waits of 0.25, 0.5, 1 ... 8 s, then 10 s: about a minute over 10 retries.
-    policy = DefaultPolicy(max_retries=10, backoff_multiplier=2.0, initial_backoff=250, max_backoff=10_000)
+    policy = GivesUpOnce(max_retries=10, backoff_multiplier=2.0, initial_backoff=250, max_backoff=10_000)
     spark.client.set_retry_policies([policy])
 
 
