@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -228,9 +228,11 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
 
 
 def campaign(engine: Engine, faults: int, seed: int, work: Path, say: Any, minutes: float = 0.0,
-             kinds: Sequence[str] = FAULT_KINDS) -> dict[str, Any]:
+             kinds: Sequence[str] = FAULT_KINDS, on_round: Callable[[dict[str, Any]], None] | None = None
+             ) -> dict[str, Any]:
     """Return the rounds of one engine's campaign of ``faults`` landed faults of ``kinds`` (those that apply to the
-    engine; fewer faults when ``minutes`` runs out first: no round starts after it)."""
+    engine; fewer faults when ``minutes`` runs out first: no round starts after it). ``on_round`` gets the run so far
+    after every round (a campaign stopped or broken midway keeps what it did)."""
     rng = random.Random(f"{seed}-{engine.name}")
     root = work / engine.name
     clock_lib, no_clock = clock_shifter(work) if "clock_jump" in kinds else (None, "")
@@ -249,6 +251,12 @@ def campaign(engine: Engine, faults: int, seed: int, work: Path, say: Any, minut
         left_out["clock_jump"] = no_clock
     ledger, rounds, landed = Ledger(), [], 0
     started = time.monotonic()
+
+    def run() -> dict[str, Any]:
+        return {"engine": engine.name, "rounds": rounds, "seconds": round(time.monotonic() - started, 1),
+                "faults": landed, "faults_asked": faults, "tmpfs_mib": TMPFS_MIB if mounted else None,
+                "left_out": left_out}
+
     try:
         if zone.server is not None:
             zone.server.ensure_up()
@@ -262,13 +270,14 @@ def campaign(engine: Engine, faults: int, seed: int, work: Path, say: Any, minut
                 f"{c['events']} events / {c['expected']} expected, lost {c['lost']}, dup {c['duplicated']}, "
                 f"closed {c['closed']} (changed {c['closed_changed']}), hangs {record['hangs']}"
                 f"{' BROKEN ' + str(record['notes'] + c['examples']) if record['broken'] else ''}")
+            if on_round is not None:
+                on_round(run())
     finally:
         if zone.server is not None:
             zone.server.stop()
         if mounted:
             unmount(zone.lakehouse)
-    return {"engine": engine.name, "rounds": rounds, "seconds": round(time.monotonic() - started, 1),
-            "faults": landed, "faults_asked": faults, "tmpfs_mib": TMPFS_MIB if mounted else None, "left_out": left_out}
+    return run()
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -296,12 +305,14 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "kinds": [{"engine": e, "kind": k, "outcome": o, "count": n} for (e, k, o), n in sorted(kinds.items())]}
 
 
-def write_results(out: Path, args: argparse.Namespace, runs: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    """Write chaos.json, chaos.md and chaos.png into ``out``."""
+def write_results(out: Path, args: argparse.Namespace, runs: list[dict[str, Any]], summary: dict[str, Any],
+                  *, complete: bool = True) -> None:
+    """Write chaos.json, chaos.md and chaos.png into ``out`` (``complete=False``: the rounds so far of a campaign
+    still running, or stopped midway)."""
     out.mkdir(parents=True, exist_ok=True)
     meta = {"seed": args.seed, "faults_asked": args.faults, "engines": args.engines,
             "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "machine": platform.platform(),
-            "cpus": os.cpu_count()}
+            "cpus": os.cpu_count(), "complete": complete}
     per_engine = [{"engine": r["engine"], "faults": r["faults"], "rounds": len(r["rounds"]), "seconds": r["seconds"],
                    "seconds_per_fault": round(r["seconds"] / max(r["faults"], 1), 1), "left_out": r["left_out"]}
                   for r in runs]
@@ -311,6 +322,7 @@ def write_results(out: Path, args: argparse.Namespace, runs: list[dict[str, Any]
              f"Seed {args.seed}, {summary['faults']} faults landed on {args.engines}, {meta['when']}, "
              f"{meta['cpus']} CPUs. Run with `make chaos SEED={args.seed} FAULTS={args.faults} "
              f"ENGINES={args.engines}`.", "", f"**{summary['line']}**", "",
+             *([] if complete else ["Partial: the rounds done when the campaign stopped (or so far).", ""]),
              f"Rounds broken: {summary['broken_rounds']}; quarantine rows repeated: {summary['quarantine_repeated']}; "
              f"damaged files fsck did not name: {summary['unnamed_damage']}.", "",
              "| engine | faults | rounds | seconds | seconds per fault | left out |", "|---|---:|---:|---:|---:|---|"]
@@ -373,11 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.merge:
         docs = [json.loads(p.read_text()) for p in args.merge]
-        runs = [run for d in docs for run in d["runs"]]
-        args.engines = ",".join(r["engine"] for r in runs)
+        merged = [run for d in docs for run in d["runs"]]
+        args.engines = ",".join(r["engine"] for r in merged)
         args.faults = sum(d["meta"]["faults_asked"] for d in docs)
-        summary = summarize(runs)
-        write_results(args.out, args, runs, summary)
+        summary = summarize(merged)
+        write_results(args.out, args, merged, summary, complete=all(d["meta"].get("complete", True) for d in docs))
         print(summary["line"])
         return 1 if summary["broken_rounds"] else 0
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
@@ -392,11 +404,16 @@ def main(argv: list[str] | None = None) -> int:
         shares = {n: max(1, round(args.faults / len(names))) for n in names}
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a stopped campaign unmounts and kills its processes
     work = Path(tempfile.mkdtemp(prefix="lakeshard-chaos-"))
-    runs = []
+    runs: list[dict[str, Any]] = []
+
+    def so_far(run: dict[str, Any]) -> None:
+        write_results(args.out, args, [*runs, run], summarize([*runs, run]), complete=False)
+
     try:
         for engine in chosen:
             n = shares.get(engine.name, args.faults - sum(shares.values()))
-            runs.append(campaign(engine, n, args.seed, work, lambda s: print(s, flush=True), args.minutes, kinds))
+            runs.append(campaign(engine, n, args.seed, work, lambda s: print(s, flush=True), args.minutes, kinds,
+                                 so_far))
     finally:
         if args.keep:
             print(f"campaign folder kept: {work}", file=sys.stderr)
@@ -412,5 +429,6 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except KeyboardInterrupt:
-        print("chaos: interrupted; its processes killed, its tmpfs unmounted, no results written", file=sys.stderr)
+        print("chaos: interrupted; its processes killed, its tmpfs unmounted; the rounds it finished are in the "
+              "results (--out), marked partial", file=sys.stderr)
         sys.exit(130)

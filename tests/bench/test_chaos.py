@@ -140,3 +140,28 @@ def test_a_clock_jump_steps_the_wall_clock_there_and_back_mid_run_leaving_monoto
     assert all(abs(round((child - wall) / 3600)) == 0 for wall, _, child in rows)  # the child's clock steps too
     monotonic = [mono for _, mono, _ in rows]
     assert all(0.4 < b - a < 60 for a, b in itertools.pairwise(monotonic))  # sleeps of 0.5 s each
+
+
+@pytest.mark.slow
+def test_a_campaign_stopped_midway_keeps_the_rounds_it_finished(tmp_path: Path) -> None:
+    # A long campaign stopped (SIGTERM, an interrupted session) or broken midway wrote nothing before: its rounds
+    # are now written after each one, marked partial.
+    import signal
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "bench.chaos", "--seed", "13", "--faults", "500", "--engines",
+                             "embedded", "--kinds", "sigkill", "--out", str(out)], cwd=Path(chaos.__file__).parents[1],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not (out / "chaos.json").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-2000:]
+    results = json.loads((out / "chaos.json").read_text())
+    assert results["meta"]["complete"] is False and results["runs"][0]["rounds"], results["meta"]
+    assert 0 < results["summary"]["faults"] < 500
+    assert "Partial" in (out / "chaos.md").read_text()
