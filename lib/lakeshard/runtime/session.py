@@ -413,9 +413,9 @@ def connect_server_gone(exc: BaseException) -> str | None:
         if getattr(status, "name", "") == "UNAVAILABLE":
             details = getattr(seen, "details", None)
             said = str(_quietly(details) if callable(details) else "").split(";")[0]
-            return (f"the Spark Connect server stopped answering ({said or 'UNAVAILABLE'}; retried for about "
-                    f"{_GONE_AFTER_S} s); a Delta commit is all or nothing, so what this run wrote is committed whole "
-                    "or not at all: run again once the server is back and every batch is finished exactly once")
+            return (f"the Spark Connect server stopped answering ({said or 'UNAVAILABLE'}); a Delta commit is all "
+                    "or nothing, so what this run wrote is committed whole or not at all: run again once the server "
+                    "is back and every batch is finished exactly once")
         seen = seen.__cause__ or seen.__context__
     return None
 
