@@ -115,10 +115,11 @@ class Zone:
         newest = max((p.stat().st_mtime for p in self.landing.rglob("*") if p.is_file()), default=0.0)
         time.sleep(max(0.0, min(newest + SETTLE_S + 0.5 - time.time(), SETTLE_S + 0.5)))
 
-    def env(self, **extra: str) -> dict[str, str]:
-        """Return the environment of a ``lakeshard`` process on this zone."""
+    def env(self, *, classic: bool = False, **extra: str) -> dict[str, str]:
+        """Return the environment of a ``lakeshard`` process on this zone (``classic``: a classic session even on the
+        ``connect`` engine, for what only a classic session does: ``fsck --repair``)."""
         path = os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")])
-        remote = {"LAKESHARD_SPARK_REMOTE": self.server.url} if self.server is not None else {}
+        remote = {"LAKESHARD_SPARK_REMOTE": self.server.url} if self.server is not None and not classic else {}
         return {**os.environ, **self.engine.env, **remote, "PYTHONPATH": path, "LAKESHARD_CONFIG": str(self.config),
                 **extra}
 

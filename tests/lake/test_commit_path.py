@@ -79,3 +79,64 @@ def test_a_delta_without_a_method_lakeshard_calls_commits_through_the_public_wri
     # The probe for the real list of methods is unchanged by the forced one.
     monkeypatch.undo()
     assert native_commit_path(spark).internal
+
+
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_arrow_reads_through_spark_give_each_group_its_rows_in_one_read(
+    native_store: TableStore, spark: SparkSession, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    partitioned: bool
+) -> None:
+    """Where this process cannot read the files itself (the public path here; Spark Connect), groups of files are
+    read through Spark: one read for all of them (a read per group was a request each under Connect), split by
+    file: a file in two groups is in both, an empty group is empty, a filter applies per group."""
+    import pyarrow.compute as pc
+
+    from lakeshard.lake.native import adapter
+
+    monkeypatch.setattr(jvm, "INTERNAL_API", (*INTERNAL_API, ABSENT))
+    store = NativeTableStore(spark)
+    assert not store.writes_in_process
+    uri = str(tmp_path / "groups")
+    store.create(uri, ROWS, partition_by=["tenant_id"] if partitioned else [])
+    for tenant, n, start in (("a", 3, 0), ("a", 2, 3), ("b", 4, 0), ("c", 1, 0)):
+        store.append(uri, _rows(spark, tenant, n, start))
+    files = store.files(uri)
+    by_rows = {f.num_records: f for f in files}  # 3, 2, 4, 1 rows: one file each
+    reads: list[int] = []
+    real = adapter.read_data_files
+    monkeypatch.setattr(adapter, "read_data_files", lambda *a, **k: (reads.append(len(a[4])), real(*a, **k))[1])
+    groups = {"first": [by_rows[3], by_rows[4]], "again": [by_rows[4]], "none": [], "last": [by_rows[2], by_rows[1]]}
+    read = store.read_arrow_groups(uri, groups, ["tenant_id", "n"])
+    assert reads == [4]  # one read of the four files
+    got = {k: sorted(zip(t.column("tenant_id").to_pylist(), t.column("n").to_pylist(), strict=True))
+           for k, t in read.items()}
+    assert got == {"first": [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2), ("b", 3)],
+                   "again": [("b", 0), ("b", 1), ("b", 2), ("b", 3)], "none": [],
+                   "last": [("a", 3), ("a", 4), ("c", 0)]}
+    filtered = store.read_arrow_groups(uri, groups, ["n"], where=pc.field("n") >= 2)
+    assert {k: sorted(t.column("n").to_pylist()) for k, t in filtered.items()} == {
+        "first": [2, 2, 3], "again": [2, 3], "none": [], "last": [3, 4]}
+    assert filtered["none"].schema == filtered["first"].schema
+
+
+def test_fsck_repair_on_the_public_writer_refuses_before_it_records_anything(
+    native_store: TableStore, spark: SparkSession, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Under Spark Connect (the public writer) the repair's swap of part of a partition's files is refused; it used
+    # to record the damaged file in fsck_repairs first, so the record named a file still live and refill acted on it.
+    from lakeshard.maintenance import check_table, repair_table
+
+    monkeypatch.setattr(jvm, "INTERNAL_API", (*INTERNAL_API, ABSENT))
+    store = NativeTableStore(spark)
+    uri, record = str(tmp_path / "t"), str(tmp_path / "fsck_repairs")
+    store.create(uri, ROWS, partition_by=["tenant_id"])
+    store.append(uri, _rows(spark, "a", 3))
+    store.append(uri, _rows(spark, "a", 2, start=3))
+    cut = tmp_path / "t" / store.files(uri)[0].path
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    check = check_table(store, uri)
+    assert len(check.damaged) == 1
+    with pytest.raises(UnsupportedByAdapter, match=r"fsck --repair .* from a classic session.*nothing was changed"):
+        repair_table(store, check, record)
+    assert not (tmp_path / "fsck_repairs").exists()  # nothing recorded
+    assert len(check_table(store, uri).damaged) == 1 and store.version(uri) == check.version

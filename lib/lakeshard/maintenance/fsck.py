@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from lakeshard.errors import DamagedDataFile, LakeshardError
+from lakeshard.errors import DamagedDataFile, LakeshardError, UnsupportedByAdapter
 from lakeshard.lake import CommitInfo, FileInfo, TableStore, check_data_file
 from lakeshard.tables import FSCK_REPAIRS_SCHEMA
 
@@ -65,9 +65,17 @@ def repair_table(store: TableStore, check: TableCheck, record: str, *, now: date
 
     Raises:
         CommitConflict: the table changed under the check in a way that touches those files; check again.
+        UnsupportedByAdapter: the store cannot remove an exact set of files (Delta's public writer: Spark Connect,
+            serverless); refused before anything is recorded, so ``record`` never names a file still live.
     """
     if not check.damaged:
         return check
+    if not store.writes_in_process:  # no internal commit path: a swap of part of a partition's files is refused
+        raise UnsupportedByAdapter(
+            f"{check.table}: fsck --repair removes exactly the damaged files from the log, which needs Delta's "
+            "internal transaction API; this session commits through Delta's public writer (Spark Connect, "
+            "serverless): run lakeshard fsck --repair from a classic session (a job or notebook on a classic "
+            "cluster, or locally with Delta's jars); nothing was changed")
     when = now or datetime.now(UTC)
     name = check.table.rstrip("/").rsplit("/", 1)[-1]
     store.create(record, FSCK_REPAIRS_SCHEMA, description="data files lakeshard fsck removed as unreadable")

@@ -317,11 +317,12 @@ class NativeTableStore(AdapterBase):
         from pyspark.sql.types import StructType
 
         uri = normalise_uri(table)
-        if not (self.writes_in_process and uri.startswith(("/", "file:"))):  # dbfs: is FUSE-mounted on Databricks only
-            return read_groups_through_spark(uri, self.arrow_schema(uri), lambda files: self.read_files(uri, files),
-                                             groups, columns, where)
         state = self._log.state(uri)  # one look at the log: the schema, the partitioning, the features
         supported(uri, state, "read_arrow")
+        if not (self.writes_in_process and uri.startswith(("/", "file:"))):  # dbfs: is FUSE-mounted on Databricks only
+            schema = StructType.fromJson(state.schema_json)
+            return read_groups_through_spark(uri, arrow_schema_utc(schema), lambda files, tag: read_data_files(
+                self.spark, uri, schema, state.partition_columns, files, file_column=tag), groups, columns, where)
         return read_file_groups(uri, arrow_schema_utc(StructType.fromJson(state.schema_json)),
                                 state.partition_columns, groups, columns, where=where)
 

@@ -38,6 +38,7 @@ __all__ = [
     "conform",
     "damaged",
     "damaged_in_spark",
+    "data_file_key",
     "file_key",
     "footer_stats",
     "footer_stats_and_values",
@@ -330,11 +331,12 @@ def _same_type(a: DataType, b: DataType) -> bool:
 
 
 def read_data_files(spark: SparkSession, root: str, schema: StructType, partition_by: Sequence[str],
-                    files: Sequence[FileInfo]) -> DataFrame:
+                    files: Sequence[FileInfo], *, file_column: str | None = None) -> DataFrame:
     """Return the rows of exactly ``files`` (paths relative to ``root`` as in the log), partition values included.
 
     Data columns are read with the table's schema (a column a file lacks reads as null); partition columns
-    are restored from each file's add action with the table's types. No files: an empty frame.
+    are restored from each file's add action with the table's types. No files: an empty frame. ``file_column``:
+    also a column of that name holding each row's :func:`data_file_key` (which file it came from).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField
@@ -342,12 +344,18 @@ def read_data_files(spark: SparkSession, root: str, schema: StructType, partitio
 
     parts = list(partition_by)
     if not files:
+        if file_column:
+            schema = SparkStruct([*schema.fields, StructField(file_column, StringType(), False)])
         return spark.createDataFrame([], schema)
     data_schema = SparkStruct([f for f in schema.fields if f.name not in parts])
     paths = [_location(root, f.path) for f in files]
     df = spark.read.schema(data_schema).parquet(*paths)
+    # Keyed without a local scheme: a Databricks runtime qualifies /Volumes/... as dbfs:/Volumes/..., a local
+    # session /x as file:/x.
+    key = F.regexp_replace(F.col("_metadata.file_path"), _LOCAL_SCHEME, "")
+    tagged = [key.alias(file_column)] if file_column else []
     if not parts:
-        return df.select(*[F.col(f"`{f.name}`") for f in schema.fields])
+        return df.select(*[F.col(f"`{f.name}`") for f in schema.fields], *tagged)
     # Spark reports each row's file as a URI string (``_metadata.file_path``); compute the same string
     # for every file and join its partition values in. Spark's file names repeat across the partition
     # directories of one write, so the whole path is the key, not the name.
@@ -355,13 +363,9 @@ def read_data_files(spark: SparkSession, root: str, schema: StructType, partitio
         [StructField("__file", StringType(), False), StructField("__known", StringType(), False)]
         + [StructField(f"__p_{i}", StringType(), True) for i in range(len(parts))]
     )
-    rows = [(file_key(spark_file_uri(_location(root, f.path))), "y", *[f.partition_values.get(p) for p in parts])
-            for f in files]
+    rows = [(data_file_key(root, f), "y", *[f.partition_values.get(p) for p in parts]) for f in files]
     mapping = spark.createDataFrame(rows, mapping_schema)
     types = {f.name: f.dataType for f in schema.fields}
-    # Keyed without a local scheme: a Databricks runtime qualifies /Volumes/... as dbfs:/Volumes/..., a local
-    # session /x as file:/x.
-    key = F.regexp_replace(F.col("_metadata.file_path"), _LOCAL_SCHEME, "")
     joined = df.withColumn("__file", key).join(F.broadcast(mapping), "__file", "left")
     # A row whose file found no add action would get wrong partition values: fail the query instead.
     guard = F.assert_true(F.col("__known").isNotNull(), F.concat(
@@ -375,7 +379,12 @@ def read_data_files(spark: SparkSession, root: str, schema: StructType, partitio
             out.append(value.cast(types[f.name]).alias(f.name))
         else:
             out.append(F.col(f"`{f.name}`"))
-    return joined.select(*out)
+    return joined.select(*out, *([F.col("__file").alias(file_column)] if file_column else []))
+
+
+def data_file_key(root: str, file: FileInfo) -> str:
+    """Return the key Spark's reads give the rows of ``file`` of the table at ``root`` (see :func:`read_data_files`)."""
+    return file_key(spark_file_uri(_location(root, file.path)))
 
 
 def _location(root: str, path: str) -> str:
