@@ -39,6 +39,8 @@ from typing import Any
 
 from bench.chaos_check import Ledger, check_round, closed_buckets, open_store
 from bench.chaos_faults import (
+    CLOCKSHIFT_SOURCE,
+    FAILWRITES_SOURCE,
     FAULT_KINDS,
     KILL_SCALE,
     PROCESS_KINDS,
@@ -46,7 +48,7 @@ from bench.chaos_faults import (
     Engine,
     Racer,
     Zone,
-    clock_shifter,
+    build_preload,
     damage_file,
     fill_disk,
     lakeshard,
@@ -64,7 +66,7 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 CLOCKS = ("+2h", "-2h", "+1d", "-1d", "+10m", "-45m")
 PROCESS_WEIGHTS = {"ingest": 4, "routed": 3, "close": 2, "compact": 2, "maintenance": 1}
 FAULT_WEIGHTS = {"sigkill": 5, "disk_full": 2, "clock_jump": 2, "landing_rewrite": 1, "landing_truncate": 1,
-                 "landing_remove": 1, "damaged_file": 2, "server_kill": 3}
+                 "landing_remove": 1, "damaged_file": 2, "server_kill": 3, "write_fail": 2}
 TMPFS_MIB = 384
 
 
@@ -151,6 +153,13 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
             racer.clock_after = round(rng.uniform(0.2, zone.engine.kill_window * KILL_SCALE[racer.kind] / 2), 2)
             racer.clock_back = round(rng.uniform(1.0, zone.engine.kill_window), 2)
             faults.append({"kind": kind, "clocked": racer})
+        elif kind == "write_fail":
+            racer = rng.choice([r for r in racers if r.writes_fail_after is None] or racers)
+            span = zone.engine.kill_window * KILL_SCALE[racer.kind]
+            racer.writes_fail_after = round(rng.uniform(0.2, span / 2), 2)
+            # A disk that fails for a moment, or from then on (the process must end on its own with an error).
+            racer.writes_fail_for = round(rng.choice([rng.uniform(0.5, span), 3600.0]), 2)
+            faults.append({"kind": kind, "failing": racer})
         elif kind == "disk_full" and disk is None:
             after, hold = rng.uniform(0.0, zone.engine.kill_window / 2), rng.uniform(0.5, 5.0)
             disk = fill_disk(zone.lakehouse, after, hold)
@@ -177,6 +186,12 @@ def play_round(zone: Zone, number: int, rng: random.Random, left: int, available
             fault["landed"] = racer.seconds > racer.clock_after
             fault["detail"] = f"{racer.kind} {racer.clock} at {racer.clock_after}s, back {racer.clock_back}s later" + (
                 "" if fault["landed"] else " (had ended)")
+        if "failing" in fault:  # it struck only if a write of the process was failed
+            racer = fault.pop("failing")
+            fault["landed"] = racer.writes_failed
+            until = "its end" if racer.writes_fail_for >= 3600 else f"{racer.writes_fail_for}s"
+            fault["detail"] = (f"{racer.kind} from {racer.writes_fail_after}s for {until} (exit {racer.returncode})"
+                               + ("" if racer.writes_failed else " (no write fell in the window)"))
         if "server_after" in fault:  # the kill struck a client only if one still ran then
             after = fault.pop("server_after")
             fault["landed"] = any(r.seconds > after for r in racers)
@@ -237,13 +252,16 @@ def campaign(engine: Engine, faults: int, seed: int, work: Path, say: Any, minut
     after every round (a campaign stopped or broken midway keeps what it did)."""
     rng = random.Random(f"{seed}-{engine.name}")
     root = work / engine.name
-    clock_lib, no_clock = clock_shifter(work) if "clock_jump" in kinds else (None, "")
-    zone = Zone(root, engine, ConnectServer() if engine.name == "connect" else None, clock_lib)
+    clock_lib, no_clock = build_preload(work, CLOCKSHIFT_SOURCE) if "clock_jump" in kinds else (None, "")
+    # Under Spark Connect the server writes the files, not the racing clients: failing writes apply elsewhere.
+    write_lib, no_write = (build_preload(work, FAILWRITES_SOURCE) if "write_fail" in kinds and engine.name != "connect"
+                           else (None, ""))
+    zone = Zone(root, engine, ConnectServer() if engine.name == "connect" else None, clock_lib, write_lib)
     mounted = mount_tmpfs(zone.lakehouse, TMPFS_MIB)
     available = [k for k in ("sigkill", "clock_jump", "landing_rewrite", "landing_truncate", "landing_remove",
-                             "damaged_file", "server_kill")
+                             "damaged_file", "server_kill", "write_fail")
                  if k in kinds and (k != "clock_jump" or clock_lib is not None)
-                 and (k != "server_kill" or zone.server is not None)]
+                 and (k != "server_kill" or zone.server is not None) and (k != "write_fail" or write_lib is not None)]
     if mounted and "disk_full" in kinds:
         available.append("disk_full")
     if not available:
@@ -251,6 +269,10 @@ def campaign(engine: Engine, faults: int, seed: int, work: Path, say: Any, minut
     left_out = {"disk_full": "no tmpfs could be mounted (needs root)"} if not mounted else {}
     if no_clock:
         left_out["clock_jump"] = no_clock
+    if no_write:
+        left_out["write_fail"] = no_write
+    elif "write_fail" in kinds and engine.name == "connect":
+        left_out["write_fail"] = "under Spark Connect the server writes the lakehouse's files, not the racing clients"
     ledger, rounds, landed = Ledger(), [], 0
     started = time.monotonic()
 

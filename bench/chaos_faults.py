@@ -8,6 +8,9 @@ Spark JVM and Python workers with it. A fault is drawn by seed and applied to on
 * ``clock_jump``: the wall clock of one racing process (and of its JVM) steps hours or a day ahead or behind at a
   random point of its run, and back again a few seconds later (``bench/clockshift.c``, preloaded; its monotonic
   clock and timers untouched, as with a real clock step);
+* ``write_fail``: from a random point of one racing process's run, for a while (or to its end), every write of it (and
+  of its JVM) to a file of the lakehouse fails with EIO, the first one torn: half its bytes reach the file
+  (``bench/failwrites.c``, preloaded: a file system failing on command); it counts only where a write was failed;
 * ``landing_rewrite`` / ``landing_truncate`` / ``landing_remove``: an ingest is killed right after it planned a
   batch (its ``landing_batches`` commit), then a landing file of the round is rewritten (the same records,
   serialized again), cut at a random byte or removed before the next run replays the plan;
@@ -37,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "CLOCKSHIFT_SOURCE",
+    "FAILWRITES_SOURCE",
     "FAULT_KINDS",
     "KILL_SCALE",
     "PROCESS_KINDS",
@@ -47,7 +52,7 @@ __all__ = [
     "GroupProgress",
     "Racer",
     "Zone",
-    "clock_shifter",
+    "build_preload",
     "damage_file",
     "fill_disk",
     "lakeshard",
@@ -61,8 +66,9 @@ __all__ = [
 
 PROCESS_KINDS = ("ingest", "routed", "close", "compact", "maintenance")
 FAULT_KINDS = ("sigkill", "disk_full", "clock_jump", "landing_rewrite", "landing_truncate", "landing_remove",
-               "damaged_file", "server_kill")
+               "damaged_file", "server_kill", "write_fail")
 CLOCKSHIFT_SOURCE = Path(__file__).with_name("clockshift.c")
+FAILWRITES_SOURCE = Path(__file__).with_name("failwrites.c")
 LIB = Path(__file__).resolve().parents[1] / "lib"
 # How long each kind of process runs, relative to a fused ingest: a kill lands anywhere in its run.
 # A process past its engine's deadline is a hang once its process group has used no CPU for STALL_S seconds (it
@@ -99,7 +105,8 @@ class Zone:
     landing: Path = field(init=False)
     config: Path = field(init=False)
     server: ConnectServer | None = None  # the Connect server of the ``connect`` engine
-    clock_lib: Path | None = None  # bench/clockshift.c built (clock_shifter): what clock jumps preload
+    clock_lib: Path | None = None  # bench/clockshift.c built (build_preload): what clock jumps preload
+    write_lib: Path | None = None  # bench/failwrites.c built: what failing writes preload
 
     def __post_init__(self) -> None:
         self.lakehouse, self.landing, self.config = (self.root / "lakehouse", self.root / "landing",
@@ -213,6 +220,9 @@ class Racer:
     clock: str = ""  # how far the wall clock steps, e.g. "+3h", "-45m"
     clock_after: float = 0.0  # seconds into the run the clock steps
     clock_back: float = 0.0  # seconds after that it steps back
+    writes_fail_after: float | None = None  # seconds into the run its writes to the lakehouse start failing
+    writes_fail_for: float = 0.0  # for how long
+    writes_failed: bool = False  # a write of it was failed (not only a window that found it idle or ended)
     returncode: int | None = None
     killed: bool = False  # the SIGKILL landed while the process ran
     hung: bool = False
@@ -222,6 +232,7 @@ class Racer:
     def describe(self) -> str:
         extra = f" kill@{self.kill_after:.1f}s" if self.kill_after is not None else ""
         extra += f" clock{self.clock}@{self.clock_after:.1f}s" if self.clock else ""
+        extra += f" writes-fail@{self.writes_fail_after:.1f}s" if self.writes_fail_after is not None else ""
         return f"{self.kind}{extra} ({self.seconds:.1f}s, exit {self.returncode})"
 
 
@@ -290,13 +301,21 @@ def run_racers(zone: Zone, racers: Sequence[Racer], logs: Path) -> None:
     procs: list[tuple[Racer, subprocess.Popen[bytes], float, Path]] = []
     for i, racer in enumerate(racers):
         # The wall clock of the racer and its children steps by racer.clock, racer.clock_after seconds into the
-        # run, and back racer.clock_back seconds later (bench/clockshift.c: steps on the machine's monotonic clock).
-        extra = {}
+        # run, and back racer.clock_back seconds later (bench/clockshift.c: steps on the machine's monotonic clock);
+        # its writes to the lakehouse fail in their window (bench/failwrites.c, on the same clock).
+        extra, preload = {}, []
         if racer.clock and zone.clock_lib is not None:
             at = time.monotonic() + racer.clock_after
-            extra = {"LD_PRELOAD": str(zone.clock_lib),
-                     "CLOCKSHIFT": f"{at:.3f}:{offset_seconds(racer.clock)},{at + racer.clock_back:.3f}:0"}
+            preload.append(str(zone.clock_lib))
+            extra["CLOCKSHIFT"] = f"{at:.3f}:{offset_seconds(racer.clock)},{at + racer.clock_back:.3f}:0"
         log = logs / f"racer-{i}-{racer.kind}.log"
+        if racer.writes_fail_after is not None and zone.write_lib is not None:
+            at = time.monotonic() + racer.writes_fail_after
+            preload.append(str(zone.write_lib))
+            extra["FAILWRITES"] = f"{at:.3f}:{at + racer.writes_fail_for:.3f}:{zone.lakehouse.resolve()}"
+            extra["FAILWRITES_MARK"] = str(log.with_suffix(".writes-failed"))
+        if preload:
+            extra["LD_PRELOAD"] = " ".join(preload)
         with log.open("wb") as out:
             proc = subprocess.Popen(_chain(zone, racer, log), env=zone.env(**extra), stdout=out, stderr=out,
                                     start_new_session=True)
@@ -311,6 +330,7 @@ def run_racers(zone: Zone, racers: Sequence[Racer], logs: Path) -> None:
         racer.returncode = proc.returncode
         racer.seconds = racer.seconds or round(time.monotonic() - started, 2)
         racer.stderr_tail = log.read_text(errors="replace")[-600:]
+        racer.writes_failed = log.with_suffix(".writes-failed").exists()
 
 
 def _wait_racers(zone: Zone, procs: list[tuple[Racer, subprocess.Popen[bytes], float, Path]]) -> None:
@@ -419,17 +439,17 @@ def offset_seconds(offset: str) -> int:
     return int(offset[:-1]) * units[offset[-1]]
 
 
-def clock_shifter(work: Path) -> tuple[Path | None, str]:
-    """Return (the shared library of ``bench/clockshift.c`` built into ``work``, "") or (None, why it could not be
-    built): the machine's C compiler builds it."""
+def build_preload(work: Path, source: Path) -> tuple[Path | None, str]:
+    """Return (the shared library of ``source``, ``bench/clockshift.c`` or ``bench/failwrites.c``, built into
+    ``work``, "") or (None, why it could not be built): the machine's C compiler builds it."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        return None, "no C compiler (cc) to build bench/clockshift.c"
-    lib = work / "clockshift.so"
-    done = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(lib), str(CLOCKSHIFT_SOURCE), "-ldl"],
+        return None, f"no C compiler (cc) to build bench/{source.name}"
+    lib = work / source.with_suffix(".so").name
+    done = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(lib), str(source), "-ldl"],
                           capture_output=True, text=True)
     if done.returncode != 0:
-        return None, f"bench/clockshift.c did not build: {done.stderr.strip()[-300:]}"
+        return None, f"bench/{source.name} did not build: {done.stderr.strip()[-300:]}"
     return lib, ""
 
 

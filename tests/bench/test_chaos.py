@@ -25,9 +25,10 @@ def _campaign(tmp_path: Path, *args: str) -> dict[str, object]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [11, 12])
-def test_a_fixed_seed_lands_its_faults_and_every_invariant_holds(tmp_path: Path, seed: int) -> None:
-    results = _campaign(tmp_path, "--seed", str(seed), "--faults", "3", "--engines", "embedded")
+@pytest.mark.parametrize(("seed", "kinds"), [(11, ",".join(chaos_faults.FAULT_KINDS)),
+                                             (12, ",".join(chaos_faults.FAULT_KINDS)), (14, "write_fail")])
+def test_a_fixed_seed_lands_its_faults_and_every_invariant_holds(tmp_path: Path, seed: int, kinds: str) -> None:
+    results = _campaign(tmp_path, "--seed", str(seed), "--faults", "3", "--engines", "embedded", "--kinds", kinds)
     summary = results["summary"]
     assert isinstance(summary, dict)
     got = LINE.match(summary["line"])
@@ -121,7 +122,7 @@ def test_a_clock_jump_steps_the_wall_clock_there_and_back_mid_run_leaving_monoto
     import sys
     import time
 
-    lib, why = chaos_faults.clock_shifter(tmp_path)
+    lib, why = chaos_faults.build_preload(tmp_path, chaos_faults.CLOCKSHIFT_SOURCE)
     assert lib is not None, why
     code = ("import subprocess, time\n"
             "for _ in range(18):\n"
@@ -140,6 +141,58 @@ def test_a_clock_jump_steps_the_wall_clock_there_and_back_mid_run_leaving_monoto
     assert all(abs(round((child - wall) / 3600)) == 0 for wall, _, child in rows)  # the child's clock steps too
     monotonic = [mono for _, mono, _ in rows]
     assert all(0.4 < b - a < 60 for a, b in itertools.pairwise(monotonic))  # sleeps of 0.5 s each
+
+
+def test_failing_writes_tear_the_first_then_fail_in_their_window_under_their_folder_only(tmp_path: Path) -> None:
+    """The campaign's failing file system, on a real process and the JVM it starts: before the window every write
+    lands; in it, a write to a file under the folder is torn (half its bytes land, the rest fails) and every later
+    one fails with the errno asked for, fsync too, while files elsewhere are written whole; the mark says it struck."""
+    import errno
+    import os
+    import sys
+    import time
+
+    lib, why = chaos_faults.build_preload(tmp_path, chaos_faults.FAILWRITES_SOURCE)
+    assert lib is not None, why
+    folder, elsewhere = tmp_path / "lakehouse", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    code = ("import os, subprocess, sys, time\n"
+            "folder, elsewhere = sys.argv[1], sys.argv[2]\n"
+            "open(folder + '/before', 'wb').write(b'b' * 5000)\n"
+            "time.sleep(2.5)\n"
+            "def attempt(path, data):\n"
+            "    try:\n"
+            "        with open(path, 'wb') as f:\n"
+            "            f.write(data)\n"
+            "            f.flush()\n"
+            "            os.fsync(f.fileno())\n"
+            "        return 'ok'\n"
+            "    except OSError as e:\n"
+            "        return e.errno\n"
+            "print(attempt(folder + '/torn', b't' * 10000), attempt(folder + '/second', b's' * 10000),\n"
+            "      attempt(elsewhere + '/whole', b'w' * 10000), flush=True)\n"
+            "print(subprocess.run(['java', elsewhere + '/W.java', folder + '/jvm'], capture_output=True, text=True)"
+            ".stdout.strip())\n")
+    at = time.monotonic() + 2.0
+    env = {**os.environ, "LD_PRELOAD": str(lib), "FAILWRITES": f"{at:.3f}:{at + 60:.3f}:{folder.resolve()}",
+           "FAILWRITES_ERRNO": str(errno.ENOSPC), "FAILWRITES_MARK": str(tmp_path / "struck")}
+    (elsewhere / "W.java").write_text(
+        "import java.io.*; public class W { public static void main(String[] a) {"
+        " try (FileOutputStream f = new FileOutputStream(a[0])) { f.write(new byte[1000]);"
+        " System.out.println(\"ok\"); }"
+        " catch (IOException e) { System.out.println(e.getMessage()); } } }")
+    assert not (tmp_path / "struck").exists()
+    done = subprocess.run([sys.executable, "-c", code, str(folder), str(elsewhere)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    lines = done.stdout.split("\n")
+    assert lines[0].split() == [str(errno.ENOSPC)] * 2 + ["ok"], done
+    assert (folder / "before").stat().st_size == 5000 and (elsewhere / "whole").stat().st_size == 10000
+    assert (folder / "torn").read_bytes() == b"t" * 5000  # half of the torn write, nothing of the rest
+    assert (folder / "second").stat().st_size == 0
+    assert (tmp_path / "struck").exists()
+    assert lines[1] == os.strerror(errno.ENOSPC), done  # the JVM's writes fail too (Java 17 comes with make env)
+    assert (folder / "jvm").stat().st_size == 500
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from lakeshard.app.cli_args import LakeshardParser, config_from_args, count, number
+from lakeshard.app.failures import plain_message, storage_failure
 from lakeshard.config import LakeshardConfig, load_config
 from lakeshard.errors import LakeshardError
 from lakeshard.process import prepare_process_memory
@@ -459,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)  # the commands' modules import Spark: a missing extra shows here
         return int(args.func(args))
     except LakeshardError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {plain_message(str(exc))}{_retry_hint(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -478,10 +479,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if message := connect_server_gone(exc):
             print(f"error: {message}", file=sys.stderr)
             return 2
+        if storage_failure(exc):  # the machine's fault, not lakeshard's: no traceback to send anyone
+            print(f"error: the lakehouse's storage failed: {plain_message(str(exc))}{_retry_hint(exc)}",
+                  file=sys.stderr)
+            return 1
         trace = _save_traceback(exc)
-        print(f"error: unexpected {type(exc).__name__}: {exc}\n(the full traceback is in {trace}; "
+        print(f"error: unexpected {type(exc).__name__}: {plain_message(str(exc))}\n(the full traceback is in {trace}; "
               "set LAKESHARD_DEBUG=1 to print it)", file=sys.stderr)
         return 1
+
+
+def _retry_hint(exc: BaseException) -> str:
+    """Return the line that follows an error caused by the storage failing a write (nothing otherwise)."""
+    failed = storage_failure(exc)
+    if failed is None:
+        return ""
+    return (f"\n(the storage failed a write: {failed}. Every commit is whole or absent: run the command again once "
+            "the storage works; a file a failed write left is never committed and vacuum removes it)")
 
 
 def run() -> int:
