@@ -77,17 +77,34 @@ class _Conf:
         self.values[key] = value
 
 
+class _ListingConf(_Conf):
+    """Settings that list what was set in one request (``getAll``, Spark 4), counting the single gets."""
+
+    gets = 0
+
+    @property
+    def getAll(self) -> dict[str, str]:
+        return dict(self.values)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        self.gets += 1
+        return super().get(key, default)
+
+
 class _Session:
-    def __init__(self, refused: set[str]) -> None:
-        self.conf = _Conf(refused)
+    def __init__(self, refused: set[str], listing: bool = False) -> None:
+        self.conf = (_ListingConf if listing else _Conf)(refused)
 
 
-def test_a_session_lakeshard_did_not_start_gets_its_settings_utc_first() -> None:
+@pytest.mark.parametrize("listing", [False, True])
+def test_a_session_lakeshard_did_not_start_gets_its_settings_utc_first(listing: bool) -> None:
     from lakeshard.runtime import apply_session_settings, session_sql_conf
 
     cfg = load_config(env={})
-    session = _Session(refused={"spark.sql.execution.arrow.pyspark.enabled"})
+    session = _Session(refused={"spark.sql.execution.arrow.pyspark.enabled"}, listing=listing)
     assert apply_session_settings(session, cfg) is session  # type: ignore[arg-type]
+    if listing:  # one request lists the settings made: none is asked for alone (a request each under Connect)
+        assert isinstance(session.conf, _ListingConf) and session.conf.gets == 0
     wanted = session_sql_conf(cfg)
     assert session.conf.values["spark.sql.session.timeZone"] == "UTC"
     assert {k: v for k, v in session.conf.values.items() if k in wanted} == {

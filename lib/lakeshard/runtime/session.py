@@ -232,9 +232,13 @@ def apply_session_settings(spark: SparkSession, cfg: LakeshardConfig) -> SparkSe
     Raises:
         EnvironmentProblem: the session refuses a setting lakeshard's results depend on.
     """
+    try:  # one request for every setting made (under Spark Connect each get was a request of its own)
+        made: dict[str, str] | None = dict(spark.conf.getAll)
+    except Exception:  # a compute that does not list its settings: each is asked for
+        made = None
     for key, value in session_sql_conf(cfg).items():
         try:
-            if spark.conf.get(key, None) != value:
+            if (made.get(key) if made is not None else spark.conf.get(key, None)) != value:
                 spark.conf.set(key, value)
         except Exception as exc:
             if key in _REQUIRED_SESSION_SETTINGS:
