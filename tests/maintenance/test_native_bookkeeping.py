@@ -189,7 +189,11 @@ def test_an_interval_a_checkpoint_that_died_left_at_1_is_given_back_by_the_next_
     checkpoints = native_store.checkpoint_versions(uri)
     for i in range(3, 6):
         _append(native_store, uri, i)
-    assert native_store.checkpoint_versions(uri) == checkpoints  # no checkpoint per commit any more
+    # No checkpoint per commit any more: only at multiples of the table's interval (Delta's default 10). The hourly
+    # run's own commits (more of them when it runs in the daily vacuum's UTC hour) may bring a multiple in reach.
+    interval = int(own or 10)
+    new = sorted(set(native_store.checkpoint_versions(uri)) - set(checkpoints))
+    assert len(new) < 3 and all(v % interval == 0 for v in new), (new, checkpoints)
     assert _rows(native_store, uri) == _rows_by_delta_rs(uri) and len(_rows(native_store, uri)) == 6
 
     again = compact_bookkeeping(native_store, cfg, tables=[QUARANTINE], max_files=100)
