@@ -87,7 +87,6 @@ static void struck(void) {
     if (fd >= 0) close(fd);
 }
 
-/* The count a failed write returns: half the bytes, the first time (a torn write), then -1 with EIO. */
 static int tear_first(void) { return __sync_bool_compare_and_swap(&torn, 0, 1); }
 
 static ssize_t fail(void) {
@@ -96,34 +95,29 @@ static ssize_t fail(void) {
     return -1;
 }
 
+/* Whether a write of count bytes to fd fails now (-1, errno set); the first one it strikes is torn instead: count
+ * is halved, so half of its bytes land and the caller's retry of the rest is what fails. */
+static int strike(int fd, size_t *count) {
+    if (*count <= 1 || !failing(fd)) return 0;
+    if (!tear_first()) return (int)fail();
+    struck();
+    *count /= 2;
+    return 0;
+}
+
 ssize_t write(int fd, const void *buf, size_t count) {
     if (!real_write) load();
-    if (count > 1 && failing(fd)) {
-        if (!tear_first()) return fail();
-        struck();
-        return real_write(fd, buf, count / 2);
-    }
-    return real_write(fd, buf, count);
+    return strike(fd, &count) ? -1 : real_write(fd, buf, count);
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
     if (!real_pwrite) load();
-    if (count > 1 && failing(fd)) {
-        if (!tear_first()) return fail();
-        struck();
-        return real_pwrite(fd, buf, count / 2, offset);
-    }
-    return real_pwrite(fd, buf, count, offset);
+    return strike(fd, &count) ? -1 : real_pwrite(fd, buf, count, offset);
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t offset) {
     if (!real_pwrite64) load();
-    if (count > 1 && failing(fd)) {
-        if (!tear_first()) return fail();
-        struck();
-        return real_pwrite64(fd, buf, count / 2, offset);
-    }
-    return real_pwrite64(fd, buf, count, offset);
+    return strike(fd, &count) ? -1 : real_pwrite64(fd, buf, count, offset);
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int iovcnt) {
